@@ -1,0 +1,324 @@
+//! Runs a [`BranchWorker`] on its own thread and hands out an async [`WorkerHandle`].
+//!
+//! libgit2 calls block and a repository cannot be shared between threads, so the worker owns a
+//! dedicated OS thread rather than a tokio task; the handle's methods are async and cheap.
+//! This is the edge where real time is read (through the worker's [`Clock`]) and slept on.
+//! Commands that queue up while a push is in flight are all taken before the next poll, so a
+//! burst of intents goes out in one push even with a zero window (still one commit each).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use backflow_api::Clock;
+use git2::Oid;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::error::PlanError;
+use crate::intent::{Intent, IntentSeq};
+use crate::worker::{BranchWorker, ForeignCommit, WorkerEvent};
+
+/// Why a submitted intent will never be published.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The planner refused it (it cannot be placed safely).
+    #[error("refused: {0}")]
+    Refused(PlanError),
+    /// The worker stopped before it was published.
+    #[error("the branch worker stopped before the write was published")]
+    WorkerStopped,
+}
+
+/// The worker is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the branch worker has stopped")]
+pub struct WorkerStopped;
+
+/// Shutting down did not publish everything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShutdownError {
+    /// Writes were still pending when the shutdown timeout ran out (the remote was unreachable).
+    #[error("{pending} writes were still unpublished when shutdown gave up")]
+    StillPending {
+        /// How many decided writes were left.
+        pending: usize,
+    },
+    /// The worker had already stopped.
+    #[error(transparent)]
+    Stopped(#[from] WorkerStopped),
+}
+
+/// Resolves with the remote tip that contains a submitted intent, once it is pushed
+/// (`None` only if the branch does not exist, which means the intent changed nothing).
+///
+/// An intent replaced by a later one for the same object in the same window resolves with the
+/// commit that holds the later value.
+#[derive(Debug)]
+pub struct Pushed {
+    rx: oneshot::Receiver<Result<Option<Oid>, WriteError>>,
+}
+
+impl Pushed {
+    /// Waits on the calling thread (not inside an async runtime).
+    pub fn blocking_wait(self) -> Result<Option<Oid>, WriteError> {
+        self.rx
+            .blocking_recv()
+            .unwrap_or(Err(WriteError::WorkerStopped))
+    }
+}
+
+impl Future for Pushed {
+    type Output = Result<Option<Oid>, WriteError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(WriteError::WorkerStopped)))
+    }
+}
+
+type TipReply = oneshot::Sender<Result<Option<Oid>, WriteError>>;
+
+enum Command {
+    Submit(Intent, TipReply),
+    Resync(String, Vec<Intent>, TipReply),
+    Flush(oneshot::Sender<Option<Oid>>),
+    CommitRequest(String, oneshot::Sender<Option<Oid>>),
+    RemoteMoved,
+    Shutdown(oneshot::Sender<Result<Option<Oid>, ShutdownError>>),
+}
+
+/// The handle of a running branch worker. Cloneable; the worker shuts down (flushing what is
+/// pending) when [`WorkerHandle::shutdown`] is called or the last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct WorkerHandle {
+    tx: mpsc::Sender<Command>,
+    foreign: broadcast::Sender<ForeignCommit>,
+}
+
+impl WorkerHandle {
+    /// Submits an intent. The returned future resolves once a push containing it succeeded
+    /// (`X-Backflow-Wait: pushed`); dropping it does not withdraw the intent.
+    pub fn submit(&self, intent: Intent) -> Pushed {
+        let (tx, rx) = oneshot::channel();
+        // A send error drops `tx`, so the future resolves to WorkerStopped.
+        let _ = self.tx.send(Command::Submit(intent, tx));
+        Pushed { rx }
+    }
+
+    /// Submits a resync of `target` as one commit of its own; resolves when it is pushed.
+    pub fn submit_resync(&self, target: impl Into<String>, intents: Vec<Intent>) -> Pushed {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Resync(target.into(), intents, tx));
+        Pushed { rx }
+    }
+
+    /// Closes the open window, takes the flush mark, publishes everything up to it (ignoring
+    /// the cooldown) and returns the resulting remote tip.
+    pub async fn flush(&self) -> Result<Option<Oid>, WorkerStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Flush(tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)
+    }
+
+    /// An explicit save: closes the window with `message`, publishes at once and returns the
+    /// pushed tip.
+    pub async fn commit_request(
+        &self,
+        message: impl Into<String>,
+    ) -> Result<Option<Oid>, WorkerStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::CommitRequest(message.into(), tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)
+    }
+
+    /// A hint that the branch moved (push webhook): the worker reads the remote at once.
+    pub fn notify_remote_moved(&self) {
+        let _ = self.tx.send(Command::RemoteMoved);
+    }
+
+    /// Foreign commits seen from now on. A slow subscriber that falls behind gets
+    /// `RecvError::Lagged` and should look at the remote itself.
+    pub fn subscribe(&self) -> broadcast::Receiver<ForeignCommit> {
+        self.foreign.subscribe()
+    }
+
+    /// Flushes, pushes what is pending (retrying until the shutdown timeout) and stops.
+    pub async fn shutdown(&self) -> Result<Option<Oid>, ShutdownError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Shutdown(tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)?
+    }
+}
+
+/// Starts `worker` on its own thread. `shutdown_timeout` bounds how long a shutdown keeps
+/// retrying an unreachable remote.
+pub fn spawn(
+    worker: BranchWorker,
+    clock: Arc<dyn Clock>,
+    shutdown_timeout: Duration,
+) -> WorkerHandle {
+    let (tx, rx) = mpsc::channel();
+    let (foreign, _) = broadcast::channel(64);
+    let name = format!("backflow-git:{}", worker.config().branch);
+    let mut driver = Driver {
+        worker,
+        clock,
+        shutdown_timeout,
+        foreign: foreign.clone(),
+        intents: BTreeMap::new(),
+        flushes: Vec::new(),
+    };
+    let spawned = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || driver.run(rx));
+    if let Err(e) = spawned {
+        // Every call on the handle then reports WorkerStopped.
+        tracing::error!(error = %e, "could not start the branch worker thread");
+    }
+    WorkerHandle { tx, foreign }
+}
+
+struct Driver {
+    worker: BranchWorker,
+    clock: Arc<dyn Clock>,
+    shutdown_timeout: Duration,
+    foreign: broadcast::Sender<ForeignCommit>,
+    intents: BTreeMap<IntentSeq, Vec<TipReply>>,
+    flushes: Vec<(IntentSeq, oneshot::Sender<Option<Oid>>)>,
+}
+
+impl Driver {
+    fn run(&mut self, rx: mpsc::Receiver<Command>) {
+        loop {
+            let wake = self.worker.poll();
+            self.dispatch();
+            let timeout = wake
+                .duration_since(self.clock.now())
+                .unwrap_or(Duration::ZERO);
+            let first = if timeout.is_zero() {
+                match rx.try_recv() {
+                    Ok(cmd) => Some(cmd),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return self.shutdown(None),
+                }
+            } else {
+                match rx.recv_timeout(timeout) {
+                    Ok(cmd) => Some(cmd),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return self.shutdown(None),
+                }
+            };
+            let Some(cmd) = first else { continue };
+            if let Some(reply) = self.handle(cmd) {
+                return self.shutdown(Some(reply));
+            }
+            // Take everything already queued before polling, so it shares the next push.
+            while let Ok(cmd) = rx.try_recv() {
+                if let Some(reply) = self.handle(cmd) {
+                    return self.shutdown(Some(reply));
+                }
+            }
+        }
+    }
+
+    /// Handles one command; returns the reply channel when it is a shutdown.
+    fn handle(
+        &mut self,
+        cmd: Command,
+    ) -> Option<oneshot::Sender<Result<Option<Oid>, ShutdownError>>> {
+        match cmd {
+            Command::Submit(intent, reply) => {
+                let seq = self.worker.submit(intent);
+                self.intents.entry(seq).or_default().push(reply);
+            }
+            Command::Resync(target, intents, reply) => {
+                let seq = self.worker.submit_resync(target, intents);
+                self.intents.entry(seq).or_default().push(reply);
+            }
+            Command::Flush(reply) => {
+                let mark = self.worker.flush();
+                self.flushes.push((mark.0, reply));
+            }
+            Command::CommitRequest(message, reply) => {
+                let mark = self.worker.commit_request(message);
+                self.flushes.push((mark.0, reply));
+            }
+            Command::RemoteMoved => self.worker.notify_remote_moved(),
+            Command::Shutdown(reply) => return Some(reply),
+        }
+        None
+    }
+
+    fn dispatch(&mut self) {
+        for event in self.worker.take_events() {
+            match event {
+                WorkerEvent::Published { through, tip } => {
+                    let later = self.intents.split_off(&IntentSeq(through.0 + 1));
+                    for reply in std::mem::replace(&mut self.intents, later)
+                        .into_values()
+                        .flatten()
+                    {
+                        let _ = reply.send(Ok(tip));
+                    }
+                    let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flushes)
+                        .into_iter()
+                        .partition(|(mark, _)| *mark <= through);
+                    self.flushes = waiting;
+                    for (_, reply) in done {
+                        let _ = reply.send(tip);
+                    }
+                }
+                WorkerEvent::Refused { seq, error, .. } => {
+                    for reply in self.intents.remove(&seq).into_iter().flatten() {
+                        let _ = reply.send(Err(WriteError::Refused(error.clone())));
+                    }
+                }
+                WorkerEvent::Foreign(commit) => {
+                    // No subscriber is fine.
+                    let _ = self.foreign.send(commit);
+                }
+                WorkerEvent::Failed { .. } => {}
+            }
+        }
+    }
+
+    fn shutdown(&mut self, reply: Option<oneshot::Sender<Result<Option<Oid>, ShutdownError>>>) {
+        self.worker.flush();
+        let deadline = self.clock.now() + self.shutdown_timeout;
+        let result = loop {
+            let wake = self.worker.poll();
+            self.dispatch();
+            if !self.worker.has_unpublished() {
+                break Ok(self.worker.remote_tip().oid());
+            }
+            let now = self.clock.now();
+            if now >= deadline {
+                break Err(ShutdownError::StillPending {
+                    pending: self.worker.pending_writes().len(),
+                });
+            }
+            let nap = wake
+                .min(deadline)
+                .duration_since(now)
+                .unwrap_or(Duration::ZERO);
+            std::thread::sleep(nap.max(Duration::from_millis(1)));
+        };
+        if let Err(e) = &result {
+            tracing::error!(branch = %self.worker.config().branch, error = %e, "shutdown left writes unpublished");
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(result);
+        }
+    }
+}

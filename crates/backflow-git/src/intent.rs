@@ -1,0 +1,118 @@
+//! Intents ("this object should now read X in target T") and the pending writes they are
+//! decided into.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use backflow_api::ObjectKey;
+
+/// The state an object should have in Git.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectState {
+    /// The object exists and reads as this (already sanitized) value.
+    Present(Arc<serde_json::Value>),
+    /// The object is gone.
+    Absent,
+}
+
+/// "This object should now read X in target T", or "this object is gone".
+///
+/// An intent carries the whole object, never a diff: on a refused push it is planned again onto
+/// whatever the new tip holds, so the API side's value wins for this object and nothing else is
+/// touched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intent {
+    /// The GitTarget (folder) the object belongs to.
+    pub target: String,
+    /// The object's identity.
+    pub key: ObjectKey,
+    /// Its desired state.
+    pub state: ObjectState,
+}
+
+impl Intent {
+    /// The object should read `value`.
+    pub fn put(target: impl Into<String>, key: ObjectKey, value: serde_json::Value) -> Self {
+        Self {
+            target: target.into(),
+            key,
+            state: ObjectState::Present(Arc::new(value)),
+        }
+    }
+
+    /// The object is gone.
+    pub fn delete(target: impl Into<String>, key: ObjectKey) -> Self {
+        Self {
+            target: target.into(),
+            key,
+            state: ObjectState::Absent,
+        }
+    }
+
+    /// The slot this intent occupies: one object in one target. Last write wins per slot.
+    pub fn slot(&self) -> Slot {
+        (self.target.clone(), self.key.clone())
+    }
+}
+
+/// One object in one target.
+pub type Slot = (String, ObjectKey);
+
+/// The position of an intent in the order the worker received it. Strictly increasing, starting
+/// at 1; `IntentSeq(0)` means "nothing".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct IntentSeq(pub u64);
+
+/// The last intent decided when a flush was asked for: the flush completes once every intent up
+/// to and including it is published. Intents decided later do not delay it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlushMark(pub IntentSeq);
+
+/// Why a write exists, which picks its commit message shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Events collected by a commit window (one event or a group).
+    Window,
+    /// A resync (initial snapshot or sweep) of one target.
+    Resync {
+        /// The target resynced.
+        target: String,
+    },
+    /// An explicit save (CommitRequest) with the caller's message.
+    Save {
+        /// The commit message, used as is.
+        message: String,
+    },
+}
+
+/// A decided write: the intents a closed window (or a resync, or a save) holds, retained until a
+/// push that contains it succeeds.
+#[derive(Debug, Clone)]
+pub struct PendingWrite {
+    /// The highest intent sequence number this write covers.
+    pub through: IntentSeq,
+    /// The intents, one per slot (last write wins), in slot order.
+    pub intents: BTreeMap<Slot, (IntentSeq, Intent)>,
+    /// What shape its commit message takes.
+    pub kind: WriteKind,
+    /// Whether the intents that changed nothing were already dropped. That happens the first time
+    /// the write is planned, against the tip known then; on a replay a kept intent is written
+    /// again even if the foreign commit changed it, because the API side wins.
+    pub(crate) screened: bool,
+}
+
+impl PendingWrite {
+    /// A write holding `intents` (already last-write-wins per slot).
+    pub fn new(
+        intents: BTreeMap<Slot, (IntentSeq, Intent)>,
+        kind: WriteKind,
+        through: IntentSeq,
+    ) -> Self {
+        Self {
+            through,
+            intents,
+            kind,
+            screened: false,
+        }
+    }
+}

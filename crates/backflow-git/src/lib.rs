@@ -1,0 +1,82 @@
+//! The Git publication engine: many writers, one branch, nothing lost, nothing forced.
+//!
+//! - [`repo`]: the local bare cache per remote; trees and commits built with no worktree.
+//! - [`remote`]: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
+//!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
+//!   ([`CliRemote`], SSH) transports.
+//! - [`intent`], [`planner`], [`tree`]: intents ("this object should now read X in target T") and
+//!   the planner seam that turns them into path updates against any base tree.
+//! - [`window`], [`backoff`], [`message`]: the commit window, retry pacing, message templates.
+//! - [`worker`]: the branch worker, a state machine driven by calls, with time, randomness and
+//!   the remote injected; [`driver`] runs it on a thread behind an async [`WorkerHandle`].
+//! - [`metrics`]: Prometheus metrics on a registry handed in.
+//!
+//! # Running a worker
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use backflow_api::{GroupResource, ObjectKey, SystemClock};
+//! use backflow_git::{BranchWorker, FilePerObjectPlanner, Intent, RemoteSpec, WorkerConfig};
+//! use backflow_git::metrics::BranchMetrics;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let clock = Arc::new(SystemClock);
+//! let mut cfg = WorkerConfig::new("main");
+//! cfg.seed = rand::random();
+//! let worker = BranchWorker::open(
+//!     std::path::Path::new("/var/lib/backflow"),
+//!     &RemoteSpec::new("https://git.example.com/platform/config.git"),
+//!     cfg,
+//!     Box::new(FilePerObjectPlanner),
+//!     clock.clone(),
+//!     BranchMetrics::disabled(),
+//! )?;
+//! let handle = backflow_git::spawn(worker, clock, Duration::from_secs(30));
+//! let key = ObjectKey::new(GroupResource::new("", "configmaps"), "web", "settings");
+//! let pushed = handle.submit(Intent::put("apps", key, serde_json::json!({"data": {"a": "1"}})));
+//! let tip = pushed.await?; // the pushed commit containing the intent
+//! let applied_tip = handle.flush().await?; // flush, then apply
+//! handle.shutdown().await?;
+//! # let _ = (tip, applied_tip);
+//! # Ok(()) }
+//! ```
+//!
+//! # Driving it synchronously (tests, simulation, benchmarks)
+//!
+//! Build a [`BranchWorker`] with a [`backflow_api::ManualClock`] (or the system clock), then
+//! call [`BranchWorker::submit`], [`BranchWorker::flush`] and [`BranchWorker::poll`] yourself
+//! and read [`BranchWorker::take_events`]. With `window = Duration::ZERO` every submitted intent
+//! is decided at once, and the next `poll` commits and pushes it: `submit` + `poll` in a loop is
+//! one commit and one compare-and-swap push per intent, which is what the `git` benchmark
+//! measures ([`BranchWorker::stats`] counts them).
+
+#![deny(missing_docs)]
+
+pub mod backoff;
+pub mod driver;
+pub mod error;
+pub mod intent;
+pub mod message;
+pub mod metrics;
+pub mod planner;
+pub mod remote;
+pub mod repo;
+pub mod tree;
+pub mod window;
+pub mod worker;
+
+pub use driver::{Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn};
+pub use error::{PlanError, RepoError, TreeError};
+pub use git2::Oid;
+pub use intent::{FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, WriteKind};
+pub use message::MessageTemplates;
+pub use planner::{FilePerObjectPlanner, Planner};
+pub use remote::{
+    CliRemote, Credentials, ExpectedTip, FileRemote, GitRemote, Libgit2Remote, PushOutcome,
+    RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,
+};
+pub use repo::{Identity, LocalRepo};
+pub use tree::{Overlay, PathUpdate, TreeView};
+pub use window::CommitWindow;
+pub use worker::{BranchWorker, ForeignCommit, Tip, WorkerConfig, WorkerEvent, WorkerStats};

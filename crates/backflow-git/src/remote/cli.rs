@@ -1,0 +1,220 @@
+//! The `git` program behind the same trait: SSH with a key and known_hosts, and anything else
+//! libgit2 cannot do.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use base64::Engine as _;
+use git2::Oid;
+
+use super::{
+    Credentials, ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp,
+};
+use crate::repo::{LocalRepo, strip_credentials, tracking_ref};
+
+/// A remote served by running `git`.
+///
+/// Credentials never appear on a command line: HTTP basic authentication is passed as an
+/// `http.extraHeader` through `GIT_CONFIG_*` variables, an SSH key through `GIT_SSH_COMMAND`
+/// with `StrictHostKeyChecking=yes` against the configured known_hosts.
+pub struct CliRemote {
+    url: String,
+    display: String,
+    credentials: Credentials,
+    program: String,
+}
+
+impl CliRemote {
+    /// A remote at `url` using the `git` found on `PATH`.
+    pub fn new(url: &str, credentials: Credentials) -> Self {
+        Self {
+            url: url.to_string(),
+            display: strip_credentials(url),
+            credentials,
+            program: "git".into(),
+        }
+    }
+
+    fn command(&self, repo: &LocalRepo) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("--git-dir").arg(repo.path());
+        cmd.stdin(Stdio::null());
+        // Never wait for a password prompt; messages in English so they can be classified.
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .env("LANGUAGE", "C");
+        match &self.credentials {
+            Credentials::None => {}
+            Credentials::Basic { username, password } => {
+                let token = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{password}"));
+                cmd.env("GIT_CONFIG_COUNT", "1")
+                    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+                    .env(
+                        "GIT_CONFIG_VALUE_0",
+                        format!("Authorization: Basic {token}"),
+                    );
+            }
+            Credentials::SshKey {
+                private_key,
+                known_hosts,
+            } => {
+                cmd.env(
+                    "GIT_SSH_COMMAND",
+                    format!(
+                        "ssh -i {} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={}",
+                        shell_quote(private_key),
+                        shell_quote(known_hosts)
+                    ),
+                );
+            }
+        }
+        cmd
+    }
+
+    fn run(&self, op: RemoteOp, mut cmd: Command) -> Result<Output, RemoteError> {
+        cmd.output().map_err(|e| {
+            RemoteError::new(
+                op,
+                &self.display,
+                RemoteErrorKind::Local,
+                format!("running {}: {e}", self.program),
+            )
+        })
+    }
+
+    fn failure(&self, op: RemoteOp, out: &Output) -> RemoteError {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let lower = stderr.to_ascii_lowercase();
+        let kind = if lower.contains("authentication")
+            || lower.contains("could not read username")
+            || lower.contains("permission denied")
+            || lower.contains("host key verification failed")
+        {
+            RemoteErrorKind::Auth
+        } else {
+            RemoteErrorKind::Unreachable
+        };
+        RemoteError::new(op, &self.display, kind, stderr)
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.to_string_lossy().replace('\'', r"'\''"))
+}
+
+impl GitRemote for CliRemote {
+    fn display_url(&self) -> &str {
+        &self.display
+    }
+
+    fn ls_remote(&mut self, repo: &LocalRepo, branch: &str) -> Result<Option<Oid>, RemoteError> {
+        let op = RemoteOp::LsRemote;
+        let name = format!("refs/heads/{branch}");
+        let mut cmd = self.command(repo);
+        cmd.args(["ls-remote", "--", &self.url, &name]);
+        let out = self.run(op, cmd)?;
+        if !out.status.success() {
+            return Err(self.failure(op, &out));
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((oid, refname)) = line.split_once('\t')
+                && refname == name
+            {
+                return Oid::from_str(oid).map(Some).map_err(|e| {
+                    RemoteError::new(
+                        op,
+                        &self.display,
+                        RemoteErrorKind::Protocol,
+                        format!("bad oid {oid:?}: {e}"),
+                    )
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    fn fetch(&mut self, repo: &LocalRepo, branch: &str) -> Result<Option<Oid>, RemoteError> {
+        let op = RemoteOp::Fetch;
+        let Some(advertised) = self.ls_remote(repo, branch)? else {
+            repo.remove_ref(&tracking_ref(branch))
+                .map_err(|e| RemoteError::local(op, &self.display, &e))?;
+            return Ok(None);
+        };
+        let local_err = |e: crate::error::RepoError| RemoteError::local(op, &self.display, &e);
+        if repo.has_object(advertised) {
+            repo.set_ref(&tracking_ref(branch), advertised)
+                .map_err(local_err)?;
+            return Ok(Some(advertised));
+        }
+        let spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
+        let mut cmd = self.command(repo);
+        cmd.args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            &self.url,
+            &spec,
+        ]);
+        let out = self.run(op, cmd)?;
+        if !out.status.success() {
+            return Err(self.failure(op, &out));
+        }
+        repo.read_ref(&tracking_ref(branch)).map_err(local_err)
+    }
+
+    fn push(
+        &mut self,
+        repo: &LocalRepo,
+        branch: &str,
+        new: Oid,
+        expected: ExpectedTip,
+    ) -> Result<PushOutcome, RemoteError> {
+        let op = RemoteOp::Push;
+        let dst = format!("refs/heads/{branch}");
+        // An empty expectation means "must not exist yet".
+        let lease = format!(
+            "--force-with-lease={dst}:{}",
+            expected.oid().map(|o| o.to_string()).unwrap_or_default()
+        );
+        let mut cmd = self.command(repo);
+        cmd.args([
+            "push",
+            "--porcelain",
+            "--no-verify",
+            &lease,
+            "--",
+            &self.url,
+            &format!("{new}:{dst}"),
+        ]);
+        let out = self.run(op, cmd)?;
+        // Porcelain lines are "<flag>\t<from>:<to>\t<summary>"; only our ref's line decides.
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut parts = line.splitn(3, '\t');
+            let (Some(flag), Some(refs), summary) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if !refs.ends_with(&format!(":{dst}")) {
+                continue;
+            }
+            return Ok(match flag {
+                "!" => PushOutcome::Rejected {
+                    reason: summary.unwrap_or("rejected").to_string(),
+                },
+                " " | "+" | "*" | "=" => PushOutcome::Accepted,
+                other => {
+                    return Err(RemoteError::new(
+                        op,
+                        &self.display,
+                        RemoteErrorKind::Protocol,
+                        format!("unknown push status {other:?}: {line}"),
+                    ));
+                }
+            });
+        }
+        Err(self.failure(op, &out))
+    }
+}

@@ -1,0 +1,393 @@
+//! The local bare cache of one remote: object storage, tree building and commits, with no
+//! worktree and no index.
+//!
+//! Every remote gets its own bare repository under the data directory. Commits are built here
+//! from a base tree plus path updates and then pushed; fetched foreign commits land here too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use git2::{ObjectType, Oid, Repository, Signature, Time};
+
+use crate::error::RepoError;
+
+/// The ref that holds the last fetched remote tip of `branch` in the cache.
+pub fn tracking_ref(branch: &str) -> String {
+    format!("refs/remotes/origin/{branch}")
+}
+
+/// The ref a push is sent from. libgit2 pushes refs, not bare object ids, so the commit to
+/// publish is named here first.
+pub fn outgoing_ref(branch: &str) -> String {
+    format!("refs/backflow/outgoing/{branch}")
+}
+
+/// Author or committer identity written into commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Display name.
+    pub name: String,
+    /// E-mail address.
+    pub email: String,
+}
+
+impl Identity {
+    /// An identity from a name and an address.
+    pub fn new(name: impl Into<String>, email: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            email: email.into(),
+        }
+    }
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Self::new("backflow", "backflow@localhost")
+    }
+}
+
+/// A local bare repository used as the object cache for one remote.
+pub struct LocalRepo {
+    repo: Repository,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for LocalRepo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalRepo")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl LocalRepo {
+    /// Opens the bare repository at `path`, creating it when missing.
+    pub fn open_or_init(path: &Path) -> Result<Self, RepoError> {
+        let repo = match Repository::open_bare(path) {
+            Ok(repo) => repo,
+            Err(_) => Repository::init_bare(path).map_err(|source| RepoError {
+                op: "creating the bare cache".into(),
+                path: path.to_path_buf(),
+                source,
+            })?,
+        };
+        Ok(Self {
+            repo,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens (or creates) the cache for `url` under `data_dir`: `data_dir/git/<name>.git`, where the
+    /// name is derived from the URL without its credentials, so two workers of one remote share it.
+    pub fn open_cache(data_dir: &Path, url: &str) -> Result<Self, RepoError> {
+        Self::open_or_init(&data_dir.join("git").join(cache_dir_name(url)))
+    }
+
+    /// The cache's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying libgit2 repository, for transports.
+    pub fn git2(&self) -> &Repository {
+        &self.repo
+    }
+
+    fn err(&self, op: impl Into<String>) -> impl FnOnce(git2::Error) -> RepoError + '_ {
+        let op = op.into();
+        move |source| RepoError {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Whether the object is present in the cache.
+    pub fn has_object(&self, oid: Oid) -> bool {
+        self.repo.odb().map(|odb| odb.exists(oid)).unwrap_or(false)
+    }
+
+    /// The tree of a commit.
+    pub fn commit_tree(&self, commit: Oid) -> Result<Oid, RepoError> {
+        let c = self
+            .repo
+            .find_commit(commit)
+            .map_err(self.err(format!("reading commit {commit}")))?;
+        Ok(c.tree_id())
+    }
+
+    /// The id of the empty tree, written if needed (the base of a branch that does not exist yet).
+    pub fn empty_tree(&self) -> Result<Oid, RepoError> {
+        let builder = self
+            .repo
+            .treebuilder(None)
+            .map_err(self.err("building the empty tree"))?;
+        builder.write().map_err(self.err("writing the empty tree"))
+    }
+
+    /// Reads the file at `path` in `tree`; `None` when there is no file there.
+    pub fn read_file(&self, tree: Oid, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err(format!("reading tree {tree}")))?;
+        let entry = match tree.get_path(Path::new(path)) {
+            Ok(entry) => entry,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(self.err(format!("looking up {path}"))(e)),
+        };
+        if entry.kind() != Some(ObjectType::Blob) {
+            return Ok(None);
+        }
+        let blob = self
+            .repo
+            .find_blob(entry.id())
+            .map_err(self.err(format!("reading blob of {path}")))?;
+        Ok(Some(blob.content().to_vec()))
+    }
+
+    /// Every file path under `dir` (recursively; `""` for the whole tree), sorted.
+    pub fn list_files(&self, tree: Oid, dir: &str) -> Result<Vec<String>, RepoError> {
+        let root = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err(format!("reading tree {tree}")))?;
+        let dir = dir.trim_matches('/');
+        let start = if dir.is_empty() {
+            root
+        } else {
+            match root.get_path(Path::new(dir)) {
+                Ok(e) if e.kind() == Some(ObjectType::Tree) => self
+                    .repo
+                    .find_tree(e.id())
+                    .map_err(self.err(format!("reading tree {dir}")))?,
+                Ok(_) => return Ok(Vec::new()),
+                Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(self.err(format!("looking up {dir}"))(e)),
+            }
+        };
+        let mut out = Vec::new();
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        start
+            .walk(git2::TreeWalkMode::PreOrder, |parent, entry| {
+                if entry.kind() == Some(ObjectType::Blob)
+                    && let Ok(name) = entry.name()
+                {
+                    out.push(format!("{prefix}{parent}{name}"));
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .map_err(self.err(format!("listing {dir}")))?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Writes a blob and returns its id.
+    pub fn write_blob(&self, content: &[u8]) -> Result<Oid, RepoError> {
+        self.repo.blob(content).map_err(self.err("writing a blob"))
+    }
+
+    /// Applies path updates (`Some(content)` writes a file, `None` removes it) to `base` and
+    /// returns the new tree. Intermediate trees are created and emptied ones dropped.
+    ///
+    /// Paths are applied in sorted order, one final state per path, so the result never depends on
+    /// the order updates were produced in.
+    pub fn apply_updates(
+        &self,
+        base: Oid,
+        updates: &BTreeMap<String, Option<Vec<u8>>>,
+    ) -> Result<Oid, RepoError> {
+        if updates.is_empty() {
+            return Ok(base);
+        }
+        let base_tree = self
+            .repo
+            .find_tree(base)
+            .map_err(self.err(format!("reading tree {base}")))?;
+        let mut builder = git2::build::TreeUpdateBuilder::new();
+        for (path, content) in updates {
+            match content {
+                Some(bytes) => {
+                    let blob = self.write_blob(bytes)?;
+                    builder.upsert(path.as_str(), blob, git2::FileMode::Blob);
+                }
+                None => {
+                    // Removing a path that is not there is a no-op for us, but libgit2 treats it as
+                    // an error, so only existing files are removed.
+                    if base_tree.get_path(Path::new(path)).is_ok() {
+                        builder.remove(path.as_str());
+                    }
+                }
+            }
+        }
+        builder
+            .create_updated(&self.repo, &base_tree)
+            .map_err(self.err("building the updated tree"))
+    }
+
+    /// Writes a commit of `tree` with an optional parent and returns its id. No ref is moved.
+    pub fn write_commit(
+        &self,
+        tree: Oid,
+        parent: Option<Oid>,
+        author: &Identity,
+        committer: &Identity,
+        at: SystemTime,
+        message: &str,
+    ) -> Result<Oid, RepoError> {
+        let secs = at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let time = Time::new(secs, 0);
+        let author = Signature::new(&author.name, &author.email, &time)
+            .map_err(self.err("building the author"))?;
+        let committer = Signature::new(&committer.name, &committer.email, &time)
+            .map_err(self.err("building the committer"))?;
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err(format!("reading tree {tree}")))?;
+        let parent_commit = match parent {
+            Some(p) => Some(
+                self.repo
+                    .find_commit(p)
+                    .map_err(self.err(format!("reading commit {p}")))?,
+            ),
+            None => None,
+        };
+        let parents: Vec<&git2::Commit<'_>> = parent_commit.iter().collect();
+        self.repo
+            .commit(None, &author, &committer, message, &tree, &parents)
+            .map_err(self.err("writing a commit"))
+    }
+
+    /// Points `name` at `oid`, creating or moving it (local bookkeeping refs only).
+    pub fn set_ref(&self, name: &str, oid: Oid) -> Result<(), RepoError> {
+        self.repo
+            .reference(name, oid, true, "backflow")
+            .map_err(self.err(format!("setting {name}")))?;
+        Ok(())
+    }
+
+    /// Removes a local ref if it exists.
+    pub fn remove_ref(&self, name: &str) -> Result<(), RepoError> {
+        match self.repo.find_reference(name) {
+            Ok(mut r) => r.delete().map_err(self.err(format!("removing {name}"))),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(()),
+            Err(e) => Err(self.err(format!("reading {name}"))(e)),
+        }
+    }
+
+    /// Reads a local ref; `None` when it does not exist.
+    pub fn read_ref(&self, name: &str) -> Result<Option<Oid>, RepoError> {
+        match self.repo.refname_to_id(name) {
+            Ok(oid) => Ok(Some(oid)),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(self.err(format!("reading {name}"))(e)),
+        }
+    }
+}
+
+/// A directory name for the cache of `url`: readable, credential-free, and unique per URL.
+fn cache_dir_name(url: &str) -> String {
+    let clean = strip_credentials(url);
+    let readable: String = clean
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let readable: String = readable
+        .trim_matches('_')
+        .chars()
+        .rev()
+        .take(60)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    // FNV-1a: stable across runs and platforms, unlike the std hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in clean.as_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{readable}-{hash:016x}.git")
+}
+
+/// `url` with any `user:password@` part removed, for logs, metrics and cache names.
+pub fn strip_credentials(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if let Some((_, host)) = authority.rsplit_once('@') {
+            return format!("{scheme}://{host}{path}");
+        }
+    }
+    url.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_stripped() {
+        assert_eq!(
+            strip_credentials("https://u:secret@example.com/r.git"),
+            "https://example.com/r.git"
+        );
+        assert_eq!(
+            strip_credentials("https://example.com/r.git"),
+            "https://example.com/r.git"
+        );
+        assert_eq!(
+            strip_credentials("git@example.com:r.git"),
+            "git@example.com:r.git"
+        );
+        assert!(!cache_dir_name("https://u:secret@example.com/r.git").contains("secret"));
+        assert_eq!(
+            cache_dir_name("https://u:p@example.com/r.git"),
+            cache_dir_name("https://example.com/r.git")
+        );
+        assert_ne!(cache_dir_name("file:///a/b"), cache_dir_name("file:///a/c"));
+    }
+
+    #[test]
+    fn updates_build_trees_without_a_worktree() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
+        let empty = repo.empty_tree().expect("empty");
+        let mut up = BTreeMap::new();
+        up.insert("a/b/c.yaml".to_string(), Some(b"one".to_vec()));
+        up.insert("top.txt".to_string(), Some(b"two".to_vec()));
+        up.insert("missing/gone".to_string(), None);
+        let t1 = repo.apply_updates(empty, &up).expect("apply");
+        assert_eq!(
+            repo.read_file(t1, "a/b/c.yaml").expect("read"),
+            Some(b"one".to_vec())
+        );
+        assert_eq!(
+            repo.list_files(t1, "").expect("list"),
+            vec!["a/b/c.yaml", "top.txt"]
+        );
+        assert_eq!(repo.list_files(t1, "a").expect("list"), vec!["a/b/c.yaml"]);
+        let mut rm = BTreeMap::new();
+        rm.insert("a/b/c.yaml".to_string(), None);
+        let t2 = repo.apply_updates(t1, &rm).expect("remove");
+        assert_eq!(repo.list_files(t2, "").expect("list"), vec!["top.txt"]);
+    }
+}

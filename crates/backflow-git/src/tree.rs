@@ -1,0 +1,173 @@
+//! What a planner sees and produces: a read-only view of a tree, and path updates.
+//!
+//! A write is planned intent by intent against an [`Overlay`]: the base tree with the updates of
+//! the intents planned before it. So two intents that touch one file (two documents of a
+//! multi-document YAML file) compose, and an intent whose updates change nothing is detected
+//! before any object is written.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use git2::Oid;
+
+use crate::error::RepoError;
+use crate::repo::LocalRepo;
+
+/// One file-level change a planner asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathUpdate {
+    /// Slash-separated path from the repository root, without a leading slash.
+    pub path: String,
+    /// The file's new content, or `None` to remove the file.
+    pub content: Option<Vec<u8>>,
+}
+
+impl PathUpdate {
+    /// Write `content` at `path`.
+    pub fn write(path: impl Into<String>, content: impl Into<Vec<u8>>) -> Self {
+        Self {
+            path: path.into(),
+            content: Some(content.into()),
+        }
+    }
+
+    /// Remove the file at `path`.
+    pub fn remove(path: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            content: None,
+        }
+    }
+}
+
+/// A read-only view of a tree, as a planner needs it.
+pub trait TreeView {
+    /// The file at `path`, or `None` when there is none.
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError>;
+    /// Every file path under `dir` (recursively; `""` for the root), sorted.
+    fn list(&self, dir: &str) -> Result<Vec<String>, RepoError>;
+}
+
+/// A base tree (or nothing, for a branch that does not exist yet) plus pending path updates.
+pub struct Overlay<'r> {
+    repo: &'r LocalRepo,
+    base: Oid,
+    changes: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+impl<'r> Overlay<'r> {
+    /// A view of `base` with no changes yet.
+    pub fn new(repo: &'r LocalRepo, base: Oid) -> Self {
+        Self {
+            repo,
+            base,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    /// Whether applying `updates` would change what this view shows.
+    pub fn would_change(&self, updates: &[PathUpdate]) -> Result<bool, RepoError> {
+        // Apply to a scratch copy of the changed paths only, so repeated updates of one path in
+        // `updates` are judged by their final value.
+        let mut last: BTreeMap<&str, &Option<Vec<u8>>> = BTreeMap::new();
+        for u in updates {
+            last.insert(u.path.as_str(), &u.content);
+        }
+        for (path, content) in last {
+            if self.read(path)? != *content {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records `updates` in the view.
+    pub fn apply(&mut self, updates: Vec<PathUpdate>) {
+        for u in updates {
+            self.changes.insert(normalize(&u.path), u.content);
+        }
+    }
+
+    /// The recorded changes, one final state per path.
+    pub fn changes(&self) -> &BTreeMap<String, Option<Vec<u8>>> {
+        &self.changes
+    }
+
+    /// Writes the resulting tree and returns its id (the base itself when nothing changed).
+    pub fn write(&self) -> Result<Oid, RepoError> {
+        self.repo.apply_updates(self.base, &self.changes)
+    }
+}
+
+fn normalize(path: &str) -> String {
+    path.trim_start_matches('/').to_string()
+}
+
+impl TreeView for Overlay<'_> {
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+        let path = normalize(path);
+        if let Some(change) = self.changes.get(&path) {
+            return Ok(change.clone());
+        }
+        self.repo.read_file(self.base, &path)
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
+        let dir = dir.trim_matches('/');
+        let mut files: BTreeSet<String> =
+            self.repo.list_files(self.base, dir)?.into_iter().collect();
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        for (path, content) in &self.changes {
+            if !path.starts_with(&prefix) {
+                continue;
+            }
+            match content {
+                Some(_) => files.insert(path.clone()),
+                None => files.remove(path),
+            };
+        }
+        Ok(files.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_reads_its_own_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
+        let mut base_up = BTreeMap::new();
+        base_up.insert("d/a".to_string(), Some(b"1".to_vec()));
+        base_up.insert("d/b".to_string(), Some(b"2".to_vec()));
+        let base = repo
+            .apply_updates(repo.empty_tree().expect("empty"), &base_up)
+            .expect("base");
+        let mut o = Overlay::new(&repo, base);
+        assert!(
+            !o.would_change(&[PathUpdate::write("d/a", "1")])
+                .expect("judge")
+        );
+        assert!(
+            !o.would_change(&[PathUpdate::remove("d/zz")])
+                .expect("judge")
+        );
+        assert!(
+            o.would_change(&[PathUpdate::write("d/a", "9")])
+                .expect("judge")
+        );
+        o.apply(vec![
+            PathUpdate::remove("d/a"),
+            PathUpdate::write("d/c", "3"),
+        ]);
+        assert_eq!(o.list("d").expect("list"), vec!["d/b", "d/c"]);
+        assert_eq!(o.read("d/a").expect("read"), None);
+        let t = o.write().expect("write");
+        assert_eq!(repo.list_files(t, "").expect("list"), vec!["d/b", "d/c"]);
+        assert_eq!(Overlay::new(&repo, base).write().expect("write"), base);
+    }
+}

@@ -1,0 +1,114 @@
+//! The commit window: rolling silence with a maximum age.
+//!
+//! Intents collect in the open window, last write wins per object. The window closes after
+//! `silence` without a new intent, or `max_age` after it opened, whichever comes first, so a
+//! steady stream still commits. A silence of zero closes it on every intent.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use crate::intent::{Intent, IntentSeq, Slot};
+
+/// The open commit window of one branch worker. Pure: time is handed in.
+#[derive(Debug, Clone)]
+pub struct CommitWindow {
+    silence: Duration,
+    max_age: Duration,
+    entries: BTreeMap<Slot, (IntentSeq, Intent)>,
+    opened_at: Option<SystemTime>,
+    last_write_at: Option<SystemTime>,
+}
+
+impl CommitWindow {
+    /// A closed window with these limits.
+    pub fn new(silence: Duration, max_age: Duration) -> Self {
+        Self {
+            silence,
+            max_age,
+            entries: BTreeMap::new(),
+            opened_at: None,
+            last_write_at: None,
+        }
+    }
+
+    /// Whether every intent should be its own commit.
+    pub fn is_immediate(&self) -> bool {
+        self.silence.is_zero()
+    }
+
+    /// Whether no intent is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many objects the window holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds an intent; an earlier intent for the same object is replaced.
+    pub fn put(&mut self, seq: IntentSeq, intent: Intent, now: SystemTime) {
+        if self.opened_at.is_none() {
+            self.opened_at = Some(now);
+        }
+        self.last_write_at = Some(now);
+        self.entries.insert(intent.slot(), (seq, intent));
+    }
+
+    /// When the window closes by itself, if it is open.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        let opened = self.opened_at?;
+        let last = self.last_write_at.unwrap_or(opened);
+        Some(std::cmp::min(last + self.silence, opened + self.max_age))
+    }
+
+    /// Whether the window is open and its deadline has passed.
+    pub fn is_due(&self, now: SystemTime) -> bool {
+        self.deadline().is_some_and(|d| d <= now)
+    }
+
+    /// Closes the window and hands back its intents (empty when it was not open).
+    pub fn close(&mut self) -> BTreeMap<Slot, (IntentSeq, Intent)> {
+        self.opened_at = None;
+        self.last_write_at = None;
+        std::mem::take(&mut self.entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backflow_api::{GroupResource, ObjectKey};
+
+    fn intent(name: &str, v: i64) -> Intent {
+        Intent::put(
+            "t",
+            ObjectKey::new(GroupResource::new("", "configmaps"), "ns", name),
+            serde_json::json!(v),
+        )
+    }
+
+    #[test]
+    fn silence_rolls_and_max_age_caps() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let s = Duration::from_secs(1);
+        let mut w = CommitWindow::new(s, Duration::from_secs(5));
+        assert_eq!(w.deadline(), None);
+        w.put(IntentSeq(1), intent("a", 1), t0);
+        assert_eq!(w.deadline(), Some(t0 + s));
+        // A steady stream every 900 ms keeps pushing the silence deadline out, until max age.
+        for i in 1..10u64 {
+            let at = t0 + Duration::from_millis(900 * i);
+            w.put(IntentSeq(1 + i), intent("a", i as i64), at);
+        }
+        assert_eq!(w.deadline(), Some(t0 + Duration::from_secs(5)));
+        assert!(w.is_due(t0 + Duration::from_secs(5)));
+        let closed = w.close();
+        assert_eq!(closed.len(), 1, "last write wins per object");
+        let (seq, last) = closed.values().next().cloned().expect("one entry");
+        assert_eq!(seq, IntentSeq(10));
+        assert_eq!(last, intent("a", 9));
+        assert!(w.is_empty());
+        assert_eq!(w.deadline(), None);
+    }
+}

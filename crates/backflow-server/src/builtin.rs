@@ -1,0 +1,204 @@
+//! The built-in kinds: core and the common groups, stored schemaless.
+
+use crate::registry::{ResourceType, ScalePaths, Scope};
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    scope: Scope,
+    short: &'static [&'static str],
+    status: bool,
+    scale: bool,
+    all: bool,
+}
+
+const fn b(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        plural,
+        kind,
+        scope: Scope::Namespaced,
+        short: &[],
+        status: false,
+        scale: false,
+        all: false,
+    }
+}
+
+impl Builtin {
+    const fn cluster(mut self) -> Self {
+        self.scope = Scope::Cluster;
+        self
+    }
+    const fn short(mut self, s: &'static [&'static str]) -> Self {
+        self.short = s;
+        self
+    }
+    const fn status(mut self) -> Self {
+        self.status = true;
+        self
+    }
+    const fn scale(mut self) -> Self {
+        self.scale = true;
+        self
+    }
+    const fn all(mut self) -> Self {
+        self.all = true;
+        self
+    }
+}
+
+const BUILTINS: &[Builtin] = &[
+    b("", "v1", "namespaces", "Namespace")
+        .cluster()
+        .short(&["ns"])
+        .status(),
+    b("", "v1", "configmaps", "ConfigMap").short(&["cm"]),
+    b("", "v1", "secrets", "Secret"),
+    b("", "v1", "services", "Service")
+        .short(&["svc"])
+        .status()
+        .all(),
+    b("", "v1", "serviceaccounts", "ServiceAccount").short(&["sa"]),
+    b("", "v1", "events", "Event").short(&["ev"]),
+    b("", "v1", "pods", "Pod").short(&["po"]).status().all(),
+    b("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+        .short(&["pvc"])
+        .status(),
+    b("", "v1", "endpoints", "Endpoints").short(&["ep"]),
+    b("apps", "v1", "deployments", "Deployment")
+        .short(&["deploy"])
+        .status()
+        .scale()
+        .all(),
+    b("apps", "v1", "statefulsets", "StatefulSet")
+        .short(&["sts"])
+        .status()
+        .scale()
+        .all(),
+    b("apps", "v1", "daemonsets", "DaemonSet")
+        .short(&["ds"])
+        .status()
+        .all(),
+    b("apps", "v1", "replicasets", "ReplicaSet")
+        .short(&["rs"])
+        .status()
+        .scale()
+        .all(),
+    b("apps", "v1", "controllerrevisions", "ControllerRevision"),
+    b("batch", "v1", "jobs", "Job").status().all(),
+    b("batch", "v1", "cronjobs", "CronJob")
+        .short(&["cj"])
+        .status()
+        .all(),
+    b("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+    ),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+    )
+    .cluster(),
+    b(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+    )
+    .cluster(),
+    b("networking.k8s.io", "v1", "ingresses", "Ingress")
+        .short(&["ing"])
+        .status(),
+    b(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+    )
+    .short(&["netpol"]),
+    b("networking.k8s.io", "v1", "ingressclasses", "IngressClass").cluster(),
+    b("coordination.k8s.io", "v1", "leases", "Lease"),
+    b(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+    )
+    .short(&["pdb"])
+    .status(),
+    b(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+    )
+    .short(&["hpa"])
+    .status()
+    .all(),
+    b("storage.k8s.io", "v1", "storageclasses", "StorageClass")
+        .cluster()
+        .short(&["sc"]),
+    b(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+    )
+    .cluster()
+    .short(&["pc"]),
+    b(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+    )
+    .cluster()
+    .short(&["crd", "crds"])
+    .status(),
+];
+
+/// The built-in resource types.
+pub fn types() -> Vec<ResourceType> {
+    BUILTINS
+        .iter()
+        .map(|b| ResourceType {
+            group: b.group.into(),
+            version: b.version.into(),
+            plural: b.plural.into(),
+            singular: b.kind.to_ascii_lowercase(),
+            kind: b.kind.into(),
+            list_kind: format!("{}List", b.kind),
+            scope: b.scope,
+            short_names: b.short.iter().map(|s| s.to_string()).collect(),
+            categories: if b.all { vec!["all".into()] } else { vec![] },
+            status_subresource: b.status,
+            scale: b.scale.then(|| ScalePaths {
+                spec_replicas: ".spec.replicas".into(),
+                status_replicas: ".status.replicas".into(),
+                label_selector: None,
+            }),
+            storage_version: true,
+            custom: false,
+            schema: None,
+            printer_columns: vec![],
+        })
+        .collect()
+}
+
+/// The names of the namespaces that exist from the start.
+pub const INITIAL_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];

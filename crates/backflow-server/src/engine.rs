@@ -1,0 +1,1008 @@
+//! The Kubernetes object semantics over the store: create, read, update, patch, delete.
+//!
+//! Every write runs inside one store transaction, so what it checks (the namespace exists, the
+//! resourceVersion matches) still holds when it is committed. The HTTP layer only translates
+//! requests into these calls.
+
+use std::sync::{Arc, RwLock};
+
+use backflow_api::{Clock, GroupResource, ObjectKey};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::builtin::INITIAL_NAMESPACES;
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::managed_fields::{self, FieldWrite};
+use crate::object::{self, metadata_mut};
+use crate::patch::{self, PatchType};
+use crate::registry::{Registry, ResourceType};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{Store, WriteTx};
+use crate::{crd, validation};
+
+/// Options shared by every write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: run every check, persist nothing.
+    pub dry_run: bool,
+    /// The field manager recorded in `managedFields`.
+    pub field_manager: String,
+}
+
+/// Options of a delete (query parameters and the DeleteOptions body).
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `dryRun: [All]`.
+    pub dry_run: bool,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+/// Options of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `limit` (0 = all).
+    pub limit: usize,
+    /// `continue` token from the previous page.
+    pub continue_token: Option<String>,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The object itself.
+    Main,
+    /// The `status` subresource.
+    Status,
+}
+
+/// The outcome of a write: the object as stored (or as it would be, in a dry run).
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The object, at the version the request used.
+    pub object: Value,
+    /// Whether the write created the object (HTTP 201).
+    pub created: bool,
+}
+
+/// How a write turns the current object (if any) into the new one.
+enum Change {
+    Create(Value),
+    Replace(Value),
+    Patch(PatchType, Value),
+}
+
+/// The object semantics: cheap to clone, shared by every request.
+#[derive(Clone)]
+pub struct Engine {
+    store: Store,
+    registry: Arc<RwLock<Registry>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+fn rfc3339(clock: &dyn Clock) -> String {
+    humantime::format_rfc3339_seconds(clock.now()).to_string()
+}
+
+fn namespace_key(ns: &str) -> ObjectKey {
+    ObjectKey::new(GroupResource::new("", "namespaces"), "", ns)
+}
+
+fn not_found(t: &ResourceType, name: &str) -> ApiError {
+    ApiError::NotFound {
+        group: t.group.clone(),
+        resource: t.plural.clone(),
+        name: name.into(),
+    }
+}
+
+/// Letters Kubernetes uses for `generateName` suffixes (no vowels, no look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn generated_suffix() -> String {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    bytes[..5]
+        .iter()
+        .map(|b| NAME_ALPHABET[*b as usize % NAME_ALPHABET.len()] as char)
+        .collect()
+}
+
+impl Engine {
+    /// Wraps a store, seeding the initial namespaces and loading stored CRDs into the registry.
+    pub async fn new(store: Store, clock: Arc<dyn Clock>) -> ApiResult<Self> {
+        let engine = Self {
+            store,
+            registry: Arc::new(RwLock::new(Registry::builtin())),
+            clock,
+        };
+        engine.refresh_custom_types();
+        for ns in INITIAL_NAMESPACES {
+            let exists = engine.store.read(|s| s.get(&namespace_key(ns)).is_some());
+            if !exists {
+                let t = engine
+                    .resource_type("", "v1", "namespaces")
+                    .ok_or(ApiError::UnknownResource)?;
+                let body =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                let opts = WriteOptions {
+                    dry_run: false,
+                    field_manager: "backflow".into(),
+                };
+                engine.create(&t, "", body, &opts).await?;
+            }
+        }
+        Ok(engine)
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A snapshot of the registry (discovery, routing).
+    pub fn registry(&self) -> Registry {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// One served type.
+    pub fn resource_type(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group, version, plural)
+            .cloned()
+    }
+
+    /// Rebuilds the custom types from the stored CRDs; order-independent, so concurrent CRD
+    /// writes converge.
+    fn refresh_custom_types(&self) {
+        let gr = GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
+        let crds: Vec<Value> = self
+            .store
+            .read(|s| s.list(&gr, None).map(|(_, v)| (**v).clone()).collect());
+        self.registry
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_custom(&crds);
+    }
+
+    fn storage_types(&self) -> Vec<ResourceType> {
+        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        reg.all()
+            .filter(|t| t.storage_version && t.namespaced())
+            .cloned()
+            .collect()
+    }
+
+    fn key(t: &ResourceType, namespace: &str, name: &str) -> ObjectKey {
+        let ns = if t.namespaced() { namespace } else { "" };
+        ObjectKey::new(t.group_resource(), ns, name)
+    }
+
+    /// Reads one object.
+    pub fn get(&self, t: &ResourceType, namespace: &str, name: &str) -> ApiResult<Value> {
+        let key = Self::key(t, namespace, name);
+        let obj = self
+            .store
+            .read(|s| s.get(&key).cloned())
+            .ok_or_else(|| not_found(t, name))?;
+        Ok(at_version(&obj, t))
+    }
+
+    /// Lists objects (one namespace, or all with `None`), filtered and paginated.
+    pub fn list(
+        &self,
+        t: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> ApiResult<Value> {
+        let gr = t.group_resource();
+        let ns = if t.namespaced() { namespace } else { None };
+        let (start_after, token_rv) = match &opts.continue_token {
+            Some(token) => {
+                let (rv, key) = decode_continue(token)?;
+                (Some(key), Some(rv))
+            }
+            None => (None, None),
+        };
+        let (items, rv, remaining) = self.store.read(|s| {
+            let mut items = Vec::new();
+            let mut remaining = 0usize;
+            for (k, v) in s.list(&gr, ns) {
+                if let Some(after) = &start_after
+                    && format!("{}/{}", k.namespace, k.name).as_str() <= after.as_str()
+                {
+                    continue;
+                }
+                if !opts.labels.matches(v) || !opts.fields.matches(v) {
+                    continue;
+                }
+                if opts.limit > 0 && items.len() >= opts.limit {
+                    remaining += 1;
+                    continue;
+                }
+                items.push(at_version(v, t));
+            }
+            (items, s.resource_version(), remaining)
+        });
+        let rv = token_rv.unwrap_or(rv);
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if remaining > 0
+            && let Some(last) = items.last()
+        {
+            let key = format!("{}/{}", object::namespace(last), object::name(last));
+            metadata["continue"] = json!(encode_continue(rv, &key));
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+        Ok(
+            json!({"apiVersion": t.api_version(), "kind": t.list_kind, "metadata": metadata, "items": items}),
+        )
+    }
+
+    /// Creates an object from a client's body.
+    pub async fn create(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let name = object::name(&body).to_string();
+        self.write(t, namespace, &name, Part::Main, Change::Create(body), opts)
+            .await
+    }
+
+    /// Replaces an object (PUT). Creates it when missing, as PUT does for most kinds.
+    pub async fn update(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        part: Part,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        self.write(t, namespace, name, part, Change::Replace(body), opts)
+            .await
+    }
+
+    /// Patches an object.
+    pub async fn patch(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        part: Part,
+        patch_type: PatchType,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        if patch_type == PatchType::Strategic && t.custom {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (strategic merge patch is not supported by {}, Kind={})",
+                t.api_version(),
+                t.kind
+            )));
+        }
+        self.write(
+            t,
+            namespace,
+            name,
+            part,
+            Change::Patch(patch_type, body),
+            opts,
+        )
+        .await
+    }
+
+    async fn write(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        part: Part,
+        change: Change,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let engine = self.clone();
+        let t2 = t.clone();
+        let ns = namespace.to_string();
+        let name = name.to_string();
+        let opts2 = opts.clone();
+        let written = self
+            .store
+            .write(move |tx| engine.write_in(tx, &t2, &ns, &name, part, change, &opts2))
+            .await?;
+        if is_crd(t) && !opts.dry_run {
+            self.refresh_custom_types();
+        }
+        Ok(Written {
+            object: at_version(&written.object, t),
+            created: written.created,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_in(
+        &self,
+        tx: &mut WriteTx<'_>,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        part: Part,
+        change: Change,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let namespace = if t.namespaced() { namespace } else { "" };
+        let now = rfc3339(self.clock.as_ref());
+        let key_for = |n: &str| Self::key(t, namespace, n);
+        let existing = if name.is_empty() {
+            None
+        } else {
+            tx.get(&key_for(name))
+        };
+        let (mut new, precondition) = match (change, &existing) {
+            (Change::Create(_), Some(_)) => {
+                return Err(ApiError::AlreadyExists {
+                    group: t.group.clone(),
+                    resource: t.plural.clone(),
+                    name: name.into(),
+                });
+            }
+            (Change::Create(body), _) => (self.check_body(t, namespace, None, body)?, None),
+            (Change::Replace(body), Some(_)) => {
+                let precondition =
+                    Some(object::resource_version(&body).to_string()).filter(|s| !s.is_empty());
+                (
+                    self.check_body(t, namespace, Some(name), body)?,
+                    precondition,
+                )
+            }
+            (Change::Replace(body), None) => {
+                if part == Part::Status || !object::resource_version(&body).is_empty() {
+                    return Err(not_found(t, name));
+                }
+                (self.check_body(t, namespace, Some(name), body)?, None)
+            }
+            (Change::Patch(_, _), None) => return Err(not_found(t, name)),
+            (Change::Patch(pt, body), Some(old)) => {
+                let mut target = at_version(old, t);
+                match pt {
+                    PatchType::Merge => patch::merge(&mut target, &body),
+                    PatchType::Strategic => patch::strategic(&mut target, &body)?,
+                    PatchType::Json => {
+                        patch::json_patch(&mut target, &body).map_err(|e| match e {
+                            ApiError::Invalid { causes, .. } => ApiError::Invalid {
+                                group: t.group.clone(),
+                                kind: t.kind.clone(),
+                                name: name.into(),
+                                causes,
+                            },
+                            other => other,
+                        })?
+                    }
+                    PatchType::Apply => {
+                        return Err(ApiError::UnsupportedMediaType(
+                            "server-side apply (application/apply-patch+yaml) is not served yet; use a merge, JSON or strategic merge patch".into(),
+                        ));
+                    }
+                }
+                let after_rv = object::resource_version(&target).to_string();
+                let precondition = (after_rv != object::resource_version(old)).then_some(after_rv);
+                (
+                    self.check_body(t, namespace, Some(name), target)?,
+                    precondition,
+                )
+            }
+        };
+        if let (Some(old), Some(rv)) = (&existing, &precondition)
+            && rv != object::resource_version(old)
+        {
+            return Err(ApiError::stale(&t.group, &t.plural, name));
+        }
+
+        // Name: given, or generated from generateName on create.
+        let mut name = object::name(&new).to_string();
+        if name.is_empty() && existing.is_none() {
+            let prefix = new
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if !prefix.is_empty() {
+                for _ in 0..8 {
+                    let candidate = format!("{prefix}{}", generated_suffix());
+                    if tx.get(&key_for(&candidate)).is_none() {
+                        name = candidate;
+                        break;
+                    }
+                }
+                metadata_mut(&mut new).insert("name".into(), json!(name));
+            }
+        }
+        if name.is_empty() {
+            return Err(ApiError::Invalid {
+                group: t.group.clone(),
+                kind: t.kind.clone(),
+                name: String::new(),
+                causes: vec![Cause::required("metadata.name")],
+            });
+        }
+        let key = key_for(&name);
+
+        if t.namespaced() {
+            match tx.get(&namespace_key(namespace)) {
+                None => {
+                    return Err(ApiError::NotFound {
+                        group: String::new(),
+                        resource: "namespaces".into(),
+                        name: namespace.into(),
+                    });
+                }
+                Some(ns) if existing.is_none() && object::is_deleting(&ns) => {
+                    return Err(ApiError::Forbidden(format!(
+                        "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                        t.plural
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+
+        // Which parts of the body count depends on the endpoint.
+        if t.status_subresource {
+            match (part, &existing) {
+                (Part::Main, Some(old)) => {
+                    set_or_remove(&mut new, "status", old.get("status").cloned())
+                }
+                (Part::Main, None) => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+                (Part::Status, Some(old)) => {
+                    let status = new.get("status").cloned();
+                    new = at_version(old, t);
+                    set_or_remove(&mut new, "status", status);
+                }
+                (Part::Status, None) => return Err(not_found(t, &name)),
+            }
+        }
+
+        self.stamp(tx, t, &mut new, existing.as_deref(), namespace, &name, &now);
+        if is_secret(t) {
+            validation::normalize_secret(&mut new);
+        }
+        object::tidy_metadata(&mut new);
+
+        let mut causes = validation::validate(t, &new, existing.as_deref());
+        if is_crd(t) {
+            causes.extend(crd::validate(&new));
+        }
+        if let Some(old) = &existing
+            && object::is_deleting(old)
+        {
+            let before = object::finalizers(old);
+            for f in object::finalizers(&new) {
+                if !before.contains(&f) {
+                    causes.push(Cause::forbidden("metadata.finalizers", format!("no new finalizers can be added if the object is being deleted, found new finalizers [\"{f}\"]")));
+                }
+            }
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::Invalid {
+                group: t.group.clone(),
+                kind: t.kind.clone(),
+                name,
+                causes,
+            });
+        }
+
+        synthesize(t, &mut new, existing.as_deref());
+
+        if let Some(old) = &existing {
+            if object::without_server_fields(old) == object::without_server_fields(&new) {
+                // A write that changes nothing keeps the resourceVersion (kubectl's "no change").
+                return Ok(Written {
+                    object: (**old).clone(),
+                    created: false,
+                });
+            }
+            let fw = FieldWrite {
+                manager: &opts.field_manager,
+                operation: "Update",
+                api_version: &t.api_version(),
+                subresource: (part == Part::Status).then_some("status"),
+                time: &now,
+            };
+            let mf = managed_fields::record_update(Some(old), &new, &fw);
+            set_managed_fields(&mut new, mf);
+        } else {
+            let fw = FieldWrite {
+                manager: &opts.field_manager,
+                operation: "Update",
+                api_version: &t.api_version(),
+                subresource: None,
+                time: &now,
+            };
+            let mf = managed_fields::record_update(None, &new, &fw);
+            set_managed_fields(&mut new, mf);
+        }
+
+        if opts.dry_run {
+            return Ok(Written {
+                object: new,
+                created: existing.is_none(),
+            });
+        }
+        // Removing the last finalizer of an object being deleted deletes it.
+        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+            tx.put(key.clone(), new);
+            let last = tx.delete(&key).ok_or_else(|| not_found(t, &name))?;
+            self.after_delete(tx, t, &key);
+            return Ok(Written {
+                object: (*last).clone(),
+                created: false,
+            });
+        }
+        let stored = tx.put(key, new);
+        Ok(Written {
+            object: (*stored).clone(),
+            created: existing.is_none(),
+        })
+    }
+
+    /// Checks that a body is an object of this type for this place, and fills in namespace/name.
+    fn check_body(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        name: Option<&str>,
+        mut body: Value,
+    ) -> ApiResult<Value> {
+        if !body.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the body of the request must be a JSON object of kind {}",
+                t.kind
+            )));
+        }
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+        if !kind.is_empty() && kind != t.kind {
+            return Err(ApiError::BadRequest(format!(
+                "the kind of the provided object ({kind}) does not match the resource {} (expected {})",
+                t.plural, t.kind
+            )));
+        }
+        let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if !api_version.is_empty() && api_version != t.api_version() {
+            return Err(ApiError::BadRequest(format!(
+                "the apiVersion of the provided object ({api_version}) does not match the request ({})",
+                t.api_version()
+            )));
+        }
+        if !body.get("metadata").is_none_or(Value::is_object) {
+            return Err(ApiError::BadRequest("metadata must be an object".into()));
+        }
+        let meta = metadata_mut(&mut body);
+        let body_ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if t.namespaced() {
+            if !body_ns.is_empty() && body_ns != namespace {
+                return Err(ApiError::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+            meta.insert("namespace".into(), json!(namespace));
+        } else {
+            meta.remove("namespace");
+        }
+        if let Some(name) = name {
+            let body_name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+            if !body_name.is_empty() && body_name != name {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
+            meta.insert("name".into(), json!(name));
+        }
+        Ok(body)
+    }
+
+    /// Fills in the fields the server owns: kind, apiVersion, uid, creationTimestamp, generation.
+    #[allow(clippy::too_many_arguments)]
+    fn stamp(
+        &self,
+        _tx: &WriteTx<'_>,
+        t: &ResourceType,
+        new: &mut Value,
+        old: Option<&Value>,
+        namespace: &str,
+        name: &str,
+        now: &str,
+    ) {
+        let storage = self
+            .registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .storage_type(&t.group_resource())
+            .map(ResourceType::api_version)
+            .unwrap_or_else(|| t.api_version());
+        if let Some(m) = new.as_object_mut() {
+            m.insert("apiVersion".into(), json!(storage));
+            m.insert("kind".into(), json!(t.kind));
+        }
+        let generation = match old {
+            Some(old) => {
+                let g = old
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                if object::spec_part(old) == object::spec_part(new) {
+                    g
+                } else {
+                    g + 1
+                }
+            }
+            None => 1,
+        };
+        let meta = metadata_mut(new);
+        meta.insert("name".into(), json!(name));
+        if t.namespaced() {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+        match old {
+            Some(old) => {
+                for field in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generateName",
+                ] {
+                    match old.pointer(&format!("/metadata/{field}")) {
+                        Some(v) => {
+                            meta.insert(field.into(), v.clone());
+                        }
+                        None => {
+                            meta.remove(field);
+                        }
+                    }
+                }
+                if meta.get("managedFields").is_none()
+                    && let Some(mf) = old.pointer("/metadata/managedFields")
+                {
+                    meta.insert("managedFields".into(), mf.clone());
+                }
+            }
+            None => {
+                meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+                meta.insert("creationTimestamp".into(), json!(now));
+                meta.remove("deletionTimestamp");
+                meta.remove("deletionGracePeriodSeconds");
+                meta.remove("managedFields");
+            }
+        }
+        meta.insert("generation".into(), json!(generation));
+    }
+
+    /// Deletes one object: marks it when finalizers hold it, removes it otherwise.
+    pub async fn delete(
+        &self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Value> {
+        let engine = self.clone();
+        let t2 = t.clone();
+        let key = Self::key(t, namespace, name);
+        let name = name.to_string();
+        let opts2 = opts.clone();
+        let out = self
+            .store
+            .write(move |tx| {
+                let existing = tx.get(&key).ok_or_else(|| not_found(&t2, &name))?;
+                if let Some(uid) = &opts2.uid
+                    && uid != object::uid(&existing)
+                {
+                    return Err(ApiError::Conflict {
+                        group: t2.group.clone(),
+                        resource: t2.plural.clone(),
+                        name: name.clone(),
+                        message: format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            object::uid(&existing)
+                        ),
+                    });
+                }
+                if let Some(rv) = &opts2.resource_version
+                    && rv != object::resource_version(&existing)
+                {
+                    return Err(ApiError::Conflict {
+                        group: t2.group.clone(),
+                        resource: t2.plural.clone(),
+                        name: name.clone(),
+                        message: format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                            object::resource_version(&existing)
+                        ),
+                    });
+                }
+                engine.delete_in(tx, &t2, &key, &existing, opts2.dry_run)
+            })
+            .await?;
+        if is_crd(t) && !opts.dry_run {
+            self.refresh_custom_types();
+        }
+        Ok(at_version(&out, t))
+    }
+
+    fn delete_in(
+        &self,
+        tx: &mut WriteTx<'_>,
+        t: &ResourceType,
+        key: &ObjectKey,
+        existing: &Value,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        let now = rfc3339(self.clock.as_ref());
+        let holds = !object::finalizers(existing).is_empty();
+        let is_ns = is_namespace(t);
+        if holds || is_ns {
+            if object::is_deleting(existing) && !is_ns {
+                return Ok(existing.clone());
+            }
+            let mut marked = existing.clone();
+            if !object::is_deleting(existing) {
+                let meta = metadata_mut(&mut marked);
+                meta.insert("deletionTimestamp".into(), json!(now));
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            if is_ns {
+                marked["status"] = json!({"phase": "Terminating"});
+            }
+            if dry_run {
+                return Ok(marked);
+            }
+            if is_ns {
+                // Everything in the namespace goes first; the namespace follows once it is empty.
+                self.empty_namespace(tx, &key.name, &now);
+                if !holds && self.namespace_is_empty(tx, &key.name) {
+                    let last = tx.delete(key).ok_or_else(|| not_found(t, &key.name))?;
+                    return Ok((*last).clone());
+                }
+            }
+            let stored = tx.put(key.clone(), marked);
+            return Ok((*stored).clone());
+        }
+        if dry_run {
+            return Ok(existing.clone());
+        }
+        let last = tx.delete(key).ok_or_else(|| not_found(t, &key.name))?;
+        self.after_delete(tx, t, key);
+        Ok((*last).clone())
+    }
+
+    /// Cascades that follow an object's removal: a CRD takes its objects along; the last object
+    /// of a terminating namespace takes the namespace along.
+    fn after_delete(&self, tx: &mut WriteTx<'_>, t: &ResourceType, key: &ObjectKey) {
+        if is_crd(t) {
+            let (group, plural) = match key.name.split_once('.') {
+                Some((plural, group)) => (group.to_string(), plural.to_string()),
+                None => return,
+            };
+            let gr = GroupResource::new(group, plural);
+            for (k, _) in tx.list(&gr, None) {
+                tx.delete(&k);
+            }
+        }
+        if t.namespaced() {
+            let ns_key = namespace_key(&key.namespace);
+            if let Some(ns) = tx.get(&ns_key)
+                && object::is_deleting(&ns)
+                && object::finalizers(&ns).is_empty()
+                && self.namespace_is_empty(tx, &key.namespace)
+            {
+                tx.delete(&ns_key);
+            }
+        }
+    }
+
+    fn empty_namespace(&self, tx: &mut WriteTx<'_>, namespace: &str, now: &str) {
+        for t in self.storage_types() {
+            for (k, obj) in tx.list(&t.group_resource(), Some(namespace)) {
+                if object::finalizers(&obj).is_empty() {
+                    tx.delete(&k);
+                } else if !object::is_deleting(&obj) {
+                    let mut marked = (*obj).clone();
+                    let meta = metadata_mut(&mut marked);
+                    meta.insert("deletionTimestamp".into(), json!(now));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    tx.put(k, marked);
+                }
+            }
+        }
+    }
+
+    fn namespace_is_empty(&self, tx: &WriteTx<'_>, namespace: &str) -> bool {
+        self.storage_types()
+            .iter()
+            .all(|t| tx.list(&t.group_resource(), Some(namespace)).is_empty())
+    }
+
+    /// Deletes every object matching the list options; answers the list of what was deleted.
+    pub async fn delete_collection(
+        &self,
+        t: &ResourceType,
+        namespace: Option<&str>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Value> {
+        let engine = self.clone();
+        let t2 = t.clone();
+        let ns = if t.namespaced() {
+            namespace.map(str::to_string)
+        } else {
+            None
+        };
+        let list = list.clone();
+        let dry_run = opts.dry_run;
+        let items = self
+            .store
+            .write(move |tx| {
+                let mut out = Vec::new();
+                for (k, v) in tx.list(&t2.group_resource(), ns.as_deref()) {
+                    if list.labels.matches(&v) && list.fields.matches(&v) {
+                        out.push(engine.delete_in(tx, &t2, &k, &v, dry_run)?);
+                    }
+                }
+                Ok(out)
+            })
+            .await?;
+        if is_crd(t) && !opts.dry_run {
+            self.refresh_custom_types();
+        }
+        let rv = self.store.read(|s| s.resource_version());
+        let items: Vec<Value> = items.iter().map(|o| at_version(o, t)).collect();
+        Ok(
+            json!({"apiVersion": t.api_version(), "kind": t.list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        )
+    }
+}
+
+fn set_or_remove(obj: &mut Value, field: &str, value: Option<Value>) {
+    if let Some(m) = obj.as_object_mut() {
+        match value {
+            Some(v) => {
+                m.insert(field.into(), v);
+            }
+            None => {
+                m.remove(field);
+            }
+        }
+    }
+}
+
+fn set_managed_fields(obj: &mut Value, mf: Vec<Value>) {
+    let meta = metadata_mut(obj);
+    if mf.is_empty() {
+        meta.remove("managedFields");
+    } else {
+        meta.insert("managedFields".into(), Value::Array(mf));
+    }
+}
+
+fn is_crd(t: &ResourceType) -> bool {
+    t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions"
+}
+
+fn is_secret(t: &ResourceType) -> bool {
+    t.group.is_empty() && t.plural == "secrets"
+}
+
+fn is_namespace(t: &ResourceType) -> bool {
+    t.group.is_empty() && t.plural == "namespaces"
+}
+
+/// Status that a controller would write, synthesized because no controller runs here.
+fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
+    match (t.group.as_str(), t.plural.as_str()) {
+        ("", "namespaces") => {
+            if !object::is_deleting(obj) {
+                obj["status"] = json!({"phase": "Active"});
+            }
+            if obj.pointer("/spec/finalizers").is_none() {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crd::complete(obj),
+        ("apps", "deployments") => {
+            let replicas = obj
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if obj.pointer("/spec/replicas").is_none()
+                && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.insert("replicas".into(), json!(1));
+            }
+            let generation = obj
+                .pointer("/metadata/generation")
+                .cloned()
+                .unwrap_or(json!(1));
+            let since = obj
+                .pointer("/metadata/creationTimestamp")
+                .cloned()
+                .unwrap_or(Value::Null);
+            obj["status"] = json!({
+                "observedGeneration": generation,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "message": "Deployment has minimum availability.", "lastUpdateTime": since, "lastTransitionTime": since},
+                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                     "message": "ReplicaSet has successfully progressed.", "lastUpdateTime": since, "lastTransitionTime": since},
+                ],
+            });
+        }
+        _ => {}
+    }
+}
+
+/// The object as a client of `t`'s version sees it (CRDs serve every version from one storage
+/// version with no conversion, like `conversion: None`).
+pub fn at_version(obj: &Value, t: &ResourceType) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.insert("apiVersion".into(), json!(t.api_version()));
+        m.insert("kind".into(), json!(t.kind));
+    }
+    o
+}
+
+fn encode_continue(rv: u64, key: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"rv": rv, "start": key}).to_string())
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
+    let bad = || {
+        ApiError::BadRequest(format!(
+            "continue key is not valid: {token:?}; restart the list without `continue`"
+        ))
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?
+        .to_string();
+    Ok((rv, start))
+}

@@ -1,0 +1,296 @@
+//! API errors, answered as Kubernetes `Status` objects.
+//!
+//! Every failure a client can cause maps to the reason and code a real API server would use, so
+//! kubectl and kube-rs print and classify it as they would against a cluster.
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// One field-level problem inside an `Invalid` (422) answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// Machine-readable reason, e.g. `FieldValueInvalid`, `FieldValueRequired`.
+    pub reason: &'static str,
+    /// The field path, e.g. `metadata.name`.
+    pub field: String,
+    /// What is wrong, for a person.
+    pub message: String,
+}
+
+impl Cause {
+    /// A value that breaks a rule (`FieldValueInvalid`).
+    pub fn invalid(field: impl Into<String>, value: &str, why: impl AsRef<str>) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {}: {}", json!(value), why.as_ref()),
+        }
+    }
+
+    /// A missing value (`FieldValueRequired`).
+    pub fn required(field: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: "Required value".into(),
+        }
+    }
+
+    /// A value that may not be changed or set (`FieldValueForbidden`).
+    pub fn forbidden(field: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {}", why.into()),
+        }
+    }
+}
+
+/// An error answered to an API client.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// 404: the object does not exist. `resource` is the plural (with group: `widgets.example.com`).
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        group: String,
+        resource: String,
+        name: String,
+    },
+    /// 404: no such path or resource type.
+    #[error("the server could not find the requested resource")]
+    UnknownResource,
+    /// 409: create of an existing name.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        group: String,
+        resource: String,
+        name: String,
+    },
+    /// 409: stale resourceVersion or failed precondition.
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
+    Conflict {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
+    /// 422: the object breaks validation; `kind` is the Kind as kubectl prints it.
+    #[error("{kind} \"{name}\" is invalid: {}", causes_text(.causes))]
+    Invalid {
+        group: String,
+        kind: String,
+        name: String,
+        causes: Vec<Cause>,
+    },
+    /// 400: the request itself is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: missing or wrong bearer token.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403: the request is refused (e.g. a namespace being terminated).
+    #[error("{0}")]
+    Forbidden(String),
+    /// 405: the verb is not allowed on this resource.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 406: the response format asked for is not served.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// 413: the body exceeds the request size limit.
+    #[error("the request is too large: {0}")]
+    RequestEntityTooLarge(String),
+    /// 415: the body's media type is not accepted here.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 500: the server failed; the message names what failed.
+    #[error("{0}")]
+    Internal(String),
+    /// 503: the server is shutting down.
+    #[error("{0}")]
+    ServiceUnavailable(String),
+}
+
+fn causes_text(causes: &[Cause]) -> String {
+    causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl ApiError {
+    /// The HTTP status code of this error.
+    pub fn code(&self) -> StatusCode {
+        match self {
+            Self::NotFound { .. } | Self::UnknownResource => StatusCode::NOT_FOUND,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Self::RequestEntityTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The `Status.reason` Kubernetes uses for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } | Self::UnknownResource => "NotFound",
+            Self::AlreadyExists { .. } => "AlreadyExists",
+            Self::Conflict { .. } => "Conflict",
+            Self::Invalid { .. } => "Invalid",
+            Self::BadRequest(_) => "BadRequest",
+            Self::Unauthorized => "Unauthorized",
+            Self::Forbidden(_) => "Forbidden",
+            Self::MethodNotAllowed(_) => "MethodNotAllowed",
+            Self::NotAcceptable(_) => "NotAcceptable",
+            Self::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
+            Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Self::Internal(_) => "InternalError",
+            Self::ServiceUnavailable(_) => "ServiceUnavailable",
+        }
+    }
+
+    /// A conflict on a stale resourceVersion, worded as the real API server words it.
+    pub fn stale(group: &str, resource: &str, name: &str) -> Self {
+        Self::Conflict {
+            group: group.into(),
+            resource: resource.into(),
+            name: name.into(),
+            message: "the object has been modified; please apply your changes to the latest version and try again"
+                .into(),
+        }
+    }
+
+    /// The `Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let details = match self {
+            Self::NotFound {
+                group,
+                resource,
+                name,
+            }
+            | Self::AlreadyExists {
+                group,
+                resource,
+                name,
+            }
+            | Self::Conflict {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({"name": name, "kind": resource});
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            Self::Invalid {
+                group,
+                kind,
+                name,
+                causes,
+            } => {
+                let mut d = json!({
+                    "name": name,
+                    "kind": kind,
+                    "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
+                });
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            _ => None,
+        };
+        let message = match self {
+            Self::NotFound {
+                group,
+                resource,
+                name,
+            } if !group.is_empty() => {
+                format!("{resource}.{group} \"{name}\" not found")
+            }
+            Self::AlreadyExists {
+                group,
+                resource,
+                name,
+            } if !group.is_empty() => {
+                format!("{resource}.{group} \"{name}\" already exists")
+            }
+            Self::Conflict {
+                group,
+                resource,
+                name,
+                message,
+            } if !group.is_empty() => {
+                format!("Operation cannot be fulfilled on {resource}.{group} \"{name}\": {message}")
+            }
+            Self::Invalid {
+                group,
+                kind,
+                name,
+                causes,
+            } if !group.is_empty() => {
+                format!(
+                    "{kind}.{group} \"{name}\" is invalid: {}",
+                    causes_text(causes)
+                )
+            }
+            other => other.to_string(),
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": self.reason(),
+            "code": self.code().as_u16(),
+        });
+        if let Some(d) = details {
+            status["details"] = d;
+        }
+        status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.to_status().to_string();
+        let mut resp = (
+            self.code(),
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+        if matches!(self, ApiError::Unauthorized) {
+            resp.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}
+
+/// Result type of API operations.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The `Status` a successful delete answers when there is no object to return.
+pub fn success_status(group: &str, resource: &str, name: &str, uid: &str) -> Value {
+    let mut details = json!({"name": name, "kind": resource, "uid": uid});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}

@@ -1,0 +1,139 @@
+//! The HTTP face of the server: routes, authentication, and the non-resource endpoints.
+
+mod discovery;
+mod path;
+mod resources;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderMap, header};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use crate::engine::Engine;
+use crate::error::ApiError;
+
+pub use discovery::AGGREGATED_CONTENT_TYPE;
+pub use resources::MAX_BODY_BYTES;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The object semantics.
+    pub engine: Engine,
+    /// The bearer token every request must carry, when authentication is on.
+    pub token: Option<Arc<str>>,
+    /// Flips to `true` when the server stops, ending open watches.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// How often idle watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// `host:port` clients reach the server at (legacy discovery reports it).
+    pub server_address: String,
+}
+
+/// The version the server reports: minor 32 makes kubectl's dispatcher pick kubectl 1.32.
+pub fn version_info() -> serde_json::Value {
+    json!({
+        "major": "1", "minor": "32",
+        "gitVersion": format!("v1.32.0-backflow.{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "0", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "n/a", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+fn json_response(body: serde_json::Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Builds the router for a server.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/version", get(|| async { json_response(version_info()) }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/api", get(api))
+        .route("/apis", get(apis))
+        .route(
+            "/api/v1",
+            get(|State(s): State<AppState>| async move {
+                into(discovery::resource_list(&s.engine.registry(), "", "v1"))
+            }),
+        )
+        .route("/apis/{group}", get(group))
+        .route("/apis/{group}/{version}", get(group_version))
+        .route("/openapi/v2", get(|| async { ApiError::UnknownResource }))
+        .fallback(fallback)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+fn into(r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn api(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::api(&s.engine.registry(), &headers, &s.server_address)
+}
+
+async fn apis(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    discovery::apis(&s.engine.registry(), &headers)
+}
+
+async fn group(
+    State(s): State<AppState>,
+    axum::extract::Path(group): axum::extract::Path<String>,
+) -> Response {
+    into(discovery::group(&s.engine.registry(), &group))
+}
+
+async fn group_version(
+    State(s): State<AppState>,
+    axum::extract::Path((group, version)): axum::extract::Path<(String, String)>,
+) -> Response {
+    into(discovery::resource_list(
+        &s.engine.registry(),
+        &group,
+        &version,
+    ))
+}
+
+async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    resources::serve(s, parts.method, parts.uri, parts.headers, body).await
+}
+
+/// Paths anyone may read, as on a cluster (`system:public-info-viewer`).
+fn is_public(path: &str) -> bool {
+    matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
+}
+
+async fn authenticate(State(s): State<AppState>, req: Request<Body>, next: Next) -> Response {
+    if let Some(token) = &s.token
+        && !is_public(req.uri().path())
+    {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            tracing::warn!(path = %req.uri().path(), "request refused: missing or wrong bearer token");
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -1,0 +1,571 @@
+//! The resource endpoints: translate an HTTP request into an [`Engine`] call and its answer.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::path::{self, ResourcePath};
+use super::watch::{self, WatchRequest};
+use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions};
+use crate::error::{ApiError, ApiResult, success_status};
+use crate::patch::{self, PatchType};
+use crate::registry::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// Request bodies larger than this are refused with 413, as the API server does (3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+type Query = HashMap<String, String>;
+
+fn parse_query(q: Option<&str>) -> Query {
+    form_urlencoded::parse(q.unwrap_or("").as_bytes())
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn flag(q: &Query, name: &str) -> bool {
+    q.get(name).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn json_ok(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn read_body(body: Body) -> ApiResult<Bytes> {
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::RequestEntityTooLarge(format!(
+                "limit is {MAX_BODY_BYTES} bytes"
+            )))
+        }
+        Err(e) => Err(ApiError::BadRequest(format!(
+            "cannot read the request body: {e}"
+        ))),
+    }
+}
+
+fn parse_json(bytes: &[u8], what: &str) -> ApiResult<Value> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("the {what} is not valid JSON: {e}")))
+}
+
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+}
+
+/// Object bodies must be JSON; protobuf (kubectl ≥ 1.32 `create <kind>`) is refused with a way out.
+fn object_body(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Value> {
+    let ct = content_type(headers);
+    let base = ct.split(';').next().unwrap_or("").trim();
+    match base {
+        "application/json" | "" | "*/*" => parse_json(bytes, "request body"),
+        "application/vnd.kubernetes.protobuf" => Err(ApiError::UnsupportedMediaType(
+            "protobuf request bodies are not supported by this server yet; use `kubectl create -f` or `kubectl apply` (JSON)"
+                .into(),
+        )),
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format ({other}) - accepted media types include: application/json"
+        ))),
+    }
+}
+
+/// The field manager: `fieldManager`, else the User-Agent's product name, as the API server does.
+fn field_manager(q: &Query, headers: &HeaderMap) -> ApiResult<String> {
+    if let Some(m) = q.get("fieldManager") {
+        if m.len() > 128 {
+            return Err(ApiError::BadRequest(
+                "fieldManager must be at most 128 characters".into(),
+            ));
+        }
+        return Ok(m.clone());
+    }
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
+    let product = ua.split('/').next().unwrap_or("unknown");
+    Ok(product.chars().take(128).collect())
+}
+
+fn dry_run(q: &Query) -> ApiResult<bool> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "unsupported dryRun value {other:?}; the only supported value is \"All\""
+        ))),
+    }
+}
+
+fn list_options(q: &Query, t: &ResourceType) -> ApiResult<ListOptions> {
+    let limit = match q.get("limit") {
+        Some(l) if !l.is_empty() => l.parse::<usize>().map_err(|_| {
+            ApiError::BadRequest(format!("limit must be a non-negative integer, got {l:?}"))
+        })?,
+        _ => 0,
+    };
+    Ok(ListOptions {
+        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+            &t.kind,
+        )?,
+        limit,
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+fn resource_version_param(q: &Query) -> ApiResult<Option<u64>> {
+    match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::BadRequest(format!(
+                "invalid resourceVersion {rv:?}: must be an integer"
+            ))
+        }),
+    }
+}
+
+/// Serves one request on a resource path.
+pub async fn serve(
+    state: AppState,
+    method: Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match route(&state, &method, &uri, &headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(
+    state: &AppState,
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let p = path::parse(uri.path()).ok_or(ApiError::UnknownResource)?;
+    let engine = &state.engine;
+    let t = engine
+        .resource_type(&p.group, &p.version, &p.plural)
+        .ok_or(ApiError::UnknownResource)?;
+    if p.namespace.is_some() && !t.namespaced() {
+        return Err(ApiError::UnknownResource);
+    }
+    let q = parse_query(uri.query());
+    let ns = p.namespace.clone().unwrap_or_default();
+    match (&p.name, &p.subresource) {
+        (None, _) => collection(state, method, &t, &p, &q, headers, body).await,
+        (Some(name), None) => {
+            object(engine, method, &t, &ns, name, Part::Main, &q, headers, body).await
+        }
+        (Some(name), Some(sub)) if sub == "status" && t.status_subresource => {
+            object(
+                engine,
+                method,
+                &t,
+                &ns,
+                name,
+                Part::Status,
+                &q,
+                headers,
+                body,
+            )
+            .await
+        }
+        (Some(name), Some(sub)) if sub == "scale" && t.scale.is_some() => {
+            scale(engine, method, &t, &ns, name, &q, headers, body).await
+        }
+        _ => Err(ApiError::UnknownResource),
+    }
+}
+
+async fn collection(
+    state: &AppState,
+    method: &Method,
+    t: &ResourceType,
+    p: &ResourcePath,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let engine = &state.engine;
+    match *method {
+        Method::GET if flag(q, "watch") => {
+            let send_initial_events = flag(q, "sendInitialEvents");
+            if send_initial_events {
+                let mut causes = Vec::new();
+                if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+                    causes.push(crate::error::Cause::forbidden(
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    ));
+                }
+                if !flag(q, "allowWatchBookmarks") {
+                    causes.push(crate::error::Cause::forbidden(
+                        "allowWatchBookmarks",
+                        "sendInitialEvents requires setting allowWatchBookmarks to true",
+                    ));
+                }
+                if !causes.is_empty() {
+                    return Err(ApiError::Invalid {
+                        group: String::new(),
+                        kind: "ListOptions".into(),
+                        name: String::new(),
+                        causes,
+                    });
+                }
+            }
+            let timeout = match q.get("timeoutSeconds") {
+                Some(s) if !s.is_empty() => {
+                    Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+                        ApiError::BadRequest(format!(
+                            "timeoutSeconds must be an integer, got {s:?}"
+                        ))
+                    })?))
+                }
+                _ => None,
+            };
+            let req = WatchRequest {
+                resource_type: t.clone(),
+                namespace: p.namespace.clone(),
+                filter: list_options(q, t)?,
+                resource_version: resource_version_param(q)?,
+                send_initial_events,
+                bookmarks: flag(q, "allowWatchBookmarks"),
+                timeout,
+            };
+            let s = watch::stream(
+                engine.store().clone(),
+                req,
+                state.shutdown.clone(),
+                state.bookmark_interval,
+            );
+            Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CACHE_CONTROL, "no-cache, private")
+                .body(Body::from_stream(s))
+                .map_err(|e| ApiError::Internal(format!("cannot build the watch response: {e}")))?)
+        }
+        Method::GET => {
+            resource_version_param(q)?;
+            let list = engine.list(t, p.namespace.as_deref(), &list_options(q, t)?)?;
+            Ok(json_ok(StatusCode::OK, &list))
+        }
+        Method::POST => {
+            if t.namespaced() && p.namespace.is_none() {
+                return Err(ApiError::MethodNotAllowed(format!(
+                    "create of {} requires a namespace: POST /…/namespaces/NAMESPACE/{}",
+                    t.plural, t.plural
+                )));
+            }
+            let bytes = read_body(body).await?;
+            let obj = object_body(headers, &bytes)?;
+            let opts = WriteOptions {
+                dry_run: dry_run(q)?,
+                field_manager: field_manager(q, headers)?,
+            };
+            let w = engine
+                .create(t, p.namespace.as_deref().unwrap_or(""), obj, &opts)
+                .await?;
+            Ok(json_ok(StatusCode::CREATED, &w.object))
+        }
+        Method::DELETE => {
+            let bytes = read_body(body).await?;
+            let opts = delete_options(q, &bytes)?;
+            let list = engine
+                .delete_collection(t, p.namespace.as_deref(), &list_options(q, t)?, &opts)
+                .await?;
+            Ok(json_ok(StatusCode::OK, &list))
+        }
+        _ => Err(ApiError::MethodNotAllowed(format!(
+            "{method} is not supported on the {} collection",
+            t.plural
+        ))),
+    }
+}
+
+fn delete_options(q: &Query, bytes: &[u8]) -> ApiResult<DeleteOptions> {
+    let mut opts = DeleteOptions {
+        dry_run: dry_run(q)?,
+        ..Default::default()
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(opts);
+    }
+    let body = parse_json(bytes, "DeleteOptions body")?;
+    if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
+        for v in dr {
+            match v.as_str() {
+                Some("All") => opts.dry_run = true,
+                other => {
+                    return Err(ApiError::BadRequest(format!(
+                        "unsupported dryRun value {other:?}; the only supported value is \"All\""
+                    )));
+                }
+            }
+        }
+    }
+    opts.uid = body
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    opts.resource_version = body
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(opts)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn object(
+    engine: &Engine,
+    method: &Method,
+    t: &ResourceType,
+    ns: &str,
+    name: &str,
+    part: Part,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    if t.namespaced() && ns.is_empty() {
+        return Err(ApiError::UnknownResource);
+    }
+    match *method {
+        Method::GET => Ok(json_ok(StatusCode::OK, &engine.get(t, ns, name)?)),
+        Method::PUT => {
+            let bytes = read_body(body).await?;
+            let obj = object_body(headers, &bytes)?;
+            let opts = WriteOptions {
+                dry_run: dry_run(q)?,
+                field_manager: field_manager(q, headers)?,
+            };
+            let w = engine.update(t, ns, name, part, obj, &opts).await?;
+            Ok(json_ok(
+                if w.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &w.object,
+            ))
+        }
+        Method::PATCH => {
+            let bytes = read_body(body).await?;
+            let pt = PatchType::from_content_type(content_type(headers))
+                .ok_or_else(|| patch::unsupported(!t.custom))?;
+            let patch_body = parse_json(&bytes, "patch")?;
+            let opts = WriteOptions {
+                dry_run: dry_run(q)?,
+                field_manager: field_manager(q, headers)?,
+            };
+            let w = engine
+                .patch(t, ns, name, part, pt, patch_body, &opts)
+                .await?;
+            Ok(json_ok(
+                if w.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &w.object,
+            ))
+        }
+        Method::DELETE if part == Part::Main => {
+            let bytes = read_body(body).await?;
+            let opts = delete_options(q, &bytes)?;
+            let obj = engine.delete(t, ns, name, &opts).await?;
+            // An object held by finalizers is answered as it now stands (202 like the API server);
+            // a removed one as its last state.
+            let still_there = crate::object::is_deleting(&obj)
+                && !opts.dry_run
+                && engine.get(t, ns, name).is_ok();
+            let code = if still_there {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            if obj.is_object() {
+                Ok(json_ok(code, &obj))
+            } else {
+                Ok(json_ok(
+                    code,
+                    &success_status(&t.group, &t.plural, name, ""),
+                ))
+            }
+        }
+        _ => Err(ApiError::MethodNotAllowed(format!(
+            "{method} is not supported here"
+        ))),
+    }
+}
+
+fn pointer_of(json_path: &str) -> String {
+    json_path
+        .trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, s| format!("{acc}/{s}"))
+}
+
+fn scale_of(t: &ResourceType, obj: &Value) -> Value {
+    let paths = t
+        .scale
+        .clone()
+        .unwrap_or_else(|| crate::registry::ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        });
+    let spec = obj
+        .pointer(&pointer_of(&paths.spec_replicas))
+        .cloned()
+        .unwrap_or(json!(0));
+    let status = obj
+        .pointer(&pointer_of(&paths.status_replicas))
+        .cloned()
+        .unwrap_or(json!(0));
+    let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
+    let keep = [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ];
+    let meta: serde_json::Map<String, Value> = meta
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| keep.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut status_obj = json!({"replicas": status});
+    let selector = match &paths.label_selector {
+        Some(p) => obj
+            .pointer(&pointer_of(p))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        None => obj
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+    };
+    if let Some(s) = selector {
+        status_obj["selector"] = json!(s);
+    }
+    json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta, "spec": {"replicas": spec}, "status": status_obj})
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn scale(
+    engine: &Engine,
+    method: &Method,
+    t: &ResourceType,
+    ns: &str,
+    name: &str,
+    q: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let current = engine.get(t, ns, name)?;
+    let mut s = scale_of(t, &current);
+    match *method {
+        Method::GET => return Ok(json_ok(StatusCode::OK, &s)),
+        Method::PUT => {
+            let bytes = read_body(body).await?;
+            s = object_body(headers, &bytes)?;
+        }
+        Method::PATCH => {
+            let bytes = read_body(body).await?;
+            let pt = PatchType::from_content_type(content_type(headers))
+                .ok_or_else(|| patch::unsupported(true))?;
+            let p = parse_json(&bytes, "patch")?;
+            match pt {
+                PatchType::Json => patch::json_patch(&mut s, &p)?,
+                PatchType::Strategic => patch::strategic(&mut s, &p)?,
+                _ => patch::merge(&mut s, &p),
+            }
+        }
+        _ => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "{method} is not supported on scale"
+            )));
+        }
+    }
+    let replicas = s
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ApiError::Invalid {
+            group: "autoscaling".into(),
+            kind: "Scale".into(),
+            name: name.into(),
+            causes: vec![crate::error::Cause::required("spec.replicas")],
+        })?;
+    if replicas < 0 {
+        return Err(ApiError::Invalid {
+            group: "autoscaling".into(),
+            kind: "Scale".into(),
+            name: name.into(),
+            causes: vec![crate::error::Cause::invalid(
+                "spec.replicas",
+                &replicas.to_string(),
+                "must be greater than or equal to 0",
+            )],
+        });
+    }
+    let spec_path = t
+        .scale
+        .as_ref()
+        .map(|p| p.spec_replicas.clone())
+        .unwrap_or_else(|| ".spec.replicas".into());
+    let mut merge = json!(replicas);
+    for seg in spec_path.trim_start_matches('.').split('.').rev() {
+        merge = json!({ seg: merge });
+    }
+    if let Some(rv) = s
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
+    {
+        merge["metadata"] = json!({"resourceVersion": rv});
+    }
+    let opts = WriteOptions {
+        dry_run: dry_run(q)?,
+        field_manager: field_manager(q, headers)?,
+    };
+    let w = engine
+        .patch(t, ns, name, Part::Main, PatchType::Merge, merge, &opts)
+        .await?;
+    Ok(json_ok(StatusCode::OK, &scale_of(t, &w.object)))
+}

@@ -1,0 +1,223 @@
+//! Watch streams: newline-delimited JSON events, from the event log, filtered per request.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::engine::{ListOptions, at_version};
+use crate::registry::ResourceType;
+use crate::store::{EventType, Store, WatchEvent};
+
+/// What a watch request asked for.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// The type watched (its version shapes every event).
+    pub resource_type: ResourceType,
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// Label and field selectors.
+    pub filter: ListOptions,
+    /// `resourceVersion`: `None`/`0` means "current state first".
+    pub resource_version: Option<u64>,
+    /// `sendInitialEvents=true`: current state first, then the `initial-events-end` bookmark.
+    pub send_initial_events: bool,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+    /// `timeoutSeconds`; `None` keeps the stream open until the client or the server leaves.
+    pub timeout: Option<Duration>,
+}
+
+/// Where a watch stands between events.
+struct WatchState {
+    req: WatchRequest,
+    store: Store,
+    pending: VecDeque<Bytes>,
+    last: u64,
+    latest: watch::Receiver<u64>,
+    shutdown: watch::Receiver<bool>,
+    deadline: Option<Instant>,
+    next_bookmark: Instant,
+    bookmark_interval: Duration,
+    done: bool,
+}
+
+fn line(event_type: &str, object: &Value) -> Bytes {
+    let mut s = json!({"type": event_type, "object": object}).to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn bookmark(t: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    line(
+        "BOOKMARK",
+        &json!({"kind": t.kind, "apiVersion": t.api_version(), "metadata": meta}),
+    )
+}
+
+/// The in-stream 410 a client gets for a resourceVersion older than the history kept.
+fn expired(requested: u64, oldest: u64) -> Bytes {
+    line(
+        "ERROR",
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {requested} ({oldest})"),
+                "reason": "Expired", "code": 410}),
+    )
+}
+
+impl WatchState {
+    fn in_scope(&self, obj: &Value) -> bool {
+        let ns_ok = self
+            .req
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| crate::object::namespace(obj) == ns);
+        ns_ok && self.req.filter.labels.matches(obj) && self.req.filter.fields.matches(obj)
+    }
+
+    /// Turns one committed change into what this watcher should see: a change that moves an
+    /// object into or out of the selection is an ADDED or DELETED for this watcher.
+    fn translate(&self, e: &WatchEvent) -> Option<Bytes> {
+        if e.key.resource != self.req.resource_type.group_resource() {
+            return None;
+        }
+        let now = self.in_scope(&e.object);
+        let before = e.previous.as_deref().is_some_and(|p| self.in_scope(p));
+        let t = &self.req.resource_type;
+        let kind = match e.event_type {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if before || now => EventType::Deleted,
+            _ => return None,
+        };
+        Some(line(kind.as_str(), &at_version(&e.object, t)))
+    }
+
+    fn collect(&mut self) {
+        match self.store.events().since(self.last) {
+            Ok(events) => {
+                for e in events {
+                    if let Some(b) = self.translate(&e) {
+                        self.pending.push_back(b);
+                    }
+                    self.last = e.resource_version;
+                }
+            }
+            Err(x) => {
+                self.pending.push_back(expired(x.requested, x.oldest));
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// Starts a watch: the initial events (if asked for) and then every matching change.
+pub fn stream(
+    store: Store,
+    req: WatchRequest,
+    shutdown: watch::Receiver<bool>,
+    bookmark_interval: Duration,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let mut latest = store.events().subscribe();
+    latest.borrow_and_update();
+    let mut pending = VecDeque::new();
+    let mut done = false;
+    let initial = req.send_initial_events || req.resource_version.is_none_or(|rv| rv == 0);
+    let last = if initial {
+        let t = req.resource_type.clone();
+        let gr = t.group_resource();
+        let ns = if t.namespaced() {
+            req.namespace.clone()
+        } else {
+            None
+        };
+        let (objects, rv): (Vec<Arc<Value>>, u64) = store.read(|s| {
+            let objs = s
+                .list(&gr, ns.as_deref())
+                .filter(|(_, v)| req.filter.labels.matches(v) && req.filter.fields.matches(v))
+                .map(|(_, v)| v.clone())
+                .collect();
+            (objs, s.resource_version())
+        });
+        for o in objects {
+            pending.push_back(line("ADDED", &at_version(&o, &t)));
+        }
+        if req.send_initial_events {
+            pending.push_back(bookmark(&t, rv, true));
+        }
+        rv
+    } else {
+        let rv = req.resource_version.unwrap_or(0);
+        if let Err(x) = store.events().since(rv) {
+            pending.push_back(expired(x.requested, x.oldest));
+            done = true;
+        }
+        rv
+    };
+    let now = Instant::now();
+    let mut state = WatchState {
+        deadline: req.timeout.map(|t| now + t),
+        req,
+        store,
+        pending,
+        last,
+        latest,
+        shutdown,
+        next_bookmark: now + bookmark_interval,
+        bookmark_interval,
+        done,
+    };
+    if !state.done {
+        state.collect();
+    }
+    futures::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(b) = s.pending.pop_front() {
+                return Some((Ok(b), s));
+            }
+            if s.done {
+                return None;
+            }
+            let deadline = s.deadline;
+            tokio::select! {
+                _ = async move {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => s.done = true,
+                r = s.shutdown.changed() => {
+                    if r.is_err() || *s.shutdown.borrow() {
+                        s.done = true;
+                    }
+                }
+                r = s.latest.changed() => {
+                    if r.is_err() {
+                        s.done = true;
+                    } else {
+                        s.collect();
+                    }
+                }
+                _ = tokio::time::sleep_until(s.next_bookmark) => {
+                    s.next_bookmark = Instant::now() + s.bookmark_interval;
+                    if s.req.bookmarks {
+                        let b = bookmark(&s.req.resource_type, s.last, false);
+                        s.pending.push_back(b);
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,35 @@
+//! The kubeconfig the server writes for kubectl and kube-rs.
+
+use base64::Engine as _;
+
+/// How clients reach and authenticate to the server.
+#[derive(Debug, Clone)]
+pub struct ClientAccess {
+    /// `http://…` or `https://…`.
+    pub server_url: String,
+    /// PEM of the CA to trust, for https.
+    pub ca_pem: Option<String>,
+    /// Bearer token, when authentication is on.
+    pub token: Option<String>,
+}
+
+/// Renders a kubeconfig with one cluster, user and context, all named `backflow`.
+pub fn render(access: &ClientAccess) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    let mut cluster = format!("    server: {}\n", access.server_url);
+    if let Some(ca) = &access.ca_pem {
+        cluster.push_str(&format!("    certificate-authority-data: {}\n", b64(ca)));
+    }
+    let user = match &access.token {
+        Some(t) => format!("    token: {t}\n"),
+        None => "    {}\n".to_string(),
+    };
+    let user = if access.token.is_some() {
+        format!("  user:\n{user}")
+    } else {
+        "  user: {}\n".to_string()
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: backflow\n  cluster:\n{cluster}users:\n- name: backflow\n{user}contexts:\n- name: backflow\n  context:\n    cluster: backflow\n    user: backflow\n    namespace: default\ncurrent-context: backflow\npreferences: {{}}\n"
+    )
+}

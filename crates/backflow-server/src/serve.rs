@@ -1,0 +1,323 @@
+//! Running the server: data directory, security defaults, listener, graceful stop.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use backflow_api::{Clock, SystemClock};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::engine::Engine;
+use crate::http::{AppState, router};
+use crate::kubeconfig::{ClientAccess, render};
+use crate::store::{Store, StoreError};
+use crate::tls::{self, TlsError, TlsMaterial};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where the store, kubeconfig, token and certificates live.
+    pub data_dir: PathBuf,
+    /// Address to listen on; anything but loopback requires TLS and a token.
+    pub listen: SocketAddr,
+    /// File holding the bearer token clients must send (generated into the data dir when a
+    /// non-loopback listener needs one and none is given).
+    pub token_file: Option<PathBuf>,
+    /// Serving certificate (PEM); generated with a CA into the data dir when absent and TLS is needed.
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key of `tls_cert_file` (PEM).
+    pub tls_key_file: Option<PathBuf>,
+    /// How many changes a watch can resume across.
+    pub watch_history: usize,
+    /// How often idle watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults: `./backflow-data`, `127.0.0.1:6443`, no TLS, no token.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            token_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            watch_history: 100_000,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Failures starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory could not be created.
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store could not be seeded (initial namespaces, CRDs).
+    #[error("cannot initialize the store: {0}")]
+    Init(String),
+    /// TLS set-up failed.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The token file could not be read or is empty.
+    #[error("cannot use the token file {path}: {message}")]
+    Token { path: PathBuf, message: String },
+    /// Only one of the certificate and key was given.
+    #[error("--tls-cert-file and --tls-private-key-file go together; give both or neither")]
+    HalfTls,
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The kubeconfig could not be written.
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct RunningServer {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    /// The kubeconfig file written for it.
+    pub kubeconfig_path: PathBuf,
+    /// How clients reach it.
+    pub access: ClientAccess,
+    /// The object semantics (for in-process use).
+    pub engine: Engine,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Stops accepting, ends open watches, and waits for in-flight requests to finish.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
+fn read_token(path: &Path) -> Result<String, StartError> {
+    let t = std::fs::read_to_string(path).map_err(|e| StartError::Token {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let t = t.trim().to_string();
+    if t.is_empty() {
+        return Err(StartError::Token {
+            path: path.to_path_buf(),
+            message: "the file is empty".into(),
+        });
+    }
+    Ok(t)
+}
+
+fn generated_token(data_dir: &Path) -> Result<String, StartError> {
+    let path = data_dir.join("token");
+    if path.exists() {
+        return read_token(&path);
+    }
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    tls::write_private(&path, token.as_bytes()).map_err(|e| StartError::Token {
+        path,
+        message: e.to_string(),
+    })?;
+    Ok(token)
+}
+
+/// The path of the kubeconfig the server writes into `data_dir`.
+pub fn kubeconfig_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("kubeconfig")
+}
+
+/// Opens the store, binds the listener, writes the kubeconfig and starts serving.
+pub async fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
+    start_with_clock(config, Arc::new(SystemClock)).await
+}
+
+/// [`start`] with an injected clock.
+pub async fn start_with_clock(
+    config: ServerConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<RunningServer, StartError> {
+    let data_dir = config.data_dir.clone();
+    std::fs::create_dir_all(&data_dir).map_err(|e| StartError::DataDir {
+        path: data_dir.clone(),
+        source: e,
+    })?;
+    let loopback = config.listen.ip().is_loopback();
+
+    let token = match (&config.token_file, loopback) {
+        (Some(f), _) => Some(read_token(f)?),
+        (None, false) => Some(generated_token(&data_dir)?),
+        (None, true) => None,
+    };
+    let tls: Option<TlsMaterial> = match (&config.tls_cert_file, &config.tls_key_file) {
+        (Some(c), Some(k)) => Some(TlsMaterial {
+            cert_file: c.clone(),
+            key_file: k.clone(),
+            ca_pem: std::fs::read_to_string(c).map_err(|e| TlsError::Io {
+                action: "cannot read",
+                path: c.clone(),
+                source: e,
+            })?,
+        }),
+        (None, None) if !loopback => {
+            let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+            if !config.listen.ip().is_unspecified() {
+                hosts.push(config.listen.ip().to_string());
+            }
+            Some(tls::generated(&data_dir.join("tls"), &hosts)?)
+        }
+        (None, None) => None,
+        _ => return Err(StartError::HalfTls),
+    };
+    let acceptor = match &tls {
+        Some(m) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(m)?)),
+        None => None,
+    };
+
+    let store = Store::open(&data_dir.join("store.redb"), config.watch_history)?;
+    let engine = Engine::new(store, clock)
+        .await
+        .map_err(|e| StartError::Init(e.to_string()))?;
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| StartError::Bind {
+            addr: config.listen,
+            source: e,
+        })?;
+    let addr = listener.local_addr().map_err(|e| StartError::Bind {
+        addr: config.listen,
+        source: e,
+    })?;
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let host = if addr.is_ipv6() && !addr.ip().is_unspecified() {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let access = ClientAccess {
+        server_url: format!("{scheme}://{host}:{}", addr.port()),
+        ca_pem: tls.as_ref().map(|m| m.ca_pem.clone()),
+        token: token.clone(),
+    };
+    let kubeconfig_path = kubeconfig_path(&data_dir);
+    tls::write_private(&kubeconfig_path, render(&access).as_bytes()).map_err(|e| {
+        StartError::Kubeconfig {
+            path: kubeconfig_path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let state = AppState {
+        engine: engine.clone(),
+        token: token.map(Into::into),
+        shutdown: shutdown_rx.clone(),
+        bookmark_interval: config.bookmark_interval,
+        server_address: format!("{host}:{}", addr.port()),
+    };
+    let app = router(state);
+    let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
+    Ok(RunningServer {
+        addr,
+        kubeconfig_path,
+        access,
+        engine,
+        shutdown,
+        task,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let builder = auto::Builder::new(TokioExecutor::new());
+        match &acceptor {
+            None => {
+                let conn = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .into_owned();
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                let watcher = graceful.watcher();
+                tokio::spawn(async move {
+                    let tls = match acceptor.accept(stream).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    };
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                        .into_owned();
+                    if let Err(e) = watcher.watch(conn).await {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    // Watches end on the shutdown signal; give in-flight requests a bounded time to finish.
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("connections still open after 10s; closing them"),
+    }
+}

@@ -1,0 +1,298 @@
+//! The durable object store: redb on disk, an in-memory read model, and a bounded event log.
+//!
+//! Writes go through one writer thread that groups whatever is queued into one redb transaction
+//! (group commit) and answers each write only after that transaction is durable. Reads never touch
+//! the disk: the read model is updated after each commit, before any write in it is answered, so
+//! a client always reads its own acknowledged writes.
+
+mod event_log;
+mod write_tx;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock, mpsc};
+use std::thread;
+
+use backflow_api::{GroupResource, ObjectKey};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+pub use event_log::{EventLog, EventType, Expired, WatchEvent};
+pub use write_tx::WriteTx;
+
+use crate::error::{ApiError, ApiResult};
+
+const OBJECTS: TableDefinition<(&str, &str, &str, &str), &[u8]> = TableDefinition::new("objects");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const RESOURCE_VERSION: &str = "resourceVersion";
+
+/// Failures opening or reading the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened or created.
+    #[error("cannot open the store at {path}: {source}")]
+    Open {
+        path: String,
+        source: Box<redb::DatabaseError>,
+    },
+    /// Reading the stored objects at start-up failed.
+    #[error("cannot read the store at {path}: {message}")]
+    Load { path: String, message: String },
+    /// A stored object is not valid JSON.
+    #[error("stored object {key} is corrupt: {source}")]
+    Corrupt {
+        key: String,
+        source: serde_json::Error,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the store writer: {0}")]
+    Writer(std::io::Error),
+}
+
+/// The committed state: every object, and the resourceVersion of the last commit.
+#[derive(Debug, Default)]
+pub struct State {
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
+    resource_version: u64,
+}
+
+impl State {
+    /// The resourceVersion of the last committed write.
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.objects.get(key)
+    }
+
+    /// The objects of one type, in one namespace or (with `None`) all, ordered by namespace and name.
+    pub fn list<'a>(
+        &'a self,
+        resource: &'a GroupResource,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+        let start = ObjectKey::new(resource.clone(), namespace.unwrap_or(""), "");
+        self.objects.range(start..).take_while(move |(k, _)| {
+            &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns)
+        })
+    }
+}
+
+type Completion = Box<dyn FnOnce(ApiResult<()>) + Send>;
+type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
+
+/// The store: cheap to clone, shared by every request.
+#[derive(Clone)]
+pub struct Store {
+    state: Arc<RwLock<State>>,
+    log: Arc<EventLog>,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+fn storage_key(key: &ObjectKey) -> (&str, &str, &str, &str) {
+    (
+        &key.resource.group,
+        &key.resource.resource,
+        &key.namespace,
+        &key.name,
+    )
+}
+
+impl Store {
+    /// Opens (or creates) the store file and loads every object into the read model.
+    ///
+    /// `history` bounds the event log a watch can resume from.
+    pub fn open(path: &Path, history: usize) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let db = Database::create(path).map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            source: Box::new(e),
+        })?;
+        let load = |m: String| StoreError::Load {
+            path: shown.clone(),
+            message: m,
+        };
+        let mut state = State::default();
+        {
+            // Create the tables on first start so reads below find them.
+            let w = db.begin_write().map_err(|e| load(e.to_string()))?;
+            w.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
+            w.open_table(META).map_err(|e| load(e.to_string()))?;
+            w.commit().map_err(|e| load(e.to_string()))?;
+        }
+        let r = db.begin_read().map_err(|e| load(e.to_string()))?;
+        let meta = r.open_table(META).map_err(|e| load(e.to_string()))?;
+        state.resource_version = meta
+            .get(RESOURCE_VERSION)
+            .map_err(|e| load(e.to_string()))?
+            .map(|g| g.value())
+            .unwrap_or(0);
+        let objects = r.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
+        for item in objects.iter().map_err(|e| load(e.to_string()))? {
+            let (k, v) = item.map_err(|e| load(e.to_string()))?;
+            let (group, resource, namespace, name) = k.value();
+            let key = ObjectKey::new(GroupResource::new(group, resource), namespace, name);
+            let obj: Value =
+                serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
+                    key: key.to_string(),
+                    source: e,
+                })?;
+            state.objects.insert(key, Arc::new(obj));
+        }
+        drop(objects);
+        drop(meta);
+        drop(r);
+        let log = Arc::new(EventLog::new(history, state.resource_version));
+        let state = Arc::new(RwLock::new(state));
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let writer = Writer {
+            db,
+            state: state.clone(),
+            log: log.clone(),
+        };
+        thread::Builder::new()
+            .name("backflow-store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(StoreError::Writer)?;
+        Ok(Self { state, log, jobs })
+    }
+
+    /// Runs `op` against the latest state inside the next group commit and answers once the
+    /// commit holding its changes is durable. An `Err` from `op` discards its changes.
+    pub async fn write<T, F>(&self, op: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteTx<'_>) -> ApiResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<ApiResult<T>>();
+        let job: Job = Box::new(move |wtx: &mut WriteTx<'_>| {
+            let result = wtx.run_op(op);
+            Box::new(move |committed: ApiResult<()>| {
+                let answer = match (committed, result) {
+                    (Err(e), Ok(_)) => Err(e),
+                    (_, r) => r,
+                };
+                let _ = tx.send(answer);
+            })
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| ApiError::ServiceUnavailable("the store is shut down".into()))?;
+        rx.await
+            .map_err(|_| ApiError::Internal("the store writer stopped before answering".into()))?
+    }
+
+    /// Reads the committed state.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        let guard = self.state.read().unwrap_or_else(|e| e.into_inner());
+        f(&guard)
+    }
+
+    /// The event log watches read from.
+    pub fn events(&self) -> &Arc<EventLog> {
+        &self.log
+    }
+}
+
+struct Writer {
+    db: Database,
+    state: Arc<RwLock<State>>,
+    log: Arc<EventLog>,
+}
+
+/// How many queued writes one commit takes at most, so one batch cannot delay answers for long.
+const MAX_BATCH: usize = 512;
+
+impl Writer {
+    fn run(self, rx: mpsc::Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
+            }
+            self.commit_batch(jobs);
+        }
+    }
+
+    fn commit_batch(&self, jobs: Vec<Job>) {
+        let (changes, events, completions) = {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let mut tx = WriteTx::new(&state);
+            let completions: Vec<Completion> = jobs.into_iter().map(|job| job(&mut tx)).collect();
+            let (changes, events) = tx.into_parts();
+            (changes, events, completions)
+        };
+        if changes.is_empty() {
+            for c in completions {
+                c(Ok(()));
+            }
+            return;
+        }
+        let last_rv = events.last().map(|e| e.resource_version).unwrap_or(0);
+        if let Err(e) = self.persist(&changes, last_rv) {
+            tracing::error!(error = %e, "store commit failed; the writes in this batch were not acknowledged");
+            for c in completions {
+                c(Err(ApiError::Internal(format!(
+                    "the store could not commit the write: {e}"
+                ))));
+            }
+            return;
+        }
+        {
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            for (key, value) in changes {
+                match value {
+                    Some(v) => state.objects.insert(key, v),
+                    None => state.objects.remove(&key),
+                };
+            }
+            state.resource_version = last_rv;
+        }
+        self.log.append(events);
+        for c in completions {
+            c(Ok(()));
+        }
+    }
+
+    fn persist(
+        &self,
+        changes: &BTreeMap<ObjectKey, Option<Arc<Value>>>,
+        rv: u64,
+    ) -> Result<(), String> {
+        let w = self.db.begin_write().map_err(|e| e.to_string())?;
+        {
+            let mut objects = w.open_table(OBJECTS).map_err(|e| e.to_string())?;
+            for (key, value) in changes {
+                match value {
+                    Some(v) => {
+                        let bytes = serde_json::to_vec(v.as_ref()).map_err(|e| e.to_string())?;
+                        objects
+                            .insert(storage_key(key), bytes.as_slice())
+                            .map_err(|e| e.to_string())?;
+                    }
+                    None => {
+                        objects
+                            .remove(storage_key(key))
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+            let mut meta = w.open_table(META).map_err(|e| e.to_string())?;
+            meta.insert(RESOURCE_VERSION, rv)
+                .map_err(|e| e.to_string())?;
+        }
+        w.commit().map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,144 @@
+//! One group commit's view of the store, as the write operations inside it see it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use backflow_api::{GroupResource, ObjectKey};
+use serde_json::{Value, json};
+
+use super::State;
+use super::event_log::{EventType, WatchEvent};
+use crate::error::ApiResult;
+
+type Overlay = BTreeMap<ObjectKey, Option<Arc<Value>>>;
+
+/// The state as the current write sees it: committed objects, then earlier writes of the same
+/// batch, then its own changes. Every change takes the next resourceVersion.
+pub struct WriteTx<'a> {
+    committed: &'a State,
+    batch: Overlay,
+    batch_events: Vec<WatchEvent>,
+    op: Overlay,
+    op_events: Vec<WatchEvent>,
+    next_rv: u64,
+}
+
+impl<'a> WriteTx<'a> {
+    pub(super) fn new(committed: &'a State) -> Self {
+        Self {
+            committed,
+            batch: Overlay::new(),
+            batch_events: Vec::new(),
+            op: Overlay::new(),
+            op_events: Vec::new(),
+            next_rv: committed.resource_version,
+        }
+    }
+
+    pub(super) fn run_op<T>(
+        &mut self,
+        op: impl FnOnce(&mut WriteTx<'_>) -> ApiResult<T>,
+    ) -> ApiResult<T> {
+        let rv_before = self.next_rv;
+        let result = op(self);
+        let op = std::mem::take(&mut self.op);
+        let events = std::mem::take(&mut self.op_events);
+        if result.is_ok() {
+            self.batch.extend(op);
+            self.batch_events.extend(events);
+        } else {
+            self.next_rv = rv_before;
+        }
+        result
+    }
+
+    pub(super) fn into_parts(self) -> (Overlay, Vec<WatchEvent>) {
+        (self.batch, self.batch_events)
+    }
+
+    /// The resourceVersion of the latest change seen so far (committed or in this batch).
+    pub fn resource_version(&self) -> u64 {
+        self.next_rv
+    }
+
+    /// One object as this write sees it.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        if let Some(v) = self.op.get(key) {
+            return v.clone();
+        }
+        if let Some(v) = self.batch.get(key) {
+            return v.clone();
+        }
+        self.committed.get(key).cloned()
+    }
+
+    /// The objects of one type (in one namespace, or all), as this write sees them.
+    pub fn list(
+        &self,
+        resource: &GroupResource,
+        namespace: Option<&str>,
+    ) -> Vec<(ObjectKey, Arc<Value>)> {
+        let mut merged: BTreeMap<ObjectKey, Option<Arc<Value>>> = self
+            .committed
+            .list(resource, namespace)
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        let in_scope =
+            |k: &ObjectKey| &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns);
+        for overlay in [&self.batch, &self.op] {
+            for (k, v) in overlay.iter().filter(|(k, _)| in_scope(k)) {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.next_rv += 1;
+        self.next_rv
+    }
+
+    /// Stores `object` under `key` with the next resourceVersion, and returns it as stored.
+    pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Arc<Value> {
+        let rv = self.bump();
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let previous = self.get(&key);
+        let object = Arc::new(object);
+        let event_type = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.op_events.push(WatchEvent {
+            resource_version: rv,
+            event_type,
+            key: key.clone(),
+            object: object.clone(),
+            previous,
+        });
+        self.op.insert(key, Some(object.clone()));
+        object
+    }
+
+    /// Removes the object under `key`; the DELETED event carries its last state at a new
+    /// resourceVersion, which is returned.
+    pub fn delete(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
+        let previous = self.get(key)?;
+        let rv = self.bump();
+        let mut last = (*previous).clone();
+        last["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let last = Arc::new(last);
+        self.op_events.push(WatchEvent {
+            resource_version: rv,
+            event_type: EventType::Deleted,
+            key: key.clone(),
+            object: last.clone(),
+            previous: Some(previous),
+        });
+        self.op.insert(key.clone(), None);
+        Some(last)
+    }
+}
