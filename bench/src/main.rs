@@ -1,1 +1,73 @@
-fn main() {}
+//! backflow's benchmarks: each scenario measures backflow and a baseline in the same run and
+//! reports the ratio (greater than 1 when backflow is better).
+//!
+//! `cargo run --release -p backflow-bench -- SCENARIO [--quick]`, or `all`. Each scenario prints
+//! its result as one JSON object on the last line of stdout and merges it into
+//! `bench/results.json` and `bench/RESULTS.md`.
+
+mod client;
+mod report;
+mod server;
+
+use std::process::ExitCode;
+
+const SCENARIOS: &[&str] = &["server"];
+
+fn usage() -> String {
+    format!(
+        "usage: backflow-bench SCENARIO [--quick]\n  SCENARIO: all | {}\n  --quick   small sizes, finishes in under a minute (smoke check)",
+        SCENARIOS.join(" | ")
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let Some(scenario) = args.iter().find(|a| !a.starts_with("--")).cloned() else {
+        eprintln!("{}", usage());
+        return ExitCode::from(2);
+    };
+    let selected: Vec<&str> = match scenario.as_str() {
+        "all" => SCENARIOS.to_vec(),
+        s if SCENARIOS.contains(&s) => {
+            vec![SCENARIOS[SCENARIOS.iter().position(|x| *x == s).unwrap_or(0)]]
+        }
+        other => {
+            eprintln!("error: unknown scenario {other:?}\n{}", usage());
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let command = std::iter::once("cargo run --release -p backflow-bench --".to_string())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for name in selected {
+        let result = match name {
+            "server" => rt.block_on(server::run(quick)),
+            _ => Err(format!("scenario {name} is not built yet")),
+        };
+        match result {
+            Ok(r) => {
+                if let Err(e) = report::record(&r, &command) {
+                    eprintln!("warning: cannot write the results files: {e}");
+                }
+                println!("{r}");
+            }
+            Err(e) => {
+                eprintln!("error: scenario {name} failed: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

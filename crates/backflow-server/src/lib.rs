@@ -23,5 +23,5 @@ pub mod validation;
 
 pub use engine::Engine;
 pub use error::{ApiError, ApiResult};
-pub use serve::{RunningServer, ServerConfig, StartError, start, start_with_clock};
+pub use serve::{InProcess, RunningServer, ServerConfig, StartError, start, start_with_clock};
 pub use store::Store;

@@ -109,10 +109,12 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting, ends open watches, and waits for in-flight requests to finish.
+    /// Stops accepting, ends open watches, waits for in-flight requests to finish, then closes
+    /// the store so the data directory can be opened again.
     pub async fn shutdown(self) {
         self.shutdown.send_replace(true);
         let _ = self.task.await;
+        self.engine.store().close().await;
     }
 }
 
@@ -257,6 +259,49 @@ pub async fn start_with_clock(
         shutdown,
         task,
     })
+}
+
+/// A server without a listener: its router serves requests handed to it directly (kube-rs
+/// `Client::new(router, "default")`), for tests and embedding.
+#[derive(Debug)]
+pub struct InProcess {
+    /// The object semantics.
+    pub engine: Engine,
+    /// The full HTTP router, authentication included.
+    pub router: axum::Router,
+    shutdown: watch::Sender<bool>,
+}
+
+impl InProcess {
+    /// Opens the store in `config.data_dir` and builds the router (no TLS, no token).
+    pub async fn open(config: &ServerConfig) -> Result<Self, StartError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| StartError::DataDir {
+            path: config.data_dir.clone(),
+            source: e,
+        })?;
+        let store = Store::open(&config.data_dir.join("store.redb"), config.watch_history)?;
+        let engine = Engine::new(store, Arc::new(SystemClock))
+            .await
+            .map_err(|e| StartError::Init(e.to_string()))?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let router = router(AppState {
+            engine: engine.clone(),
+            token: None,
+            shutdown: shutdown_rx,
+            bookmark_interval: config.bookmark_interval,
+            server_address: "in-process".into(),
+        });
+        Ok(Self {
+            engine,
+            router,
+            shutdown,
+        })
+    }
+
+    /// Ends open watches.
+    pub fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
 }
 
 async fn accept_loop(

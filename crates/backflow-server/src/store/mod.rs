@@ -10,7 +10,7 @@ mod write_tx;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock, mpsc};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::thread;
 
 use backflow_api::{GroupResource, ObjectKey};
@@ -89,7 +89,10 @@ type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 pub struct Store {
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
-    jobs: mpsc::Sender<Job>,
+    /// The writer's queue; `None` once [`Store::close`] has run.
+    jobs: Arc<RwLock<Option<mpsc::Sender<Job>>>>,
+    /// The writer thread, until [`Store::close`] has waited for it.
+    writer: Arc<Mutex<Option<thread::JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -159,11 +162,16 @@ impl Store {
             state: state.clone(),
             log: log.clone(),
         };
-        thread::Builder::new()
+        let writer = thread::Builder::new()
             .name("backflow-store-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(StoreError::Writer)?;
-        Ok(Self { state, log, jobs })
+        Ok(Self {
+            state,
+            log,
+            jobs: Arc::new(RwLock::new(Some(jobs))),
+            writer: Arc::new(Mutex::new(Some(writer))),
+        })
     }
 
     /// Runs `op` against the latest state inside the next group commit and answers once the
@@ -184,9 +192,17 @@ impl Store {
                 let _ = tx.send(answer);
             })
         });
-        self.jobs
-            .send(job)
-            .map_err(|_| ApiError::ServiceUnavailable("the store is shut down".into()))?;
+        let sent = self
+            .jobs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            return Err(ApiError::ServiceUnavailable(
+                "the store is shut down".into(),
+            ));
+        }
         rx.await
             .map_err(|_| ApiError::Internal("the store writer stopped before answering".into()))?
     }
@@ -200,6 +216,21 @@ impl Store {
     /// The event log watches read from.
     pub fn events(&self) -> &Arc<EventLog> {
         &self.log
+    }
+
+    /// Commits the writes already queued, stops the writer and waits until it has released the
+    /// database file, so the same file can be opened again (a restart in the same process).
+    /// Later writes, through any clone, fail with 503; reads keep answering from memory.
+    pub async fn close(&self) {
+        // Dropping the only sender ends the writer's loop once the queue is drained.
+        self.jobs.write().unwrap_or_else(|e| e.into_inner()).take();
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(writer) = writer {
+            let joined = tokio::task::spawn_blocking(move || writer.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("the store writer panicked while stopping");
+            }
+        }
     }
 }
 

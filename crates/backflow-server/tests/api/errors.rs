@@ -1,0 +1,304 @@
+//! Bad requests of each kind: the Status a client gets, and that nothing was written.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchParams,
+};
+use serde_json::json;
+
+use crate::both_transports;
+use crate::common::{TestServer, Transport, raw, status_of, store_rv};
+
+both_transports!(
+    invalid_name_is_422_with_causes,
+    missing_namespace_is_404,
+    kind_mismatch_is_400,
+    strategic_patch_of_custom_resource_is_415,
+    oversized_body_is_413,
+    malformed_json_is_400,
+    bad_selectors_are_400,
+);
+
+fn configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": "v"},
+    }))
+    .expect("configmap")
+}
+
+async fn invalid_name_is_422_with_causes(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let before = store_rv(&s.client).await;
+    let st = status_of(
+        api.create(&PostParams::default(), &configmap("Bad_Name"))
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
+    let details = st.details.as_ref().expect("details");
+    assert_eq!(details.kind, "ConfigMap");
+    assert_eq!(details.name, "Bad_Name");
+    assert!(
+        details
+            .causes
+            .iter()
+            .any(|c| c.field == "metadata.name" && c.reason == "FieldValueInvalid"),
+        "causes name the field: {:?}",
+        details.causes
+    );
+    assert!(st.message.contains("metadata.name"), "{}", st.message);
+
+    // A data key that is not a valid ConfigMap key is refused the same way.
+    let mut bad_key = configmap("fine");
+    bad_key
+        .data
+        .get_or_insert_default()
+        .insert("no spaces allowed".into(), "v".into());
+    let st = status_of(api.create(&PostParams::default(), &bad_key).await);
+    assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
+    assert!(!st.details.expect("details").causes.is_empty());
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    assert!(
+        api.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+    s.stop().await;
+}
+
+async fn missing_namespace_is_404(t: Transport) {
+    let s = TestServer::start(t).await;
+    let before = store_rv(&s.client).await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), "nope");
+    let st = status_of(api.create(&PostParams::default(), &configmap("cm")).await);
+    assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
+    assert!(st.message.contains("nope"), "{}", st.message);
+    assert_eq!(st.details.expect("details").kind, "namespaces");
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    let namespaces: Api<Namespace> = Api::all(s.client.clone());
+    assert!(
+        namespaces.get_opt("nope").await.expect("get").is_none(),
+        "no namespace was made up"
+    );
+    s.stop().await;
+}
+
+async fn kind_mismatch_is_400(t: Transport) {
+    let s = TestServer::start(t).await;
+    let before = store_rv(&s.client).await;
+    let (code, st) = raw(
+        &s.client,
+        http::Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mixed"}, "data": {}})
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(st["kind"], "Status");
+    assert_eq!(st["reason"], "BadRequest");
+    assert!(
+        st["message"].as_str().unwrap_or("").contains("Secret"),
+        "{st}"
+    );
+
+    // A name in the body that differs from the URL's is refused too.
+    let cms: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let st = status_of(
+        cms.replace("one", &PostParams::default(), &configmap("other"))
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (400, "BadRequest"));
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    assert!(cms.get_opt("mixed").await.expect("get").is_none());
+    assert!(cms.get_opt("one").await.expect("get").is_none());
+    let secrets: Api<Secret> = Api::default_namespaced(s.client.clone());
+    assert!(secrets.get_opt("mixed").await.expect("get").is_none());
+    s.stop().await;
+}
+
+async fn strategic_patch_of_custom_resource_is_415(t: Transport) {
+    let s = TestServer::start(t).await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .expect("crd");
+    Api::<CustomResourceDefinition>::all(s.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+        "gadgets",
+    );
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), "default", &ar);
+    let created = gadgets
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("g1", &ar).data(json!({"spec": {"n": 1}})),
+        )
+        .await
+        .expect("create gadget");
+    let before = store_rv(&s.client).await;
+
+    let st = status_of(
+        gadgets
+            .patch(
+                "g1",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"spec": {"n": 2}})),
+            )
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (415, "UnsupportedMediaType"));
+    assert!(st.message.contains("merge-patch+json"), "{}", st.message);
+
+    let now = gadgets.get("g1").await.expect("get");
+    assert_eq!(now.data["spec"]["n"], json!(1));
+    assert_eq!(now.resource_version(), created.resource_version());
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    s.stop().await;
+}
+
+async fn oversized_body_is_413(t: Transport) {
+    let s = TestServer::start(t).await;
+    let before = store_rv(&s.client).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let mut big = configmap("big");
+    big.data
+        .get_or_insert_default()
+        .insert("blob".into(), "x".repeat(3 * 1024 * 1024 + 1024));
+    let st = status_of(api.create(&PostParams::default(), &big).await);
+    assert_eq!(
+        (st.code, st.reason.as_str()),
+        (413, "RequestEntityTooLarge")
+    );
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    assert!(api.get_opt("big").await.expect("get").is_none());
+    // The server still answers normally afterwards.
+    api.create(&PostParams::default(), &configmap("small"))
+        .await
+        .expect("a normal create after the refused one");
+    s.stop().await;
+}
+
+async fn malformed_json_is_400(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let existing = api
+        .create(&PostParams::default(), &configmap("keep"))
+        .await
+        .expect("create");
+    let before = store_rv(&s.client).await;
+
+    let broken =
+        br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "half""#.to_vec();
+    let (code, st) = raw(
+        &s.client,
+        http::Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        broken.clone(),
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(st["reason"], "BadRequest");
+    assert_eq!(st["status"], "Failure");
+
+    for (method, content_type) in [
+        (http::Method::PUT, "application/json"),
+        (http::Method::PATCH, "application/merge-patch+json"),
+        (http::Method::PATCH, "application/json-patch+json"),
+    ] {
+        let (code, st) = raw(
+            &s.client,
+            method.clone(),
+            "/api/v1/namespaces/default/configmaps/keep",
+            content_type,
+            broken.clone(),
+        )
+        .await;
+        assert_eq!(code, 400, "{method} {content_type}: {st}");
+        assert_eq!(st["reason"], "BadRequest");
+    }
+    // A JSON patch that is JSON but not a patch is refused without a write as well.
+    let (code, _) = raw(
+        &s.client,
+        http::Method::PATCH,
+        "/api/v1/namespaces/default/configmaps/keep",
+        "application/json-patch+json",
+        br#"{"op": "add"}"#.to_vec(),
+    )
+    .await;
+    assert!(code.is_client_error(), "{code}");
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    assert!(api.get_opt("half").await.expect("get").is_none());
+    let now = api.get("keep").await.expect("get");
+    assert_eq!(now.resource_version(), existing.resource_version());
+    assert_eq!(now.data, existing.data);
+    s.stop().await;
+}
+
+async fn bad_selectors_are_400(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    api.create(&PostParams::default(), &configmap("stay"))
+        .await
+        .expect("create");
+    let before = store_rv(&s.client).await;
+    for selector in ["bad key=x", "app in (a,b", "=x"] {
+        let st = status_of(api.list(&ListParams::default().labels(selector)).await);
+        assert_eq!(
+            (st.code, st.reason.as_str()),
+            (400, "BadRequest"),
+            "labelSelector {selector:?}"
+        );
+        let st = status_of(
+            api.watch(&WatchParams::default().labels(selector), "0")
+                .await
+                .map(|_| ()),
+        );
+        assert_eq!(st.code, 400, "watch with labelSelector {selector:?}");
+    }
+    let st = status_of(api.list(&ListParams::default().fields("spec.foo=x")).await);
+    assert_eq!((st.code, st.reason.as_str()), (400, "BadRequest"));
+    let st = status_of(
+        api.list(&ListParams::default().fields("metadata.name"))
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (400, "BadRequest"));
+
+    // A selector in a delete-collection is checked before anything is deleted.
+    let st = status_of(
+        api.delete_collection(
+            &kube::api::DeleteParams::default(),
+            &ListParams::default().labels("bad key=x"),
+        )
+        .await,
+    );
+    assert_eq!(st.code, 400);
+    assert!(api.get_opt("stay").await.expect("get").is_some());
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    s.stop().await;
+}

@@ -1,0 +1,260 @@
+//! Label and field selectors, pagination, and dry-run writes.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::both_transports;
+use crate::common::{TestServer, Transport, status_of, store_rv};
+
+both_transports!(
+    selectors_filter_lists,
+    pagination_returns_every_item_once,
+    dry_run_changes_nothing
+);
+
+fn labelled(name: &str, labels: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels},
+        "data": {"k": name},
+    }))
+    .expect("configmap")
+}
+
+async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
+    let mut n: Vec<String> = api
+        .list(lp)
+        .await
+        .unwrap_or_else(|e| panic!("list with {lp:?}: {e}"))
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    n.sort();
+    n
+}
+
+async fn selectors_filter_lists(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    for (name, labels) in [
+        ("a1", json!({"app": "a", "tier": "front"})),
+        ("a2", json!({"app": "a"})),
+        ("b1", json!({"app": "b", "tier": "back"})),
+        ("c1", json!({"app": "c"})),
+    ] {
+        api.create(&PostParams::default(), &labelled(name, labels))
+            .await
+            .expect("create");
+    }
+    let cases: &[(&str, &[&str])] = &[
+        ("app=a", &["a1", "a2"]),
+        ("app==b", &["b1"]),
+        ("app!=a", &["b1", "c1"]),
+        ("tier", &["a1", "b1"]),
+        ("!tier", &["a2", "c1"]),
+        ("app in (a,b)", &["a1", "a2", "b1"]),
+        ("app notin (a,b)", &["c1"]),
+        ("app=a,tier=front", &["a1"]),
+        ("app=zzz", &[]),
+    ];
+    for (selector, want) in cases {
+        assert_eq!(
+            names(&api, &ListParams::default().labels(selector)).await,
+            *want,
+            "labelSelector {selector}"
+        );
+    }
+    assert_eq!(
+        names(&api, &ListParams::default().fields("metadata.name=b1")).await,
+        ["b1"]
+    );
+    assert_eq!(
+        names(&api, &ListParams::default().fields("metadata.name!=b1")).await,
+        ["a1", "a2", "c1"]
+    );
+    assert_eq!(
+        names(
+            &api,
+            &ListParams::default()
+                .fields("metadata.namespace=default")
+                .labels("app=a")
+        )
+        .await,
+        ["a1", "a2"]
+    );
+    // Across all namespaces, a namespace field selector narrows as well.
+    let all: Api<ConfigMap> = Api::all(s.client.clone());
+    assert_eq!(
+        names(
+            &all,
+            &ListParams::default().fields("metadata.namespace=kube-system")
+        )
+        .await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        names(
+            &all,
+            &ListParams::default().fields("metadata.namespace=default")
+        )
+        .await,
+        ["a1", "a2", "b1", "c1"]
+    );
+
+    // Label-selected delete-collection removes exactly the selection.
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=a"),
+    )
+    .await
+    .expect("delete collection");
+    assert_eq!(names(&api, &ListParams::default()).await, ["b1", "c1"]);
+    s.stop().await;
+}
+
+async fn pagination_returns_every_item_once(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let mut want = BTreeSet::new();
+    for i in 0..11 {
+        let name = format!("page-{i:02}");
+        api.create(
+            &PostParams::default(),
+            &labelled(&name, json!({"set": "p"})),
+        )
+        .await
+        .expect("create");
+        want.insert(name);
+    }
+    // Another namespace's objects stay out of the pages.
+    let system: Api<ConfigMap> = Api::namespaced(s.client.clone(), "kube-system");
+    system
+        .create(
+            &PostParams::default(),
+            &labelled("elsewhere", json!({"set": "p"})),
+        )
+        .await
+        .expect("create elsewhere");
+
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    let mut list_rv = None;
+    loop {
+        let mut lp = ListParams::default().limit(4);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await.expect("page");
+        pages += 1;
+        assert!(page.items.len() <= 4, "a page holds at most `limit` items");
+        // Every page reports the resourceVersion the first one was cut at.
+        let this_rv = page.metadata.resource_version.clone();
+        assert_eq!(*list_rv.get_or_insert(this_rv.clone()), this_rv);
+        seen.extend(page.items.iter().map(|c| c.name_any()));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => {
+                assert!(
+                    page.metadata.remaining_item_count.unwrap_or(0) > 0,
+                    "a page with a continue token says more remain"
+                );
+                token = Some(next);
+            }
+            None => break,
+        }
+        assert!(pages < 20, "pagination does not end");
+    }
+    assert_eq!(pages, 3, "11 items in pages of 4");
+    assert_eq!(seen.len(), want.len(), "every item exactly once: {seen:?}");
+    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), want);
+
+    // Paging combines with a selector.
+    let first = api
+        .list(&ListParams::default().limit(2).labels("set=p"))
+        .await
+        .expect("selected page");
+    assert_eq!(first.items.len(), 2);
+    assert_eq!(first.metadata.remaining_item_count, Some(9));
+
+    // A forged continue token is a 400, not a silent restart.
+    let bad = status_of(
+        api.list(&ListParams::default().limit(2).continue_token("not-a-token"))
+            .await,
+    );
+    assert_eq!((bad.code, bad.reason.as_str()), (400, "BadRequest"));
+    s.stop().await;
+}
+
+async fn dry_run_changes_nothing(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let dry_post = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+
+    // Create.
+    let before = store_rv(&s.client).await;
+    let would_be = api
+        .create(&dry_post, &labelled("ghost", json!({"x": "1"})))
+        .await
+        .expect("dry-run create");
+    assert_eq!(would_be.name_any(), "ghost");
+    assert_eq!(would_be.data.as_ref().expect("data")["k"], "ghost");
+    assert!(api.get_opt("ghost").await.expect("get").is_none());
+    assert_eq!(store_rv(&s.client).await, before);
+
+    // Update (replace and patch).
+    let real = api
+        .create(&PostParams::default(), &labelled("real", json!({"x": "1"})))
+        .await
+        .expect("create");
+    let before = store_rv(&s.client).await;
+    let mut changed = real.clone();
+    changed
+        .data
+        .get_or_insert_default()
+        .insert("k".into(), "changed".into());
+    let would_be = api
+        .replace("real", &dry_post, &changed)
+        .await
+        .expect("dry-run replace");
+    assert_eq!(would_be.data.as_ref().expect("data")["k"], "changed");
+    let would_be = api
+        .patch(
+            "real",
+            &dry_patch,
+            &Patch::Merge(json!({"data": {"k": "patched"}})),
+        )
+        .await
+        .expect("dry-run patch");
+    assert_eq!(would_be.data.as_ref().expect("data")["k"], "patched");
+    let now = api.get("real").await.expect("get");
+    assert_eq!(now.data.as_ref().expect("data")["k"], "real");
+    assert_eq!(now.resource_version(), real.resource_version());
+    assert_eq!(store_rv(&s.client).await, before);
+
+    // Delete (dryRun travels in the DeleteOptions body).
+    let deleted = api
+        .delete("real", &DeleteParams::default().dry_run())
+        .await
+        .expect("dry-run delete");
+    assert!(deleted.is_left(), "the would-be-deleted object is answered");
+    let now = api.get("real").await.expect("still there");
+    assert_eq!(now.resource_version(), real.resource_version());
+    api.delete_collection(&DeleteParams::default().dry_run(), &ListParams::default())
+        .await
+        .expect("dry-run delete collection");
+    assert!(api.get_opt("real").await.expect("get").is_some());
+    assert_eq!(store_rv(&s.client).await, before);
+    s.stop().await;
+}

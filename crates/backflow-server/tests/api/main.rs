@@ -1,0 +1,10 @@
+//! The API server driven by a real kube-rs client, in-process and over TCP: the behaviour kubectl
+//! and controllers rely on (CRUD, CRDs, conflicts, watches, finalizers, selectors, pagination,
+//! dry-run, error Status objects, authentication).
+
+mod common;
+mod crud;
+mod errors;
+mod listing;
+mod security;
+mod watch;

@@ -1,0 +1,204 @@
+//! Authentication and TLS: what turns them on, and that clients without the token are refused.
+
+use backflow_server::serve::{ServerConfig, start};
+use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::common::{client_from_kubeconfig, guard, status_of, store_rv};
+
+/// The kubeconfig's settings with the credentials removed.
+async fn anonymous_client(kubeconfig: &std::path::Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    config.auth_info = AuthInfo::default();
+    Client::try_from(config).expect("client")
+}
+
+async fn get_with_authorization(
+    client: &Client,
+    uri: &str,
+    authorization: Option<&str>,
+) -> (StatusCode, Value, Option<String>) {
+    let mut req = Request::builder().method(Method::GET).uri(uri);
+    if let Some(a) = authorization {
+        req = req.header(http::header::AUTHORIZATION, a);
+    }
+    let req = req.body(kube::client::Body::empty()).expect("request");
+    let resp = guard("request", client.send(req)).await.expect("send");
+    let code = resp.status();
+    let challenge = resp
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    (code, value, challenge)
+}
+
+/// Checks that a client with the kubeconfig's credentials works and one without is refused.
+async fn assert_token_required(kubeconfig: &std::path::Path) {
+    let client = client_from_kubeconfig(kubeconfig).await;
+    let anonymous = anonymous_client(kubeconfig).await;
+
+    let namespaces: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("the kubeconfig's client is let in")
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    assert!(namespaces.iter().any(|n| n == "default"), "{namespaces:?}");
+    let before = store_rv(&client).await;
+
+    let st = status_of(
+        Api::<Namespace>::all(anonymous.clone())
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (401, "Unauthorized"));
+
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "sneaky"}}),
+    )
+    .expect("configmap");
+    let st = status_of(
+        Api::<ConfigMap>::default_namespaced(anonymous.clone())
+            .create(&PostParams::default(), &cm)
+            .await,
+    );
+    assert_eq!(st.code, 401);
+
+    for authorization in [None, Some("Bearer wrong-token"), Some("Basic dXNlcjpwYXNz")] {
+        let (code, body, challenge) =
+            get_with_authorization(&anonymous, "/api/v1/namespaces", authorization).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED, "{authorization:?}");
+        assert_eq!(body["kind"], "Status");
+        assert_eq!(body["reason"], "Unauthorized");
+        assert_eq!(challenge.as_deref(), Some("Bearer"));
+    }
+    // Discovery is protected too; only the version and health endpoints are public.
+    let (code, _, _) = get_with_authorization(&anonymous, "/apis", None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let (code, version, _) = get_with_authorization(&anonymous, "/version", None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(version["major"], "1");
+
+    assert_eq!(store_rv(&client).await, before, "nothing was written");
+    assert!(
+        Api::<ConfigMap>::default_namespaced(client)
+            .get_opt("sneaky")
+            .await
+            .expect("get")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn non_loopback_listener_gets_tls_and_a_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "0.0.0.0:0".parse().expect("address");
+    let server = start(config).await.expect("start on 0.0.0.0");
+    assert!(
+        server.access.server_url.starts_with("https://"),
+        "{}",
+        server.access.server_url
+    );
+    assert!(server.access.token.is_some(), "a token is generated");
+    assert!(
+        server.access.ca_pem.is_some(),
+        "the kubeconfig carries the CA"
+    );
+    let written = std::fs::read_to_string(&server.kubeconfig_path).expect("kubeconfig");
+    assert!(written.contains("certificate-authority-data:"));
+    assert!(written.contains("token:"));
+
+    assert_token_required(&server.kubeconfig_path).await;
+
+    // Plain HTTP to the TLS port gets nothing useful.
+    let mut plain = Config::new(
+        format!("http://127.0.0.1:{}", server.addr.port())
+            .parse()
+            .expect("uri"),
+    );
+    plain.auth_info = AuthInfo::default();
+    let plain = Client::try_from(plain).expect("client");
+    let refused = guard(
+        "plain HTTP to a TLS port",
+        Api::<Namespace>::all(plain).list(&ListParams::default()),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "plain HTTP must not be served: {refused:?}"
+    );
+
+    // A restart reuses the generated token and certificate, so old kubeconfigs keep working.
+    let kubeconfig_before = written;
+    let port = server.addr.port();
+    guard("shutdown", server.shutdown()).await;
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = format!("0.0.0.0:{port}").parse().expect("address");
+    let server = start(config).await.expect("restart");
+    assert_eq!(
+        std::fs::read_to_string(&server.kubeconfig_path).expect("kubeconfig"),
+        kubeconfig_before
+    );
+    guard("shutdown", server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn token_file_on_loopback_requires_the_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "a-token-from-a-file\n").expect("write token");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.token_file = Some(token_file);
+    let server = start(config).await.expect("start");
+    assert!(server.access.server_url.starts_with("http://"));
+    assert_eq!(server.access.token.as_deref(), Some("a-token-from-a-file"));
+    assert_token_required(&server.kubeconfig_path).await;
+    guard("shutdown", server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn given_certificate_turns_on_tls_on_loopback() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let material = backflow_server::tls::generated(
+        &dir.path().join("own-tls"),
+        &["localhost".to_string(), "127.0.0.1".to_string()],
+    )
+    .expect("certificate");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "tls-token").expect("write token");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.tls_cert_file = Some(material.cert_file.clone());
+    config.tls_key_file = Some(material.key_file.clone());
+    config.token_file = Some(token_file);
+    let server = start(config).await.expect("start");
+    assert!(
+        server.access.server_url.starts_with("https://"),
+        "{}",
+        server.access.server_url
+    );
+    assert_token_required(&server.kubeconfig_path).await;
+    guard("shutdown", server.shutdown()).await;
+
+    // Half a TLS configuration is refused rather than silently served in plain text.
+    let mut config = ServerConfig::new(dir.path().join("data2"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.tls_cert_file = Some(material.cert_file);
+    let err = start(config).await.expect_err("cert without key");
+    assert!(err.to_string().contains("go together"), "{err}");
+}
