@@ -468,6 +468,16 @@ impl BranchWorker {
         if self.refresh_at <= now {
             self.refresh(now);
         }
+        // Commit decided writes now, even while the push waits for its cooldown: the commit
+        // records when the write was decided, and its intents are screened against the tip
+        // known then.
+        if self.chain.built < self.pending.len()
+            && self.remote_tip != Tip::Unknown
+            && !self.tip_stale
+            && let Err(e) = self.build_chain(now)
+        {
+            tracing::warn!(branch = %self.cfg.branch, error = %e, "committing failed; retried at the next publication");
+        }
         let urgent = self.flush_waiting || self.flush_through > self.published_through;
         let work = !self.pending.is_empty() || self.flush_waiting;
         let retry_due = self.retry_at.is_none_or(|t| t <= now);

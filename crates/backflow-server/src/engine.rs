@@ -146,6 +146,11 @@ impl Engine {
         Ok(engine)
     }
 
+    /// The current time, from the injected clock.
+    pub fn now(&self) -> std::time::SystemTime {
+        self.clock.now()
+    }
+
     /// The store underneath.
     pub fn store(&self) -> &Store {
         &self.store
@@ -552,8 +557,7 @@ impl Engine {
         }
         // Removing the last finalizer of an object being deleted deletes it.
         if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
-            tx.put(key.clone(), new);
-            let last = tx.delete(&key).ok_or_else(|| not_found(t, &name))?;
+            let last = tx.delete_as(&key, new).ok_or_else(|| not_found(t, &name))?;
             self.after_delete(tx, t, &key);
             return Ok(Written {
                 object: (*last).clone(),

@@ -13,11 +13,13 @@ pub mod http;
 pub mod kubeconfig;
 pub mod managed_fields;
 pub mod object;
+pub mod openapi;
 pub mod patch;
 pub mod registry;
 pub mod selector;
 pub mod serve;
 pub mod store;
+pub mod table;
 pub mod tls;
 pub mod validation;
 

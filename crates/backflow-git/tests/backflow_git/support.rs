@@ -47,7 +47,12 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 
 /// Runs `git args`, returning whether it succeeded.
 pub fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    git_cmd(dir).args(args).output().expect("run git").status.success()
+    git_cmd(dir)
+        .args(args)
+        .output()
+        .expect("run git")
+        .status
+        .success()
 }
 
 /// A bare repository in a temporary directory, with branch `main` absent until the first push.
@@ -58,9 +63,15 @@ pub struct Bare {
 impl Bare {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        git(dir.path(), &["init", "--quiet", "--bare", "-b", "main", "remote.git"]);
+        git(
+            dir.path(),
+            &["init", "--quiet", "--bare", "-b", "main", "remote.git"],
+        );
         // Every ref update is logged, so tests can check each one was a fast-forward.
-        git(&dir.path().join("remote.git"), &["config", "core.logAllRefUpdates", "always"]);
+        git(
+            &dir.path().join("remote.git"),
+            &["config", "core.logAllRefUpdates", "always"],
+        );
         Self { dir }
     }
 
@@ -74,15 +85,23 @@ impl Bare {
 
     /// The tip of `main`, via `git rev-parse`.
     pub fn tip(&self) -> Option<String> {
-        let out = git_cmd(&self.path()).args(["rev-parse", "--verify", "--quiet", "refs/heads/main"]).output().expect("git");
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let out = git_cmd(&self.path())
+            .args(["rev-parse", "--verify", "--quiet", "refs/heads/main"])
+            .output()
+            .expect("git");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
     /// Every file at `rev`, with its content, via `git ls-tree` and `git cat-file`.
     pub fn files(&self, rev: &str) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for line in git(&self.path(), &["ls-tree", "-r", "--name-only", rev]).lines() {
-            let content = git(&self.path(), &["cat-file", "blob", &format!("{rev}:{line}")]);
+            let content = git(
+                &self.path(),
+                &["cat-file", "blob", &format!("{rev}:{line}")],
+            );
             out.insert(line.to_string(), content);
         }
         out
@@ -90,17 +109,26 @@ impl Bare {
 
     /// Commit subjects on `main`, newest first.
     pub fn subjects(&self) -> Vec<String> {
-        git(&self.path(), &["log", "--format=%s", "main"]).lines().map(str::to_string).collect()
+        git(&self.path(), &["log", "--format=%s", "main"])
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     /// Whether `ancestor` is in the history of `main`.
     pub fn contains(&self, ancestor: &str) -> bool {
-        git_ok(&self.path(), &["merge-base", "--is-ancestor", ancestor, "main"])
+        git_ok(
+            &self.path(),
+            &["merge-base", "--is-ancestor", ancestor, "main"],
+        )
     }
 
     /// Checks from the reflog that every update of `main` was a fast-forward.
     pub fn assert_only_fast_forwards(&self) {
-        let log = git(&self.path(), &["reflog", "show", "--format=%H", "refs/heads/main"]);
+        let log = git(
+            &self.path(),
+            &["reflog", "show", "--format=%H", "refs/heads/main"],
+        );
         let tips: Vec<&str> = log.lines().collect();
         assert!(!tips.is_empty(), "reflog is empty");
         for pair in tips.windows(2) {
@@ -177,7 +205,10 @@ pub fn put(name: &str, value: &str) -> Intent {
 
 /// What [`FilePerObjectPlanner`] writes for `put(name, value)`.
 pub fn rendered(value: &str) -> String {
-    String::from_utf8(FilePerObjectPlanner::render(&serde_json::json!({ "value": value }))).expect("utf8")
+    String::from_utf8(FilePerObjectPlanner::render(
+        &serde_json::json!({ "value": value }),
+    ))
+    .expect("utf8")
 }
 
 pub fn start_time() -> SystemTime {
@@ -185,7 +216,11 @@ pub fn start_time() -> SystemTime {
 }
 
 /// A worker with a manual clock, window 0 and a tight backoff.
-pub fn worker(cache: &Path, remote: Box<dyn GitRemote>, tune: impl FnOnce(&mut WorkerConfig)) -> (BranchWorker, Arc<ManualClock>) {
+pub fn worker(
+    cache: &Path,
+    remote: Box<dyn GitRemote>,
+    tune: impl FnOnce(&mut WorkerConfig),
+) -> (BranchWorker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(start_time()));
     let mut cfg = WorkerConfig::new("main");
     cfg.window = Duration::ZERO;
@@ -193,7 +228,14 @@ pub fn worker(cache: &Path, remote: Box<dyn GitRemote>, tune: impl FnOnce(&mut W
     cfg.seed = 1;
     tune(&mut cfg);
     let repo = LocalRepo::open_or_init(&cache.join("cache.git")).expect("cache");
-    let w = BranchWorker::new(cfg, repo, remote, Box::new(FilePerObjectPlanner), clock.clone(), BranchMetrics::disabled());
+    let w = BranchWorker::new(
+        cfg,
+        repo,
+        remote,
+        Box::new(FilePerObjectPlanner),
+        clock.clone(),
+        BranchMetrics::disabled(),
+    );
     (w, clock)
 }
 
@@ -227,26 +269,42 @@ impl HttpServer {
             .build()
             .expect("runtime");
         let down = Arc::new(AtomicBool::new(false));
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind loopback");
-        let addr = listener.local_addr().expect("addr");
+        // Bound with std so the server can be started from inside another runtime (async tests).
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("addr");
         let root = Arc::new(root.to_path_buf());
         let backend = Arc::new(http_backend());
         let expected_auth = basic.map(|(u, p)| {
             use base64::Engine as _;
-            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+            )
         });
         let expected_auth = Arc::new(expected_auth);
         let down2 = down.clone();
         runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
-                let (root, backend, auth, down) = (root.clone(), backend.clone(), expected_auth.clone(), down2.clone());
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (root, backend, auth, down) = (
+                    root.clone(),
+                    backend.clone(),
+                    expected_auth.clone(),
+                    down2.clone(),
+                );
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let (root, backend, auth, down) = (root.clone(), backend.clone(), auth.clone(), down.clone());
-                        async move { Ok::<_, std::convert::Infallible>(serve(req, &root, &backend, &auth, &down).await) }
+                        let (root, backend, auth, down) =
+                            (root.clone(), backend.clone(), auth.clone(), down.clone());
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                serve(req, &root, &backend, &auth, &down).await,
+                            )
+                        }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -254,7 +312,11 @@ impl HttpServer {
                 });
             }
         });
-        Self { addr, down, runtime: Some(runtime) }
+        Self {
+            addr,
+            down,
+            runtime: Some(runtime),
+        }
     }
 
     pub fn url(&self, repo: &str) -> String {
@@ -283,18 +345,34 @@ async fn serve(
         return plain(StatusCode::SERVICE_UNAVAILABLE, "down for maintenance");
     }
     if let Some(expected) = auth {
-        let given = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+        let given = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
         if given != Some(expected.as_str()) {
             let mut r = plain(StatusCode::UNAUTHORIZED, "who are you");
-            r.headers_mut().insert("www-authenticate", "Basic realm=\"test\"".parse().expect("header"));
+            r.headers_mut().insert(
+                "www-authenticate",
+                "Basic realm=\"test\"".parse().expect("header"),
+            );
             return r;
         }
     }
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let (content_type, encoding, protocol) = (header("content-type"), header("content-encoding"), header("git-protocol"));
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (content_type, encoding, protocol) = (
+        header("content-type"),
+        header("content-encoding"),
+        header("git-protocol"),
+    );
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return plain(StatusCode::BAD_REQUEST, "body"),
@@ -330,20 +408,37 @@ async fn serve(
         Ok::<_, std::io::Error>(out.stdout)
     })
     .await;
-    let Ok(Ok(raw)) = output else { return plain(StatusCode::INTERNAL_SERVER_ERROR, "backend") };
+    let Ok(Ok(raw)) = output else {
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, "backend");
+    };
     // CGI output: headers, a blank line, the body.
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4))
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
         .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
-    let Some((at, sep)) = split else { return plain(StatusCode::BAD_GATEWAY, "cgi") };
+    let Some((at, sep)) = split else {
+        return plain(StatusCode::BAD_GATEWAY, "cgi");
+    };
     let head = String::from_utf8_lossy(&raw[..at]).into_owned();
     let mut resp = Response::new(Full::new(Bytes::copy_from_slice(&raw[at + sep..])));
     for line in head.lines() {
-        let Some((name, value)) = line.split_once(':') else { continue };
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
         let value = value.trim();
         if name.eq_ignore_ascii_case("status") {
-            let code = value.split_whitespace().next().and_then(|c| c.parse::<u16>().ok()).unwrap_or(500);
-            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        } else if let (Ok(n), Ok(v)) = (hyper::header::HeaderName::from_bytes(name.as_bytes()), value.parse()) {
+            let code = value
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse::<u16>().ok())
+                .unwrap_or(500);
+            *resp.status_mut() =
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        } else if let (Ok(n), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            value.parse(),
+        ) {
             resp.headers_mut().append(n, v);
         }
     }

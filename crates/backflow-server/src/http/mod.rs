@@ -75,6 +75,8 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
         .route("/openapi/v2", get(|| async { ApiError::UnknownResource }))
+        .route("/openapi/v3", get(|State(s): State<AppState>| async move { json_response(crate::openapi::index(&s.engine.registry())) }))
+        .route("/openapi/v3/{*group_version}", get(openapi_document))
         .fallback(fallback)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
@@ -108,6 +110,22 @@ async fn group_version(
         &group,
         &version,
     ))
+}
+
+async fn openapi_document(
+    State(s): State<AppState>,
+    axum::extract::Path(gv): axum::extract::Path<String>,
+) -> Response {
+    let segs: Vec<&str> = gv.split('/').collect();
+    let (group, version) = match segs.as_slice() {
+        ["api", v] => ("", *v),
+        ["apis", g, v] => (*g, *v),
+        _ => return ApiError::UnknownResource.into_response(),
+    };
+    match crate::openapi::document(&s.engine.registry(), group, version) {
+        Some(doc) => json_response(doc),
+        None => ApiError::UnknownResource.into_response(),
+    }
 }
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {

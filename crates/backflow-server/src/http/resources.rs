@@ -17,6 +17,7 @@ use crate::error::{ApiError, ApiResult, success_status};
 use crate::patch::{self, PatchType};
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::table::{self, IncludeObject};
 
 /// Request bodies larger than this are refused with 413, as the API server does (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -32,6 +33,10 @@ fn parse_query(q: Option<&str>) -> Query {
 
 fn flag(q: &Query, name: &str) -> bool {
     q.get(name).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(table::wants_table)
 }
 
 fn json_ok(code: StatusCode, body: &Value) -> Response {
@@ -273,6 +278,12 @@ async fn collection(
         Method::GET => {
             resource_version_param(q)?;
             let list = engine.list(t, p.namespace.as_deref(), &list_options(q, t)?)?;
+            if wants_table(headers) {
+                let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+                let meta = list.get("metadata").cloned().unwrap_or(json!({}));
+                let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
+                return Ok(json_ok(StatusCode::OK, &table::table(t, &items, meta, include, engine.now())));
+            }
             Ok(json_ok(StatusCode::OK, &list))
         }
         Method::POST => {
@@ -356,7 +367,15 @@ async fn object(
         return Err(ApiError::UnknownResource);
     }
     match *method {
-        Method::GET => Ok(json_ok(StatusCode::OK, &engine.get(t, ns, name)?)),
+        Method::GET => {
+            let obj = engine.get(t, ns, name)?;
+            if wants_table(headers) {
+                let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
+                let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
+                return Ok(json_ok(StatusCode::OK, &table::table(t, &[obj], meta, include, engine.now())));
+            }
+            Ok(json_ok(StatusCode::OK, &obj))
+        }
         Method::PUT => {
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;

@@ -127,8 +127,20 @@ impl<'a> WriteTx<'a> {
     /// resourceVersion, which is returned.
     pub fn delete(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
         let previous = self.get(key)?;
+        let last = (*previous).clone();
+        Some(self.remove(key, previous, last))
+    }
+
+    /// Removes the object under `key` as the write that produced `last` leaves it (an update that
+    /// empties the finalizers of an object being deleted): one DELETED event carrying `last` at a
+    /// new resourceVersion, which is returned, and no intermediate MODIFIED.
+    pub fn delete_as(&mut self, key: &ObjectKey, last: Value) -> Option<Arc<Value>> {
+        let previous = self.get(key)?;
+        Some(self.remove(key, previous, last))
+    }
+
+    fn remove(&mut self, key: &ObjectKey, previous: Arc<Value>, mut last: Value) -> Arc<Value> {
         let rv = self.bump();
-        let mut last = (*previous).clone();
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
         let last = Arc::new(last);
         self.op_events.push(WatchEvent {
@@ -139,6 +151,6 @@ impl<'a> WriteTx<'a> {
             previous: Some(previous),
         });
         self.op.insert(key.clone(), None);
-        Some(last)
+        last
     }
 }

@@ -1,0 +1,306 @@
+//! `meta.k8s.io/v1` Table answers for `kubectl get`, with the columns a cluster prints.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::registry::ResourceType;
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No object.
+    None,
+    /// `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The full object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Reads `includeObject`; unknown values fall back to the default.
+    pub fn parse(v: Option<&str>) -> Self {
+        match v {
+            Some("None") => Self::None,
+            Some("Object") => Self::Object,
+            _ => Self::Metadata,
+        }
+    }
+}
+
+/// Whether an Accept header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
+}
+
+struct Column {
+    name: String,
+    kind: String,
+    format: &'static str,
+    priority: u8,
+    description: &'static str,
+}
+
+fn col(name: &str, kind: &str, priority: u8, description: &'static str) -> Column {
+    Column { name: name.into(), kind: kind.into(), format: "", priority, description }
+}
+
+fn name_column() -> Column {
+    Column { format: "name", ..col("Name", "string", 0, "Name must be unique within a namespace. Cannot be updated.") }
+}
+
+const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created.";
+
+/// Formats a duration as Go's `duration.HumanDuration` does (kubectl's AGE column).
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let m = s / 60;
+    if m < 10 {
+        let rest = s % 60;
+        return if rest == 0 { format!("{m}m") } else { format!("{m}m{rest}s") };
+    }
+    let h = m / 60;
+    if h < 3 {
+        return format!("{m}m");
+    }
+    if h < 8 {
+        let rest = m % 60;
+        return if rest == 0 { format!("{h}h") } else { format!("{h}h{rest}m") };
+    }
+    if h < 48 {
+        return format!("{h}h");
+    }
+    let days = h / 24;
+    if h < 24 * 8 {
+        let rest = h % 24;
+        return if rest == 0 { format!("{days}d") } else { format!("{days}d{rest}h") };
+    }
+    if days < 365 * 2 {
+        return format!("{days}d");
+    }
+    let years = days / 365;
+    if days < 365 * 8 {
+        let rest = days % 365;
+        return if rest == 0 { format!("{years}y") } else { format!("{years}y{rest}d") };
+    }
+    format!("{years}y")
+}
+
+fn age(obj: &Value, now: SystemTime) -> String {
+    let created = obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(|s| humantime::parse_rfc3339(s).ok());
+    match created {
+        Some(t) => human_duration(now.duration_since(t).unwrap_or_default()),
+        None => "<unknown>".into(),
+    }
+}
+
+fn count(v: Option<&Value>) -> i64 {
+    v.and_then(Value::as_object).map(|m| m.len() as i64).unwrap_or(0)
+}
+
+fn str_at(obj: &Value, ptr: &str) -> String {
+    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+fn containers(obj: &Value, field: &str) -> String {
+    obj.pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().map(|c| c.get(field).and_then(Value::as_str).unwrap_or("")).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+fn selector(obj: &Value) -> String {
+    obj.pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+fn ports(obj: &Value) -> String {
+    let ps = obj.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    if ps.is_empty() {
+        return "<none>".into();
+    }
+    ps.iter()
+        .map(|p| {
+            let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort") {
+                Some(n) => format!("{port}:{n}/{proto}"),
+                None => format!("{port}/{proto}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn or_none(s: String) -> Value {
+    if s.is_empty() { json!("<none>") } else { json!(s) }
+}
+
+/// Evaluates the simple JSONPath of a printer column (`.spec.replicas`, `.status.conditions[0].type`).
+fn json_path(obj: &Value, path: &str) -> Value {
+    let mut cur = obj;
+    for seg in path.trim_start_matches('.').split('.') {
+        let (field, index) = match seg.split_once('[') {
+            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (seg, None),
+        };
+        cur = match cur.get(field) {
+            Some(v) => v,
+            None => return Value::Null,
+        };
+        if let Some(i) = index {
+            cur = match cur.get(i) {
+                Some(v) => v,
+                None => return Value::Null,
+            };
+        }
+    }
+    cur.clone()
+}
+
+fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+    let name = json!(crate::object::name(obj));
+    let age_col = || col("Age", "string", 0, AGE_DESCRIPTION);
+    match (t.group.as_str(), t.plural.as_str()) {
+        ("", "configmaps") => (
+            vec![name_column(), col("Data", "integer", 0, "Data contains the configuration data."), age_col()],
+            vec![name, json!(count(obj.get("data")) + count(obj.get("binaryData"))), json!(age(obj, now))],
+        ),
+        ("", "secrets") => (
+            vec![name_column(), col("Type", "string", 0, "The type of the secret"), col("Data", "integer", 0, "The number of entries in the secret data"), age_col()],
+            vec![name, json!(str_at(obj, "/type")), json!(count(obj.get("data"))), json!(age(obj, now))],
+        ),
+        ("", "namespaces") => (
+            vec![name_column(), col("Status", "string", 0, "The status of the namespace"), age_col()],
+            vec![name, json!(if crate::object::is_deleting(obj) { "Terminating".to_string() } else { str_at(obj, "/status/phase") }), json!(age(obj, now))],
+        ),
+        ("", "services") => (
+            vec![
+                name_column(),
+                col("Type", "string", 0, "The type of the service."),
+                col("Cluster-IP", "string", 0, "The cluster IP of the service."),
+                col("External-IP", "string", 0, "The external IPs of the service."),
+                col("Port(s)", "string", 0, "The ports of the service."),
+                age_col(),
+                col("Selector", "string", 1, "The label selector of the service."),
+            ],
+            vec![
+                name,
+                json!(obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP")),
+                or_none(str_at(obj, "/spec/clusterIP")),
+                json!("<none>"),
+                json!(ports(obj)),
+                json!(age(obj, now)),
+                or_none(
+                    obj.pointer("/spec/selector")
+                        .and_then(Value::as_object)
+                        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+                        .unwrap_or_default(),
+                ),
+            ],
+        ),
+        ("apps", "deployments") => {
+            let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+            let ready = obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0);
+            (
+                vec![
+                    name_column(),
+                    col("Ready", "string", 0, "Number of the pod with ready state"),
+                    col("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+                    col("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+                    age_col(),
+                    col("Containers", "string", 1, "Names of each container in the template."),
+                    col("Images", "string", 1, "Images referenced by each container in the template."),
+                    col("Selector", "string", 1, "Label selector for pods."),
+                ],
+                vec![
+                    name,
+                    json!(format!("{ready}/{want}")),
+                    json!(obj.pointer("/status/updatedReplicas").and_then(Value::as_i64).unwrap_or(0)),
+                    json!(obj.pointer("/status/availableReplicas").and_then(Value::as_i64).unwrap_or(0)),
+                    json!(age(obj, now)),
+                    json!(containers(obj, "name")),
+                    json!(containers(obj, "image")),
+                    json!(selector(obj)),
+                ],
+            )
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => (
+            vec![name_column(), col("Created At", "date", 0, AGE_DESCRIPTION)],
+            vec![name, json!(str_at(obj, "/metadata/creationTimestamp"))],
+        ),
+        _ if !t.printer_columns.is_empty() => {
+            let mut cols = vec![name_column()];
+            let mut cells = vec![name];
+            for c in &t.printer_columns {
+                let kind = c.get("type").and_then(Value::as_str).unwrap_or("string");
+                let priority = c.get("priority").and_then(Value::as_u64).unwrap_or(0).min(u8::MAX as u64) as u8;
+                cols.push(col(c.get("name").and_then(Value::as_str).unwrap_or(""), kind, priority, ""));
+                let v = json_path(obj, c.get("jsonPath").and_then(Value::as_str).unwrap_or(""));
+                cells.push(if kind == "date" {
+                    match v.as_str().and_then(|s| humantime::parse_rfc3339(s).ok()) {
+                        Some(t) => json!(human_duration(now.duration_since(t).unwrap_or_default())),
+                        None => v,
+                    }
+                } else {
+                    v
+                });
+            }
+            if !t.printer_columns.iter().any(|c| c.get("jsonPath").and_then(Value::as_str) == Some(".metadata.creationTimestamp")) {
+                cols.push(age_col());
+                cells.push(json!(age(obj, now)));
+            }
+            (cols, cells)
+        }
+        _ => (vec![name_column(), age_col()], vec![name, json!(age(obj, now))]),
+    }
+}
+
+fn row(t: &ResourceType, obj: &Value, include: IncludeObject, now: SystemTime) -> (Vec<Column>, Value) {
+    let (cols, cells) = columns_and_cells(t, obj, now);
+    let mut row = json!({"cells": cells});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
+        }
+        IncludeObject::Object => row["object"] = obj.clone(),
+    }
+    (cols, row)
+}
+
+fn column_definitions(cols: &[Column]) -> Value {
+    json!(cols
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+        .collect::<Vec<_>>())
+}
+
+/// A Table of the objects, with the list's metadata (resourceVersion, continue).
+pub fn table(t: &ResourceType, objects: &[Value], list_metadata: Value, include: IncludeObject, now: SystemTime) -> Value {
+    let mut cols = columns_and_cells(t, &json!({}), now).0;
+    let mut rows = Vec::new();
+    for o in objects {
+        let (c, r) = row(t, o, include, now);
+        cols = c;
+        rows.push(r);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_metadata, "columnDefinitions": column_definitions(&cols), "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        for (secs, want) in [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600, "3h"), (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"), (800 * 86400, "2y70d")] {
+            assert_eq!(human_duration(Duration::from_secs(secs)), want, "{secs}s");
+        }
+    }
+}
