@@ -10,6 +10,7 @@ use backflow_api::{Clock, GroupResource, ObjectKey};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::apply::{self, ApplyRequest};
 use crate::builtin::INITIAL_NAMESPACES;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::managed_fields::{self, FieldWrite};
@@ -27,6 +28,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// The field manager recorded in `managedFields`.
     pub field_manager: String,
+    /// `force=true` on a server-side apply: take fields other managers own.
+    pub force: bool,
 }
 
 /// Options of a delete (query parameters and the DeleteOptions body).
@@ -76,6 +79,8 @@ enum Change {
     Create(Value),
     Replace(Value),
     Patch(PatchType, Value),
+    /// Server-side apply of a configuration, with `force`.
+    Apply(Value, bool),
 }
 
 /// The object semantics: cheap to clone, shared by every request.
@@ -139,6 +144,7 @@ impl Engine {
                 let opts = WriteOptions {
                     dry_run: false,
                     field_manager: "backflow".into(),
+                    force: false,
                 };
                 engine.create(&t, "", body, &opts).await?;
             }
@@ -304,15 +310,11 @@ impl Engine {
                 t.kind
             )));
         }
-        self.write(
-            t,
-            namespace,
-            name,
-            part,
-            Change::Patch(patch_type, body),
-            opts,
-        )
-        .await
+        let change = match patch_type {
+            PatchType::Apply => Change::Apply(body, opts.force),
+            other => Change::Patch(other, body),
+        };
+        self.write(t, namespace, name, part, change, opts).await
     }
 
     async fn write(
@@ -361,7 +363,37 @@ impl Engine {
         } else {
             tx.get(&key_for(name))
         };
+        let mut preset_managed_fields: Option<Vec<Value>> = None;
         let (mut new, precondition) = match (change, &existing) {
+            (Change::Apply(body, force), _) => {
+                let has_type = body
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+                    && body
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| !s.is_empty());
+                if !has_type {
+                    return Err(ApiError::BadRequest(
+                        "an apply configuration must set apiVersion and kind (server-side apply needs the full type)".into(),
+                    ));
+                }
+                let body = self.check_body(t, namespace, Some(name), body)?;
+                let live = existing.as_deref().map(|o| at_version(o, t));
+                let api_version = t.api_version();
+                let req = ApplyRequest {
+                    manager: &opts.field_manager,
+                    force,
+                    api_version: &api_version,
+                    subresource: (part == Part::Status).then_some("status"),
+                    time: &now,
+                };
+                let (merged, mf) =
+                    apply::apply(live.as_ref(), &body, &req, (&t.group, &t.plural), name)?;
+                preset_managed_fields = Some(mf);
+                (merged, None)
+            }
             (Change::Create(_), Some(_)) => {
                 return Err(ApiError::AlreadyExists {
                     group: t.group.clone(),
@@ -402,8 +434,8 @@ impl Engine {
                         })?
                     }
                     PatchType::Apply => {
-                        return Err(ApiError::UnsupportedMediaType(
-                            "server-side apply (application/apply-patch+yaml) is not served yet; use a merge, JSON or strategic merge patch".into(),
+                        return Err(ApiError::Internal(
+                            "apply patches are routed to server-side apply".into(),
                         ));
                     }
                 }
@@ -520,33 +552,48 @@ impl Engine {
 
         synthesize(t, &mut new, existing.as_deref());
 
-        if let Some(old) = &existing {
-            if object::without_server_fields(old) == object::without_server_fields(&new) {
-                // A write that changes nothing keeps the resourceVersion (kubectl's "no change").
-                return Ok(Written {
-                    object: (**old).clone(),
-                    created: false,
-                });
+        let api_version = t.api_version();
+        let fw = FieldWrite {
+            manager: &opts.field_manager,
+            operation: "Update",
+            api_version: &api_version,
+            subresource: (part == Part::Status).then_some("status"),
+            time: &now,
+        };
+        let managed = match (preset_managed_fields, &existing) {
+            (Some(mf), _) => mf,
+            (None, Some(old)) => {
+                // A request that rewrites managedFields itself (kubectl's client-side to
+                // server-side apply upgrade) sets the baseline the update is recorded on.
+                let requested = new
+                    .pointer("/metadata/managedFields")
+                    .filter(|mf| Some(*mf) != old.pointer("/metadata/managedFields"))
+                    .cloned();
+                let mut baseline = (**old).clone();
+                if let Some(mf) = requested {
+                    baseline["metadata"]["managedFields"] = mf;
+                }
+                managed_fields::record_update(Some(&baseline), &new, &fw)
             }
-            let fw = FieldWrite {
-                manager: &opts.field_manager,
-                operation: "Update",
-                api_version: &t.api_version(),
-                subresource: (part == Part::Status).then_some("status"),
-                time: &now,
-            };
-            let mf = managed_fields::record_update(Some(old), &new, &fw);
-            set_managed_fields(&mut new, mf);
-        } else {
-            let fw = FieldWrite {
-                manager: &opts.field_manager,
-                operation: "Update",
-                api_version: &t.api_version(),
-                subresource: None,
-                time: &now,
-            };
-            let mf = managed_fields::record_update(None, &new, &fw);
-            set_managed_fields(&mut new, mf);
+            (None, None) => managed_fields::record_update(
+                None,
+                &new,
+                &FieldWrite {
+                    subresource: None,
+                    ..fw
+                },
+            ),
+        };
+        set_managed_fields(&mut new, managed);
+        if let Some(old) = &existing
+            && object::without_server_fields(old) == object::without_server_fields(&new)
+            && managed_fields::without_times(old) == managed_fields::without_times(&new)
+        {
+            // A write that changes nothing keeps the resourceVersion (kubectl's "no change").
+            return Ok(Written {
+                object: (**old).clone(),
+                created: false,
+            });
         }
 
         if opts.dry_run {

@@ -75,6 +75,15 @@ pub enum ApiError {
         name: String,
         message: String,
     },
+    /// 409: server-side apply found fields another manager owns; `message` lists them.
+    #[error("{message}")]
+    ApplyConflict {
+        group: String,
+        resource: String,
+        name: String,
+        message: String,
+        causes: Vec<Cause>,
+    },
     /// 422: the object breaks validation; `kind` is the Kind as kubectl prints it.
     #[error("{kind} \"{name}\" is invalid: {}", causes_text(.causes))]
     Invalid {
@@ -125,7 +134,9 @@ impl ApiError {
     pub fn code(&self) -> StatusCode {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => StatusCode::NOT_FOUND,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -144,7 +155,7 @@ impl ApiError {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
-            Self::Conflict { .. } => "Conflict",
+            Self::Conflict { .. } | Self::ApplyConflict { .. } => "Conflict",
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
             Self::Unauthorized => "Unauthorized",
@@ -189,6 +200,23 @@ impl ApiError {
                 ..
             } => {
                 let mut d = json!({"name": name, "kind": resource});
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            Self::ApplyConflict {
+                group,
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let mut d = json!({
+                    "name": name,
+                    "kind": resource,
+                    "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
+                });
                 if !group.is_empty() {
                     d["group"] = json!(group);
                 }

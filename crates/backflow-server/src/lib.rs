@@ -5,6 +5,7 @@
 //! CustomResourceDefinitions, spoken over the Kubernetes REST protocol so kubectl and kube-rs
 //! drive it unmodified. It knows nothing about Git.
 
+pub mod apply;
 pub mod builtin;
 pub mod crd;
 pub mod engine;

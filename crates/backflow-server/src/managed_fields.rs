@@ -263,6 +263,25 @@ fn intersect(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, Valu
     out
 }
 
+/// The object's `managedFields` with every `time` removed, to tell real ownership changes from
+/// a repeated write.
+pub fn without_times(obj: &Value) -> Option<Vec<Value>> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    if let Some(m) = e.as_object_mut() {
+                        m.remove("time");
+                    }
+                    e
+                })
+                .collect()
+        })
+}
+
 /// One manager's write, to be recorded in `managedFields`.
 #[derive(Debug, Clone)]
 pub struct FieldWrite<'a> {

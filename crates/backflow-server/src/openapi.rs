@@ -11,11 +11,19 @@ use crate::registry::{Registry, ResourceType};
 
 /// The path key of a group-version in the index (`api/v1`, `apis/apps/v1`).
 pub fn group_version_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 fn resource_path(t: &ResourceType) -> String {
-    let prefix = if t.group.is_empty() { format!("/api/{}", t.version) } else { format!("/apis/{}/{}", t.group, t.version) };
+    let prefix = if t.group.is_empty() {
+        format!("/api/{}", t.version)
+    } else {
+        format!("/apis/{}/{}", t.group, t.version)
+    };
     if t.namespaced() {
         format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
     } else {
@@ -41,7 +49,10 @@ pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     }
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    for t in reg.all().filter(|t| t.group == group && t.version == version) {
+    for t in reg
+        .all()
+        .filter(|t| t.group == group && t.version == version)
+    {
         let op = json!({
             "x-kubernetes-group-version-kind": gvk(t),
             "x-kubernetes-action": "patch",
@@ -58,12 +69,20 @@ pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
             let mut s = schema.clone();
             if let Some(m) = s.as_object_mut() {
                 m.insert("x-kubernetes-group-version-kind".into(), json!([gvk(t)]));
-                m.entry("description").or_insert_with(|| json!(format!("{} is a custom resource of {}.", t.kind, t.api_version())));
+                m.entry("description").or_insert_with(|| {
+                    json!(format!(
+                        "{} is a custom resource of {}.",
+                        t.kind,
+                        t.api_version()
+                    ))
+                });
                 let props = m.entry("properties").or_insert_with(|| json!({}));
                 if let Some(p) = props.as_object_mut() {
                     p.entry("apiVersion").or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
                     p.entry("kind").or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
-                    p.entry("metadata").or_insert_with(|| json!({"type": "object", "description": "Standard object's metadata."}));
+                    p.entry("metadata").or_insert_with(
+                        || json!({"type": "object", "description": "Standard object's metadata."}),
+                    );
                 }
             }
             schemas.insert(schema_name(t), s);

@@ -30,7 +30,10 @@ impl IncludeObject {
 
 /// Whether an Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
 }
 
 struct Column {
@@ -42,14 +45,29 @@ struct Column {
 }
 
 fn col(name: &str, kind: &str, priority: u8, description: &'static str) -> Column {
-    Column { name: name.into(), kind: kind.into(), format: "", priority, description }
+    Column {
+        name: name.into(),
+        kind: kind.into(),
+        format: "",
+        priority,
+        description,
+    }
 }
 
 fn name_column() -> Column {
-    Column { format: "name", ..col("Name", "string", 0, "Name must be unique within a namespace. Cannot be updated.") }
+    Column {
+        format: "name",
+        ..col(
+            "Name",
+            "string",
+            0,
+            "Name must be unique within a namespace. Cannot be updated.",
+        )
+    }
 }
 
-const AGE_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created.";
+const AGE_DESCRIPTION: &str =
+    "CreationTimestamp is a timestamp representing the server time when this object was created.";
 
 /// Formats a duration as Go's `duration.HumanDuration` does (kubectl's AGE column).
 pub fn human_duration(d: Duration) -> String {
@@ -60,7 +78,11 @@ pub fn human_duration(d: Duration) -> String {
     let m = s / 60;
     if m < 10 {
         let rest = s % 60;
-        return if rest == 0 { format!("{m}m") } else { format!("{m}m{rest}s") };
+        return if rest == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{rest}s")
+        };
     }
     let h = m / 60;
     if h < 3 {
@@ -68,7 +90,11 @@ pub fn human_duration(d: Duration) -> String {
     }
     if h < 8 {
         let rest = m % 60;
-        return if rest == 0 { format!("{h}h") } else { format!("{h}h{rest}m") };
+        return if rest == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{rest}m")
+        };
     }
     if h < 48 {
         return format!("{h}h");
@@ -76,7 +102,11 @@ pub fn human_duration(d: Duration) -> String {
     let days = h / 24;
     if h < 24 * 8 {
         let rest = h % 24;
-        return if rest == 0 { format!("{days}d") } else { format!("{days}d{rest}h") };
+        return if rest == 0 {
+            format!("{days}d")
+        } else {
+            format!("{days}d{rest}h")
+        };
     }
     if days < 365 * 2 {
         return format!("{days}d");
@@ -84,13 +114,20 @@ pub fn human_duration(d: Duration) -> String {
     let years = days / 365;
     if days < 365 * 8 {
         let rest = days % 365;
-        return if rest == 0 { format!("{years}y") } else { format!("{years}y{rest}d") };
+        return if rest == 0 {
+            format!("{years}y")
+        } else {
+            format!("{years}y{rest}d")
+        };
     }
     format!("{years}y")
 }
 
 fn age(obj: &Value, now: SystemTime) -> String {
-    let created = obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(|s| humantime::parse_rfc3339(s).ok());
+    let created = obj
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|s| humantime::parse_rfc3339(s).ok());
     match created {
         Some(t) => human_duration(now.duration_since(t).unwrap_or_default()),
         None => "<unknown>".into(),
@@ -98,29 +135,48 @@ fn age(obj: &Value, now: SystemTime) -> String {
 }
 
 fn count(v: Option<&Value>) -> i64 {
-    v.and_then(Value::as_object).map(|m| m.len() as i64).unwrap_or(0)
+    v.and_then(Value::as_object)
+        .map(|m| m.len() as i64)
+        .unwrap_or(0)
 }
 
 fn str_at(obj: &Value, ptr: &str) -> String {
-    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("").to_string()
+    obj.pointer(ptr)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 fn containers(obj: &Value, field: &str) -> String {
     obj.pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
-        .map(|cs| cs.iter().map(|c| c.get(field).and_then(Value::as_str).unwrap_or("")).collect::<Vec<_>>().join(","))
+        .map(|cs| {
+            cs.iter()
+                .map(|c| c.get(field).and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 
 fn selector(obj: &Value) -> String {
     obj.pointer("/spec/selector/matchLabels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 
 fn ports(obj: &Value) -> String {
-    let ps = obj.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    let ps = obj
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if ps.is_empty() {
         return "<none>".into();
     }
@@ -138,7 +194,11 @@ fn ports(obj: &Value) -> String {
 }
 
 fn or_none(s: String) -> Value {
-    if s.is_empty() { json!("<none>") } else { json!(s) }
+    if s.is_empty() {
+        json!("<none>")
+    } else {
+        json!(s)
+    }
 }
 
 /// Evaluates the simple JSONPath of a printer column (`.spec.replicas`, `.status.conditions[0].type`).
@@ -168,30 +228,84 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
     let age_col = || col("Age", "string", 0, AGE_DESCRIPTION);
     match (t.group.as_str(), t.plural.as_str()) {
         ("", "configmaps") => (
-            vec![name_column(), col("Data", "integer", 0, "Data contains the configuration data."), age_col()],
-            vec![name, json!(count(obj.get("data")) + count(obj.get("binaryData"))), json!(age(obj, now))],
+            vec![
+                name_column(),
+                col(
+                    "Data",
+                    "integer",
+                    0,
+                    "Data contains the configuration data.",
+                ),
+                age_col(),
+            ],
+            vec![
+                name,
+                json!(count(obj.get("data")) + count(obj.get("binaryData"))),
+                json!(age(obj, now)),
+            ],
         ),
         ("", "secrets") => (
-            vec![name_column(), col("Type", "string", 0, "The type of the secret"), col("Data", "integer", 0, "The number of entries in the secret data"), age_col()],
-            vec![name, json!(str_at(obj, "/type")), json!(count(obj.get("data"))), json!(age(obj, now))],
+            vec![
+                name_column(),
+                col("Type", "string", 0, "The type of the secret"),
+                col(
+                    "Data",
+                    "integer",
+                    0,
+                    "The number of entries in the secret data",
+                ),
+                age_col(),
+            ],
+            vec![
+                name,
+                json!(str_at(obj, "/type")),
+                json!(count(obj.get("data"))),
+                json!(age(obj, now)),
+            ],
         ),
         ("", "namespaces") => (
-            vec![name_column(), col("Status", "string", 0, "The status of the namespace"), age_col()],
-            vec![name, json!(if crate::object::is_deleting(obj) { "Terminating".to_string() } else { str_at(obj, "/status/phase") }), json!(age(obj, now))],
+            vec![
+                name_column(),
+                col("Status", "string", 0, "The status of the namespace"),
+                age_col(),
+            ],
+            vec![
+                name,
+                json!(if crate::object::is_deleting(obj) {
+                    "Terminating".to_string()
+                } else {
+                    str_at(obj, "/status/phase")
+                }),
+                json!(age(obj, now)),
+            ],
         ),
         ("", "services") => (
             vec![
                 name_column(),
                 col("Type", "string", 0, "The type of the service."),
                 col("Cluster-IP", "string", 0, "The cluster IP of the service."),
-                col("External-IP", "string", 0, "The external IPs of the service."),
+                col(
+                    "External-IP",
+                    "string",
+                    0,
+                    "The external IPs of the service.",
+                ),
                 col("Port(s)", "string", 0, "The ports of the service."),
                 age_col(),
-                col("Selector", "string", 1, "The label selector of the service."),
+                col(
+                    "Selector",
+                    "string",
+                    1,
+                    "The label selector of the service.",
+                ),
             ],
             vec![
                 name,
-                json!(obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP")),
+                json!(
+                    obj.pointer("/spec/type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("ClusterIP")
+                ),
                 or_none(str_at(obj, "/spec/clusterIP")),
                 json!("<none>"),
                 json!(ports(obj)),
@@ -199,30 +313,69 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                 or_none(
                     obj.pointer("/spec/selector")
                         .and_then(Value::as_object)
-                        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
                         .unwrap_or_default(),
                 ),
             ],
         ),
         ("apps", "deployments") => {
-            let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-            let ready = obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0);
+            let want = obj
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let ready = obj
+                .pointer("/status/readyReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             (
                 vec![
                     name_column(),
                     col("Ready", "string", 0, "Number of the pod with ready state"),
-                    col("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-                    col("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+                    col(
+                        "Up-to-date",
+                        "string",
+                        0,
+                        "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                    ),
+                    col(
+                        "Available",
+                        "string",
+                        0,
+                        "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                    ),
                     age_col(),
-                    col("Containers", "string", 1, "Names of each container in the template."),
-                    col("Images", "string", 1, "Images referenced by each container in the template."),
+                    col(
+                        "Containers",
+                        "string",
+                        1,
+                        "Names of each container in the template.",
+                    ),
+                    col(
+                        "Images",
+                        "string",
+                        1,
+                        "Images referenced by each container in the template.",
+                    ),
                     col("Selector", "string", 1, "Label selector for pods."),
                 ],
                 vec![
                     name,
                     json!(format!("{ready}/{want}")),
-                    json!(obj.pointer("/status/updatedReplicas").and_then(Value::as_i64).unwrap_or(0)),
-                    json!(obj.pointer("/status/availableReplicas").and_then(Value::as_i64).unwrap_or(0)),
+                    json!(
+                        obj.pointer("/status/updatedReplicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    ),
+                    json!(
+                        obj.pointer("/status/availableReplicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    ),
                     json!(age(obj, now)),
                     json!(containers(obj, "name")),
                     json!(containers(obj, "image")),
@@ -239,8 +392,17 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
             let mut cells = vec![name];
             for c in &t.printer_columns {
                 let kind = c.get("type").and_then(Value::as_str).unwrap_or("string");
-                let priority = c.get("priority").and_then(Value::as_u64).unwrap_or(0).min(u8::MAX as u64) as u8;
-                cols.push(col(c.get("name").and_then(Value::as_str).unwrap_or(""), kind, priority, ""));
+                let priority = c
+                    .get("priority")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(u8::MAX as u64) as u8;
+                cols.push(col(
+                    c.get("name").and_then(Value::as_str).unwrap_or(""),
+                    kind,
+                    priority,
+                    "",
+                ));
                 let v = json_path(obj, c.get("jsonPath").and_then(Value::as_str).unwrap_or(""));
                 cells.push(if kind == "date" {
                     match v.as_str().and_then(|s| humantime::parse_rfc3339(s).ok()) {
@@ -251,17 +413,27 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                     v
                 });
             }
-            if !t.printer_columns.iter().any(|c| c.get("jsonPath").and_then(Value::as_str) == Some(".metadata.creationTimestamp")) {
+            if !t.printer_columns.iter().any(|c| {
+                c.get("jsonPath").and_then(Value::as_str) == Some(".metadata.creationTimestamp")
+            }) {
                 cols.push(age_col());
                 cells.push(json!(age(obj, now)));
             }
             (cols, cells)
         }
-        _ => (vec![name_column(), age_col()], vec![name, json!(age(obj, now))]),
+        _ => (
+            vec![name_column(), age_col()],
+            vec![name, json!(age(obj, now))],
+        ),
     }
 }
 
-fn row(t: &ResourceType, obj: &Value, include: IncludeObject, now: SystemTime) -> (Vec<Column>, Value) {
+fn row(
+    t: &ResourceType,
+    obj: &Value,
+    include: IncludeObject,
+    now: SystemTime,
+) -> (Vec<Column>, Value) {
     let (cols, cells) = columns_and_cells(t, obj, now);
     let mut row = json!({"cells": cells});
     match include {
@@ -282,7 +454,13 @@ fn column_definitions(cols: &[Column]) -> Value {
 }
 
 /// A Table of the objects, with the list's metadata (resourceVersion, continue).
-pub fn table(t: &ResourceType, objects: &[Value], list_metadata: Value, include: IncludeObject, now: SystemTime) -> Value {
+pub fn table(
+    t: &ResourceType,
+    objects: &[Value],
+    list_metadata: Value,
+    include: IncludeObject,
+    now: SystemTime,
+) -> Value {
     let mut cols = columns_and_cells(t, &json!({}), now).0;
     let mut rows = Vec::new();
     for o in objects {
@@ -299,7 +477,18 @@ mod tests {
 
     #[test]
     fn human_durations_match_kubectl() {
-        for (secs, want) in [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600, "3h"), (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"), (800 * 86400, "2y70d")] {
+        for (secs, want) in [
+            (5, "5s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (600, "10m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 60, "3h1m"),
+            (30 * 3600, "30h"),
+            (50 * 3600, "2d2h"),
+            (10 * 86400, "10d"),
+            (800 * 86400, "2y70d"),
+        ] {
             assert_eq!(human_duration(Duration::from_secs(secs)), want, "{secs}s");
         }
     }

@@ -191,7 +191,11 @@ async fn acknowledged_writes_survive_sigkill() {
         .max()
         .expect("objects");
     let rvs: std::collections::BTreeSet<u64> = acknowledged.values().map(|(rv, _)| *rv).collect();
-    assert_eq!(rvs.len(), acknowledged.len(), "every write has its own resourceVersion");
+    assert_eq!(
+        rvs.len(),
+        acknowledged.len(),
+        "every write has its own resourceVersion"
+    );
 
     server.kill();
 

@@ -75,7 +75,12 @@ pub fn router(state: AppState) -> Router {
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
         .route("/openapi/v2", get(|| async { ApiError::UnknownResource }))
-        .route("/openapi/v3", get(|State(s): State<AppState>| async move { json_response(crate::openapi::index(&s.engine.registry())) }))
+        .route(
+            "/openapi/v3",
+            get(|State(s): State<AppState>| async move {
+                json_response(crate::openapi::index(&s.engine.registry()))
+            }),
+        )
         .route("/openapi/v3/{*group_version}", get(openapi_document))
         .fallback(fallback)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))

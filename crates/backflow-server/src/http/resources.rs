@@ -36,7 +36,10 @@ fn flag(q: &Query, name: &str) -> bool {
 }
 
 fn wants_table(headers: &HeaderMap) -> bool {
-    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(table::wants_table)
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(table::wants_table)
 }
 
 fn json_ok(code: StatusCode, body: &Value) -> Response {
@@ -279,10 +282,17 @@ async fn collection(
             resource_version_param(q)?;
             let list = engine.list(t, p.namespace.as_deref(), &list_options(q, t)?)?;
             if wants_table(headers) {
-                let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+                let items = list
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 let meta = list.get("metadata").cloned().unwrap_or(json!({}));
                 let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
-                return Ok(json_ok(StatusCode::OK, &table::table(t, &items, meta, include, engine.now())));
+                return Ok(json_ok(
+                    StatusCode::OK,
+                    &table::table(t, &items, meta, include, engine.now()),
+                ));
             }
             Ok(json_ok(StatusCode::OK, &list))
         }
@@ -298,6 +308,7 @@ async fn collection(
             let opts = WriteOptions {
                 dry_run: dry_run(q)?,
                 field_manager: field_manager(q, headers)?,
+                force: flag(q, "force"),
             };
             let w = engine
                 .create(t, p.namespace.as_deref().unwrap_or(""), obj, &opts)
@@ -372,7 +383,10 @@ async fn object(
             if wants_table(headers) {
                 let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
                 let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
-                return Ok(json_ok(StatusCode::OK, &table::table(t, &[obj], meta, include, engine.now())));
+                return Ok(json_ok(
+                    StatusCode::OK,
+                    &table::table(t, &[obj], meta, include, engine.now()),
+                ));
             }
             Ok(json_ok(StatusCode::OK, &obj))
         }
@@ -382,6 +396,7 @@ async fn object(
             let opts = WriteOptions {
                 dry_run: dry_run(q)?,
                 field_manager: field_manager(q, headers)?,
+                force: flag(q, "force"),
             };
             let w = engine.update(t, ns, name, part, obj, &opts).await?;
             Ok(json_ok(
@@ -397,10 +412,20 @@ async fn object(
             let bytes = read_body(body).await?;
             let pt = PatchType::from_content_type(content_type(headers))
                 .ok_or_else(|| patch::unsupported(!t.custom))?;
-            let patch_body = parse_json(&bytes, "patch")?;
+            let patch_body = if pt == PatchType::Apply {
+                if !q.contains_key("fieldManager") {
+                    return Err(ApiError::BadRequest(
+                        "fieldManager is required for apply requests".into(),
+                    ));
+                }
+                crate::apply::parse_body(&bytes)?
+            } else {
+                parse_json(&bytes, "patch")?
+            };
             let opts = WriteOptions {
                 dry_run: dry_run(q)?,
                 field_manager: field_manager(q, headers)?,
+                force: flag(q, "force"),
             };
             let w = engine
                 .patch(t, ns, name, part, pt, patch_body, &opts)
@@ -582,6 +607,7 @@ async fn scale(
     let opts = WriteOptions {
         dry_run: dry_run(q)?,
         field_manager: field_manager(q, headers)?,
+        force: false,
     };
     let w = engine
         .patch(t, ns, name, Part::Main, PatchType::Merge, merge, &opts)
