@@ -16,6 +16,7 @@ pub mod managed_fields;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod serve;

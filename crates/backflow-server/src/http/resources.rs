@@ -80,18 +80,15 @@ fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("application/json")
 }
 
-/// Object bodies must be JSON; protobuf (kubectl ≥ 1.32 `create <kind>`) is refused with a way out.
+/// Object bodies are JSON, or protobuf for the kinds kubectl ≥ 1.32 `create <kind>` sends that way.
 fn object_body(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Value> {
     let ct = content_type(headers);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
         "application/json" | "" | "*/*" => parse_json(bytes, "request body"),
-        "application/vnd.kubernetes.protobuf" => Err(ApiError::UnsupportedMediaType(
-            "protobuf request bodies are not supported by this server yet; use `kubectl create -f` or `kubectl apply` (JSON)"
-                .into(),
-        )),
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(bytes),
         other => Err(ApiError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format ({other}) - accepted media types include: application/json"
+            "the body of the request was in an unknown format ({other}) - accepted media types include: application/json, application/vnd.kubernetes.protobuf"
         ))),
     }
 }
