@@ -17,6 +17,7 @@ use crate::managed_fields::{self, FieldWrite};
 use crate::object::{self, metadata_mut};
 use crate::patch::{self, PatchType};
 use crate::registry::{Registry, ResourceType};
+use crate::schema::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Store, WriteTx};
 use crate::{crd, validation};
@@ -30,6 +31,8 @@ pub struct WriteOptions {
     pub field_manager: String,
     /// `force=true` on a server-side apply: take fields other managers own.
     pub force: bool,
+    /// What to do with fields the kind's schema does not know.
+    pub field_validation: FieldValidation,
 }
 
 /// Options of a delete (query parameters and the DeleteOptions body).
@@ -72,6 +75,8 @@ pub struct Written {
     pub object: Value,
     /// Whether the write created the object (HTTP 201).
     pub created: bool,
+    /// Warnings for the client (`Warning` headers), e.g. unknown fields that were dropped.
+    pub warnings: Vec<String>,
 }
 
 /// How a write turns the current object (if any) into the new one.
@@ -144,7 +149,7 @@ impl Engine {
                 let opts = WriteOptions {
                     dry_run: false,
                     field_manager: "backflow".into(),
-                    force: false,
+                    ..Default::default()
                 };
                 engine.create(&t, "", body, &opts).await?;
             }
@@ -341,6 +346,7 @@ impl Engine {
         Ok(Written {
             object: at_version(&written.object, t),
             created: written.created,
+            warnings: written.warnings,
         })
     }
 
@@ -527,6 +533,26 @@ impl Engine {
         }
         object::tidy_metadata(&mut new);
 
+        let mut warnings = Vec::new();
+        if let Some(schema) = &t.schema {
+            let unknown: Vec<String> = schema::prune(schema, &mut new)
+                .iter()
+                .map(|u| format!("unknown field \"{}\"", u.trim_start_matches('.')))
+                .collect();
+            match opts.field_validation {
+                FieldValidation::Strict if !unknown.is_empty() => {
+                    return Err(ApiError::BadRequest(format!(
+                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                        unknown.join(", "),
+                        kind = t.kind,
+                        version = t.version,
+                    )));
+                }
+                FieldValidation::Warn => warnings = unknown,
+                _ => {}
+            }
+        }
+
         let mut causes = validation::validate(t, &new, existing.as_deref());
         if is_crd(t) {
             causes.extend(crd::validate(&new));
@@ -593,6 +619,7 @@ impl Engine {
             return Ok(Written {
                 object: (**old).clone(),
                 created: false,
+                warnings: warnings.clone(),
             });
         }
 
@@ -600,6 +627,7 @@ impl Engine {
             return Ok(Written {
                 object: new,
                 created: existing.is_none(),
+                warnings: warnings.clone(),
             });
         }
         // Removing the last finalizer of an object being deleted deletes it.
@@ -609,12 +637,14 @@ impl Engine {
             return Ok(Written {
                 object: (*last).clone(),
                 created: false,
+                warnings: warnings.clone(),
             });
         }
         let stored = tx.put(key, new);
         Ok(Written {
             object: (*stored).clone(),
             created: existing.is_none(),
+            warnings: warnings.clone(),
         })
     }
 

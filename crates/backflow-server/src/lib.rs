@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+pub mod schema;
 pub mod selector;
 pub mod serve;
 pub mod store;

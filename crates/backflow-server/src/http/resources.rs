@@ -12,10 +12,11 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::path::{self, ResourcePath};
 use super::watch::{self, WatchRequest};
-use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions};
+use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions, Written};
 use crate::error::{ApiError, ApiResult, success_status};
 use crate::patch::{self, PatchType};
 use crate::registry::ResourceType;
+use crate::schema::FieldValidation;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject};
 
@@ -109,6 +110,36 @@ fn field_manager(q: &Query, headers: &HeaderMap) -> ApiResult<String> {
         .unwrap_or("unknown");
     let product = ua.split('/').next().unwrap_or("unknown");
     Ok(product.chars().take(128).collect())
+}
+
+fn write_options(q: &Query, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+    Ok(WriteOptions {
+        dry_run: dry_run(q)?,
+        field_manager: field_manager(q, headers)?,
+        force: flag(q, "force"),
+        field_validation: FieldValidation::parse(q.get("fieldValidation").map(String::as_str))?,
+    })
+}
+
+/// A `Warning` header per message, which kubectl prints as `Warning: …`.
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+/// The answer to a write: 201 when it created the object, with any warnings.
+fn written(w: &Written) -> Response {
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    with_warnings(json_ok(code, &w.object), &w.warnings)
 }
 
 fn dry_run(q: &Query) -> ApiResult<bool> {
@@ -302,15 +333,11 @@ async fn collection(
             }
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;
-            let opts = WriteOptions {
-                dry_run: dry_run(q)?,
-                field_manager: field_manager(q, headers)?,
-                force: flag(q, "force"),
-            };
+            let opts = write_options(q, headers)?;
             let w = engine
                 .create(t, p.namespace.as_deref().unwrap_or(""), obj, &opts)
                 .await?;
-            Ok(json_ok(StatusCode::CREATED, &w.object))
+            Ok(written(&w))
         }
         Method::DELETE => {
             let bytes = read_body(body).await?;
@@ -390,20 +417,9 @@ async fn object(
         Method::PUT => {
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;
-            let opts = WriteOptions {
-                dry_run: dry_run(q)?,
-                field_manager: field_manager(q, headers)?,
-                force: flag(q, "force"),
-            };
+            let opts = write_options(q, headers)?;
             let w = engine.update(t, ns, name, part, obj, &opts).await?;
-            Ok(json_ok(
-                if w.created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &w.object,
-            ))
+            Ok(written(&w))
         }
         Method::PATCH => {
             let bytes = read_body(body).await?;
@@ -419,22 +435,11 @@ async fn object(
             } else {
                 parse_json(&bytes, "patch")?
             };
-            let opts = WriteOptions {
-                dry_run: dry_run(q)?,
-                field_manager: field_manager(q, headers)?,
-                force: flag(q, "force"),
-            };
+            let opts = write_options(q, headers)?;
             let w = engine
                 .patch(t, ns, name, part, pt, patch_body, &opts)
                 .await?;
-            Ok(json_ok(
-                if w.created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &w.object,
-            ))
+            Ok(written(&w))
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
@@ -601,11 +606,7 @@ async fn scale(
     {
         merge["metadata"] = json!({"resourceVersion": rv});
     }
-    let opts = WriteOptions {
-        dry_run: dry_run(q)?,
-        field_manager: field_manager(q, headers)?,
-        force: false,
-    };
+    let opts = write_options(q, headers)?;
     let w = engine
         .patch(t, ns, name, Part::Main, PatchType::Merge, merge, &opts)
         .await?;
