@@ -1,9 +1,10 @@
-//! backflow's shared vocabulary: object identity and injected time.
+//! backflow's shared vocabulary: the configuration kinds, object identity and injected time.
 //!
 //! This crate does no I/O. Everything that decides (the branch worker, the apply decision, the
 //! store's metadata stamping) reads time through [`Clock`] so a simulator can drive it.
 
 pub mod clock;
+pub mod config;
 pub mod identity;
 
 pub use clock::{Clock, ManualClock, SystemClock};

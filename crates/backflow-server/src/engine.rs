@@ -162,6 +162,11 @@ impl Engine {
         self.clock.now()
     }
 
+    /// The injected clock itself (for answers computed later, such as watch Tables).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
     /// The store underneath.
     pub fn store(&self) -> &Store {
         &self.store
@@ -624,6 +629,13 @@ impl Engine {
         }
 
         if opts.dry_run {
+            // Nothing is stored, so an update's would-be object keeps the live resourceVersion,
+            // as a real apiserver's dry run does (kubectl diff then shows no resourceVersion
+            // change); a dry-run create has none.
+            if let Some(old) = &existing {
+                let rv = object::resource_version(old).to_string();
+                metadata_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+            }
             return Ok(Written {
                 object: new,
                 created: existing.is_none(),

@@ -17,6 +17,7 @@ pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod publication;
 pub mod registry;
 pub mod schema;
 pub mod selector;
@@ -27,6 +28,7 @@ pub mod tls;
 pub mod validation;
 
 pub use engine::Engine;
+pub use http::Extensions;
 pub use error::{ApiError, ApiResult};
 pub use serve::{InProcess, RunningServer, ServerConfig, StartError, start, start_with_clock};
 pub use store::Store;

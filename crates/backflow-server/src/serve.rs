@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
-use crate::http::{AppState, router};
+use crate::http::{AppState, Extensions, router};
 use crate::kubeconfig::{ClientAccess, render};
 use crate::store::{Store, StoreError};
 use crate::tls::{self, TlsError, TlsMaterial};
@@ -104,6 +104,11 @@ pub struct RunningServer {
     pub access: ClientAccess,
     /// The object semantics (for in-process use).
     pub engine: Engine,
+    /// The same API without authentication, for clients inside this process (the mirror's
+    /// kube-rs client): requests handed to it never cross a socket.
+    pub internal_router: axum::Router,
+    /// Hooks to install after start (publication waiter, metrics).
+    pub extensions: Arc<Extensions>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -242,13 +247,16 @@ pub async fn start_with_clock(
     })?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let extensions = Arc::new(Extensions::default());
     let state = AppState {
         engine: engine.clone(),
         token: token.map(Into::into),
         shutdown: shutdown_rx.clone(),
         bookmark_interval: config.bookmark_interval,
         server_address: format!("{host}:{}", addr.port()),
+        extensions: extensions.clone(),
     };
+    let internal_router = router(AppState { token: None, ..state.clone() });
     let app = router(state);
     let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
     Ok(RunningServer {
@@ -256,6 +264,8 @@ pub async fn start_with_clock(
         kubeconfig_path,
         access,
         engine,
+        internal_router,
+        extensions,
         shutdown,
         task,
     })
@@ -269,6 +279,8 @@ pub struct InProcess {
     pub engine: Engine,
     /// The full HTTP router, authentication included.
     pub router: axum::Router,
+    /// Hooks to install after start (publication waiter, metrics).
+    pub extensions: Arc<Extensions>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -284,16 +296,19 @@ impl InProcess {
             .await
             .map_err(|e| StartError::Init(e.to_string()))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let extensions = Arc::new(Extensions::default());
         let router = router(AppState {
             engine: engine.clone(),
             token: None,
             shutdown: shutdown_rx,
             bookmark_interval: config.bookmark_interval,
             server_address: "in-process".into(),
+            extensions: extensions.clone(),
         });
         Ok(Self {
             engine,
             router,
+            extensions,
             shutdown,
         })
     }

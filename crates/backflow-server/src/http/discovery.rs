@@ -1,4 +1,4 @@
-//! Discovery: aggregated (`apidiscovery.k8s.io/v2`) and legacy, always built from the live registry.
+//! Discovery: aggregated (`apidiscovery.k8s.io/v2`, or `v2beta1` for older clients) and legacy, always built from the live registry.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, header};
@@ -11,12 +11,39 @@ use crate::registry::{Registry, ResourceType};
 pub const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-fn wants_aggregated(headers: &HeaderMap) -> bool {
+/// The Content-Type of the same answer under `apidiscovery.k8s.io/v2beta1`, the only aggregated
+/// version kubectl 1.29 and older ask for (the document has the same shape as v2).
+const AGGREGATED_V2BETA1_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+
+/// Which `apidiscovery.k8s.io` version the client accepts, taking the first aggregated media
+/// range of its `Accept` header whose `v` parameter is exactly one we serve (`v2` or `v2beta1`).
+/// `None` means the client gets legacy discovery.
+fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("as=APIGroupDiscoveryList") && v.contains("v=v2"))
+        .flat_map(|v| v.split(','))
+        .find_map(|range| {
+            let (mut g, mut v, mut r#as) = (None, None, None);
+            for (k, val) in range.split(';').skip(1).filter_map(|p| p.split_once('=')) {
+                match k.trim() {
+                    "g" => g = Some(val.trim()),
+                    "v" => v = Some(val.trim()),
+                    "as" => r#as = Some(val.trim()),
+                    _ => {}
+                }
+            }
+            if g != Some("apidiscovery.k8s.io") || r#as != Some("APIGroupDiscoveryList") {
+                return None;
+            }
+            match v {
+                Some("v2") => Some("v2"),
+                Some("v2beta1") => Some("v2beta1"),
+                _ => None,
+            }
+        })
 }
 
 fn json_response(body: Value, content_type: &'static str) -> Response {
@@ -65,23 +92,28 @@ fn aggregated_group(reg: &Registry, group: &str, versions: &[String]) -> Value {
     json!({"metadata": {"name": group}, "versions": versions})
 }
 
-fn aggregated(reg: &Registry, core: bool) -> Response {
+fn aggregated(reg: &Registry, core: bool, version: &'static str) -> Response {
     let items: Vec<Value> = reg
         .groups()
         .iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(g, vs)| aggregated_group(reg, g, vs))
         .collect();
+    let content_type = if version == "v2" {
+        AGGREGATED_CONTENT_TYPE
+    } else {
+        AGGREGATED_V2BETA1_CONTENT_TYPE
+    };
     json_response(
-        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}),
-        AGGREGATED_CONTENT_TYPE,
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items}),
+        content_type,
     )
 }
 
 /// `GET /api`.
 pub fn api(reg: &Registry, headers: &HeaderMap, server_address: &str) -> Response {
-    if wants_aggregated(headers) {
-        return aggregated(reg, true);
+    if let Some(version) = aggregated_version(headers) {
+        return aggregated(reg, true, version);
     }
     json_response(
         json!({"kind": "APIVersions", "versions": ["v1"],
@@ -100,8 +132,8 @@ fn legacy_group(group: &str, versions: &[String]) -> Value {
 
 /// `GET /apis`.
 pub fn apis(reg: &Registry, headers: &HeaderMap) -> Response {
-    if wants_aggregated(headers) {
-        return aggregated(reg, false);
+    if let Some(version) = aggregated_version(headers) {
+        return aggregated(reg, false, version);
     }
     let groups: Vec<Value> = reg
         .groups()
@@ -165,4 +197,31 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Result<Respo
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
         "application/json",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, v.parse().expect("header value"));
+        h
+    }
+
+    #[test]
+    fn negotiates_the_aggregated_version_exactly() {
+        // kubectl 1.32.
+        assert_eq!(
+            aggregated_version(&accept("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")),
+            Some("v2")
+        );
+        // kubectl 1.29 offers only v2beta1, which is not v2.
+        assert_eq!(
+            aggregated_version(&accept("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")),
+            Some("v2beta1")
+        );
+        assert_eq!(aggregated_version(&accept("application/json, */*")), None);
+        assert_eq!(aggregated_version(&HeaderMap::new()), None);
+    }
 }

@@ -37,6 +37,26 @@ pub struct AppState {
     pub bookmark_interval: Duration,
     /// `host:port` clients reach the server at (legacy discovery reports it).
     pub server_address: String,
+    /// What other parts of backflow plug in after the server started.
+    pub extensions: Arc<Extensions>,
+}
+
+/// Hooks installed once, after start: the mirror's publication waiter and metrics.
+#[derive(Default)]
+pub struct Extensions {
+    /// Answers `X-Backflow-Wait: pushed`.
+    pub waiter: std::sync::OnceLock<Arc<dyn crate::publication::PublicationWaiter>>,
+    /// Renders the OpenMetrics text served at `/metrics`.
+    pub metrics: std::sync::OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("waiter", &self.waiter.get().is_some())
+            .field("metrics", &self.metrics.get().is_some())
+            .finish()
+    }
 }
 
 /// The version the server reports: minor 32 makes kubectl's dispatcher pick kubectl 1.32.
@@ -74,6 +94,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
+        .route("/metrics", get(metrics))
         .route("/openapi/v2", get(|| async { ApiError::UnknownResource }))
         .route(
             "/openapi/v3",
@@ -131,6 +152,11 @@ async fn openapi_document(
         Some(doc) => json_response(doc),
         None => ApiError::UnknownResource.into_response(),
     }
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    let body = s.extensions.metrics.get().map(|render| render()).unwrap_or_else(|| "# EOF\n".to_string());
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
 }
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {

@@ -15,6 +15,8 @@ use super::watch::{self, WatchRequest};
 use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions, Written};
 use crate::error::{ApiError, ApiResult, success_status};
 use crate::patch::{self, PatchType};
+use crate::publication::{COMMIT_HEADER, Publication, WAIT_HEADER, parse_wait_header};
+use backflow_api::ObjectKey;
 use crate::registry::ResourceType;
 use crate::schema::FieldValidation;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -133,13 +135,19 @@ fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 }
 
 /// The answer to a write: 201 when it created the object, with any warnings.
-fn written(w: &Written) -> Response {
-    let code = if w.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    with_warnings(json_ok(code, &w.object), &w.warnings)
+fn written(t: &ResourceType, w: &Written) -> Response {
+    let code = if w.created { StatusCode::CREATED } else { StatusCode::OK };
+    let resp = with_warnings(json_ok(code, &w.object), &w.warnings);
+    stored(resp, t, &w.object)
+}
+
+/// Marks a write's answer with what it stored, so a `X-Backflow-Wait` request can wait for it.
+fn stored(mut resp: Response, t: &ResourceType, obj: &Value) -> Response {
+    if let Ok(rv) = crate::object::resource_version(obj).parse::<u64>() {
+        let key = ObjectKey::new(t.group_resource(), crate::object::namespace(obj), crate::object::name(obj));
+        resp.extensions_mut().insert(StoredWrite { key, resource_version: rv });
+    }
+    resp
 }
 
 fn dry_run(q: &Query) -> ApiResult<bool> {
@@ -189,10 +197,34 @@ pub async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match route(&state, &method, &uri, &headers, body).await {
+    let wait = match parse_wait_header(headers.get(WAIT_HEADER).and_then(|v| v.to_str().ok())) {
+        Ok(w) => w,
+        Err(e) => return ApiError::BadRequest(e).into_response(),
+    };
+    let mut resp = match route(&state, &method, &uri, &headers, body).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let dry_run = uri.query().is_some_and(|q| q.contains("dryRun=All"));
+    if let (Some(timeout), Some(write)) = (wait, resp.extensions().get::<StoredWrite>().cloned())
+        && !dry_run
+    {
+        let outcome = match state.extensions.waiter.get() {
+            Some(waiter) => waiter.wait(write.key, write.resource_version, timeout).await,
+            None => Publication::NotMirrored,
+        };
+        if let Ok(v) = http::HeaderValue::from_str(outcome.header_value()) {
+            resp.headers_mut().insert(COMMIT_HEADER, v);
+        }
     }
+    resp
+}
+
+/// The object a write stored, carried on its response.
+#[derive(Debug, Clone)]
+struct StoredWrite {
+    key: ObjectKey,
+    resource_version: u64,
 }
 
 async fn route(
@@ -292,6 +324,10 @@ async fn collection(
                 send_initial_events,
                 bookmarks: flag(q, "allowWatchBookmarks"),
                 timeout,
+                table: wants_table(headers).then(|| watch::TableEvents {
+                    include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
+                    clock: engine.clock(),
+                }),
             };
             let s = watch::stream(
                 engine.store().clone(),
@@ -337,7 +373,7 @@ async fn collection(
             let w = engine
                 .create(t, p.namespace.as_deref().unwrap_or(""), obj, &opts)
                 .await?;
-            Ok(written(&w))
+            Ok(written(t, &w))
         }
         Method::DELETE => {
             let bytes = read_body(body).await?;
@@ -419,7 +455,7 @@ async fn object(
             let obj = object_body(headers, &bytes)?;
             let opts = write_options(q, headers)?;
             let w = engine.update(t, ns, name, part, obj, &opts).await?;
-            Ok(written(&w))
+            Ok(written(t, &w))
         }
         Method::PATCH => {
             let bytes = read_body(body).await?;
@@ -439,7 +475,7 @@ async fn object(
             let w = engine
                 .patch(t, ns, name, part, pt, patch_body, &opts)
                 .await?;
-            Ok(written(&w))
+            Ok(written(t, &w))
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
@@ -456,7 +492,7 @@ async fn object(
                 StatusCode::OK
             };
             if obj.is_object() {
-                Ok(json_ok(code, &obj))
+                Ok(stored(json_ok(code, &obj), t, &obj))
             } else {
                 Ok(json_ok(
                     code,

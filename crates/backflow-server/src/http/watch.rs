@@ -11,9 +11,31 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use backflow_api::Clock;
+
 use crate::engine::{ListOptions, at_version};
 use crate::registry::ResourceType;
 use crate::store::{EventType, Store, WatchEvent};
+use crate::table::{self, IncludeObject};
+
+/// A watch that asked for `as=Table` (`kubectl get -w`): each event's object is a one-row
+/// Table, as the API server sends, so kubectl keeps printing the same columns it printed for the
+/// list. The first event carries the column definitions; later ones omit them.
+#[derive(Clone)]
+pub struct TableEvents {
+    /// `includeObject` of the request.
+    pub include: IncludeObject,
+    /// Where the Age cells are measured from.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for TableEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableEvents")
+            .field("include", &self.include)
+            .finish_non_exhaustive()
+    }
+}
 
 /// What a watch request asked for.
 #[derive(Debug, Clone)]
@@ -32,6 +54,8 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     /// `timeoutSeconds`; `None` keeps the stream open until the client or the server leaves.
     pub timeout: Option<Duration>,
+    /// Set when the client asked for Table objects.
+    pub table: Option<TableEvents>,
 }
 
 /// Where a watch stands between events.
@@ -46,6 +70,8 @@ struct WatchState {
     next_bookmark: Instant,
     bookmark_interval: Duration,
     done: bool,
+    /// Whether a Table event already carried the column definitions.
+    sent_columns: bool,
 }
 
 fn line(event_type: &str, object: &Value) -> Bytes {
@@ -75,6 +101,28 @@ fn expired(requested: u64, oldest: u64) -> Bytes {
     )
 }
 
+/// The object of one ADDED/MODIFIED/DELETED event, at the watched version, as a one-row Table
+/// when the client asked for that.
+fn event_object(
+    t: &ResourceType,
+    as_table: Option<&TableEvents>,
+    sent_columns: &mut bool,
+    obj: &Value,
+) -> Value {
+    let obj = at_version(obj, t);
+    let Some(tbl) = as_table else {
+        return obj;
+    };
+    let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
+    let mut table = table::table(t, &[obj], meta, tbl.include, tbl.clock.now());
+    if std::mem::replace(sent_columns, true)
+        && let Some(m) = table.as_object_mut()
+    {
+        m.remove("columnDefinitions");
+    }
+    table
+}
+
 impl WatchState {
     fn in_scope(&self, obj: &Value) -> bool {
         let ns_ok = self
@@ -87,7 +135,7 @@ impl WatchState {
 
     /// Turns one committed change into what this watcher should see: a change that moves an
     /// object into or out of the selection is an ADDED or DELETED for this watcher.
-    fn translate(&self, e: &WatchEvent) -> Option<Bytes> {
+    fn translate(&mut self, e: &WatchEvent) -> Option<Bytes> {
         if e.key.resource != self.req.resource_type.group_resource() {
             return None;
         }
@@ -102,7 +150,13 @@ impl WatchState {
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return None,
         };
-        Some(line(kind.as_str(), &at_version(&e.object, t)))
+        let object = event_object(
+            t,
+            self.req.table.as_ref(),
+            &mut self.sent_columns,
+            &e.object,
+        );
+        Some(line(kind.as_str(), &object))
     }
 
     fn collect(&mut self) {
@@ -134,6 +188,7 @@ pub fn stream(
     latest.borrow_and_update();
     let mut pending = VecDeque::new();
     let mut done = false;
+    let mut sent_columns = false;
     let initial = req.send_initial_events || req.resource_version.is_none_or(|rv| rv == 0);
     let last = if initial {
         let t = req.resource_type.clone();
@@ -152,7 +207,8 @@ pub fn stream(
             (objs, s.resource_version())
         });
         for o in objects {
-            pending.push_back(line("ADDED", &at_version(&o, &t)));
+            let object = event_object(&t, req.table.as_ref(), &mut sent_columns, &o);
+            pending.push_back(line("ADDED", &object));
         }
         if req.send_initial_events {
             pending.push_back(bookmark(&t, rv, true));
@@ -178,6 +234,7 @@ pub fn stream(
         next_bookmark: now + bookmark_interval,
         bookmark_interval,
         done,
+        sent_columns,
     };
     if !state.done {
         state.collect();

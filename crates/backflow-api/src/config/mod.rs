@@ -1,0 +1,51 @@
+//! The configuration kinds (group `backflow.dev`, version `v1alpha1`), applied with kubectl like
+//! any other Kubernetes object.
+//!
+//! Every kind reports `status.observedGeneration` and kstatus conditions (`Ready`, `Reconciling`,
+//! `Stalled`, plus the kind's own) whose reasons say what to do.
+
+mod branch;
+mod commit_request;
+pub mod condition;
+mod provider;
+mod target;
+mod watch_rule;
+
+pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
+pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
+pub use condition::{Condition, ConditionStatus};
+pub use provider::{
+    CommitMessages, CommitPolicy, GitProvider, GitProviderSpec, GitProviderStatus, Person, PushPolicy,
+    SecretReference,
+};
+pub use target::{GitTarget, GitTargetSpec, GitTargetStatus, Placement, Prune, PruneMode, StreamSummary};
+pub use watch_rule::{ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, ResourceRule, WatchRule, WatchRuleSpec, WatchRuleStatus};
+
+use kube::CustomResourceExt;
+
+/// The API group of every configuration kind.
+pub const GROUP: &str = "backflow.dev";
+/// The version every configuration kind is served at.
+pub const VERSION: &str = "v1alpha1";
+
+/// A reference to an object of the same namespace by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LocalReference {
+    /// The object's name.
+    pub name: String,
+}
+
+/// The CustomResourceDefinitions of every configuration kind, generated from the Rust types.
+pub fn crds() -> Vec<serde_json::Value> {
+    [
+        GitProvider::crd(),
+        GitTarget::crd(),
+        WatchRule::crd(),
+        ClusterWatchRule::crd(),
+        CommitRequest::crd(),
+        GitBranch::crd(),
+    ]
+    .into_iter()
+    .filter_map(|c| serde_json::to_value(c).ok())
+    .collect()
+}

@@ -1,0 +1,111 @@
+//! `GitProvider`: a Git repository, its credentials and its commit policy.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::condition::Condition;
+
+/// A Secret in the same namespace holding credentials: `username`/`password` (HTTP basic or a
+/// token as password), or `identity` (SSH private key) with `known_hosts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretReference {
+    /// The Secret's name.
+    pub name: String,
+}
+
+/// Commit window and push pacing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushPolicy {
+    /// Rolling silence that closes a commit window (`1s` default; `0s` = one commit per change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_window: Option<String>,
+    /// The longest a window stays open under a steady stream of changes (`10s` default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_window_age: Option<String>,
+    /// Minimum time between pushes; commits made meanwhile go out together (`0s` default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<String>,
+}
+
+/// A name and email for commits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Person {
+    /// Display name.
+    pub name: String,
+    /// Email address.
+    pub email: String,
+}
+
+/// Commit message templates. Placeholders: `{verb}` (`update` or `delete`), `{object}`,
+/// `{target}`, `{count}`, `{targets}` and `{objects}` (one line per object).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitMessages {
+    /// A commit holding one change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_template: Option<String>,
+    /// A commit holding several changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_template: Option<String>,
+    /// A resync (initial snapshot, sweep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_template: Option<String>,
+}
+
+/// Who commits and how messages read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitPolicy {
+    /// Committer (and author) of backflow's commits; default `backflow <backflow@localhost>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committer: Option<Person>,
+    /// Message templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<CommitMessages>,
+}
+
+/// A Git repository backflow writes to.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "backflow.dev",
+    version = "v1alpha1",
+    kind = "GitProvider",
+    namespaced,
+    status = "GitProviderStatus",
+    shortname = "gp",
+    category = "backflow",
+    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GitProviderSpec {
+    /// The repository URL: `file://…`, `https://…` or `ssh://…`.
+    pub url: String,
+    /// Credentials, if the remote needs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretReference>,
+    /// Branch patterns (globs) GitTargets may write; default `["*"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_branches: Vec<String>,
+    /// Commit window and push pacing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushPolicy>,
+    /// Committer and messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitPolicy>,
+}
+
+/// What backflow observed of a GitProvider.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitProviderStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (reasons `Succeeded`, `SecretNotFound`, `InvalidConfig`), `Reconciling`, `Stalled`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,111 @@
+//! `GitTarget`: one folder of one branch that backflow keeps equal to the live objects.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::LocalReference;
+use super::condition::Condition;
+
+/// What happens to documents whose objects are gone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PruneMode {
+    /// Never remove documents (an archive or audit trail).
+    Never,
+    /// Remove a document when its object's delete is seen (the default). Deletes made while
+    /// backflow was not watching are kept.
+    #[default]
+    OnEvent,
+    /// Also remove, after each initial snapshot, documents of the watched scope whose objects no
+    /// longer exist.
+    Always,
+}
+
+/// Deletion policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Prune {
+    /// `Never`, `OnEvent` (default) or `Always`.
+    #[serde(default)]
+    pub mode: PruneMode,
+}
+
+/// Where new objects go (objects that already have a document stay where they are).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// Per type (`v1/configmaps`, `apps/v1/deployments`): a path template with `{name}`,
+    /// `{namespace}`, `{namespaceOrCluster}`, `{resource}`, `{group}`, `{kind}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_type: BTreeMap<String, String>,
+    /// The template for every other type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
+/// A folder of a branch that mirrors live objects.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "backflow.dev",
+    version = "v1alpha1",
+    kind = "GitTarget",
+    namespaced,
+    status = "GitTargetStatus",
+    shortname = "gt",
+    category = "backflow",
+    printcolumn = r#"{"name":"Branch","type":"string","jsonPath":".spec.branch"}"#,
+    printcolumn = r#"{"name":"Path","type":"string","jsonPath":".spec.path"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Last Commit","type":"string","jsonPath":".status.lastCommit"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GitTargetSpec {
+    /// The GitProvider (same namespace) whose repository holds the folder.
+    pub provider_ref: LocalReference,
+    /// The branch; must match the provider's `allowedBranches`.
+    pub branch: String,
+    /// The folder inside the repository (`.` for the root); no leading or trailing `/`.
+    pub path: String,
+    /// Deletion policy.
+    #[serde(default)]
+    pub prune: Prune,
+    /// Where new objects go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// Watch streams of a target, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamSummary {
+    /// Streams planned.
+    pub total: u32,
+    /// Streams whose initial snapshot is published and that follow live changes.
+    pub ready: u32,
+    /// Streams still replaying their initial snapshot.
+    pub replaying: u32,
+    /// Streams that cannot watch (and why is in the conditions).
+    pub blocked: u32,
+}
+
+/// What backflow observed of a GitTarget.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitTargetStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling`, `Stalled`, `Validated`, `StreamsRunning`, `GitPathAccepted`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The last commit pushed that holds a change of this target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit: Option<String>,
+    /// When that push happened (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_push_time: Option<String>,
+    /// Watch streams, counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamSummary>,
+}
