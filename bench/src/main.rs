@@ -6,12 +6,13 @@
 //! `bench/results.json` and `bench/RESULTS.md`.
 
 mod client;
+mod git;
 mod report;
 mod server;
 
 use std::process::ExitCode;
 
-const SCENARIOS: &[&str] = &["server"];
+const SCENARIOS: &[&str] = &["server", "git"];
 
 fn usage() -> String {
     format!(
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
     for name in selected {
         let result = match name {
             "server" => rt.block_on(server::run(quick)),
+            "git" => rt.block_on(git::run(quick)),
             _ => Err(format!("scenario {name} is not built yet")),
         };
         match result {

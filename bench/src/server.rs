@@ -51,7 +51,8 @@ impl Params {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+/// The `p` quantile of sorted latencies, in milliseconds.
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -59,7 +60,8 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
 }
 
-fn round2(x: f64) -> f64 {
+/// `x` rounded to two decimals, for the results files.
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
@@ -279,7 +281,8 @@ async fn watch_latency(
     ))
 }
 
-fn row(
+/// One row of the results table; the ratio is greater than 1 when backflow is better.
+pub(crate) fn row(
     figure: &str,
     backflow: f64,
     baseline: f64,

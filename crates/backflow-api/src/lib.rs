@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod config;
 pub mod identity;
+pub mod publication;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};

@@ -1,10 +1,10 @@
 //! Intents ("this object should now read X in target T") and the pending writes they are
 //! decided into.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use backflow_api::ObjectKey;
+use backflow_api::{GroupResource, ObjectKey};
 
 /// The state an object should have in Git.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,6 +13,23 @@ pub enum ObjectState {
     Present(Arc<serde_json::Value>),
     /// The object is gone.
     Absent,
+    /// A resync sweep: every object of one type in one namespace scope that the target holds
+    /// and that is not in [`SweepScope::keep`] is gone (prune mode `Always`).
+    Sweep(Arc<SweepScope>),
+}
+
+/// What a sweep may remove: objects of `resource` in exactly the scope a resync gathered.
+///
+/// A sweep must never reach beyond the scope it gathered: a per-namespace snapshot says nothing
+/// about other namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepScope {
+    /// The resource type swept.
+    pub resource: GroupResource,
+    /// The namespace swept; `None` for every namespace (or a cluster-scoped type).
+    pub namespace: Option<String>,
+    /// The names present in the snapshot, which stay.
+    pub keep: BTreeSet<String>,
 }
 
 /// "This object should now read X in target T", or "this object is gone".
@@ -46,6 +63,22 @@ impl Intent {
             target: target.into(),
             key,
             state: ObjectState::Absent,
+        }
+    }
+
+    /// A sweep of `scope` in `target`. Its key names the type and namespace (`""` for every
+    /// namespace) with an empty name, so it occupies its own slot: a later sweep of the same
+    /// scope replaces it, and object intents are not collapsed into it.
+    pub fn sweep(target: impl Into<String>, scope: SweepScope) -> Self {
+        let key = ObjectKey::new(
+            scope.resource.clone(),
+            scope.namespace.clone().unwrap_or_default(),
+            "",
+        );
+        Self {
+            target: target.into(),
+            key,
+            state: ObjectState::Sweep(Arc::new(scope)),
         }
     }
 

@@ -69,7 +69,7 @@ pub mod worker;
 pub use driver::{Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn};
 pub use error::{PlanError, RepoError, TreeError};
 pub use git2::Oid;
-pub use intent::{FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, WriteKind};
+pub use intent::{FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, SweepScope, WriteKind};
 pub use message::MessageTemplates;
 pub use planner::{FilePerObjectPlanner, Planner};
 pub use remote::{

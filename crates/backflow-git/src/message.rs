@@ -39,6 +39,7 @@ impl MessageTemplates {
         let verb = |s: &ObjectState| match s {
             ObjectState::Present(_) => "update",
             ObjectState::Absent => "delete",
+            ObjectState::Sweep(_) => "prune",
         };
         let mut targets: Vec<&str> = write.intents.keys().map(|(t, _)| t.as_str()).collect();
         targets.dedup();

@@ -4,7 +4,7 @@
 //! crate only defines the seam and a simple planner for tests and benchmarks.
 
 use crate::error::TreeError;
-use crate::intent::{Intent, ObjectState};
+use crate::intent::{Intent, ObjectState, SweepScope};
 use crate::tree::{PathUpdate, TreeView};
 
 /// Turns one intent into path updates against `tree`.
@@ -57,8 +57,61 @@ impl FilePerObjectPlanner {
     }
 }
 
+impl FilePerObjectPlanner {
+    /// The files a sweep removes: those of the scope's type in its namespace (every namespace
+    /// for `None`) whose name is not kept.
+    fn sweep(
+        tree: &dyn TreeView,
+        target: &str,
+        scope: &SweepScope,
+    ) -> Result<Vec<PathUpdate>, TreeError> {
+        let target = target.trim_matches('/');
+        let group = if scope.resource.group.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", scope.resource.group)
+        };
+        // `{namespace}/{group/}{resource}/` relative to the target.
+        let type_dir = format!("{group}{}/", scope.resource.resource);
+        let prefix = if target.is_empty() {
+            String::new()
+        } else {
+            format!("{target}/")
+        };
+        let mut updates = Vec::new();
+        for path in tree.list(target)? {
+            let Some(rel) = path.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some((ns, rest)) = rel.split_once('/') else {
+                continue;
+            };
+            if scope.namespace.as_deref().is_some_and(|want| {
+                let want = if want.is_empty() { "_cluster" } else { want };
+                want != ns
+            }) {
+                continue;
+            }
+            let Some(file) = rest.strip_prefix(&type_dir) else {
+                continue;
+            };
+            let Some(name) = file.strip_suffix(".json") else {
+                continue;
+            };
+            if name.contains('/') || scope.keep.contains(name) {
+                continue;
+            }
+            updates.push(PathUpdate::remove(path.clone()));
+        }
+        Ok(updates)
+    }
+}
+
 impl Planner for FilePerObjectPlanner {
-    fn plan(&self, _tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
+    fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
+        if let ObjectState::Sweep(scope) = &intent.state {
+            return Self::sweep(tree, &intent.target, scope);
+        }
         let path = Self::path_of(intent);
         if intent.key.name.contains('/')
             || intent.key.name.starts_with('.')
@@ -72,7 +125,66 @@ impl Planner for FilePerObjectPlanner {
         }
         Ok(vec![match &intent.state {
             ObjectState::Present(value) => PathUpdate::write(path, Self::render(value)),
-            ObjectState::Absent => PathUpdate::remove(path),
+            ObjectState::Absent | ObjectState::Sweep(_) => PathUpdate::remove(path),
         }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use backflow_api::{GroupResource, ObjectKey};
+
+    use super::*;
+    use crate::repo::LocalRepo;
+    use crate::tree::Overlay;
+
+    #[test]
+    fn sweep_removes_only_inside_its_scope() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
+        let mut files = BTreeMap::new();
+        for path in [
+            "apps/web/configmaps/keep.json",
+            "apps/web/configmaps/gone.json",
+            "apps/db/configmaps/other.json",
+            "apps/web/secrets/gone.json",
+            "apps/web/apps/configmaps/gone.json",
+            "other/web/configmaps/gone.json",
+        ] {
+            files.insert(path.to_string(), Some(b"{}".to_vec()));
+        }
+        let base = repo
+            .apply_updates(repo.empty_tree().expect("empty"), &files)
+            .expect("base");
+        let tree = Overlay::new(&repo, base);
+        let scope = |ns: Option<&str>| SweepScope {
+            resource: GroupResource::new("", "configmaps"),
+            namespace: ns.map(str::to_string),
+            keep: BTreeSet::from(["keep".to_string()]),
+        };
+        let one = FilePerObjectPlanner
+            .plan(&tree, &Intent::sweep("apps", scope(Some("web"))))
+            .expect("plan");
+        assert_eq!(
+            one,
+            vec![PathUpdate::remove("apps/web/configmaps/gone.json")]
+        );
+        let all = FilePerObjectPlanner
+            .plan(&tree, &Intent::sweep("apps", scope(None)))
+            .expect("plan");
+        assert_eq!(
+            all,
+            vec![
+                PathUpdate::remove("apps/db/configmaps/other.json"),
+                PathUpdate::remove("apps/web/configmaps/gone.json"),
+            ]
+        );
+        let sweep = Intent::sweep("apps", scope(None));
+        assert_eq!(
+            sweep.key,
+            ObjectKey::new(GroupResource::new("", "configmaps"), "", "")
+        );
     }
 }

@@ -79,6 +79,23 @@ impl LocalRepo {
         })
     }
 
+    /// Creates a bare repository to serve as a remote (when missing) whose HEAD names `branch`,
+    /// so a clone checks that branch out. An existing repository is left as it is.
+    pub fn init_remote(path: &Path, branch: &str) -> Result<Self, RepoError> {
+        let existed = Repository::open_bare(path).is_ok();
+        let repo = Self::open_or_init(path)?;
+        if !existed {
+            repo.repo
+                .set_head(&format!("refs/heads/{branch}"))
+                .map_err(|source| RepoError {
+                    op: format!("pointing HEAD at branch {branch}"),
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
+        Ok(repo)
+    }
+
     /// Opens (or creates) the cache for `url` under `data_dir`: `data_dir/git/<name>.git`, where the
     /// name is derived from the URL without its credentials, so two workers of one remote share it.
     pub fn open_cache(data_dir: &Path, url: &str) -> Result<Self, RepoError> {

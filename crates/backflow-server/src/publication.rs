@@ -2,14 +2,12 @@
 //! `X-Backflow-Wait: pushed`.
 //!
 //! The server knows nothing about Git; whoever publishes objects (the mirror) implements
-//! [`PublicationWaiter`] and is handed to the server. A write that asks to wait is answered once
+//! [`PublicationWaiter`] (from `backflow-api`) and is handed to the server. A write that asks to wait is answered once
 //! the waiter says the commit holding it is on the remote, or when the timeout runs out.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
-use backflow_api::ObjectKey;
+pub use backflow_api::publication::{Publication, PublicationWaiter};
 
 /// The request header that asks to wait: `pushed` or `pushed;timeout=10s`.
 pub const WAIT_HEADER: &str = "x-backflow-wait";
@@ -19,40 +17,6 @@ pub const COMMIT_HEADER: &str = "x-backflow-commit";
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// The longest wait a request may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
-
-/// What became of a write that waited.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Publication {
-    /// The commit that holds the write is on the remote.
-    Pushed(String),
-    /// No GitTarget mirrors this object.
-    NotMirrored,
-    /// Not on the remote yet (timeout, or the remote is unreachable); it will be pushed.
-    Pending,
-}
-
-impl Publication {
-    /// The `X-Backflow-Commit` value.
-    pub fn header_value(&self) -> &str {
-        match self {
-            Self::Pushed(sha) => sha,
-            Self::NotMirrored => "not-mirrored",
-            Self::Pending => "pending",
-        }
-    }
-}
-
-/// Reports when a stored write reaches the Git remote.
-pub trait PublicationWaiter: Send + Sync {
-    /// Resolves once the write that gave `key` the resourceVersion `resource_version` is
-    /// published, or with [`Publication::Pending`] after `timeout`.
-    fn wait(
-        &self,
-        key: ObjectKey,
-        resource_version: u64,
-        timeout: Duration,
-    ) -> Pin<Box<dyn Future<Output = Publication> + Send + 'static>>;
-}
 
 /// Parses `X-Backflow-Wait`; `None` when absent, an error naming the problem when malformed.
 pub fn parse_wait_header(value: Option<&str>) -> Result<Option<Duration>, String> {

@@ -201,23 +201,58 @@ fn or_none(s: String) -> Value {
     }
 }
 
-/// Evaluates the simple JSONPath of a printer column (`.spec.replicas`, `.status.conditions[0].type`).
+/// One step of a printer column's JSONPath.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Field(String),
+    Index(usize),
+    /// `[?(@.key=="value")]`: the first item whose `key` equals `value`.
+    Filter(String, String),
+}
+
+fn steps(path: &str) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut rest = path.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end > 0 {
+                out.push(Step::Field(r[..end].to_string()));
+            }
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else { break };
+            let inner = r[..end].trim();
+            if let Some(f) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                if let Some((k, v)) = f.split_once("==") {
+                    out.push(Step::Filter(k.trim().to_string(), v.trim().trim_matches(['"', '\'']).to_string()));
+                }
+            } else if let Ok(i) = inner.parse() {
+                out.push(Step::Index(i));
+            }
+            rest = &r[end + 1..];
+        } else {
+            let end = rest.find(['.', '[']).unwrap_or(rest.len());
+            out.push(Step::Field(rest[..end].to_string()));
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// Evaluates a printer column's JSONPath: fields, indexes and `[?(@.key=="value")]` filters
+/// (what `kubectl` and CRDs use for conditions).
 fn json_path(obj: &Value, path: &str) -> Value {
     let mut cur = obj;
-    for seg in path.trim_start_matches('.').split('.') {
-        let (field, index) = match seg.split_once('[') {
-            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (seg, None),
+    for step in steps(path) {
+        let next = match &step {
+            Step::Field(f) => cur.get(f),
+            Step::Index(i) => cur.get(*i),
+            Step::Filter(k, v) => cur.as_array().and_then(|items| items.iter().find(|i| i.get(k).and_then(Value::as_str) == Some(v))),
         };
-        cur = match cur.get(field) {
-            Some(v) => v,
+        match next {
+            Some(n) => cur = n,
             None => return Value::Null,
-        };
-        if let Some(i) = index {
-            cur = match cur.get(i) {
-                Some(v) => v,
-                None => return Value::Null,
-            };
         }
     }
     cur.clone()
@@ -474,6 +509,15 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printer_column_paths() {
+        let o = json!({"spec": {"size": 3}, "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        assert_eq!(json_path(&o, ".spec.size"), json!(3));
+        assert_eq!(json_path(&o, ".status.conditions[0].type"), json!("Synced"));
+        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), json!("True"));
+        assert_eq!(json_path(&o, ".status.conditions[?(@.type=='Gone')].status"), Value::Null);
+    }
 
     #[test]
     fn human_durations_match_kubectl() {

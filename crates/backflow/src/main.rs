@@ -1,12 +1,19 @@
-//! The `backflow` command: runs the embedded API server and prints client configuration.
+//! The `backflow` command: runs the embedded API server with its mirror, or the mirror alone
+//! against another Kubernetes API, and prints client configuration.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use backflow_api::SystemClock;
+use backflow_mirror::defaults::DefaultSetup;
+use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{ServerConfig, serve};
 use clap::{Args, Parser, Subcommand};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
 
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
 #[derive(Debug, Parser)]
@@ -19,16 +26,24 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the embedded Kubernetes-compatible API server (kubectl and any Kubernetes client work
-    /// against it). With no flags it keeps its data in ./backflow-data and listens on
-    /// 127.0.0.1:6443 over plain HTTP, which is only allowed on loopback.
+    /// against it) and mirror every change into Git. With no flags it keeps its data in
+    /// ./backflow-data, listens on 127.0.0.1:6443 over plain HTTP (only allowed on loopback),
+    /// and commits into the bare repository ./backflow-data/origin.git, branch main, folder live.
     Serve(ServeArgs),
     /// Print the kubeconfig of a server's data directory (the same file `serve` writes there).
     Kubeconfig(KubeconfigArgs),
+    /// Run the mirror against another Kubernetes API (a real cluster): installs the backflow.dev
+    /// CRDs there if missing, then mirrors what its GitTargets and WatchRules select.
+    Operator(OperatorArgs),
+    /// Print the CustomResourceDefinitions of the configuration kinds as one JSON List, for
+    /// `kubectl apply -f -`.
+    Crds,
 }
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// Directory for the store, the kubeconfig, the token and generated certificates.
+    /// Directory for the store, the kubeconfig, the token, generated certificates, the default
+    /// repository and the Git caches.
     #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
     data_dir: PathBuf,
     /// Address to listen on. Any non-loopback address turns on TLS (a certificate is generated
@@ -51,6 +66,30 @@ struct ServeArgs {
     /// How often idle watches that allow bookmarks receive one (e.g. 60s).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     bookmark_interval: Duration,
+    /// Repository the default mirror writes to (file://, https://, ssh://); default: a bare
+    /// repository created at <data-dir>/origin.git. Applied as GitProvider
+    /// backflow-system/default on every start.
+    #[arg(long, env = "BACKFLOW_REPO")]
+    repo: Option<String>,
+    /// Branch of the default mirror (GitTarget backflow-system/default).
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// Folder of the default mirror inside the repository ("." for the root).
+    #[arg(long, default_value = "live")]
+    path: String,
+    /// Commit window of the default mirror: the silence that closes a commit ("0s" = one commit
+    /// per change).
+    #[arg(long, default_value = "1s", value_parser = parse_window)]
+    commit_window: String,
+    /// Serve the API only: install no configuration and mirror nothing.
+    #[arg(long)]
+    no_mirror: bool,
+}
+
+fn parse_window(s: &str) -> Result<String, String> {
+    humantime::parse_duration(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("{s:?} is not a duration like 1s or 500ms: {e}"))
 }
 
 #[derive(Debug, Args)]
@@ -60,22 +99,27 @@ struct KubeconfigArgs {
     data_dir: PathBuf,
 }
 
+#[derive(Debug, Args)]
+struct OperatorArgs {
+    /// Kubeconfig of the API to mirror (its current context is used).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    /// Directory for the Git caches of the branch workers.
+    #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
+    data_dir: PathBuf,
+}
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BACKFLOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
@@ -94,6 +138,26 @@ async fn wait_for_signal() {
     }
 }
 
+/// Applies the backflow.dev CRDs (server-side apply, so a newer backflow updates them).
+async fn install_crds(client: &kube::Client) -> Result<(), String> {
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for crd in backflow_api::config::crds() {
+        let name = crd.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        api.patch(&name, &PatchParams::apply("backflow").force(), &Patch::Apply(&crd))
+            .await
+            .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The default repository: a bare repository in the data dir, created on first start.
+fn default_repository(data_dir: &std::path::Path, branch: &str) -> Result<String, String> {
+    let origin = data_dir.join("origin.git");
+    backflow_git::LocalRepo::init_remote(&origin, branch).map_err(|e| format!("cannot create {}: {e}", origin.display()))?;
+    let abs = std::fs::canonicalize(&origin).unwrap_or(origin);
+    Ok(format!("file://{}", abs.display()))
+}
+
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.listen = args.listen;
@@ -103,28 +167,85 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.watch_history = args.watch_history;
     config.bookmark_interval = args.bookmark_interval;
     let server = serve::start(config).await.map_err(|e| e.to_string())?;
+    let mirror = if args.no_mirror {
+        None
+    } else {
+        let client = kube::Client::new(server.internal_router.clone(), "default");
+        let url = match args.repo {
+            Some(url) => url,
+            None => default_repository(&args.data_dir, &args.branch)?,
+        };
+        install_crds(&client).await?;
+        let setup =
+            DefaultSetup { url: url.clone(), branch: args.branch.clone(), path: args.path.clone(), commit_window: args.commit_window };
+        backflow_mirror::defaults::ensure(&client, &setup)
+            .await
+            .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
+        let mirror = Mirror::start(client, MirrorOptions { data_dir: args.data_dir.join("git") }, Arc::new(SystemClock));
+        let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
+        let _ = server.extensions.metrics.set(mirror.metrics_renderer());
+        Some((mirror, url))
+    };
+
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir);
-    let kubeconfig =
-        std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
-    println!(
-        "backflow API server listening on {}",
-        server.access.server_url
-    );
+    let kubeconfig = std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
+    println!("backflow API server listening on {}", server.access.server_url);
     println!("  data:       {}", data_dir.display());
     println!("  kubeconfig: {}", kubeconfig.display());
     if server.access.token.is_some() {
         println!("  auth:       bearer token required (it is in the kubeconfig)");
     }
-    println!(
-        "  try:        KUBECONFIG={} kubectl get namespaces",
-        kubeconfig.display()
-    );
+    match &mirror {
+        Some((_, url)) => println!(
+            "  mirror:     every namespace -> {url}, branch {}, folder {} (GitTarget backflow-system/default)",
+            args.branch, args.path
+        ),
+        None => println!("  mirror:     off (--no-mirror)"),
+    }
+    println!("  try:        KUBECONFIG={} kubectl get namespaces", kubeconfig.display());
     tracing::info!(addr = %server.addr, "serving");
     wait_for_signal().await;
     tracing::info!("stopping");
+    if let Some((mirror, _)) = mirror {
+        // Pending writes are pushed before the API goes away.
+        mirror.shutdown().await;
+    }
     server.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+async fn run_operator(args: OperatorArgs) -> Result<(), String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
+        .map_err(|e| format!("cannot read kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("kubeconfig {} is not usable: {e}", args.kubeconfig.display()))?;
+    let client = kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+    install_crds(&client).await?;
+    let mirror = Mirror::start(client, MirrorOptions { data_dir: args.data_dir.join("git") }, Arc::new(SystemClock));
+    println!("backflow operator mirroring the API of {}", args.kubeconfig.display());
+    wait_for_signal().await;
+    mirror.shutdown().await;
+    Ok(())
+}
+
+fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    init_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(future) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -147,25 +268,20 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Serve(args) => {
-            init_logging();
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::from(1);
+        Command::Crds => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": backflow_api::config::crds()});
+            match serde_json::to_string_pretty(&list) {
+                Ok(s) => {
+                    println!("{s}");
+                    ExitCode::SUCCESS
                 }
-            };
-            match rt.block_on(run_serve(args)) {
-                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    eprintln!("error: cannot render the CRDs: {e}");
                     ExitCode::from(1)
                 }
             }
         }
+        Command::Operator(args) => run(run_operator(args)),
+        Command::Serve(args) => run(run_serve(args)),
     }
 }

@@ -1,4 +1,5 @@
-//! Discovery: aggregated (`apidiscovery.k8s.io/v2`, or `v2beta1` for older clients) and legacy, always built from the live registry.
+//! Discovery: aggregated (`apidiscovery.k8s.io/v2`, or `v2beta1` for older clients) and legacy,
+//! always built from the live registry.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, header};
@@ -213,12 +214,16 @@ mod tests {
     fn negotiates_the_aggregated_version_exactly() {
         // kubectl 1.32.
         assert_eq!(
-            aggregated_version(&accept("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")),
+            aggregated_version(&accept(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+            )),
             Some("v2")
         );
         // kubectl 1.29 offers only v2beta1, which is not v2.
         assert_eq!(
-            aggregated_version(&accept("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")),
+            aggregated_version(&accept(
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+            )),
             Some("v2beta1")
         );
         assert_eq!(aggregated_version(&accept("application/json, */*")), None);

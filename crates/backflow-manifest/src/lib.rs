@@ -1,0 +1,36 @@
+//! Manifests: how Kubernetes objects read in Git and how their files are edited.
+//!
+//! - [`sanitize`]: the object as it should read in Git (server fields and controller
+//!   bookkeeping removed, user intent kept).
+//! - [`yaml`]: canonical YAML for new files and the quoting every write uses.
+//! - [`layout`]: where a new object's file goes; names can never leave the folder.
+//! - [`index`]: every manifest document of a folder by identity, and the folder's acceptance
+//!   check.
+//! - [`edit`]: in-place edits of one document, keeping comments, order and other documents.
+//! - [`bootstrap`]: the README and ignore file a folder gets with its first write.
+//! - [`planner`]: [`YamlPlanner`], the branch worker's planner built from all of the above.
+//!
+//! Nothing here does I/O beyond reading the trees it is handed.
+
+#![deny(missing_docs)]
+
+pub mod bootstrap;
+mod document;
+pub mod edit;
+pub mod error;
+pub mod identity;
+pub mod index;
+pub mod kinds;
+pub mod layout;
+pub mod planner;
+pub mod sanitize;
+pub mod yaml;
+
+pub use edit::{append_document, edit_document, remove_document};
+pub use error::{IndexError, ManifestError};
+pub use identity::Identity;
+pub use index::{DocRef, FolderIndex};
+pub use kinds::KindMap;
+pub use planner::YamlPlanner;
+pub use sanitize::sanitize;
+pub use yaml::render;

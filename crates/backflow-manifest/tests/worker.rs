@@ -1,0 +1,349 @@
+//! The YAML planner driving a real branch worker (window 0) against a bare repository, with the
+//! results read back through the `git` program.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use backflow_api::{GroupResource, ManualClock, ObjectKey};
+use backflow_git::metrics::BranchMetrics;
+use backflow_git::{
+    BranchWorker, FileRemote, Identity, Intent, LocalRepo, SweepScope, WorkerConfig, WorkerEvent,
+};
+use backflow_manifest::{KindMap, YamlPlanner, render};
+use serde_json::{Value, json};
+
+/// `git` with no user or system configuration and a fixed identity.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "A Person")
+        .env("GIT_AUTHOR_EMAIL", "person@example.com")
+        .env("GIT_COMMITTER_NAME", "A Person")
+        .env("GIT_COMMITTER_EMAIL", "person@example.com")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    worker: BranchWorker,
+    kinds: KindMap,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git(
+            dir.path(),
+            &["init", "--quiet", "--bare", "-b", "main", "remote.git"],
+        );
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        kinds.insert(GroupResource::new("apps", "deployments"), "Deployment");
+        let clock = Arc::new(ManualClock::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
+        let mut cfg = WorkerConfig::new("main");
+        cfg.window = Duration::ZERO;
+        cfg.committer = Identity::new("backflow test", "backflow@example.com");
+        cfg.seed = 1;
+        let repo = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");
+        let url = format!("file://{}", dir.path().join("remote.git").display());
+        let worker = BranchWorker::new(
+            cfg,
+            repo,
+            Box::new(FileRemote::new(&url)),
+            Box::new(YamlPlanner::new(kinds.clone())),
+            clock,
+            BranchMetrics::disabled(),
+        );
+        Self { dir, worker, kinds }
+    }
+
+    fn remote(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    fn submit(&mut self, intent: Intent) -> Vec<WorkerEvent> {
+        self.worker.submit(intent);
+        self.worker.poll();
+        self.worker.take_events()
+    }
+
+    fn files(&self) -> BTreeSet<String> {
+        git(&self.remote(), &["ls-tree", "-r", "--name-only", "main"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn show(&self, path: &str) -> String {
+        git(&self.remote(), &["show", &format!("main:{path}")])
+    }
+
+    /// Pushes files as a person would, through a clone.
+    fn push_by_hand(&self, files: &[(&str, &str)]) {
+        let work = self.dir.path().join("work");
+        if !work.exists() {
+            git(
+                self.dir.path(),
+                &[
+                    "clone",
+                    "--quiet",
+                    self.remote().to_str().expect("utf8"),
+                    "work",
+                ],
+            );
+        }
+        if !git(&self.remote(), &["branch", "--list", "main"])
+            .trim()
+            .is_empty()
+        {
+            git(&work, &["pull", "--quiet", "origin", "main"]);
+        }
+        for (path, content) in files {
+            let p = work.join(path);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, content).expect("write");
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "--quiet", "-m", "by hand"]);
+        git(
+            &work,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+    }
+}
+
+fn cm_key(ns: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(GroupResource::new("", "configmaps"), ns, name)
+}
+
+fn cm(ns: &str, name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": "7"}, "data": data})
+}
+
+fn refused(events: &[WorkerEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            WorkerEvent::Refused { error, .. } => Some(error.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+const HAND_WRITTEN: &str = "\
+# Everything team web runs, by hand.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings # read at start-up
+  namespace: web
+data:
+  mode: fast   # or slow
+  level: 'debug'
+---
+# second
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: flags
+  namespace: web
+data:
+  beta: \"yes\"
+";
+
+#[test]
+fn create_edit_delete_and_sweep_through_a_real_worker() {
+    let mut s = Setup::new();
+
+    // Create: canonical file at the layout path, sanitized, with bootstrap files.
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "app"),
+        cm("web", "app", json!({"a": "y"})),
+    ));
+    assert!(refused(&events).is_empty(), "{events:?}");
+    assert_eq!(
+        s.files(),
+        BTreeSet::from([
+            "apps/.gittargetignore".to_string(),
+            "apps/README.md".to_string(),
+            "apps/web/configmaps/app.yaml".to_string(),
+        ])
+    );
+    assert_eq!(
+        s.show("apps/web/configmaps/app.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: web\ndata:\n  a: \"y\"\n"
+    );
+
+    // A person bundles two objects in one commented file elsewhere in the folder.
+    s.push_by_hand(&[("apps/bundle.yaml", HAND_WRITTEN)]);
+    let readme_before = s.show("apps/README.md");
+
+    // Update in place: only the changed value moves; the other document is untouched.
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "settings"),
+        cm("web", "settings", json!({"mode": "slow", "level": "debug"})),
+    ));
+    assert!(refused(&events).is_empty(), "{events:?}");
+    assert_eq!(
+        s.show("apps/bundle.yaml"),
+        HAND_WRITTEN.replace("mode: fast   # or slow", "mode: slow   # or slow")
+    );
+    assert!(!s.files().contains("apps/web/configmaps/settings.yaml"));
+    assert_eq!(s.show("apps/README.md"), readme_before);
+
+    // Delete one document of the bundle: the other stays byte for byte.
+    let events = s.submit(Intent::delete("apps", cm_key("web", "settings")));
+    assert!(refused(&events).is_empty(), "{events:?}");
+    let second = &HAND_WRITTEN[HAND_WRITTEN.find("# second").expect("doc 1")..];
+    assert_eq!(s.show("apps/bundle.yaml"), second);
+
+    // Deleting the last document removes the file.
+    s.submit(Intent::delete("apps", cm_key("web", "flags")));
+    assert!(!s.files().contains("apps/bundle.yaml"));
+
+    // Sweep: only configmaps in namespace web, not in keep; db and the deployment stay.
+    for (ns, name) in [("web", "keep"), ("web", "gone"), ("db", "other")] {
+        s.submit(Intent::put(
+            "apps",
+            cm_key(ns, name),
+            cm(ns, name, json!({"k": "v"})),
+        ));
+    }
+    let deploy_key = ObjectKey::new(GroupResource::new("apps", "deployments"), "web", "gone");
+    s.submit(Intent::put(
+        "apps",
+        deploy_key,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "gone", "namespace": "web"}, "spec": {"replicas": 1}}),
+    ));
+    let events = s.submit(Intent::sweep(
+        "apps",
+        SweepScope {
+            resource: GroupResource::new("", "configmaps"),
+            namespace: Some("web".into()),
+            keep: BTreeSet::from(["keep".to_string(), "app".to_string()]),
+        },
+    ));
+    assert!(refused(&events).is_empty(), "{events:?}");
+    let files = s.files();
+    assert!(
+        !files.contains("apps/web/configmaps/gone.yaml"),
+        "{files:?}"
+    );
+    for kept in [
+        "apps/web/configmaps/keep.yaml",
+        "apps/web/configmaps/app.yaml",
+        "apps/db/configmaps/other.yaml",
+        "apps/web/apps/deployments/gone.yaml",
+        "apps/README.md",
+        "apps/.gittargetignore",
+    ] {
+        assert!(
+            files.contains(kept),
+            "{kept} must survive the sweep: {files:?}"
+        );
+    }
+
+    // A name that would leave the folder is refused and nothing is written.
+    let tip = git(&s.remote(), &["rev-parse", "main"]);
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "../x"),
+        cm("web", "../x", json!({})),
+    ));
+    let reasons = refused(&events);
+    assert_eq!(reasons.len(), 1, "{events:?}");
+    assert!(reasons[0].contains("../x"), "{reasons:?}");
+    assert_eq!(git(&s.remote(), &["rev-parse", "main"]), tip);
+
+    // A delete of a type whose kind is unknown falls back to the layout path.
+    let unknown = ObjectKey::new(GroupResource::new("example.com", "widgets"), "web", "w");
+    s.submit(Intent::put(
+        "apps",
+        unknown.clone(),
+        json!({"apiVersion": "example.com/v1",
+        "kind": "Widget", "metadata": {"name": "w", "namespace": "web"}}),
+    ));
+    assert!(s.files().contains("apps/web/example.com/widgets/w.yaml"));
+    s.submit(Intent::delete("apps", unknown));
+    assert!(!s.files().contains("apps/web/example.com/widgets/w.yaml"));
+    // Once the kind is known, a sweep of that type works; without it, a sweep is refused.
+    let sweep = |resource: &str| {
+        Intent::sweep(
+            "apps",
+            SweepScope {
+                resource: GroupResource::new("example.com", resource),
+                namespace: None,
+                keep: BTreeSet::new(),
+            },
+        )
+    };
+    let reasons = refused(&s.submit(sweep("gadgets")));
+    assert!(
+        reasons.iter().any(|r| r.contains("kind is unknown")),
+        "{reasons:?}"
+    );
+    s.kinds
+        .insert(GroupResource::new("example.com", "widgets"), "Widget");
+    assert!(refused(&s.submit(sweep("widgets"))).is_empty());
+}
+
+#[test]
+fn foreign_files_and_duplicates_refuse_the_folder() {
+    let mut s = Setup::new();
+    s.submit(Intent::put(
+        "apps",
+        cm_key("web", "a"),
+        cm("web", "a", json!({"x": "1"})),
+    ));
+    s.push_by_hand(&[("apps/run.sh", "echo hi\n")]);
+    let tip = git(&s.remote(), &["rev-parse", "main"]);
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "a"),
+        cm("web", "a", json!({"x": "2"})),
+    ));
+    let reasons = refused(&events);
+    assert!(
+        reasons.iter().any(|r| r.contains("apps/run.sh")),
+        "{reasons:?}"
+    );
+    assert_eq!(git(&s.remote(), &["rev-parse", "main"]), tip);
+    let a = render(
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "web"}, "data": {"x": "1"}}),
+    );
+    assert_eq!(s.show("apps/web/configmaps/a.yaml"), a);
+
+    let mut s = Setup::new();
+    s.push_by_hand(&[("apps/one.yaml", &a), ("apps/two.yaml", &a)]);
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "a"),
+        cm("web", "a", json!({"x": "2"})),
+    ));
+    let reasons = refused(&events);
+    assert!(
+        reasons.iter().any(|r| r.contains("defined twice")),
+        "{reasons:?}"
+    );
+}

@@ -1,0 +1,72 @@
+//! The status board: what each stream and target is doing, written by streams, read by the
+//! status writer. Decouples the hot path (events) from status patches (a few per second at most).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::plan::{StreamSpec, TargetRef};
+
+/// Where a watch stream stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamState {
+    /// Reading its initial snapshot, or publishing it.
+    Replaying,
+    /// Snapshot published; following live changes.
+    Streaming,
+    /// Cannot watch; the message says why.
+    Blocked(String),
+}
+
+/// What a target has done lately.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetActivity {
+    /// The newest commit pushed holding one of its changes.
+    pub last_commit: Option<String>,
+    /// When that was (RFC 3339).
+    pub last_push_time: Option<String>,
+    /// The last refusal (a write that could not be placed), if any.
+    pub last_refusal: Option<String>,
+}
+
+/// Shared state for status.
+#[derive(Debug, Default)]
+pub struct Board {
+    streams: Mutex<BTreeMap<StreamSpec, StreamState>>,
+    targets: Mutex<BTreeMap<TargetRef, TargetActivity>>,
+}
+
+impl Board {
+    /// Sets a stream's state.
+    pub fn set_stream(&self, spec: &StreamSpec, state: StreamState) {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.clone(), state);
+    }
+
+    /// Forgets a stopped stream.
+    pub fn remove_stream(&self, spec: &StreamSpec) {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(spec);
+    }
+
+    /// The states of a target's streams.
+    pub fn streams_of(&self, target: &TargetRef) -> Vec<(StreamSpec, StreamState)> {
+        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.iter().filter(|(s, _)| &s.target == target).map(|(s, st)| (s.clone(), st.clone())).collect()
+    }
+
+    /// Records a pushed commit holding a change of `target`.
+    pub fn pushed(&self, target: &TargetRef, sha: String, now: String) {
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        let a = targets.entry(target.clone()).or_default();
+        a.last_commit = Some(sha);
+        a.last_push_time = Some(now);
+    }
+
+    /// Records a refused write.
+    pub fn refused(&self, target: &TargetRef, message: String) {
+        self.targets.lock().unwrap_or_else(|e| e.into_inner()).entry(target.clone()).or_default().last_refusal = Some(message);
+    }
+
+    /// A target's activity.
+    pub fn activity(&self, target: &TargetRef) -> TargetActivity {
+        self.targets.lock().unwrap_or_else(|e| e.into_inner()).get(target).cloned().unwrap_or_default()
+    }
+}

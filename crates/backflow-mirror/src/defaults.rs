@@ -1,0 +1,82 @@
+//! The configuration `backflow serve` creates when started without any: everything the API
+//! holds, mirrored into one folder of one branch.
+
+use backflow_api::config::{
+    ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, GitProvider, GitProviderSpec, GitTarget, GitTargetSpec,
+    LocalReference, PushPolicy, ResourceRule, WatchRule, WatchRuleSpec,
+};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// The namespace the default configuration lives in.
+pub const NAMESPACE: &str = "backflow-system";
+/// The name of every default object.
+pub const NAME: &str = "default";
+/// The field manager of the default configuration; flags re-apply it on every start.
+pub const FIELD_MANAGER: &str = "backflow-serve";
+
+/// The default mirror's settings (from `serve`'s flags).
+#[derive(Debug, Clone)]
+pub struct DefaultSetup {
+    /// Repository URL.
+    pub url: String,
+    /// Branch.
+    pub branch: String,
+    /// Folder.
+    pub path: String,
+    /// Commit window (`1s`, `0s`).
+    pub commit_window: String,
+}
+
+async fn apply<K>(api: Api<K>, name: &str, obj: &K) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj)).await.map(|_| ())
+}
+
+/// Applies the default GitProvider, GitTarget, WatchRule (every namespace) and ClusterWatchRule
+/// (cluster-scoped types). Objects a user changed keep their other fields; the flags' fields are
+/// set again.
+pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::Error> {
+    let ns: Api<Namespace> = Api::all(client.clone());
+    ns.patch(
+        NAMESPACE,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})),
+    )
+    .await?;
+    let provider = GitProvider::new(
+        NAME,
+        GitProviderSpec {
+            url: setup.url.clone(),
+            push: Some(PushPolicy { commit_window: Some(setup.commit_window.clone()), ..Default::default() }),
+            ..Default::default()
+        },
+    );
+    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
+    let target = GitTarget::new(
+        NAME,
+        GitTargetSpec {
+            provider_ref: LocalReference { name: NAME.into() },
+            branch: setup.branch.clone(),
+            path: setup.path.clone(),
+            ..Default::default()
+        },
+    );
+    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &target).await?;
+    let everything = ResourceRule { resources: vec!["*".into()], source_namespace: Some("*".into()), ..Default::default() };
+    let rule = WatchRule::new(NAME, WatchRuleSpec { target_ref: LocalReference { name: NAME.into() }, rules: vec![everything] });
+    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &rule).await?;
+    let cluster = ClusterWatchRule::new(
+        NAME,
+        ClusterWatchRuleSpec {
+            target_ref: ClusterTargetReference { name: NAME.into(), namespace: NAMESPACE.into() },
+            rules: vec![ResourceRule { resources: vec!["*".into()], ..Default::default() }],
+        },
+    );
+    apply(Api::all(client.clone()), NAME, &cluster).await?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Live → Git: backflow's mirror.
+//!
+//! - [`plan`]: which watch streams the configuration asks for (pure).
+//! - [`discovery`]: the types the live API serves.
+//! - [`stream`]: one watch per (GitTarget, type, namespace scope): snapshot → resync, then
+//!   live changes → intents for the branch worker.
+//! - [`workers`]: one branch worker per (repository, branch).
+//! - [`controller`]: the control loop and status.
+//! - [`tracker`]: which commit holds which write (`X-Backflow-Wait: pushed`).
+//! - [`defaults`]: the configuration `backflow serve` creates.
+
+pub mod board;
+pub mod controller;
+pub mod defaults;
+pub mod discovery;
+pub mod metrics;
+pub mod plan;
+pub mod stream;
+pub mod tracker;
+pub mod workers;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use backflow_api::Clock;
+use backflow_git::metrics::GitMetrics;
+use backflow_manifest::KindMap;
+use kube::Client;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use tracker::{Tracker, TrackerWaiter};
+
+/// How to run the mirror.
+#[derive(Debug, Clone)]
+pub struct MirrorOptions {
+    /// Where branch workers keep their repository caches.
+    pub data_dir: PathBuf,
+}
+
+/// A running mirror.
+pub struct Mirror {
+    tracker: Arc<Tracker>,
+    workers: Arc<Workers>,
+    registry: Arc<Mutex<Registry>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+use workers::Workers;
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirror").finish_non_exhaustive()
+    }
+}
+
+impl Mirror {
+    /// Starts the mirror against the API `client` talks to.
+    pub fn start(client: Client, options: MirrorOptions, clock: Arc<dyn Clock>) -> Self {
+        let mut registry = Registry::default();
+        let git_metrics = GitMetrics::register(&mut registry);
+        let metrics = metrics::MirrorMetrics::register(&mut registry);
+        let kinds = KindMap::default();
+        let workers = Arc::new(Workers::new(options.data_dir, clock.clone(), git_metrics, kinds.clone()));
+        let tracker = Arc::new(Tracker::default());
+        let controller = controller::Controller::new(client, workers.clone(), tracker.clone(), metrics, clock, kinds);
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(controller.run(stop_rx));
+        Self { tracker, workers, registry: Arc::new(Mutex::new(registry)), stop, task }
+    }
+
+    /// Answers `X-Backflow-Wait: pushed` for the API server.
+    pub fn waiter(&self) -> TrackerWaiter {
+        TrackerWaiter(self.tracker.clone())
+    }
+
+    /// Renders every metric (mirror and branch workers) as OpenMetrics text.
+    pub fn metrics_renderer(&self) -> Arc<dyn Fn() -> String + Send + Sync> {
+        let registry = self.registry.clone();
+        Arc::new(move || {
+            let mut out = String::new();
+            let registry = registry.lock().unwrap_or_else(|e| e.into_inner());
+            if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+                out = "# metrics could not be encoded\n# EOF\n".into();
+            }
+            out
+        })
+    }
+
+    /// Stops the watches, then flushes and stops every branch worker (pending writes are pushed).
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+        self.workers.shutdown().await;
+    }
+}

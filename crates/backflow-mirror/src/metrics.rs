@@ -1,0 +1,56 @@
+//! The mirror's Prometheus metrics (prefix `backflow_mirror_`), on a registry handed in.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels naming a GitTarget.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TargetLabels {
+    /// `namespace/name`.
+    pub target: String,
+}
+
+/// Labels of a handled watch event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EventLabels {
+    /// `namespace/name` of the target.
+    pub target: String,
+    /// `submitted` (an intent went to the branch worker), `unchanged` (sanitized content equal),
+    /// `kept` (a delete kept by prune mode `Never`).
+    pub outcome: String,
+}
+
+/// Every metric of the mirror.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorMetrics {
+    /// Watch events handled.
+    pub events: Family<EventLabels, Counter>,
+    /// Resyncs (initial snapshots) submitted.
+    pub resyncs: Family<TargetLabels, Counter>,
+    /// Documents removed by sweeps (prune mode `Always`) requested.
+    pub sweeps: Family<TargetLabels, Counter>,
+    /// Writes refused by the planner (cannot be placed safely).
+    pub refusals: Family<TargetLabels, Counter>,
+    /// Watch streams running.
+    pub streams: Gauge,
+    /// Intents submitted whose publication has not resolved yet (the queue depth).
+    pub in_flight: Gauge,
+}
+
+impl MirrorMetrics {
+    /// Registers the metrics.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let r = registry.sub_registry_with_prefix("backflow_mirror");
+        r.register("events", "Watch events handled, by outcome", m.events.clone());
+        r.register("resyncs", "Initial snapshots submitted as resyncs", m.resyncs.clone());
+        r.register("sweeps", "Sweeps of documents whose objects are gone (prune mode Always)", m.sweeps.clone());
+        r.register("refusals", "Writes refused because they cannot be placed safely", m.refusals.clone());
+        r.register("streams", "Watch streams running", m.streams.clone());
+        r.register("in_flight", "Submitted writes not yet published", m.in_flight.clone());
+        m
+    }
+}

@@ -1,0 +1,356 @@
+//! What to watch and where it goes: a pure function from the configuration objects and the
+//! served types to a set of watch streams per GitTarget.
+//!
+//! Kept free of I/O so the controller can recompute it on every change and diff the result.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use backflow_api::GroupResource;
+use backflow_api::config::{ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule};
+use kube::ResourceExt;
+
+/// A type the live API serves (its preferred version, or each listed version).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServedType {
+    /// API group ("" for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural resource.
+    pub plural: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Whether this is the group's preferred version.
+    pub preferred: bool,
+}
+
+impl ServedType {
+    /// The storage identity.
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(&self.group, &self.plural)
+    }
+}
+
+/// Types never mirrored by a wildcard: runtime noise, not intent. Naming one explicitly in a rule
+/// still mirrors it.
+pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
+    ("", "events"),
+    ("events.k8s.io", "events"),
+    ("coordination.k8s.io", "leases"),
+    ("", "endpoints"),
+    ("discovery.k8s.io", "endpointslices"),
+    ("apps", "controllerrevisions"),
+    ("apps", "replicasets"),
+    ("", "pods"),
+    ("", "componentstatuses"),
+    ("backflow.dev", "gitbranches"),
+    ("backflow.dev", "commitrequests"),
+];
+
+/// Types whose objects hold secrets: never written to Git in plaintext, so not mirrored until a
+/// GitTarget can encrypt them.
+pub const SENSITIVE: &[(&str, &str)] = &[("", "secrets")];
+
+/// A GitTarget, by namespace and name.
+pub type TargetRef = (String, String);
+
+/// One watch: a type in one namespace (or all), for one target.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamSpec {
+    /// The target it feeds.
+    pub target: TargetRef,
+    /// The type watched.
+    pub served: ServedType,
+    /// One namespace, or every namespace (and cluster-scoped types) with `None`.
+    pub namespace: Option<String>,
+}
+
+/// Where a target's changes go and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetPlan {
+    /// The folder inside the repository.
+    pub path: String,
+    /// Repository URL of its provider.
+    pub url: String,
+    /// The branch.
+    pub branch: String,
+    /// The provider (namespace, name).
+    pub provider: (String, String),
+    /// Deletion policy.
+    pub prune: PruneMode,
+    /// Its watch streams.
+    pub streams: BTreeSet<StreamSpec>,
+}
+
+/// Why a target or rule cannot be served, for its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Targets that can be served.
+    pub targets: BTreeMap<TargetRef, TargetPlan>,
+    /// Targets that cannot, and why.
+    pub target_problems: BTreeMap<TargetRef, Problem>,
+    /// Per rule (kind, namespace, name): the types it resolved to, or why it resolved nothing.
+    pub rules: BTreeMap<(String, String, String), Result<Vec<String>, Problem>>,
+}
+
+fn glob_match(pattern: &str, s: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == s,
+        Some((pre, post)) => s.len() >= pre.len() + post.len() && s.starts_with(pre) && s.ends_with(post),
+    }
+}
+
+/// Checks a target path: relative, no `..`, no empty segments (`.` is the repository root).
+pub fn validate_path(path: &str) -> Result<String, String> {
+    if path == "." {
+        return Ok(String::new());
+    }
+    if path.is_empty() || path.starts_with('/') || path.ends_with('/') {
+        return Err(format!("spec.path {path:?} must be a relative folder without leading or trailing '/' (use \".\" for the root)"));
+    }
+    if path.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\\')) {
+        return Err(format!("spec.path {path:?} may not contain empty, '.' or '..' segments"));
+    }
+    Ok(path.to_string())
+}
+
+fn resolve_rule(rule: &ResourceRule, served: &[ServedType], cluster: bool) -> Vec<ServedType> {
+    let groups_any = rule.api_groups.is_empty() || rule.api_groups.iter().any(|g| g == "*");
+    let resources_any = rule.resources.iter().any(|r| r == "*");
+    served
+        .iter()
+        .filter(|t| t.namespaced != cluster)
+        .filter(|t| groups_any || rule.api_groups.contains(&t.group))
+        .filter(|t| if rule.api_versions.is_empty() { t.preferred } else { rule.api_versions.contains(&t.version) })
+        .filter(|t| {
+            let named = rule.resources.contains(&t.plural);
+            let wildcard_ok = resources_any
+                && !DEFAULT_EXCLUSIONS.contains(&(t.group.as_str(), t.plural.as_str()))
+                && !SENSITIVE.contains(&(t.group.as_str(), t.plural.as_str()));
+            (named && !SENSITIVE.contains(&(t.group.as_str(), t.plural.as_str()))) || wildcard_ok
+        })
+        .cloned()
+        .collect()
+}
+
+fn describe(t: &ServedType) -> String {
+    if t.group.is_empty() { format!("{}/{}", t.version, t.plural) } else { format!("{}/{}/{}", t.group, t.version, t.plural) }
+}
+
+/// Computes the plan.
+pub fn plan(
+    providers: &[GitProvider],
+    targets: &[GitTarget],
+    rules: &[WatchRule],
+    cluster_rules: &[ClusterWatchRule],
+    served: &[ServedType],
+) -> Plan {
+    let mut out = Plan::default();
+    for t in targets {
+        let ns = t.namespace().unwrap_or_default();
+        let key = (ns.clone(), t.name_any());
+        let provider = providers.iter().find(|p| p.namespace().as_deref() == Some(ns.as_str()) && p.name_any() == t.spec.provider_ref.name);
+        let problem = |reason, message: String| Problem { reason, message };
+        let result = match provider {
+            None => Err(problem(
+                "ProviderNotFound",
+                format!("GitProvider {:?} does not exist in namespace {ns:?}; create it or fix spec.providerRef.name", t.spec.provider_ref.name),
+            )),
+            Some(p) if p.spec.url.trim().is_empty() => {
+                Err(problem("InvalidConfig", format!("GitProvider {:?} has an empty spec.url", p.name_any())))
+            }
+            Some(p) => {
+                let allowed = if p.spec.allowed_branches.is_empty() { vec!["*".to_string()] } else { p.spec.allowed_branches.clone() };
+                if t.spec.branch.is_empty() {
+                    Err(problem("InvalidConfig", "spec.branch is empty".into()))
+                } else if !allowed.iter().any(|a| glob_match(a, &t.spec.branch)) {
+                    Err(problem(
+                        "BranchNotAllowed",
+                        format!("branch {:?} is not in GitProvider {:?} allowedBranches {:?}", t.spec.branch, p.name_any(), allowed),
+                    ))
+                } else {
+                    match validate_path(&t.spec.path) {
+                        Err(m) => Err(problem("InvalidConfig", m)),
+                        Ok(path) => Ok(TargetPlan {
+                            path,
+                            url: p.spec.url.clone(),
+                            branch: t.spec.branch.clone(),
+                            provider: (ns.clone(), p.name_any()),
+                            prune: t.spec.prune.mode,
+                            streams: BTreeSet::new(),
+                        }),
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(tp) => {
+                out.targets.insert(key, tp);
+            }
+            Err(p) => {
+                out.target_problems.insert(key, p);
+            }
+        }
+    }
+    // Two targets may not share a folder of one branch: their writes would fight.
+    let mut seen: BTreeMap<(String, String, String), TargetRef> = BTreeMap::new();
+    let keys: Vec<TargetRef> = out.targets.keys().cloned().collect();
+    for k in keys {
+        let Some(tp) = out.targets.get(&k) else { continue };
+        let slot = (tp.url.clone(), tp.branch.clone(), tp.path.clone());
+        if let Some(first) = seen.get(&slot) {
+            let message = format!("GitTarget {}/{} already writes folder {:?} of this branch", first.0, first.1, tp.path);
+            out.targets.remove(&k);
+            out.target_problems.insert(k, Problem { reason: "TargetConflict", message });
+        } else {
+            seen.insert(slot, k);
+        }
+    }
+
+    for r in rules {
+        let ns = r.namespace().unwrap_or_default();
+        let rule_key = ("WatchRule".to_string(), ns.clone(), r.name_any());
+        let target = (ns.clone(), r.spec.target_ref.name.clone());
+        let mut resolved = Vec::new();
+        for rule in &r.spec.rules {
+            let scope = match rule.source_namespace.as_deref() {
+                None | Some("") => Some(ns.clone()),
+                Some("*") => None,
+                Some(other) => Some(other.to_string()),
+            };
+            for st in resolve_rule(rule, served, false) {
+                resolved.push(describe(&st));
+                if let Some(tp) = out.targets.get_mut(&target) {
+                    tp.streams.insert(StreamSpec { target: target.clone(), served: st, namespace: scope.clone() });
+                }
+            }
+        }
+        out.rules.insert(rule_key, rule_outcome(resolved, &target, &out.targets, &out.target_problems));
+    }
+    for r in cluster_rules {
+        let rule_key = ("ClusterWatchRule".to_string(), String::new(), r.name_any());
+        let target = (r.spec.target_ref.namespace.clone(), r.spec.target_ref.name.clone());
+        let mut resolved = Vec::new();
+        for rule in &r.spec.rules {
+            for st in resolve_rule(rule, served, true) {
+                resolved.push(describe(&st));
+                if let Some(tp) = out.targets.get_mut(&target) {
+                    tp.streams.insert(StreamSpec { target: target.clone(), served: st, namespace: None });
+                }
+            }
+        }
+        out.rules.insert(rule_key, rule_outcome(resolved, &target, &out.targets, &out.target_problems));
+    }
+    // A namespace-wide stream covers the per-namespace ones of the same type and target.
+    for tp in out.targets.values_mut() {
+        let wide: BTreeSet<(TargetRef, ServedType)> =
+            tp.streams.iter().filter(|s| s.namespace.is_none()).map(|s| (s.target.clone(), s.served.clone())).collect();
+        tp.streams.retain(|s| s.namespace.is_none() || !wide.contains(&(s.target.clone(), s.served.clone())));
+    }
+    out
+}
+
+fn rule_outcome(
+    mut resolved: Vec<String>,
+    target: &TargetRef,
+    targets: &BTreeMap<TargetRef, TargetPlan>,
+    problems: &BTreeMap<TargetRef, Problem>,
+) -> Result<Vec<String>, Problem> {
+    resolved.sort();
+    resolved.dedup();
+    if !targets.contains_key(target) {
+        return Err(match problems.get(target) {
+            Some(p) => Problem { reason: "GitTargetNotReady", message: format!("GitTarget {}/{}: {}", target.0, target.1, p.message) },
+            None => Problem { reason: "GitTargetNotFound", message: format!("GitTarget {}/{} does not exist", target.0, target.1) },
+        });
+    }
+    if resolved.is_empty() {
+        return Err(Problem {
+            reason: "UnresolvedResources",
+            message: "no served resource matches the rules (secrets are not mirrored without encryption)".into(),
+        });
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backflow_api::config::{GitProviderSpec, GitTargetSpec, LocalReference, WatchRuleSpec};
+
+    fn served() -> Vec<ServedType> {
+        let t = |g: &str, p: &str, k: &str, ns: bool| ServedType {
+            group: g.into(),
+            version: "v1".into(),
+            plural: p.into(),
+            kind: k.into(),
+            namespaced: ns,
+            preferred: true,
+        };
+        vec![
+            t("", "configmaps", "ConfigMap", true),
+            t("", "secrets", "Secret", true),
+            t("", "events", "Event", true),
+            t("", "namespaces", "Namespace", false),
+            t("apps", "deployments", "Deployment", true),
+        ]
+    }
+
+    fn setup(rules: Vec<ResourceRule>) -> Plan {
+        let mut p = GitProvider::new("git", GitProviderSpec { url: "file:///r".into(), ..Default::default() });
+        p.metadata.namespace = Some("team".into());
+        let mut t = GitTarget::new(
+            "t",
+            GitTargetSpec { provider_ref: LocalReference { name: "git".into() }, branch: "main".into(), path: "live".into(), ..Default::default() },
+        );
+        t.metadata.namespace = Some("team".into());
+        let mut r = WatchRule::new("r", WatchRuleSpec { target_ref: LocalReference { name: "t".into() }, rules });
+        r.metadata.namespace = Some("team".into());
+        plan(&[p], &[t], &[r], &[], &served())
+    }
+
+    #[test]
+    fn wildcard_skips_noise_and_secrets() {
+        let p = setup(vec![ResourceRule { resources: vec!["*".into()], ..Default::default() }]);
+        let streams: Vec<String> = p.targets[&("team".to_string(), "t".to_string())]
+            .streams
+            .iter()
+            .map(|s| format!("{}:{:?}", s.served.plural, s.namespace))
+            .collect();
+        assert_eq!(streams, vec!["configmaps:Some(\"team\")", "deployments:Some(\"team\")"]);
+    }
+
+    #[test]
+    fn named_resources_and_all_namespaces() {
+        let p = setup(vec![ResourceRule {
+            api_groups: vec!["apps".into()],
+            resources: vec!["deployments".into()],
+            source_namespace: Some("*".into()),
+            ..Default::default()
+        }]);
+        let tp = &p.targets[&("team".to_string(), "t".to_string())];
+        assert_eq!(tp.streams.len(), 1);
+        assert_eq!(tp.streams.iter().next().map(|s| s.namespace.clone()), Some(None));
+    }
+
+    #[test]
+    fn bad_paths_and_missing_providers_are_problems() {
+        assert!(validate_path("../x").is_err());
+        assert!(validate_path("/abs").is_err());
+        assert!(validate_path("a//b").is_err());
+        assert_eq!(validate_path("."), Ok(String::new()));
+        let p = plan(&[], &[GitTarget::new("t", GitTargetSpec::default())], &[], &[], &served());
+        assert_eq!(p.target_problems.values().next().map(|p| p.reason), Some("ProviderNotFound"));
+    }
+}

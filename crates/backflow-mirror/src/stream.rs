@@ -1,0 +1,220 @@
+//! One watch stream: a type in a namespace scope, for one GitTarget.
+//!
+//! It reads the initial snapshot (streaming list with the end bookmark, or LIST+WATCH where the
+//! API does not stream lists), publishes it as one resync (upsert all, sweep by prune mode), then
+//! turns every live change into an intent for the branch worker. A 410 or a dropped watch starts a
+//! fresh snapshot, handled the same way.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use backflow_api::config::PruneMode;
+use backflow_api::{Clock, GroupResource, ObjectKey};
+use backflow_git::{Intent, Pushed, SweepScope, WorkerHandle, WriteError};
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::board::{Board, StreamState};
+use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
+use crate::plan::StreamSpec;
+use crate::tracker::{PublicationRx, Tracker};
+
+/// Everything a stream needs.
+#[derive(Clone)]
+pub struct StreamContext {
+    /// Client of the live API.
+    pub client: Client,
+    /// What to watch and for which target.
+    pub spec: StreamSpec,
+    /// The target's folder in the repository.
+    pub path: String,
+    /// The target's deletion policy.
+    pub prune: PruneMode,
+    /// The branch worker of the target's branch.
+    pub worker: WorkerHandle,
+    /// Publication tracking for `X-Backflow-Wait`.
+    pub tracker: Arc<Tracker>,
+    /// Status board.
+    pub board: Arc<Board>,
+    /// Metrics.
+    pub metrics: MirrorMetrics,
+    /// Time, for status stamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+fn api_resource(spec: &StreamSpec) -> ApiResource {
+    let s = &spec.served;
+    ApiResource {
+        group: s.group.clone(),
+        version: s.version.clone(),
+        api_version: if s.group.is_empty() { s.version.clone() } else { format!("{}/{}", s.group, s.version) },
+        kind: s.kind.clone(),
+        plural: s.plural.clone(),
+    }
+}
+
+fn object_key(gr: &GroupResource, obj: &DynamicObject) -> ObjectKey {
+    ObjectKey::new(gr.clone(), obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+fn resource_version(obj: &DynamicObject) -> u64 {
+    obj.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
+}
+
+impl StreamContext {
+    fn target_label(&self) -> String {
+        format!("{}/{}", self.spec.target.0, self.spec.target.1)
+    }
+
+    fn count(&self, outcome: &str) {
+        self.metrics.events.get_or_create(&EventLabels { target: self.target_label(), outcome: outcome.into() }).inc();
+    }
+
+    /// Follows a submitted write to its end: records the commit for status and waiters.
+    fn follow(&self, pushed: Pushed) -> PublicationRx {
+        let (tx, rx) = watch::channel(None);
+        let board = self.board.clone();
+        let target = self.spec.target.clone();
+        let clock = self.clock.clone();
+        let metrics = self.metrics.clone();
+        let label = self.target_label();
+        metrics.in_flight.inc();
+        tokio::spawn(async move {
+            let outcome = match pushed.await {
+                Ok(Some(oid)) => {
+                    let sha = oid.to_string();
+                    board.pushed(&target, sha.clone(), humantime::format_rfc3339_seconds(clock.now()).to_string());
+                    Ok(sha)
+                }
+                Ok(None) => Err("the branch does not exist yet and the write changed nothing".to_string()),
+                Err(WriteError::Refused(e)) => {
+                    metrics.refusals.get_or_create(&TargetLabels { target: label }).inc();
+                    tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
+                    board.refused(&target, e.to_string());
+                    Err(format!("refused: {e}"))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            metrics.in_flight.dec();
+            let _ = tx.send(Some(outcome));
+        });
+        rx
+    }
+
+    fn sanitized(&self, obj: &DynamicObject) -> Option<Value> {
+        let value = serde_json::to_value(obj).ok()?;
+        Some(backflow_manifest::sanitize(&value))
+    }
+}
+
+/// Runs the stream until the task is aborted.
+pub async fn run(ctx: StreamContext) {
+    let ar = api_resource(&ctx.spec);
+    let api: Api<DynamicObject> = match (&ctx.spec.namespace, ctx.spec.served.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
+        _ => Api::all_with(ctx.client.clone(), &ar),
+    };
+    let gr = ctx.spec.served.group_resource();
+    let mut streaming = true;
+    loop {
+        let config = if streaming { watcher::Config::default().streaming_lists() } else { watcher::Config::default() };
+        ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
+        let mut events = watcher::watcher(api.clone(), config).default_backoff().boxed();
+        // Sanitized value last submitted per object: an unchanged one commits nothing.
+        let mut last: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+        let mut snapshot: Vec<DynamicObject> = Vec::new();
+        let mut fall_back = false;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Init) => {
+                    snapshot.clear();
+                    ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
+                }
+                Ok(Event::InitApply(obj)) => snapshot.push(obj),
+                Ok(Event::InitDone) => {
+                    resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut last);
+                    ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
+                }
+                Ok(Event::Apply(obj)) => apply(&ctx, &gr, &obj, &mut last),
+                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj, &mut last),
+                Err(e) => {
+                    let message = e.to_string();
+                    // Older API servers reject streaming lists; LIST+WATCH does the same job.
+                    if streaming && message.contains("sendInitialEvents") {
+                        fall_back = true;
+                        break;
+                    }
+                    tracing::warn!(stream = ?ctx.spec, error = %message, "watch failed; retrying with backoff");
+                    ctx.board.set_stream(&ctx.spec, StreamState::Blocked(message));
+                }
+            }
+        }
+        if fall_back {
+            tracing::info!(stream = ?ctx.spec, "the API does not stream lists; using LIST+WATCH");
+            streaming = false;
+            continue;
+        }
+        // The watcher stream never ends on its own; if it does, start over.
+    }
+}
+
+fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<DynamicObject>, last: &mut BTreeMap<ObjectKey, Value>) {
+    last.clear();
+    let mut intents = Vec::new();
+    let mut keep = BTreeSet::new();
+    let mut seen: Vec<(ObjectKey, u64)> = Vec::new();
+    for obj in &objects {
+        let key = object_key(gr, obj);
+        keep.insert(key.name.clone());
+        seen.push((key.clone(), resource_version(obj)));
+        if let Some(v) = ctx.sanitized(obj) {
+            last.insert(key.clone(), v.clone());
+            intents.push(Intent::put(ctx.path.clone(), key, v));
+        }
+    }
+    if ctx.prune == PruneMode::Always {
+        let scope = SweepScope { resource: gr.clone(), namespace: ctx.spec.namespace.clone(), keep };
+        intents.push(Intent::sweep(ctx.path.clone(), scope));
+        ctx.metrics.sweeps.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
+    }
+    ctx.metrics.resyncs.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
+    tracing::info!(stream = ?ctx.spec, objects = objects.len(), "initial snapshot read; publishing it as a resync");
+    let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
+    for (key, rv) in seen {
+        ctx.tracker.record(key, rv, rx.clone());
+    }
+}
+
+fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut BTreeMap<ObjectKey, Value>) {
+    let key = object_key(gr, obj);
+    let rv = resource_version(obj);
+    let Some(value) = ctx.sanitized(obj) else { return };
+    if last.get(&key) == Some(&value) {
+        ctx.count("unchanged");
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
+    last.insert(key.clone(), value.clone());
+    ctx.count("submitted");
+    let rx = ctx.follow(ctx.worker.submit(Intent::put(ctx.path.clone(), key.clone(), value)));
+    ctx.tracker.record(key, rv, rx);
+}
+
+fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut BTreeMap<ObjectKey, Value>) {
+    let key = object_key(gr, obj);
+    let rv = resource_version(obj);
+    last.remove(&key);
+    if ctx.prune == PruneMode::Never {
+        ctx.count("kept");
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
+    ctx.count("submitted");
+    let rx = ctx.follow(ctx.worker.submit(Intent::delete(ctx.path.clone(), key.clone())));
+    ctx.tracker.record(key, rv, rx);
+}

@@ -1,0 +1,128 @@
+//! Which commit holds which write: answers `X-Backflow-Wait: pushed` for the server.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backflow_api::{GroupResource, ObjectKey};
+use backflow_api::publication::{Publication, PublicationWaiter};
+use tokio::sync::{Notify, watch};
+
+/// How a write ended up: pushed in a commit, or refused/failed with a reason.
+pub type Outcome = Result<String, String>;
+
+/// A publication in progress: resolves to the commit once pushed.
+pub type PublicationRx = watch::Receiver<Option<Outcome>>;
+
+#[derive(Debug)]
+struct KeyState {
+    /// The newest resourceVersion of this object the mirror has handled.
+    seen: u64,
+    /// The publication that holds the object's state as of `seen`.
+    publication: PublicationRx,
+}
+
+/// Tracks, per object, the newest write the mirror handled and the publication holding it.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    keys: Mutex<BTreeMap<ObjectKey, KeyState>>,
+    coverage: Mutex<Vec<(GroupResource, Option<String>)>>,
+    changed: Notify,
+}
+
+/// A publication that is already done.
+pub fn resolved(outcome: Outcome) -> PublicationRx {
+    watch::channel(Some(outcome)).1
+}
+
+impl Tracker {
+    /// Records that the mirror handled `key` at `resource_version`, published by `publication`.
+    pub fn record(&self, key: ObjectKey, resource_version: u64, publication: PublicationRx) {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = keys.entry(key).or_insert_with(|| KeyState { seen: 0, publication: publication.clone() });
+        if resource_version >= entry.seen {
+            entry.seen = resource_version;
+            entry.publication = publication;
+        }
+        drop(keys);
+        self.changed.notify_waiters();
+    }
+
+    /// Records that the mirror handled `key` at `resource_version` without changing what Git
+    /// should hold (a no-op): it is held by the object's last publication.
+    pub fn record_unchanged(&self, key: ObjectKey, resource_version: u64) {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = keys.get_mut(&key) {
+            entry.seen = entry.seen.max(resource_version);
+        } else {
+            keys.insert(key, KeyState { seen: resource_version, publication: resolved(Err("not published".into())) });
+        }
+        drop(keys);
+        self.changed.notify_waiters();
+    }
+
+    /// Which types and namespaces streams currently watch (`None` = every namespace).
+    pub fn set_coverage(&self, coverage: Vec<(GroupResource, Option<String>)>) {
+        *self.coverage.lock().unwrap_or_else(|e| e.into_inner()) = coverage;
+        self.changed.notify_waiters();
+    }
+
+    fn covers(&self, key: &ObjectKey) -> bool {
+        let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+        coverage.iter().any(|(gr, ns)| *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace))
+    }
+
+    async fn wait_seen(&self, key: &ObjectKey, resource_version: u64) -> Option<PublicationRx> {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.covers(key) {
+                return None;
+            }
+            {
+                let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(state) = keys.get(key)
+                    && state.seen >= resource_version
+                {
+                    return Some(state.publication.clone());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until the write of `key` at `resource_version` is on the remote.
+    pub async fn wait(self: Arc<Self>, key: ObjectKey, resource_version: u64, timeout: Duration) -> Publication {
+        let waited = tokio::time::timeout(timeout, async {
+            let Some(mut rx) = self.wait_seen(&key, resource_version).await else {
+                return Publication::NotMirrored;
+            };
+            loop {
+                if let Some(outcome) = rx.borrow_and_update().clone() {
+                    return match outcome {
+                        Ok(sha) => Publication::Pushed(sha),
+                        Err(_) => Publication::Pending,
+                    };
+                }
+                if rx.changed().await.is_err() {
+                    return Publication::Pending;
+                }
+            }
+        })
+        .await;
+        waited.unwrap_or(Publication::Pending)
+    }
+}
+
+/// The tracker as the server's waiter.
+#[derive(Debug, Clone)]
+pub struct TrackerWaiter(pub Arc<Tracker>);
+
+impl PublicationWaiter for TrackerWaiter {
+    fn wait(&self, key: ObjectKey, resource_version: u64, timeout: Duration) -> Pin<Box<dyn Future<Output = Publication> + Send + 'static>> {
+        Box::pin(self.0.clone().wait(key, resource_version, timeout))
+    }
+}

@@ -1,0 +1,110 @@
+//! The branch workers: one per (repository URL, branch), started when a GitTarget first needs it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backflow_api::Clock;
+use backflow_api::config::GitProvider;
+use backflow_git::metrics::GitMetrics;
+use backflow_git::{BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle};
+use backflow_manifest::{KindMap, YamlPlanner};
+
+/// The worker settings a GitProvider asks for.
+pub fn worker_config(provider: &GitProvider, branch: &str, seed: u64) -> Result<WorkerConfig, String> {
+    let mut cfg = WorkerConfig::new(branch);
+    cfg.seed = seed;
+    let duration = |field: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
+        v.as_deref()
+            .map(|s| humantime::parse_duration(s).map_err(|e| format!("spec.push.{field} {s:?} is not a duration like 1s or 500ms: {e}")))
+            .transpose()
+    };
+    if let Some(push) = &provider.spec.push {
+        if let Some(d) = duration("commitWindow", &push.commit_window)? {
+            cfg.window = d;
+        }
+        if let Some(d) = duration("maxWindowAge", &push.max_window_age)? {
+            cfg.max_window_age = d;
+        }
+        if let Some(d) = duration("cooldown", &push.cooldown)? {
+            cfg.push_cooldown = d;
+        }
+    }
+    if let Some(commit) = &provider.spec.commit {
+        if let Some(p) = &commit.committer {
+            if p.name.trim().is_empty() || p.email.trim().is_empty() {
+                return Err("spec.commit.committer needs both name and email".into());
+            }
+            cfg.committer = Identity::new(p.name.clone(), p.email.clone());
+        }
+        if let Some(m) = &commit.message {
+            let defaults = MessageTemplates::default();
+            cfg.messages = MessageTemplates {
+                single: m.event_template.clone().unwrap_or(defaults.single),
+                group: m.group_template.clone().unwrap_or(defaults.group),
+                resync: m.reconcile_template.clone().unwrap_or(defaults.resync),
+            };
+        }
+    }
+    Ok(cfg)
+}
+
+/// Every running branch worker.
+pub struct Workers {
+    data_dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    metrics: GitMetrics,
+    kinds: KindMap,
+    running: Mutex<BTreeMap<(String, String), WorkerHandle>>,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers").field("data_dir", &self.data_dir).finish_non_exhaustive()
+    }
+}
+
+impl Workers {
+    /// A registry keeping its caches under `data_dir`.
+    pub fn new(data_dir: PathBuf, clock: Arc<dyn Clock>, metrics: GitMetrics, kinds: KindMap) -> Self {
+        Self { data_dir, clock, metrics, kinds, running: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// The worker of (url, branch), started with the provider's settings if not running yet.
+    /// Settings changed later take effect after a restart of backflow.
+    pub fn get_or_start(&self, provider: &GitProvider, branch: &str, credentials: Credentials) -> Result<WorkerHandle, String> {
+        let key = (provider.spec.url.clone(), branch.to_string());
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = running.get(&key) {
+            return Ok(h.clone());
+        }
+        let cfg = worker_config(provider, branch, rand::random())?;
+        let remote = RemoteSpec { credentials, ..RemoteSpec::new(provider.spec.url.clone()) };
+        let planner = YamlPlanner::new(self.kinds.clone());
+        let metrics = self.metrics.for_branch(&provider.spec.url, branch);
+        let worker = BranchWorker::open(&self.data_dir, &remote, cfg, Box::new(planner), self.clock.clone(), metrics)
+            .map_err(|e| format!("cannot open the local cache of {}: {e}", provider.spec.url))?;
+        let handle = backflow_git::spawn(worker, self.clock.clone(), Duration::from_secs(30));
+        tracing::info!(url = %provider.spec.url, branch, "branch worker started");
+        running.insert(key, handle.clone());
+        Ok(handle)
+    }
+
+    /// The worker of (url, branch), if running.
+    pub fn get(&self, url: &str, branch: &str) -> Option<WorkerHandle> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&(url.to_string(), branch.to_string())).cloned()
+    }
+
+    /// Flushes and stops every worker.
+    pub async fn shutdown(&self) {
+        let handles: Vec<((String, String), WorkerHandle)> =
+            std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner())).into_iter().collect();
+        for ((url, branch), h) in handles {
+            match h.shutdown().await {
+                Ok(tip) => tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped"),
+                Err(e) => tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished"),
+            }
+        }
+    }
+}
