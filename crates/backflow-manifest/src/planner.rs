@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::bootstrap;
 use crate::edit::{append_document, edit_document, remove_document};
 use crate::error::ManifestError;
-use crate::identity::{Identity, group_of};
+use crate::identity::Identity;
 use crate::index::FolderIndex;
 use crate::kinds::KindMap;
 use crate::layout::{check_key, normalize_target, object_path};
@@ -199,12 +199,4 @@ impl Planner for YamlPlanner {
             ObjectState::Sweep(scope) => self.sweep(tree, &target, scope),
         }
     }
-}
-
-/// The group of an object's `apiVersion`, for callers matching objects to resource types.
-pub fn object_group(object: &Value) -> Option<&str> {
-    object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .map(group_of)
 }

@@ -229,6 +229,11 @@ async fn dry_run_changes_nothing(t: Transport) {
         .await
         .expect("dry-run replace");
     assert_eq!(would_be.data.as_ref().expect("data")["k"], "changed");
+    assert_eq!(
+        would_be.resource_version(),
+        real.resource_version(),
+        "a dry-run update answers with the live resourceVersion"
+    );
     let would_be = api
         .patch(
             "real",

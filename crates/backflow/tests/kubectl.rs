@@ -1,0 +1,1465 @@
+//! kubectl conformance: the real `backflow serve` binary driven by real kubectl binaries.
+//!
+//! The `kubectl` on `PATH` may be a dispatcher that runs a bundled `kubectl.1.NN` picked by the
+//! server's reported version (1.32 here). To cover the clients people actually run, these tests
+//! call the bundled `kubectl.1.29`, `kubectl.1.32` and `kubectl.1.33` directly; they are looked
+//! for beside the resolved real path of the `kubectl` on `PATH`. A missing version is skipped
+//! with a message; finding none at all fails.
+//!
+//! Each test function is one command group against one kubectl version, with its own server,
+//! data dir, `HOME`, `KUBECONFIG` and `--cache-dir` (kubectl caches discovery on disk). Every
+//! kubectl run is bounded by a hang guard, but no assertion depends on timing.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long any child process may run before the test is declared hung (and the child killed).
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// The kubectl versions covered.
+const VERSIONS: [&str; 3] = ["1.29", "1.32", "1.33"];
+
+// ---------------------------------------------------------------------------------------------
+// Finding kubectl
+// ---------------------------------------------------------------------------------------------
+
+/// The directory of the resolved `kubectl` on `PATH`, where the versioned binaries live.
+fn kubectl_dir() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .expect("no kubectl on PATH: the kubectl conformance tests need one");
+    let real = std::fs::canonicalize(&found)
+        .unwrap_or_else(|e| panic!("cannot resolve {}: {e}", found.display()));
+    real.parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("{} has no parent directory", real.display()))
+}
+
+/// The bundled binary of `version`, or `None` (after saying so) when it is not installed.
+/// Panics when not one of [`VERSIONS`] is installed: then nothing would be tested.
+fn kubectl_binary(version: &str) -> Option<PathBuf> {
+    let dir = kubectl_dir();
+    let bin = |v: &str| dir.join(format!("kubectl.{v}"));
+    assert!(
+        VERSIONS.iter().any(|v| bin(v).is_file()),
+        "none of {VERSIONS:?} is installed as kubectl.<version> in {}",
+        dir.display()
+    );
+    let b = bin(version);
+    if b.is_file() {
+        Some(b)
+    } else {
+        eprintln!(
+            "skipping: kubectl {version} is not installed ({} is missing)",
+            b.display()
+        );
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+// ---------------------------------------------------------------------------------------------
+
+/// What a finished kubectl printed.
+#[derive(Debug)]
+struct Out {
+    /// `None` when killed by a signal.
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {:?}\n--- stdout\n{}--- stderr\n{}---",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Stdout = 0,
+    Stderr = 1,
+}
+
+/// A running child whose output is collected as it comes; killed (by its handle) if still
+/// running when dropped.
+struct Running {
+    what: String,
+    child: Child,
+    chunks: mpsc::Receiver<(Stream, Vec<u8>)>,
+    /// Everything read so far, stdout then stderr.
+    output: [Vec<u8>; 2],
+    /// How much of each output [`Running::wait_for_line`] has looked at.
+    scanned: [usize; 2],
+}
+
+impl Running {
+    fn spawn(what: String, mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let (tx, chunks) = mpsc::channel();
+        let out = child.stdout.take().expect("piped stdout");
+        let err = child.stderr.take().expect("piped stderr");
+        for (stream, mut pipe) in [
+            (Stream::Stdout, Box::new(out) as Box<dyn Read + Send>),
+            (Stream::Stderr, Box::new(err)),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if tx.send((stream, buf[..n].to_vec())).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Self {
+            what,
+            child,
+            chunks,
+            output: [Vec::new(), Vec::new()],
+            scanned: [0, 0],
+        }
+    }
+
+    fn text(&self, stream: Stream) -> String {
+        String::from_utf8_lossy(&self.output[stream as usize]).into_owned()
+    }
+
+    /// Reads output until a complete line of `stream` satisfies `pred`, and returns that line.
+    fn wait_for_line(&mut self, stream: Stream, pred: impl Fn(&str) -> bool) -> String {
+        let i = stream as usize;
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            while let Some(n) = self.output[i][self.scanned[i]..]
+                .iter()
+                .position(|b| *b == b'\n')
+            {
+                let start = self.scanned[i];
+                self.scanned[i] += n + 1;
+                let line = String::from_utf8_lossy(&self.output[i][start..start + n]).into_owned();
+                if pred(&line) {
+                    return line;
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.chunks.recv_timeout(left) {
+                Ok((s, chunk)) => self.output[s as usize].extend_from_slice(&chunk),
+                Err(e) => {
+                    let _ = self.child.kill();
+                    let status = self.child.wait();
+                    panic!(
+                        "{}: the awaited {stream:?} line never came ({e}; exit {status:?})\n--- stdout\n{}--- stderr\n{}",
+                        self.what,
+                        self.text(Stream::Stdout),
+                        self.text(Stream::Stderr)
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits (bounded by the hang guard) for the child to exit and collects all its output.
+    fn finish(mut self) -> Out {
+        let deadline = Instant::now() + HANG_GUARD;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Ok(None) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    panic!(
+                        "hung: {} did not finish within {HANG_GUARD:?}\n--- stdout\n{}--- stderr\n{}",
+                        self.what,
+                        self.text(Stream::Stdout),
+                        self.text(Stream::Stderr)
+                    );
+                }
+                Err(e) => panic!("{}: cannot wait: {e}", self.what),
+            }
+        };
+        // The reader threads end at EOF, which follows the exit.
+        while let Ok((s, chunk)) = self.chunks.recv_timeout(HANG_GUARD) {
+            self.output[s as usize].extend_from_slice(&chunk);
+        }
+        Out {
+            code: status.code(),
+            stdout: self.text(Stream::Stdout),
+            stderr: self.text(Stream::Stderr),
+        }
+    }
+
+    /// Kills the child by its handle and reaps it.
+    fn kill(mut self) {
+        self.child.kill().expect("kill the child");
+        self.child.wait().expect("reap the child");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+// ---------------------------------------------------------------------------------------------
+
+/// A running `backflow serve` on a free port; stopped (SIGTERM, then SIGKILL) when dropped.
+struct Server {
+    child: Child,
+    kubeconfig: PathBuf,
+}
+
+impl Server {
+    /// Starts the binary and waits for its kubeconfig (which holds the real URL) and /readyz.
+    fn start(data_dir: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .env("BACKFLOW_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn backflow serve");
+        let kubeconfig = data_dir.join("kubeconfig");
+        let deadline = Instant::now() + HANG_GUARD;
+        let mut wait = |what: &str| {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("backflow serve exited ({status}) while waiting for {what}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hung: no {what} within {HANG_GUARD:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let addr = loop {
+            let text = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
+            let server = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("server: http://"))
+                .map(str::to_string);
+            // The whole file is there once its last key is.
+            if let Some(addr) = server.filter(|_| text.contains("current-context:")) {
+                break addr;
+            }
+            wait("kubeconfig");
+        };
+        while !ready(&addr) {
+            wait("/readyz");
+        }
+        Self { child, kubeconfig }
+    }
+}
+
+/// Whether `GET /readyz` answers 200.
+fn ready(addr: &str) -> bool {
+    let Ok(mut conn) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    conn.write_all(request.as_bytes()).is_ok()
+        && conn.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.1 200")
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + HANG_GUARD;
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One kubectl version against one fresh server
+// ---------------------------------------------------------------------------------------------
+
+/// A kubectl version, a fresh server, and a private HOME, cache and working directory.
+struct Kubectl {
+    bin: PathBuf,
+    /// The client's minor version (29, 32, 33).
+    minor: u32,
+    work: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    server: Server,
+    _tmp: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(bin: PathBuf, version: &str) -> Self {
+        let minor = version
+            .rsplit('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .expect("a version like 1.32");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = |name: &str| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir_all(&d).expect("create a temp subdirectory");
+            d
+        };
+        let (work, home, cache) = (dir("work"), dir("home"), dir("cache"));
+        let server = Server::start(&tmp.path().join("data"));
+        Self {
+            bin,
+            minor,
+            work,
+            home,
+            cache,
+            server,
+            _tmp: tmp,
+        }
+    }
+
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .current_dir(&self.work)
+            .env("HOME", &self.home)
+            .env("KUBECONFIG", &self.server.kubeconfig)
+            // kubectl diff and edit write their temporary files here.
+            .env("TMPDIR", &self.work)
+            .env_remove("KUBE_EDITOR")
+            .env_remove("EDITOR")
+            .env_remove("KUBECTL_EXTERNAL_DIFF");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn describe(&self, args: &[&str]) -> String {
+        format!("kubectl 1.{} {}", self.minor, args.join(" "))
+    }
+
+    /// Runs kubectl to completion.
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
+        Running::spawn(self.describe(args), self.command(args, env)).finish()
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        self.run_env(args, &[])
+    }
+
+    /// Starts kubectl without waiting for it.
+    fn spawn(&self, args: &[&str]) -> Running {
+        Running::spawn(self.describe(args), self.command(args, &[]))
+    }
+
+    /// Runs kubectl, asserts it succeeded, and returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(out.code, Some(0), "{} failed:\n{out}", self.describe(args));
+        out.stdout
+    }
+
+    /// Runs kubectl, asserts it exited with 1, and returns what it printed.
+    fn fails(&self, args: &[&str]) -> Out {
+        let out = self.run(args);
+        assert_eq!(
+            out.code,
+            Some(1),
+            "{} should fail:\n{out}",
+            self.describe(args)
+        );
+        out
+    }
+
+    /// Writes a file into the working directory (kubectl runs there) and returns its name.
+    fn file(&self, name: &str, content: &str) -> String {
+        std::fs::write(self.work.join(name), content).expect("write a manifest");
+        name.to_string()
+    }
+
+    /// `-o json` of one object.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let out = self.ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+    }
+}
+
+/// Runs one command group against one kubectl version, skipping a version not installed.
+fn run(version: &str, group: fn(&Kubectl)) {
+    if let Some(bin) = kubectl_binary(version) {
+        group(&Kubectl::new(bin, version));
+    }
+}
+
+/// The whitespace-separated cells of each line of a table.
+fn table(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+/// The cells of the table row whose first cell is `name`.
+fn row<'a>(out: &'a str, name: &str) -> Vec<&'a str> {
+    table(out)
+        .into_iter()
+        .find(|r| r.first() == Some(&name))
+        .unwrap_or_else(|| panic!("no row {name:?} in:\n{out}"))
+}
+
+fn lines(out: &str) -> Vec<&str> {
+    out.lines().collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Manifests
+// ---------------------------------------------------------------------------------------------
+
+const GET_FIXTURES: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: other
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm1
+  labels:
+    app: web
+data:
+  a: "1"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm2
+data:
+  a: "2"
+  b: "3"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm3
+  namespace: other
+  labels:
+    app: web
+data:
+  a: "4"
+"#;
+
+const APP_CONFIG: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-config
+  labels:
+    app: web
+data:
+  a: "1"
+"#;
+
+const MULTI: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: m1
+data:
+  k: v1
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: m2
+data:
+  k: v2
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: s1
+stringData:
+  password: hunter2
+"#;
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    shortNames: [wd]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    additionalPrinterColumns:
+    - name: Size
+      type: integer
+      jsonPath: .spec.size
+    - name: Color
+      type: string
+      jsonPath: .spec.color
+      priority: 1
+    - name: Age
+      type: date
+      jsonPath: .metadata.creationTimestamp
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A Widget is a thing for tests.
+        properties:
+          spec:
+            type: object
+            description: The desired shape of the widget.
+            properties:
+              size:
+                type: integer
+                description: How big the widget is, in furlongs.
+              color:
+                type: string
+                description: The colour of the widget.
+          status:
+            type: object
+            properties:
+              phase:
+                type: string
+"#;
+
+const WIDGET: &str = r#"apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w1
+spec:
+  size: 3
+  color: red
+"#;
+
+// ---------------------------------------------------------------------------------------------
+// Command groups
+// ---------------------------------------------------------------------------------------------
+
+/// `get` in every output format, with label selectors, `--show-labels` and `-A`.
+fn get_formats(k: &Kubectl) {
+    let f = k.file("fixtures.yaml", GET_FIXTURES);
+    assert_eq!(
+        lines(&k.ok(&["apply", "-f", &f])),
+        [
+            "namespace/other created",
+            "configmap/cm1 created",
+            "configmap/cm2 created",
+            "configmap/cm3 created"
+        ]
+    );
+
+    // The default Table.
+    let out = k.ok(&["get", "configmaps"]);
+    let t = table(&out);
+    assert_eq!(t[0], ["NAME", "DATA", "AGE"], "{out}");
+    let names: Vec<_> = t[1..].iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(names, [("cm1", "1"), ("cm2", "2")], "{out}");
+    let out = k.ok(&["get", "cm", "-o", "wide"]);
+    assert_eq!(table(&out)[0], ["NAME", "DATA", "AGE"], "{out}");
+
+    // Structured output.
+    let yaml = k.ok(&["get", "cm", "cm1", "-o", "yaml"]);
+    for want in [
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "  name: cm1",
+        "  namespace: default",
+        "  a: \"1\"",
+        "    app: web",
+    ] {
+        assert!(yaml.lines().any(|l| l == want), "no {want:?} in:\n{yaml}");
+    }
+    let cm = k.json(&["get", "cm", "cm1"]);
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["data"]["a"], "1");
+    assert_eq!(cm["metadata"]["labels"]["app"], "web");
+    assert!(
+        cm["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    let list = k.json(&["get", "cm"]);
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
+    assert_eq!(
+        k.ok(&["get", "cm", "-o", "name"]),
+        "configmap/cm1\nconfigmap/cm2\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "-o", "jsonpath={.items[*].metadata.name}"]),
+        "cm1 cm2"
+    );
+    assert_eq!(k.ok(&["get", "cm", "cm2", "-o", "jsonpath={.data.b}"]), "3");
+    let out = k.ok(&[
+        "get",
+        "cm",
+        "-o",
+        "custom-columns=NAME:.metadata.name,A:.data.a,APP:.metadata.labels.app",
+    ]);
+    assert_eq!(
+        table(&out),
+        [
+            vec!["NAME", "A", "APP"],
+            vec!["cm1", "1", "web"],
+            vec!["cm2", "2", "<none>"]
+        ]
+    );
+
+    // Labels.
+    let out = k.ok(&["get", "cm", "--show-labels"]);
+    assert_eq!(table(&out)[0], ["NAME", "DATA", "AGE", "LABELS"], "{out}");
+    assert_eq!(row(&out, "cm1").last(), Some(&"app=web"), "{out}");
+    assert_eq!(row(&out, "cm2").last(), Some(&"<none>"), "{out}");
+    assert_eq!(
+        k.ok(&["get", "cm", "-l", "app=web", "-o", "name"]),
+        "configmap/cm1\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "-l", "app!=web", "-o", "name"]),
+        "configmap/cm2\n"
+    );
+
+    // Across namespaces.
+    let out = k.ok(&["get", "cm", "-A"]);
+    let t = table(&out);
+    assert_eq!(t[0], ["NAMESPACE", "NAME", "DATA", "AGE"], "{out}");
+    let rows: Vec<_> = t[1..].iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        rows,
+        [("default", "cm1"), ("default", "cm2"), ("other", "cm3")],
+        "{out}"
+    );
+    let out = k.ok(&["get", "cm", "-A", "-l", "app=web"]);
+    let rows: Vec<_> = table(&out)[1..].iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(rows, [("default", "cm1"), ("other", "cm3")], "{out}");
+    assert_eq!(
+        k.ok(&["get", "cm", "-n", "other", "-o", "name"]),
+        "configmap/cm3\n"
+    );
+
+    // Namespaces themselves, and a miss.
+    let out = k.ok(&["get", "ns", "other"]);
+    assert_eq!(
+        table(&out),
+        [
+            vec!["NAME", "STATUS", "AGE"],
+            vec!["other", "Active", row(&out, "other")[2]]
+        ]
+    );
+    let out = k.fails(&["get", "cm", "nope"]);
+    assert!(
+        out.stderr
+            .contains(r#"Error from server (NotFound): configmaps "nope" not found"#),
+        "{out}"
+    );
+}
+
+/// `api-resources` and `api-versions` list the built-in types.
+fn api_resources(k: &Kubectl) {
+    let out = k.ok(&["api-resources"]);
+    assert_eq!(
+        table(&out)[0],
+        ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    );
+    assert_eq!(
+        row(&out, "configmaps")[1..],
+        ["cm", "v1", "true", "ConfigMap"]
+    );
+    assert_eq!(
+        row(&out, "namespaces")[1..],
+        ["ns", "v1", "false", "Namespace"]
+    );
+    assert_eq!(
+        row(&out, "deployments")[1..],
+        ["deploy", "apps/v1", "true", "Deployment"]
+    );
+    assert_eq!(
+        row(&out, "customresourcedefinitions")[1..],
+        [
+            "crd,crds",
+            "apiextensions.k8s.io/v1",
+            "false",
+            "CustomResourceDefinition"
+        ]
+    );
+    let names = k.ok(&["api-resources", "-o", "name"]);
+    for want in ["configmaps", "deployments.apps", "namespaces"] {
+        assert!(names.lines().any(|l| l == want), "no {want} in:\n{names}");
+    }
+    let cluster = k.ok(&["api-resources", "--namespaced=false", "-o", "name"]);
+    assert!(cluster.lines().any(|l| l == "namespaces"), "{cluster}");
+    assert!(!cluster.lines().any(|l| l == "configmaps"), "{cluster}");
+    let versions = k.ok(&["api-versions"]);
+    for want in ["v1", "apps/v1", "apiextensions.k8s.io/v1"] {
+        assert!(
+            versions.lines().any(|l| l == want),
+            "no {want} in:\n{versions}"
+        );
+    }
+}
+
+/// Client-side apply (twice: `unchanged`), `create -f` of several documents, and server-side
+/// apply with a conflict and with `--force-conflicts`.
+fn apply(k: &Kubectl) {
+    let f = k.file("app-config.yaml", APP_CONFIG);
+    assert_eq!(k.ok(&["apply", "-f", &f]), "configmap/app-config created\n");
+    assert_eq!(
+        k.ok(&["apply", "-f", &f]),
+        "configmap/app-config unchanged\n"
+    );
+    let changed = k.file(
+        "app-config-2.yaml",
+        &APP_CONFIG.replace("a: \"1\"", "a: \"2\""),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &changed]),
+        "configmap/app-config configured\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "app-config", "-o", "jsonpath={.data.a}"]),
+        "2"
+    );
+
+    // Several documents in one file.
+    let multi = k.file("multi.yaml", MULTI);
+    assert_eq!(
+        lines(&k.ok(&["create", "-f", &multi])),
+        [
+            "configmap/m1 created",
+            "configmap/m2 created",
+            "secret/s1 created"
+        ]
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "m1", "m2", "-o", "jsonpath={.items[*].data.k}"]),
+        "v1 v2"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "secret",
+            "s1",
+            "-o",
+            "jsonpath={.type} {.data.password}"
+        ]),
+        "Opaque aHVudGVyMg==",
+        "stringData is stored base64-encoded in data"
+    );
+    let out = k.fails(&["create", "-f", &multi]);
+    assert!(
+        out.stderr.contains(
+            r#"Error from server (AlreadyExists): error when creating "multi.yaml": configmaps "m1" already exists"#
+        ),
+        "{out}"
+    );
+
+    // Server-side apply: a field kubectl-client-side-apply owns is a conflict...
+    let ssa = k.file(
+        "ssa.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\ndata:\n  a: \"9\"\n",
+    );
+    let out = k.fails(&["apply", "--server-side", "-f", &ssa]);
+    assert!(out.stderr.contains("conflict"), "{out}");
+    assert!(
+        out.stderr.contains(
+            r#"Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1: .data.a"#
+        ),
+        "{out}"
+    );
+    assert!(out.stderr.contains("--force-conflicts"), "{out}");
+    assert_eq!(
+        k.ok(&["get", "cm", "app-config", "-o", "jsonpath={.data.a}"]),
+        "2",
+        "a refused apply changes nothing"
+    );
+    // ...which --force-conflicts takes over.
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &ssa]),
+        "configmap/app-config serverside-applied\n"
+    );
+    let cm = k.json(&["get", "cm", "app-config", "--show-managed-fields"]);
+    assert_eq!(cm["data"]["a"], "9");
+    let managers: Vec<_> = cm["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .map(|m| {
+            (
+                m["manager"].as_str().unwrap_or(""),
+                m["operation"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(managers.contains(&("kubectl", "Apply")), "{managers:?}");
+    // Server-side apply creates, and re-applying the same is fine.
+    let fresh = k.file(
+        "fresh.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fresh\ndata:\n  x: \"1\"\n",
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            k.ok(&["apply", "--server-side", "-f", &fresh]),
+            "configmap/fresh serverside-applied\n"
+        );
+    }
+}
+
+/// `label`, `annotate` and `replace`.
+fn label_annotate_replace(k: &Kubectl) {
+    let f = k.file("app-config.yaml", APP_CONFIG);
+    k.ok(&["create", "-f", &f]);
+    assert_eq!(
+        k.ok(&["label", "cm", "app-config", "tier=fe"]),
+        "configmap/app-config labeled\n"
+    );
+    let out = k.fails(&["label", "cm", "app-config", "tier=be"]);
+    assert!(
+        out.stderr
+            .contains("'tier' already has a value (fe), and --overwrite is false"),
+        "{out}"
+    );
+    assert_eq!(
+        k.ok(&["label", "cm", "app-config", "tier=be", "--overwrite"]),
+        "configmap/app-config labeled\n"
+    );
+    assert_eq!(
+        k.ok(&["annotate", "cm", "app-config", "note=hello"]),
+        "configmap/app-config annotated\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "cm",
+            "app-config",
+            "-o",
+            "jsonpath={.metadata.labels.tier} {.metadata.annotations.note}"
+        ]),
+        "be hello"
+    );
+    assert_eq!(
+        k.ok(&["label", "cm", "app-config", "tier-"]),
+        "configmap/app-config unlabeled\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "-l", "tier", "-o", "name"]),
+        "",
+        "the label is gone"
+    );
+
+    // replace without a resourceVersion: kubectl fills in the live one.
+    let replaced = k.file(
+        "replace.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\ndata:\n  a: \"replaced\"\n",
+    );
+    let before = k.json(&["get", "cm", "app-config"]);
+    assert_eq!(
+        k.ok(&["replace", "-f", &replaced]),
+        "configmap/app-config replaced\n"
+    );
+    let after = k.json(&["get", "cm", "app-config"]);
+    assert_eq!(after["data"]["a"], "replaced");
+    assert_eq!(
+        after["metadata"]["labels"],
+        Value::Null,
+        "replace sends the whole object"
+    );
+    assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    // replace with a stale resourceVersion is a conflict.
+    let mut stale = before.clone();
+    stale["data"]["a"] = "stale".into();
+    let stale = k.file("stale.json", &stale.to_string());
+    let out = k.fails(&["replace", "-f", &stale]);
+    assert!(
+        out.stderr.contains(
+            r#"Error from server (Conflict): error when replacing "stale.json": Operation cannot be fulfilled on configmaps "app-config": the object has been modified; please apply your changes to the latest version and try again"#
+        ),
+        "{out}"
+    );
+}
+
+/// A CRD's lifecycle: its kind appears in discovery, CRs print its printer columns, explain
+/// reads its schema, strategic merge patch is refused, and deleting it removes the kind.
+fn crd_lifecycle(k: &Kubectl) {
+    let out = k.ok(&["api-resources", "--api-group=example.com", "-o", "name"]);
+    assert_eq!(out, "", "no example.com types yet");
+    let crd = k.file("crd.yaml", WIDGET_CRD);
+    assert_eq!(
+        k.ok(&["apply", "-f", &crd]),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created\n"
+    );
+    let out = k.ok(&["api-resources", "--api-group=example.com"]);
+    assert_eq!(
+        row(&out, "widgets")[1..],
+        ["wd", "example.com/v1", "true", "Widget"],
+        "{out}"
+    );
+    let out = k.ok(&["get", "crd"]);
+    assert_eq!(table(&out)[0], ["NAME", "CREATED", "AT"], "{out}");
+    assert_eq!(row(&out, "widgets.example.com").len(), 2, "{out}");
+
+    let w = k.file("w1.yaml", WIDGET);
+    assert_eq!(
+        k.ok(&["create", "-f", &w]),
+        "widget.example.com/w1 created\n"
+    );
+    let out = k.ok(&["get", "widgets"]);
+    let t = table(&out);
+    assert_eq!(t[0], ["NAME", "SIZE", "AGE"], "{out}");
+    assert_eq!(t[1][..2], ["w1", "3"], "{out}");
+    let out = k.ok(&["get", "wd", "-o", "wide"]);
+    let t = table(&out);
+    assert_eq!(t[0], ["NAME", "SIZE", "COLOR", "AGE"], "{out}");
+    assert_eq!(t[1][..3], ["w1", "3", "red"], "{out}");
+    assert_eq!(
+        k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.color}"]),
+        "red"
+    );
+
+    // explain reads the CRD's schema.
+    let out = k.ok(&["explain", "widget.spec.size"]);
+    assert!(out.contains("KIND:       Widget"), "{out}");
+    assert!(out.contains("FIELD: size <integer>"), "{out}");
+    assert!(out.contains("How big the widget is, in furlongs."), "{out}");
+    let out = k.ok(&["explain", "widgets.spec"]);
+    assert!(out.contains("The desired shape of the widget."), "{out}");
+    assert!(out.contains("color\t<string>"), "{out}");
+
+    // Unknown fields: refused under kubectl's default (Strict) validation.
+    let bad = k.file(
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  size: 1\n  bogus: true\n",
+    );
+    let out = k.fails(&["create", "-f", &bad]);
+    assert!(
+        out.stderr
+            .contains(r#"strict decoding error: unknown field "spec.bogus""#),
+        "{out}"
+    );
+
+    // Patches: strategic merge is not for custom resources.
+    let out = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":4}}"#]);
+    assert!(
+        out.stderr.contains(
+            "error: application/strategic-merge-patch+json is not supported by example.com/v1, Kind=Widget: the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        k.ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":4}}"#
+        ]),
+        "widget.example.com/w1 patched\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/color","value":"blue"}]"#
+        ]),
+        "widget.example.com/w1 patched\n"
+    );
+    let out = k.ok(&["get", "widgets", "-o", "wide"]);
+    assert_eq!(table(&out)[1][..3], ["w1", "4", "blue"], "{out}");
+
+    // Deleting the CRD removes the kind.
+    assert_eq!(
+        k.ok(&["delete", "crd", "widgets.example.com"]),
+        "customresourcedefinition.apiextensions.k8s.io \"widgets.example.com\" deleted\n"
+    );
+    // kubectl still has the type in its discovery cache, so its first try lists the path the
+    // server no longer serves (as against any cluster)...
+    let out = k.fails(&["get", "widgets"]);
+    assert!(
+        out.stderr.contains(
+            r#"Error from server (NotFound): Unable to list "example.com/v1, Resource=widgets": the server could not find the requested resource"#
+        ),
+        "{out}"
+    );
+    // ...and fresh discovery no longer has it.
+    let out = k.ok(&["api-resources", "--api-group=example.com", "-o", "name"]);
+    assert_eq!(out, "", "the kind is gone from discovery");
+    let out = k.fails(&["get", "widgets"]);
+    assert!(
+        out.stderr
+            .contains(r#"error: the server doesn't have a resource type "widgets""#),
+        "{out}"
+    );
+}
+
+/// Deployments: imperative create, `-o wide`, `scale`, `set image`, `rollout status` and
+/// `wait --for=condition=Available`.
+fn deployments(k: &Kubectl) {
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2"
+        ]),
+        "deployment.apps/web created\n"
+    );
+    let out = k.ok(&["get", "deploy", "web"]);
+    let t = table(&out);
+    assert_eq!(
+        t[0],
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{out}"
+    );
+    assert_eq!(t[1][..4], ["web", "2/2", "2", "2"], "{out}");
+    let out = k.ok(&["get", "deployments", "-o", "wide"]);
+    let t = table(&out);
+    assert_eq!(
+        t[0],
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    assert_eq!(t[1][5..], ["nginx", "nginx:1.27", "app=web"], "{out}");
+
+    assert_eq!(
+        k.ok(&["rollout", "status", "deployment/web"]),
+        "deployment \"web\" successfully rolled out\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "wait",
+            "--for=condition=Available",
+            "deploy/web",
+            "--timeout=60s"
+        ]),
+        "deployment.apps/web condition met\n"
+    );
+
+    assert_eq!(
+        k.ok(&["scale", "deploy/web", "--replicas=3"]),
+        "deployment.apps/web scaled\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.status.readyReplicas} {.metadata.generation} {.status.observedGeneration}"
+        ]),
+        "3 3 2 2"
+    );
+    let out = k.fails(&[
+        "scale",
+        "deploy/web",
+        "--current-replicas=2",
+        "--replicas=5",
+    ]);
+    assert!(
+        out.stderr.contains("Expected replicas to be 2, was 3"),
+        "{out}"
+    );
+    assert_eq!(
+        k.ok(&["set", "image", "deploy/web", "nginx=nginx:1.28"]),
+        "deployment.apps/web image updated\n"
+    );
+    assert_eq!(
+        k.ok(&["rollout", "status", "deploy/web"]),
+        "deployment \"web\" successfully rolled out\n"
+    );
+    let out = k.ok(&["get", "deploy", "web", "-o", "wide"]);
+    assert_eq!(row(&out, "web")[1..4], ["3/3", "3", "3"], "{out}");
+    assert_eq!(row(&out, "web")[6], "nginx:1.28", "{out}");
+}
+
+/// `create configmap|secret|namespace|deployment`: kubectl ≥ 1.32 sends these as protobuf,
+/// older clients as JSON; both are stored the same.
+fn create_imperative(k: &Kubectl) {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "create",
+                "configmap",
+                "cfg",
+                "--from-literal=k=v",
+                "--from-literal=n=1",
+            ],
+            "configmap/cfg created",
+        ),
+        (
+            &[
+                "create",
+                "secret",
+                "generic",
+                "creds",
+                "--from-literal=password=hunter2",
+            ],
+            "secret/creds created",
+        ),
+        (&["create", "namespace", "team"], "namespace/team created"),
+        (
+            &[
+                "create",
+                "deployment",
+                "api",
+                "--image=nginx:1.27",
+                "--replicas=2",
+                "--port=80",
+            ],
+            "deployment.apps/api created",
+        ),
+    ];
+    let protobuf = "Content-Type: application/vnd.kubernetes.protobuf";
+    for (args, printed) in cases {
+        // -v=8 logs the request headers (to stderr).
+        let mut verbose = args.to_vec();
+        verbose.push("-v=8");
+        let out = k.run(&verbose);
+        assert_eq!(out.code, Some(0), "{}:\n{out}", k.describe(args));
+        assert_eq!(out.stdout, format!("{printed}\n"));
+        assert_eq!(
+            out.stderr.contains(protobuf),
+            k.minor >= 32,
+            "kubectl 1.{} {}: protobuf request body expected only from 1.32 on:\n{}",
+            k.minor,
+            args.join(" "),
+            out.stderr
+        );
+    }
+    assert_eq!(
+        k.ok(&["get", "cm", "cfg", "-o", "jsonpath={.data.k} {.data.n}"]),
+        "v 1"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "secret",
+            "creds",
+            "-o",
+            "jsonpath={.type} {.data.password}"
+        ]),
+        "Opaque aHVudGVyMg=="
+    );
+    let out = k.ok(&["get", "secret", "creds"]);
+    assert_eq!(table(&out)[0], ["NAME", "TYPE", "DATA", "AGE"], "{out}");
+    assert_eq!(row(&out, "creds")[1..3], ["Opaque", "1"], "{out}");
+    let out = k.ok(&["get", "ns", "team"]);
+    assert_eq!(row(&out, "team")[1], "Active", "{out}");
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deploy",
+            "api",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.selector.matchLabels.app}"
+        ]),
+        "2 nginx:1.27 80 api"
+    );
+    // Into another namespace, and a duplicate.
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "team",
+            "--from-literal=x=y"
+        ]),
+        "configmap/cfg created\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "cm",
+            "-A",
+            "-o",
+            "custom-columns=NS:.metadata.namespace,NAME:.metadata.name",
+            "--no-headers"
+        ]),
+        "default   cfg\nteam      cfg\n"
+    );
+    let out = k.fails(&["create", "configmap", "cfg", "--from-literal=k=v"]);
+    assert!(
+        out.stderr
+            .contains(r#"error: failed to create configmap: configmaps "cfg" already exists"#),
+        "{out}"
+    );
+}
+
+/// `delete --dry-run=server`, `wait --for=jsonpath=…` and `wait --for=delete`.
+fn delete_and_wait(k: &Kubectl) {
+    let f = k.file("app-config.yaml", APP_CONFIG);
+    k.ok(&["create", "-f", &f]);
+    assert_eq!(
+        k.ok(&["delete", "cm", "app-config", "--dry-run=server"]),
+        "configmap \"app-config\" deleted (server dry run)\n"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "app-config", "-o", "name"]),
+        "configmap/app-config\n",
+        "a dry-run delete keeps the object"
+    );
+
+    // wait --for=jsonpath: met at once, and met once a later write satisfies it.
+    assert_eq!(
+        k.ok(&[
+            "wait",
+            "--for=jsonpath={.data.a}=1",
+            "cm/app-config",
+            "--timeout=60s"
+        ]),
+        "configmap/app-config condition met\n"
+    );
+    let mut waiter = k.spawn(&[
+        "wait",
+        "--for=jsonpath={.data.a}=2",
+        "cm/app-config",
+        "--timeout=60s",
+        "-v=6",
+    ]);
+    // Once its watch is open, kubectl sees every later change.
+    waiter.wait_for_line(Stream::Stderr, |l| l.contains("watch=true"));
+    k.ok(&["patch", "cm", "app-config", "-p", r#"{"data":{"a":"2"}}"#]);
+    let out = waiter.finish();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert_eq!(out.stdout, "configmap/app-config condition met\n");
+
+    // wait --for=delete: a finalizer holds the object until the waiter watches.
+    k.ok(&[
+        "patch",
+        "cm",
+        "app-config",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ]);
+    assert_eq!(
+        k.ok(&["delete", "cm", "app-config", "--wait=false"]),
+        "configmap \"app-config\" deleted\n"
+    );
+    let held = k.json(&["get", "cm", "app-config"]);
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "the finalizer keeps it, marked for deletion: {held}"
+    );
+    let mut waiter = k.spawn(&[
+        "wait",
+        "--for=delete",
+        "cm/app-config",
+        "--timeout=60s",
+        "-v=6",
+    ]);
+    waiter.wait_for_line(Stream::Stderr, |l| l.contains("watch=true"));
+    k.ok(&[
+        "patch",
+        "cm",
+        "app-config",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let out = waiter.finish();
+    assert_eq!(out.code, Some(0), "{out}");
+    assert_eq!(out.stdout, "configmap/app-config condition met\n");
+    let out = k.fails(&["get", "cm", "app-config"]);
+    assert!(out.stderr.contains("NotFound"), "{out}");
+    // Waiting for the deletion of what is already gone succeeds at once, silently.
+    let out = k.run(&["wait", "--for=delete", "cm/app-config", "--timeout=60s"]);
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out}");
+}
+
+/// `get -w` prints objects created while it watches, in the list's columns.
+fn watch(k: &Kubectl) {
+    k.ok(&["create", "configmap", "before", "--from-literal=a=1"]);
+    let mut w = k.spawn(&["get", "cm", "-w"]);
+    let header = w.wait_for_line(Stream::Stdout, |l| l.starts_with("NAME"));
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "DATA", "AGE"]
+    );
+    // The list came first; its resourceVersion starts the watch, so nothing after it is missed.
+    w.wait_for_line(Stream::Stdout, |l| l.starts_with("before "));
+    k.ok(&[
+        "create",
+        "configmap",
+        "during",
+        "--from-literal=a=1",
+        "--from-literal=b=2",
+    ]);
+    let line = w.wait_for_line(Stream::Stdout, |l| l.starts_with("during"));
+    assert_eq!(
+        line.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["during", "2"]
+    );
+    k.ok(&["delete", "cm", "before"]);
+    let line = w.wait_for_line(Stream::Stdout, |l| l.starts_with("before"));
+    assert_eq!(
+        line.split_whitespace().nth(1),
+        Some("1"),
+        "the deletion is printed as a row"
+    );
+    w.kill();
+}
+
+/// `diff`: exit code 1 and the changed lines for a difference, 0 and nothing when none.
+fn diff(k: &Kubectl) {
+    let f = k.file("app-config.yaml", APP_CONFIG);
+    k.ok(&["apply", "-f", &f]);
+    let out = k.run(&["diff", "-f", &f]);
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "{out}");
+
+    let changed = k.file("changed.yaml", &APP_CONFIG.replace("a: \"1\"", "a: \"5\""));
+    let out = k.run(&["diff", "-f", &changed]);
+    assert_eq!(out.code, Some(1), "{out}");
+    let l = lines(&out.stdout);
+    assert!(l.contains(&"-  a: \"1\""), "{out}");
+    assert!(l.contains(&"+  a: \"5\""), "{out}");
+    assert!(
+        !l.iter().any(|l| l.contains("resourceVersion")),
+        "a dry-run update keeps the resourceVersion: {out}"
+    );
+    assert_eq!(
+        k.ok(&["get", "cm", "app-config", "-o", "jsonpath={.data.a}"]),
+        "1",
+        "diff changes nothing"
+    );
+    // A new object is all additions.
+    let new = k.file("new.yaml", &APP_CONFIG.replace("app-config", "brand-new"));
+    let out = k.run(&["diff", "-f", &new]);
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(lines(&out.stdout).contains(&"+  name: brand-new"), "{out}");
+    assert!(
+        !lines(&out.stdout).iter().any(|l| l.starts_with("-  ")),
+        "{out}"
+    );
+    k.fails(&["get", "cm", "brand-new"]);
+    // Server-side diff.
+    let out = k.run(&["diff", "--server-side", "--force-conflicts", "-f", &changed]);
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(lines(&out.stdout).contains(&"+  a: \"5\""), "{out}");
+}
+
+/// `edit` with an editor that changes a value, and one that changes nothing.
+fn edit(k: &Kubectl) {
+    let f = k.file("app-config.yaml", APP_CONFIG);
+    k.ok(&["create", "-f", &f]);
+    let editor = k.work.join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/a: \"1\"/a: \"edited\"/' \"$1\"\n",
+    )
+    .expect("write the editor script");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755))
+            .expect("make the editor executable");
+    }
+    let editor = editor.to_str().expect("a UTF-8 temp path");
+    let out = k.run_env(&["edit", "cm", "app-config"], &[("KUBE_EDITOR", editor)]);
+    assert_eq!(out.code, Some(0), "{out}");
+    assert_eq!(out.stdout, "configmap/app-config edited\n");
+    assert_eq!(
+        k.ok(&["get", "cm", "app-config", "-o", "jsonpath={.data.a}"]),
+        "edited"
+    );
+    let out = k.run_env(&["edit", "cm", "app-config"], &[("KUBE_EDITOR", "true")]);
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(
+        out.stderr.contains("Edit cancelled, no changes made."),
+        "{out}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One test per (command group, version)
+// ---------------------------------------------------------------------------------------------
+
+macro_rules! per_version {
+    ($($group:ident),* $(,)?) => {
+        mod v1_29 { $( #[test] fn $group() { super::run("1.29", super::$group); } )* }
+        mod v1_32 { $( #[test] fn $group() { super::run("1.32", super::$group); } )* }
+        mod v1_33 { $( #[test] fn $group() { super::run("1.33", super::$group); } )* }
+    };
+}
+
+per_version!(
+    get_formats,
+    api_resources,
+    apply,
+    label_annotate_replace,
+    crd_lifecycle,
+    deployments,
+    create_imperative,
+    delete_and_wait,
+    watch,
+    diff,
+    edit,
+);
