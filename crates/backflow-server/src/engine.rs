@@ -202,11 +202,17 @@ impl Engine {
             .set_custom(&crds);
     }
 
+    /// Every namespaced type, once (at the version its objects are stored under).
     fn storage_types(&self) -> Vec<ResourceType> {
         let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
-        reg.all()
-            .filter(|t| t.storage_version && t.namespaced())
-            .cloned()
+        let resources: std::collections::BTreeSet<GroupResource> = reg
+            .all()
+            .filter(|t| t.namespaced())
+            .map(ResourceType::group_resource)
+            .collect();
+        resources
+            .iter()
+            .filter_map(|gr| reg.storage_type(gr).cloned())
             .collect()
     }
 
@@ -303,6 +309,7 @@ impl Engine {
     }
 
     /// Patches an object.
+    #[allow(clippy::too_many_arguments)] // mirrors the REST call: type, place, part, format, body, options
     pub async fn patch(
         &self,
         t: &ResourceType,

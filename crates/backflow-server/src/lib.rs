@@ -28,7 +28,7 @@ pub mod tls;
 pub mod validation;
 
 pub use engine::Engine;
-pub use http::Extensions;
 pub use error::{ApiError, ApiResult};
+pub use http::Extensions;
 pub use serve::{InProcess, RunningServer, ServerConfig, StartError, start, start_with_clock};
 pub use store::Store;

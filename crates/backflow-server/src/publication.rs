@@ -23,16 +23,23 @@ pub fn parse_wait_header(value: Option<&str>) -> Result<Option<Duration>, String
     let Some(v) = value else { return Ok(None) };
     let mut parts = v.split(';').map(str::trim);
     if parts.next() != Some("pushed") {
-        return Err(format!("X-Backflow-Wait must be `pushed` or `pushed;timeout=10s`, got {v:?}"));
+        return Err(format!(
+            "X-Backflow-Wait must be `pushed` or `pushed;timeout=10s`, got {v:?}"
+        ));
     }
     let mut timeout = DEFAULT_WAIT;
     for p in parts {
         match p.split_once('=') {
             Some(("timeout", t)) => {
-                timeout = humantime::parse_duration(t)
-                    .map_err(|e| format!("X-Backflow-Wait timeout {t:?} is not a duration (like 10s): {e}"))?;
+                timeout = humantime::parse_duration(t).map_err(|e| {
+                    format!("X-Backflow-Wait timeout {t:?} is not a duration (like 10s): {e}")
+                })?;
             }
-            _ => return Err(format!("X-Backflow-Wait: unknown parameter {p:?}; only `timeout=` is understood")),
+            _ => {
+                return Err(format!(
+                    "X-Backflow-Wait: unknown parameter {p:?}; only `timeout=` is understood"
+                ));
+            }
         }
     }
     Ok(Some(timeout.min(MAX_WAIT)))
@@ -46,8 +53,14 @@ mod tests {
     fn wait_header() {
         assert_eq!(parse_wait_header(None), Ok(None));
         assert_eq!(parse_wait_header(Some("pushed")), Ok(Some(DEFAULT_WAIT)));
-        assert_eq!(parse_wait_header(Some("pushed; timeout=2s")), Ok(Some(Duration::from_secs(2))));
-        assert_eq!(parse_wait_header(Some("pushed;timeout=1h")), Ok(Some(MAX_WAIT)));
+        assert_eq!(
+            parse_wait_header(Some("pushed; timeout=2s")),
+            Ok(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(
+            parse_wait_header(Some("pushed;timeout=1h")),
+            Ok(Some(MAX_WAIT))
+        );
         assert!(parse_wait_header(Some("committed")).is_err());
         assert!(parse_wait_header(Some("pushed;timeout=soon")).is_err());
     }

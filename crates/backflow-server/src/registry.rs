@@ -128,9 +128,7 @@ impl Registry {
             for t in crate::crd::resource_types(crd) {
                 // A CRD may never shadow a built-in kind.
                 let key = (t.group.clone(), t.version.clone(), t.plural.clone());
-                if !self.types.contains_key(&key) {
-                    self.types.insert(key, t);
-                }
+                self.types.entry(key).or_insert(t);
             }
         }
     }
@@ -142,10 +140,16 @@ impl Registry {
     }
 
     /// The version objects of a group-resource are stored and watched at.
+    ///
+    /// A CRD may mark an unserved version as its storage version; objects are then stored at the
+    /// first served one, since no unserved version is routed.
     pub fn storage_type(&self, gr: &GroupResource) -> Option<&ResourceType> {
-        self.types
+        let mut of_type = self
+            .types
             .values()
-            .find(|t| t.group == gr.group && t.plural == gr.resource && t.storage_version)
+            .filter(|t| t.group == gr.group && t.plural == gr.resource);
+        let first = of_type.clone().next();
+        of_type.find(|t| t.storage_version).or(first)
     }
 
     /// Whether a group/version exists at all (for `/apis/G/V`).
@@ -174,7 +178,7 @@ impl Registry {
             }
         }
         for (_, versions) in &mut out {
-            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }

@@ -256,7 +256,10 @@ pub async fn start_with_clock(
         server_address: format!("{host}:{}", addr.port()),
         extensions: extensions.clone(),
     };
-    let internal_router = router(AppState { token: None, ..state.clone() });
+    let internal_router = router(AppState {
+        token: None,
+        ..state.clone()
+    });
     let app = router(state);
     let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
     Ok(RunningServer {

@@ -225,7 +225,10 @@ fn steps(path: &str) -> Vec<Step> {
             let inner = r[..end].trim();
             if let Some(f) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
                 if let Some((k, v)) = f.split_once("==") {
-                    out.push(Step::Filter(k.trim().to_string(), v.trim().trim_matches(['"', '\'']).to_string()));
+                    out.push(Step::Filter(
+                        k.trim().to_string(),
+                        v.trim().trim_matches(['"', '\'']).to_string(),
+                    ));
                 }
             } else if let Ok(i) = inner.parse() {
                 out.push(Step::Index(i));
@@ -248,7 +251,11 @@ fn json_path(obj: &Value, path: &str) -> Value {
         let next = match &step {
             Step::Field(f) => cur.get(f),
             Step::Index(i) => cur.get(*i),
-            Step::Filter(k, v) => cur.as_array().and_then(|items| items.iter().find(|i| i.get(k).and_then(Value::as_str) == Some(v))),
+            Step::Filter(k, v) => cur.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .find(|i| i.get(k).and_then(Value::as_str) == Some(v))
+            }),
         };
         match next {
             Some(n) => cur = n,
@@ -515,8 +522,14 @@ mod tests {
         let o = json!({"spec": {"size": 3}, "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]}});
         assert_eq!(json_path(&o, ".spec.size"), json!(3));
         assert_eq!(json_path(&o, ".status.conditions[0].type"), json!("Synced"));
-        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), json!("True"));
-        assert_eq!(json_path(&o, ".status.conditions[?(@.type=='Gone')].status"), Value::Null);
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            json!("True")
+        );
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type=='Gone')].status"),
+            Value::Null
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub fn validate(t: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause
                     }
                     match v.as_str() {
                         Some(s) if is_label_value(s) => {}
-                        Some(s) => causes.push(Cause::invalid(format!("metadata.labels"), s, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")),
+                        Some(s) => causes.push(Cause::invalid("metadata.labels", s, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")),
                         None => causes.push(Cause::invalid("metadata.labels", &v.to_string(), "label values must be strings")),
                     }
                 }

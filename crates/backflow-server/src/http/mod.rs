@@ -155,8 +155,20 @@ async fn openapi_document(
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {
-    let body = s.extensions.metrics.get().map(|render| render()).unwrap_or_else(|| "# EOF\n".to_string());
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
+    let body = s
+        .extensions
+        .metrics
+        .get()
+        .map(|render| render())
+        .unwrap_or_else(|| "# EOF\n".to_string());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {

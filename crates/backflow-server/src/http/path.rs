@@ -28,8 +28,8 @@ pub fn parse(path: &str) -> Option<ResourcePath> {
     let is_namespace_sub = |s: &str| matches!(s, "status" | "finalize");
     let (namespace, rest) = match rest {
         ["namespaces", ns, tail @ ..]
-            if !tail.is_empty()
-                && !(tail.len() == 1 && group.is_empty() && is_namespace_sub(tail[0])) =>
+            if !(tail.is_empty()
+                || tail.len() == 1 && group.is_empty() && is_namespace_sub(tail[0])) =>
         {
             (Some(ns.to_string()), tail)
         }

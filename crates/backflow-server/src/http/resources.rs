@@ -16,11 +16,11 @@ use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions, Writ
 use crate::error::{ApiError, ApiResult, success_status};
 use crate::patch::{self, PatchType};
 use crate::publication::{COMMIT_HEADER, Publication, WAIT_HEADER, parse_wait_header};
-use backflow_api::ObjectKey;
 use crate::registry::ResourceType;
 use crate::schema::FieldValidation;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject};
+use backflow_api::ObjectKey;
 
 /// Request bodies larger than this are refused with 413, as the API server does (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -136,7 +136,11 @@ fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 
 /// The answer to a write: 201 when it created the object, with any warnings.
 fn written(t: &ResourceType, w: &Written) -> Response {
-    let code = if w.created { StatusCode::CREATED } else { StatusCode::OK };
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let resp = with_warnings(json_ok(code, &w.object), &w.warnings);
     stored(resp, t, &w.object)
 }
@@ -144,8 +148,15 @@ fn written(t: &ResourceType, w: &Written) -> Response {
 /// Marks a write's answer with what it stored, so a `X-Backflow-Wait` request can wait for it.
 fn stored(mut resp: Response, t: &ResourceType, obj: &Value) -> Response {
     if let Ok(rv) = crate::object::resource_version(obj).parse::<u64>() {
-        let key = ObjectKey::new(t.group_resource(), crate::object::namespace(obj), crate::object::name(obj));
-        resp.extensions_mut().insert(StoredWrite { key, resource_version: rv });
+        let key = ObjectKey::new(
+            t.group_resource(),
+            crate::object::namespace(obj),
+            crate::object::name(obj),
+        );
+        resp.extensions_mut().insert(StoredWrite {
+            key,
+            resource_version: rv,
+        });
     }
     resp
 }
@@ -210,7 +221,11 @@ pub async fn serve(
         && !dry_run
     {
         let outcome = match state.extensions.waiter.get() {
-            Some(waiter) => waiter.wait(write.key, write.resource_version, timeout).await,
+            Some(waiter) => {
+                waiter
+                    .wait(write.key, write.resource_version, timeout)
+                    .await
+            }
             None => Publication::NotMirrored,
         };
         if let Ok(v) = http::HeaderValue::from_str(outcome.header_value()) {
