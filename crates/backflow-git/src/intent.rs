@@ -28,8 +28,18 @@ pub struct SweepScope {
     pub resource: GroupResource,
     /// The namespace swept; `None` for every namespace (or a cluster-scoped type).
     pub namespace: Option<String>,
-    /// The names present in the snapshot, which stay.
-    pub keep: BTreeSet<String>,
+    /// The objects present in the snapshot, which stay, as `(namespace, name)` (namespace `""`
+    /// for cluster-scoped objects). The namespace matters: a sweep of every namespace must not
+    /// keep a document alive because an object of the same name exists in another namespace.
+    pub keep: BTreeSet<(String, String)>,
+}
+
+impl SweepScope {
+    /// Whether the object `namespace`/`name` (namespace `""` when cluster-scoped) stays.
+    pub fn keeps(&self, namespace: &str, name: &str) -> bool {
+        self.keep
+            .contains(&(namespace.to_string(), name.to_string()))
+    }
 }
 
 /// "This object should now read X in target T", or "this object is gone".

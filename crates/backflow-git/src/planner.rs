@@ -98,7 +98,8 @@ impl FilePerObjectPlanner {
             let Some(name) = file.strip_suffix(".json") else {
                 continue;
             };
-            if name.contains('/') || scope.keep.contains(name) {
+            let namespace = if ns == "_cluster" { "" } else { ns };
+            if name.contains('/') || scope.keeps(namespace, name) {
                 continue;
             }
             updates.push(PathUpdate::remove(path.clone()));
@@ -149,6 +150,8 @@ mod tests {
             "apps/web/configmaps/keep.json",
             "apps/web/configmaps/gone.json",
             "apps/db/configmaps/other.json",
+            // Same name as the kept object, another namespace: not kept by it.
+            "apps/db/configmaps/keep.json",
             "apps/web/secrets/gone.json",
             "apps/web/apps/configmaps/gone.json",
             "other/web/configmaps/gone.json",
@@ -162,7 +165,7 @@ mod tests {
         let scope = |ns: Option<&str>| SweepScope {
             resource: GroupResource::new("", "configmaps"),
             namespace: ns.map(str::to_string),
-            keep: BTreeSet::from(["keep".to_string()]),
+            keep: BTreeSet::from([("web".to_string(), "keep".to_string())]),
         };
         let one = FilePerObjectPlanner
             .plan(&tree, &Intent::sweep("apps", scope(Some("web"))))
@@ -177,6 +180,7 @@ mod tests {
         assert_eq!(
             all,
             vec![
+                PathUpdate::remove("apps/db/configmaps/keep.json"),
                 PathUpdate::remove("apps/db/configmaps/other.json"),
                 PathUpdate::remove("apps/web/configmaps/gone.json"),
             ]

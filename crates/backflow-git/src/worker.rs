@@ -411,6 +411,12 @@ impl BranchWorker {
             ));
             self.decided_through = self.last_seq;
             self.metrics.pending(self.pending.len());
+        } else if self.decided_through <= self.published_through {
+            // Nothing to write and nothing pending whose publication would cover the number
+            // returned: without a flush mark no `Published` event would ever report it (its
+            // caller would wait until some unrelated write is pushed). The next poll reports
+            // it published at the current remote tip.
+            self.take_flush_mark();
         }
         self.decided_through
     }

@@ -168,7 +168,7 @@ impl YamlPlanner {
                     .namespace
                     .as_ref()
                     .is_none_or(|ns| *ns == id.namespace);
-            if in_scope && !scope.keep.contains(&id.name) {
+            if in_scope && !scope.keeps(&id.namespace, &id.name) {
                 doomed.entry(at.path.clone()).or_default().push(at.doc);
             }
         }

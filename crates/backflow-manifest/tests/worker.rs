@@ -241,7 +241,10 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
         SweepScope {
             resource: GroupResource::new("", "configmaps"),
             namespace: Some("web".into()),
-            keep: BTreeSet::from(["keep".to_string(), "app".to_string()]),
+            keep: BTreeSet::from([
+                ("web".to_string(), "keep".to_string()),
+                ("web".to_string(), "app".to_string()),
+            ]),
         },
     ));
     assert!(refused(&events).is_empty(), "{events:?}");

@@ -30,9 +30,10 @@ pub struct DefaultSetup {
     pub commit_window: String,
 }
 
-async fn apply<K>(api: Api<K>, name: &str, obj: &K) -> Result<(), kube::Error>
+async fn apply<K, P>(api: Api<K>, name: &str, obj: &P) -> Result<(), kube::Error>
 where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    P: serde::Serialize + std::fmt::Debug,
 {
     api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj)).await.map(|_| ())
 }
@@ -56,7 +57,7 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
             ..Default::default()
         },
     );
-    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
+    apply::<GitProvider, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
     let target = GitTarget::new(
         NAME,
         GitTargetSpec {
@@ -66,10 +67,17 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
             ..Default::default()
         },
     );
-    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &target).await?;
+    // The typed spec always serializes `prune` (its default is `OnEvent`); applied with force,
+    // it would take the prune mode back from whoever set it on every start. The flags do not set
+    // it, so it is left out of the applied configuration.
+    let mut target = serde_json::to_value(&target).map_err(kube::Error::SerdeError)?;
+    if let Some(spec) = target.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+        spec.remove("prune");
+    }
+    apply::<GitTarget, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &target).await?;
     let everything = ResourceRule { resources: vec!["*".into()], source_namespace: Some("*".into()), ..Default::default() };
     let rule = WatchRule::new(NAME, WatchRuleSpec { target_ref: LocalReference { name: NAME.into() }, rules: vec![everything] });
-    apply(Api::namespaced(client.clone(), NAMESPACE), NAME, &rule).await?;
+    apply::<WatchRule, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &rule).await?;
     let cluster = ClusterWatchRule::new(
         NAME,
         ClusterWatchRuleSpec {
@@ -77,6 +85,6 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
             rules: vec![ResourceRule { resources: vec!["*".into()], ..Default::default() }],
         },
     );
-    apply(Api::all(client.clone()), NAME, &cluster).await?;
+    apply::<ClusterWatchRule, _>(Api::all(client.clone()), NAME, &cluster).await?;
     Ok(())
 }

@@ -170,7 +170,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<DynamicObject>, 
     let mut seen: Vec<(ObjectKey, u64)> = Vec::new();
     for obj in &objects {
         let key = object_key(gr, obj);
-        keep.insert(key.name.clone());
+        keep.insert((key.namespace.clone(), key.name.clone()));
         seen.push((key.clone(), resource_version(obj)));
         if let Some(v) = ctx.sanitized(obj) {
             last.insert(key.clone(), v.clone());
@@ -182,9 +182,10 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<DynamicObject>, 
         intents.push(Intent::sweep(ctx.path.clone(), scope));
         ctx.metrics.sweeps.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
     }
-    ctx.metrics.resyncs.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
     tracing::info!(stream = ?ctx.spec, objects = objects.len(), "initial snapshot read; publishing it as a resync");
     let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
+    // Counted once in flight, so a counted resync that is no longer in flight is published.
+    ctx.metrics.resyncs.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
     for (key, rv) in seen {
         ctx.tracker.record(key, rv, rx.clone());
     }

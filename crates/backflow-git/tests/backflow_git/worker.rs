@@ -249,6 +249,27 @@ fn writes_that_change_nothing_collapse_away() {
 }
 
 #[test]
+fn an_empty_resync_is_reported_published_while_idle() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    w.take_events();
+    // A snapshot of a type with no objects: nothing to write, nothing else pending.
+    let seq = w.submit_resync("apps", Vec::new());
+    w.poll();
+    let tip = bare.tip();
+    assert!(
+        published(&w.take_events())
+            .iter()
+            .any(|(through, at)| *through >= seq && *at == tip),
+        "the empty resync is reported published at the current tip"
+    );
+    assert_eq!(w.stats().commits, 1, "and makes no commit");
+}
+
+#[test]
 fn commit_request_uses_the_callers_message() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");

@@ -1,0 +1,1482 @@
+//! The mirror end to end: the real `backflow serve` binary driven by the real `kubectl`, with the
+//! result read from the remote repository by the real `git`.
+//!
+//! Each test has its own data dir, server process, `HOME`, kubectl `--cache-dir` and Git
+//! identity. Every wait polls the remote (or the API) until the expected state shows up and is
+//! bounded by a hang guard; no assertion depends on how long anything took. Where a test must
+//! show that something did *not* happen (a file kept, no commit made), it makes a later change
+//! that travels the same path and asserts on the state once that later change has landed.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long any wait or child process may take before the test is declared hung.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(100);
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+// ---------------------------------------------------------------------------------------------
+
+/// What a finished command printed.
+#[derive(Debug)]
+struct Out {
+    /// `None` when killed by a signal.
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {:?}\n--- stdout\n{}--- stderr\n{}---",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` to completion (killing it past the hang guard) and collects its output.
+fn run_bounded(what: &str, mut cmd: Command) -> Out {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + HANG_GUARD;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("hung: {what} did not finish within {HANG_GUARD:?}");
+            }
+            Err(e) => panic!("{what}: cannot wait: {e}"),
+        }
+    };
+    Out {
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// Polls `check` every [`POLL`] until it gives a value; panics with `what` (and `state()`)
+/// past the hang guard.
+fn wait_for<T>(what: &str, state: impl Fn() -> String, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "hung: {what} did not happen within {HANG_GUARD:?}\n{}",
+                state()
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+// ---------------------------------------------------------------------------------------------
+
+/// A running `backflow serve`; stopped (SIGTERM, then SIGKILL) when dropped.
+struct Server {
+    child: Child,
+    /// `host:port`.
+    addr: String,
+}
+
+impl Server {
+    /// Starts the binary on a free loopback port and waits until it reports where it listens,
+    /// which it does once the mirror (unless `--no-mirror`) has been set up.
+    fn start(data: &Path, home: &Path, flags: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(flags)
+            .env("BACKFLOW_LOG", "warn")
+            .env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn backflow serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(stdout);
+            let mut line = String::new();
+            while matches!(std::io::BufRead::read_line(&mut reader, &mut line), Ok(n) if n > 0) {
+                if let Some(url) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(url.trim().to_string());
+                }
+                line.clear();
+            }
+        });
+        match rx.recv_timeout(HANG_GUARD) {
+            Ok(url) => {
+                let addr = url
+                    .strip_prefix("http://")
+                    .unwrap_or_else(|| panic!("a loopback server speaks plain HTTP, not {url}"))
+                    .trim_end_matches('/')
+                    .to_string();
+                Self { child, addr }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("the server did not report its address ({e}); exit: {status:?}");
+            }
+        }
+    }
+
+    /// SIGTERM by the child's own id, then waits (bounded) and asserts a clean exit.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "SIGTERM could not be sent to {pid}");
+        let deadline = Instant::now() + HANG_GUARD;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the server") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not stop within {HANG_GUARD:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            status.success(),
+            "the server exits cleanly on SIGTERM: {status:?}"
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + HANG_GUARD;
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    /// Header names lowercased.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Decodes a chunked transfer-encoded body.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&raw[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or(0);
+        raw = &raw[eol + 2..];
+        if size == 0 || raw.len() < size {
+            break;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = raw.get(size + 2..).unwrap_or_default();
+    }
+    out
+}
+
+/// One HTTP/1.1 request on a fresh connection (closed after the answer).
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut conn = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    conn.set_read_timeout(Some(HANG_GUARD + Duration::from_secs(5)))
+        .expect("read timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    conn.write_all(request.as_bytes())
+        .expect("send the request");
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("{method} {path}: no complete answer: {e}"));
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| {
+            panic!(
+                "{method} {path}: no header end in {:?}",
+                String::from_utf8_lossy(&raw)
+            )
+        });
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: bad status line in {head:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let rest = &raw[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One test's world: a data dir, a server, kubectl and git
+// ---------------------------------------------------------------------------------------------
+
+/// The files and tools of one test. The server is started and stopped explicitly.
+struct World {
+    data: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    work: PathBuf,
+    server: Option<Server>,
+    _tmp: tempfile::TempDir,
+}
+
+impl World {
+    /// A fresh world with a server started with `flags`.
+    fn start(flags: &[&str]) -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = |name: &str| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir_all(&d).expect("create a temp subdirectory");
+            d
+        };
+        let (home, cache, work) = (dir("home"), dir("cache"), dir("work"));
+        let mut world = Self {
+            data: tmp.path().join("data"),
+            home,
+            cache,
+            work,
+            server: None,
+            _tmp: tmp,
+        };
+        world.restart(flags);
+        world
+    }
+
+    /// Starts the server again on the same data dir (stopping a running one first).
+    fn restart(&mut self, flags: &[&str]) {
+        self.stop();
+        self.server = Some(Server::start(&self.data, &self.home, flags));
+    }
+
+    /// Stops the server (SIGTERM; it pushes what is pending first).
+    fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop();
+        }
+    }
+
+    fn addr(&self) -> &str {
+        &self.server.as_ref().expect("a running server").addr
+    }
+
+    /// The default mirror's remote (a bare repository).
+    fn origin(&self) -> PathBuf {
+        self.data.join("origin.git")
+    }
+
+    // --- kubectl -----------------------------------------------------------------------------
+
+    fn kubectl_run(&self, args: &[&str]) -> Out {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .current_dir(&self.work)
+            .env("HOME", &self.home)
+            .env("KUBECONFIG", self.data.join("kubeconfig"));
+        run_bounded(&format!("kubectl {}", args.join(" ")), cmd)
+    }
+
+    /// Runs kubectl, asserts success, returns stdout.
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.kubectl_run(args);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "kubectl {} failed:\n{out}",
+            args.join(" ")
+        );
+        out.stdout
+    }
+
+    /// `kubectl apply -f` of `yaml` (written to a file in the working directory).
+    fn apply(&self, yaml: &str) -> String {
+        let file = self.work.join("manifest.yaml");
+        std::fs::write(&file, yaml).expect("write a manifest");
+        self.kubectl(&["apply", "-f", "manifest.yaml"])
+    }
+
+    /// `-o json` of one object.
+    fn get_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend(["-o", "json"]);
+        let out = self.kubectl(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+    }
+
+    // --- git ---------------------------------------------------------------------------------
+
+    fn git_command(&self, dir: Option<&Path>, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        } else {
+            cmd.arg("--git-dir").arg(self.origin());
+        }
+        cmd.args(args)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", self.home.join(".gitconfig"))
+            .env("GIT_AUTHOR_NAME", "Pat Person")
+            .env("GIT_AUTHOR_EMAIL", "pat@example.com")
+            .env("GIT_COMMITTER_NAME", "Pat Person")
+            .env("GIT_COMMITTER_EMAIL", "pat@example.com")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE");
+        cmd
+    }
+
+    /// Runs git on the remote (`None`) or in a work tree, asserts success, returns stdout.
+    fn git_in(&self, dir: Option<&Path>, args: &[&str]) -> String {
+        let out = run_bounded(
+            &format!("git {}", args.join(" ")),
+            self.git_command(dir, args),
+        );
+        assert_eq!(out.code, Some(0), "git {} failed:\n{out}", args.join(" "));
+        out.stdout
+    }
+
+    /// Runs git on the remote, asserts success, returns stdout.
+    fn git(&self, args: &[&str]) -> String {
+        self.git_in(None, args)
+    }
+
+    /// The remote's `main`, if it exists.
+    fn tip(&self) -> Option<String> {
+        let out = run_bounded(
+            "git rev-parse",
+            self.git_command(None, &["rev-parse", "--verify", "-q", "refs/heads/main"]),
+        );
+        (out.code == Some(0)).then(|| out.stdout.trim().to_string())
+    }
+
+    /// A file of the remote's `main` (or of `rev`), if present.
+    fn show_at(&self, rev: &str, path: &str) -> Option<String> {
+        let spec = format!("{rev}:{path}");
+        let out = run_bounded("git show", self.git_command(None, &["show", &spec]));
+        (out.code == Some(0)).then_some(out.stdout)
+    }
+
+    fn show(&self, path: &str) -> Option<String> {
+        self.show_at("main", path)
+    }
+
+    /// Every file of the remote's `main`.
+    fn files(&self) -> Vec<String> {
+        let out = run_bounded(
+            "git ls-tree",
+            self.git_command(None, &["ls-tree", "-r", "--name-only", "main"]),
+        );
+        out.stdout.lines().map(str::to_string).collect()
+    }
+
+    fn describe_remote(&self) -> String {
+        format!(
+            "remote main: {:?}\nfiles:\n{}",
+            self.tip(),
+            self.files().join("\n")
+        )
+    }
+
+    /// Waits until `path` on the remote satisfies `pred`, and returns its content.
+    fn wait_file(&self, path: &str, pred: impl Fn(&str) -> bool) -> String {
+        wait_for(
+            &format!("{path} on the remote"),
+            || self.describe_remote(),
+            || self.show(path).filter(|c| pred(c)),
+        )
+    }
+
+    /// Waits until `path` is on the remote, and returns its content.
+    fn wait_present(&self, path: &str) -> String {
+        self.wait_file(path, |_| true)
+    }
+
+    /// Waits until `path` is gone from the remote (which must exist).
+    fn wait_absent(&self, path: &str) {
+        wait_for(
+            &format!("{path} gone from the remote"),
+            || self.describe_remote(),
+            || (self.tip().is_some() && self.show(path).is_none()).then_some(()),
+        )
+    }
+
+    // --- the API -----------------------------------------------------------------------------
+
+    fn metrics(&self) -> String {
+        let a = http(self.addr(), "GET", "/metrics", &[], "");
+        assert_eq!(a.status, 200, "GET /metrics: {a:?}");
+        a.body
+    }
+
+    /// Waits until every watch stream of the mirror has published its initial snapshot and
+    /// nothing submitted is still unpublished.
+    fn wait_settled(&self) {
+        wait_for(
+            "the mirror settling",
+            || self.metrics(),
+            || {
+                let m = self.metrics();
+                let streams = metric_sum(&m, "backflow_mirror_streams", &[]);
+                let resyncs = metric_sum(&m, "backflow_mirror_resyncs_total", &[]);
+                let in_flight = metric_sum(&m, "backflow_mirror_in_flight", &[]);
+                (streams > 0.0 && resyncs >= streams && in_flight == 0.0).then_some(())
+            },
+        );
+    }
+
+    /// Waits until the mirror has handled `n` more watch events with `outcome` than `before`.
+    fn wait_events(&self, outcome: &str, before: f64, n: f64) {
+        let label = format!("outcome=\"{outcome}\"");
+        wait_for(
+            &format!("{n} more mirror events {outcome}"),
+            || self.metrics(),
+            || {
+                let now = metric_sum(&self.metrics(), "backflow_mirror_events_total", &[&label]);
+                (now >= before + n).then_some(())
+            },
+        );
+    }
+
+    fn events(&self, outcome: &str) -> f64 {
+        metric_sum(
+            &self.metrics(),
+            "backflow_mirror_events_total",
+            &[&format!("outcome=\"{outcome}\"")],
+        )
+    }
+
+    /// Waits until the GitTarget's status describes its current generation and says Ready.
+    fn wait_target_ready(&self, name: &str) {
+        wait_for(
+            &format!("GitTarget {name} Ready"),
+            || {
+                format!(
+                    "{:#}",
+                    self.get_json(&["gittarget", name, "-n", "backflow-system"])
+                )
+            },
+            || {
+                let t = self.get_json(&["gittarget", name, "-n", "backflow-system"]);
+                let generation = t.pointer("/metadata/generation").cloned();
+                let observed = t.pointer("/status/observedGeneration").cloned();
+                let ready = t
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c["type"] == "Ready"
+                                && c["status"] == "True"
+                                && c.get("observedGeneration").cloned() == generation
+                        })
+                    });
+                (generation.is_some() && generation == observed && ready).then_some(())
+            },
+        );
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // The server goes before its data dir.
+        self.server.take();
+    }
+}
+
+/// The sum of the samples of `name` whose label set contains every one of `labels`.
+fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = match series.split_once('{') {
+                Some((m, r)) => (m, r),
+                None => (series, ""),
+            };
+            (metric == name && labels.iter().all(|want| rest.contains(want)))
+                .then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+fn yaml(text: &str) -> Value {
+    yaml_serde::from_str(text).unwrap_or_else(|e| panic!("not YAML ({e}):\n{text}"))
+}
+
+/// Asserts a mirrored document carries none of the server's bookkeeping.
+fn assert_sanitized(path: &str, doc: &Value) {
+    assert!(
+        doc.get("status").is_none(),
+        "{path} has no status:\n{doc:#}"
+    );
+    let meta = doc
+        .get("metadata")
+        .unwrap_or_else(|| panic!("{path} has metadata"));
+    for field in [
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "creationTimestamp",
+        "generation",
+        "selfLink",
+    ] {
+        assert!(
+            meta.get(field).is_none(),
+            "{path} has no metadata.{field}:\n{doc:#}"
+        );
+    }
+    let annotations = meta.get("annotations").and_then(Value::as_object);
+    assert!(
+        annotations
+            .is_none_or(|a| !a.contains_key("kubectl.kubernetes.io/last-applied-configuration")),
+        "{path} has no last-applied annotation:\n{doc:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Manifests
+// ---------------------------------------------------------------------------------------------
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    listKind: WidgetList
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+fn widget(size: u32) -> String {
+    format!(
+        r#"apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: gear
+  namespace: default
+spec:
+  size: {size}
+status:
+  phase: Spinning
+"#
+    )
+}
+
+fn deployment(name: &str, image: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: default
+  labels:
+    app: {name}
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: web
+        image: {image}
+"#
+    )
+}
+
+fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
+    let mut s = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n"
+    );
+    for (k, v) in data {
+        s.push_str(&format!("  {k}: \"{v}\"\n"));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Create, update, delete
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn built_in_and_custom_kinds_follow_create_update_delete() {
+    let w = World::start(&["--commit-window", "0s"]);
+
+    // A ConfigMap.
+    let cm_path = "live/default/configmaps/settings.yaml";
+    w.apply(&configmap("default", "settings", &[("mode", "fast")]));
+    let text = w.wait_present(cm_path);
+    let doc = yaml(&text);
+    assert_sanitized(cm_path, &doc);
+    assert_eq!(doc["apiVersion"], "v1");
+    assert_eq!(doc["kind"], "ConfigMap");
+    assert_eq!(doc["metadata"]["name"], "settings");
+    assert_eq!(doc["metadata"]["namespace"], "default");
+    assert_eq!(doc["data"]["mode"], "fast");
+    for bootstrap in ["live/README.md", "live/.gittargetignore"] {
+        assert!(
+            w.show(bootstrap).is_some(),
+            "{bootstrap} comes with the first write"
+        );
+    }
+
+    w.apply(&configmap("default", "settings", &[("mode", "slow")]));
+    let doc = yaml(&w.wait_file(cm_path, |c| c.contains("slow")));
+    assert_sanitized(cm_path, &doc);
+    assert_eq!(doc["data"]["mode"], "slow");
+
+    // A Deployment (the server synthesizes its status; it must not reach Git).
+    let deploy_path = "live/default/apps/deployments/web.yaml";
+    w.apply(&deployment("web", "nginx:1.25"));
+    let doc = yaml(&w.wait_present(deploy_path));
+    assert_sanitized(deploy_path, &doc);
+    assert_eq!(doc["spec"]["replicas"], 2);
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.25"
+    );
+    assert!(
+        doc.pointer("/metadata/annotations/deployment.kubernetes.io~1revision")
+            .is_none(),
+        "{deploy_path} has no revision annotation:\n{doc:#}"
+    );
+
+    w.kubectl(&["set", "image", "deployment/web", "web=nginx:1.26"]);
+    let doc = yaml(&w.wait_file(deploy_path, |c| c.contains("nginx:1.26")));
+    assert_sanitized(deploy_path, &doc);
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.26"
+    );
+
+    // A cluster-scoped object goes under _cluster, without a group segment for core.
+    w.kubectl(&["create", "namespace", "team-a"]);
+    let ns_path = "live/_cluster/namespaces/team-a.yaml";
+    let doc = yaml(&w.wait_present(ns_path));
+    assert_sanitized(ns_path, &doc);
+    assert_eq!(doc["kind"], "Namespace");
+
+    // A custom kind: the CRD (cluster-scoped), then a custom resource.
+    w.apply(WIDGET_CRD);
+    let crd_path =
+        "live/_cluster/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com.yaml";
+    let doc = yaml(&w.wait_present(crd_path));
+    assert_sanitized(crd_path, &doc);
+    assert_eq!(doc["spec"]["names"]["kind"], "Widget");
+    w.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ]);
+
+    let cr_path = "live/default/example.com/widgets/gear.yaml";
+    w.apply(&widget(3));
+    let doc = yaml(&w.wait_present(cr_path));
+    assert_sanitized(cr_path, &doc);
+    assert_eq!(doc["apiVersion"], "example.com/v1");
+    assert_eq!(doc["kind"], "Widget");
+    assert_eq!(doc["spec"]["size"], 3);
+
+    w.apply(&widget(5));
+    let doc = yaml(&w.wait_file(cr_path, |c| c.contains("size: 5")));
+    assert_sanitized(cr_path, &doc);
+    assert_eq!(doc["spec"]["size"], 5);
+
+    // Deletes remove the files.
+    w.kubectl(&["delete", "widget", "gear"]);
+    w.wait_absent(cr_path);
+    w.kubectl(&["delete", "deployment", "web"]);
+    w.wait_absent(deploy_path);
+    w.kubectl(&["delete", "configmap", "settings"]);
+    w.wait_absent(cm_path);
+    assert!(w.show(crd_path).is_some(), "the CRD is still there");
+    assert!(
+        w.show("live/README.md").is_some(),
+        "bootstrap files are never deleted"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Several GitTargets on one branch
+// ---------------------------------------------------------------------------------------------
+
+const TEAM_TARGET: &str = r#"apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata:
+  name: team
+  namespace: backflow-system
+spec:
+  providerRef:
+    name: default
+  branch: main
+  path: team
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata:
+  name: team
+  namespace: backflow-system
+spec:
+  targetRef:
+    name: team
+  rules:
+  - resources: ["*"]
+    sourceNamespace: team-a
+"#;
+
+#[test]
+fn two_targets_on_one_branch_write_their_own_folders() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.kubectl(&["create", "namespace", "team-a"]);
+    w.apply(TEAM_TARGET);
+    w.wait_target_ready("team");
+
+    w.apply(&configmap("team-a", "shared", &[("owner", "team-a")]));
+    w.apply(&configmap("default", "elsewhere", &[("owner", "nobody")]));
+
+    let in_team = w.wait_present("team/team-a/configmaps/shared.yaml");
+    let in_live = w.wait_present("live/team-a/configmaps/shared.yaml");
+    assert_eq!(
+        in_team, in_live,
+        "both folders hold the same sanitized object"
+    );
+    assert_eq!(yaml(&in_team)["data"]["owner"], "team-a");
+    w.wait_present("live/default/configmaps/elsewhere.yaml");
+
+    // An update reaches both folders too.
+    w.apply(&configmap("team-a", "shared", &[("owner", "team-b")]));
+    w.wait_file("team/team-a/configmaps/shared.yaml", |c| {
+        c.contains("team-b")
+    });
+    w.wait_file("live/team-a/configmaps/shared.yaml", |c| {
+        c.contains("team-b")
+    });
+
+    let files = w.files();
+    for bootstrap in [
+        "live/README.md",
+        "live/.gittargetignore",
+        "team/README.md",
+        "team/.gittargetignore",
+    ] {
+        assert!(
+            files.iter().any(|f| f == bootstrap),
+            "{bootstrap} is on the remote:\n{files:#?}"
+        );
+    }
+    assert!(
+        files
+            .iter()
+            .filter(|f| f.starts_with("team/"))
+            .all(|f| f.starts_with("team/team-a/")
+                || f == "team/README.md"
+                || f == "team/.gittargetignore"),
+        "the team folder holds only namespace team-a:\n{files:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. A hand-written bundle is edited in place
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn hand_written_bundle_is_edited_in_place() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap(
+        "default",
+        "alpha",
+        &[("color", "blue"), ("size", "small")],
+    ));
+    w.apply(&configmap("default", "beta", &[("shape", "round")]));
+    let alpha = w.wait_present("live/default/configmaps/alpha.yaml");
+    let beta = w.wait_present("live/default/configmaps/beta.yaml");
+
+    // A person moves both objects into one commented file.
+    let clone = w.work.join("clone");
+    w.git_in(
+        Some(&w.work),
+        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
+    );
+    let mut alpha_lines = Vec::new();
+    for line in alpha.lines() {
+        let key = line.trim_start();
+        if key.starts_with("size:") {
+            let indent = &line[..line.len() - key.len()];
+            alpha_lines.push(format!("{indent}# size is what customers pick first"));
+        }
+        if key.starts_with("color:") {
+            alpha_lines.push(format!("{line}  # the brand color"));
+        } else {
+            alpha_lines.push(line.to_string());
+        }
+    }
+    let alpha_commented = alpha_lines.join("\n");
+    assert!(
+        alpha_commented.contains("# the brand color") && alpha_commented.contains("# size is"),
+        "alpha has color and size lines:\n{alpha}"
+    );
+    let bundle = format!(
+        "# Settings of the shop, kept together on purpose.\n# Do not split this file.\n{alpha_commented}\n---\n# beta: the second document\n{beta}"
+    );
+    std::fs::write(clone.join("live/default/bundle.yaml"), &bundle).expect("write the bundle");
+    std::fs::remove_file(clone.join("live/default/configmaps/alpha.yaml"))
+        .expect("remove alpha.yaml");
+    std::fs::remove_file(clone.join("live/default/configmaps/beta.yaml"))
+        .expect("remove beta.yaml");
+    w.git_in(Some(&clone), &["add", "-A"]);
+    w.git_in(
+        Some(&clone),
+        &["commit", "-q", "-m", "Bundle alpha and beta"],
+    );
+    w.git_in(Some(&clone), &["push", "-q", "origin", "HEAD:main"]);
+    let bundled = w
+        .git_in(Some(&clone), &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    assert_eq!(
+        w.show("live/default/bundle.yaml").as_deref(),
+        Some(bundle.as_str())
+    );
+
+    // A live change to alpha edits its document where it is.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "alpha",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"size":"large"}}"#,
+    ]);
+    let after = w.wait_file("live/default/bundle.yaml", |c| c != bundle);
+    let expected = bundle.replacen("size: small", "size: large", 1);
+    assert_ne!(
+        expected, bundle,
+        "the bundle has alpha's size line:\n{bundle}"
+    );
+    assert_eq!(
+        after, expected,
+        "only alpha's changed line differs; every comment and beta stay byte for byte"
+    );
+    let files = w.files();
+    assert!(
+        !files
+            .iter()
+            .any(|f| f == "live/default/configmaps/alpha.yaml"
+                || f == "live/default/configmaps/beta.yaml"),
+        "the objects are not written back to their own files:\n{files:#?}"
+    );
+    let tip = w.tip().expect("main");
+    w.git(&["merge-base", "--is-ancestor", &bundled, &tip]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. A foreign commit survives
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn foreign_commit_survives_a_mirror_push() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "first", &[("n", "1")]));
+    w.wait_present("live/default/configmaps/first.yaml");
+
+    let clone = w.work.join("clone");
+    w.git_in(
+        Some(&w.work),
+        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
+    );
+    let notes = "# Notes\n\nWritten by a person, next to the manifests.\n";
+    std::fs::write(clone.join("live/notes.md"), notes).expect("write notes");
+    let other = configmap("default", "hand-made", &[("by", "hand")]);
+    std::fs::write(clone.join("live/default/configmaps/hand-made.yaml"), &other)
+        .expect("write a manifest");
+    w.git_in(Some(&clone), &["add", "-A"]);
+    w.git_in(
+        Some(&clone),
+        &["commit", "-q", "-m", "Add notes and a hand-made manifest"],
+    );
+    w.git_in(Some(&clone), &["push", "-q", "origin", "HEAD:main"]);
+    let foreign = w
+        .git_in(Some(&clone), &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+
+    // The mirror's next push starts from a tip it did not write.
+    w.apply(&configmap("default", "second", &[("n", "2")]));
+    w.wait_present("live/default/configmaps/second.yaml");
+    w.apply(&configmap("default", "first", &[("n", "one")]));
+    w.wait_file("live/default/configmaps/first.yaml", |c| c.contains("one"));
+
+    assert_eq!(
+        w.show("live/notes.md").as_deref(),
+        Some(notes),
+        "the foreign file survives byte for byte"
+    );
+    assert_eq!(
+        w.show("live/default/configmaps/hand-made.yaml").as_deref(),
+        Some(other.as_str()),
+        "the foreign manifest survives byte for byte"
+    );
+    let tip = w.tip().expect("main");
+    // No force push: the foreign commit is an ancestor of the tip.
+    w.git(&["merge-base", "--is-ancestor", &foreign, &tip]);
+    let log = w.git(&["log", "--format=%H", "main"]);
+    assert!(
+        log.lines().any(|l| l == foreign),
+        "history holds the foreign commit:\n{log}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Prune modes
+// ---------------------------------------------------------------------------------------------
+
+fn set_prune(w: &World, mode: &str) {
+    let patch = format!(r#"{{"spec":{{"prune":{{"mode":"{mode}"}}}}}}"#);
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    w.wait_target_ready("default");
+}
+
+#[test]
+fn prune_on_event_removes_and_never_keeps() {
+    let w = World::start(&["--commit-window", "0s"]);
+    // OnEvent (the default): a delete removes the file.
+    w.apply(&configmap("default", "short-lived", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/short-lived.yaml");
+    w.kubectl(&["delete", "configmap", "short-lived"]);
+    w.wait_absent("live/default/configmaps/short-lived.yaml");
+
+    // Never: the document stays.
+    w.apply(&configmap("default", "archived", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/archived.yaml");
+    set_prune(&w, "Never");
+    w.kubectl(&["delete", "configmap", "archived"]);
+    // A later change on the same watch stream: once it is on the remote, the delete was handled.
+    w.apply(&configmap("default", "marker", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/marker.yaml");
+    assert!(
+        w.show("live/default/configmaps/archived.yaml").is_some(),
+        "prune mode Never keeps the document of a deleted object\n{}",
+        w.describe_remote()
+    );
+}
+
+#[test]
+fn deletes_while_the_mirror_was_off_are_swept_only_under_always() {
+    let mirror = ["--commit-window", "0s"];
+    let mut w = World::start(&mirror);
+    w.kubectl(&["create", "namespace", "other"]);
+    for (ns, name) in [
+        ("default", "gone-a"),
+        ("default", "gone-b"),
+        ("default", "twin"),
+        ("other", "twin"),
+        ("default", "stays"),
+    ] {
+        w.apply(&configmap(ns, name, &[("a", "1")]));
+    }
+    for path in [
+        "live/default/configmaps/gone-a.yaml",
+        "live/default/configmaps/gone-b.yaml",
+        "live/default/configmaps/twin.yaml",
+        "live/other/configmaps/twin.yaml",
+        "live/default/configmaps/stays.yaml",
+    ] {
+        w.wait_present(path);
+    }
+
+    // Deleted while nothing mirrors.
+    w.restart(&["--no-mirror"]);
+    w.kubectl(&["delete", "configmap", "gone-a"]);
+
+    // OnEvent: the restarted mirror never saw the delete, so the file stays.
+    w.restart(&mirror);
+    w.wait_settled();
+    w.apply(&configmap("default", "marker-1", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/marker-1.yaml");
+    assert!(
+        w.show("live/default/configmaps/gone-a.yaml").is_some(),
+        "OnEvent keeps documents of objects deleted while the mirror was off\n{}",
+        w.describe_remote()
+    );
+
+    // Always: switching restarts the streams, whose resync sweeps what is gone.
+    set_prune(&w, "Always");
+    w.wait_absent("live/default/configmaps/gone-a.yaml");
+
+    // Always survives a restart, and sweeps deletes made while the mirror was off — by
+    // namespace and name: an object of the same name in another namespace keeps nothing alive.
+    w.restart(&["--no-mirror"]);
+    w.kubectl(&["delete", "configmap", "gone-b"]);
+    w.kubectl(&["delete", "configmap", "twin", "-n", "default"]);
+    w.restart(&mirror);
+    w.wait_absent("live/default/configmaps/gone-b.yaml");
+    w.wait_absent("live/default/configmaps/twin.yaml");
+    let mode = w.get_json(&["gittarget", "default", "-n", "backflow-system"]);
+    assert_eq!(
+        mode.pointer("/spec/prune/mode"),
+        Some(&Value::from("Always")),
+        "a restart keeps the user's prune mode"
+    );
+    let files = w.files();
+    for kept in [
+        "live/default/configmaps/stays.yaml",
+        "live/other/configmaps/twin.yaml",
+        "live/default/configmaps/marker-1.yaml",
+    ] {
+        assert!(
+            files.iter().any(|f| f == kept),
+            "{kept} is kept:\n{files:#?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. CommitRequest
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn commit_request_reports_the_pushed_sha() {
+    // A window so long that only the CommitRequest closes it.
+    let flags = ["--commit-window", "10m"];
+    let mut w = World::start(&flags);
+    // Provider push settings are read when its branch worker starts.
+    w.kubectl(&[
+        "patch",
+        "gitprovider",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"push":{"maxWindowAge":"1h"}}}"#,
+    ]);
+    w.restart(&flags);
+    w.wait_settled();
+    let before = w.events("submitted");
+
+    w.apply(&configmap("default", "saved", &[("k", "v")]));
+    // The mirror has handed the change to the branch worker; the window holds it.
+    w.wait_events("submitted", before, 1.0);
+    assert!(
+        w.show("live/default/configmaps/saved.yaml").is_none(),
+        "the open window holds the change until the request"
+    );
+
+    let message = "Release 42 configuration";
+    w.apply(&format!(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: CommitRequest
+metadata:
+  name: release-42
+  namespace: backflow-system
+spec:
+  targetRef:
+    name: default
+  message: "{message}"
+"#
+    ));
+    let sha = wait_for(
+        "CommitRequest status.sha",
+        || {
+            format!(
+                "{:#}",
+                w.get_json(&["commitrequest", "release-42", "-n", "backflow-system"])
+            )
+        },
+        || {
+            let cr = w.get_json(&["commitrequest", "release-42", "-n", "backflow-system"]);
+            cr.pointer("/status/sha")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        },
+    );
+    let cr = w.get_json(&["commitrequest", "release-42", "-n", "backflow-system"]);
+    let ready = cr["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned();
+    assert_eq!(
+        ready.as_ref().map(|c| &c["reason"]),
+        Some(&Value::from("Committed")),
+        "{cr:#}"
+    );
+    assert_eq!(cr["status"]["branch"], "main");
+
+    assert_eq!(
+        w.tip().as_deref(),
+        Some(sha.as_str()),
+        "status.sha is the remote tip"
+    );
+    let body = w.git(&["log", "-1", "--format=%B", &sha]);
+    assert_eq!(
+        body.trim_end(),
+        message,
+        "the commit message is the one requested"
+    );
+    let saved = w
+        .show_at(&sha, "live/default/configmaps/saved.yaml")
+        .expect("the commit holds the change");
+    assert_eq!(yaml(&saved)["data"]["k"], "v");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Nothing changed, nothing committed
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn nothing_changed_means_no_commit() {
+    let flags = ["--commit-window", "0s"];
+    let mut w = World::start(&flags);
+    w.apply(&deployment("web", "nginx:1.25"));
+    w.wait_present("live/default/apps/deployments/web.yaml");
+    w.wait_settled();
+    let tip = w.tip().expect("main");
+
+    // A status-only write, a no-op apply and a change to stripped metadata change nothing in Git.
+    w.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable"}]}}"#,
+    ]);
+    let noop = w.apply(&deployment("web", "nginx:1.25"));
+    assert!(
+        noop.contains("unchanged"),
+        "kubectl reports the apply as unchanged: {noop}"
+    );
+    w.kubectl(&[
+        "annotate",
+        "deployment",
+        "web",
+        "kubectl.kubernetes.io/restartedAt=now",
+    ]);
+    // A real change on the same watch stream: once it is on the remote, the writes before it
+    // were handled, and it is the only commit on top.
+    w.apply(&deployment("marker", "nginx:1.25"));
+    w.wait_present("live/default/apps/deployments/marker.yaml");
+    let count = w.git(&["rev-list", "--count", &format!("{tip}..main")]);
+    assert_eq!(
+        count.trim(),
+        "1",
+        "only the real change made a commit\n{}",
+        w.git(&["log", "--stat", "-3", "main"])
+    );
+    let changed = w.git(&["diff", "--name-only", &tip, "main"]);
+    assert_eq!(changed.trim(), "live/default/apps/deployments/marker.yaml");
+
+    // A restart resyncs everything and commits nothing.
+    w.stop();
+    let tip = w.tip().expect("main");
+    w.restart(&flags);
+    w.wait_settled();
+    assert_eq!(
+        w.tip().as_deref(),
+        Some(tip.as_str()),
+        "a restart makes no commit"
+    );
+    w.apply(&configmap("default", "marker-2", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/marker-2.yaml");
+    let count = w.git(&["rev-list", "--count", &format!("{tip}..main")]);
+    assert_eq!(
+        count.trim(),
+        "1",
+        "only the real change made a commit\n{}",
+        w.git(&["log", "--stat", "-3", "main"])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. X-Backflow-Wait: pushed
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn wait_for_pushed_answers_with_the_commit() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.wait_settled();
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"waited"},"data":{"answer":"42"}}"#;
+    let a = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed"),
+        ],
+        body,
+    );
+    assert_eq!(a.status, 201, "{a:?}");
+    let sha = a
+        .header("x-backflow-commit")
+        .unwrap_or_else(|| panic!("no X-Backflow-Commit: {a:?}"))
+        .to_string();
+    assert!(
+        sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+        "a commit SHA, not {sha:?}"
+    );
+    let tip = w.tip().expect("main");
+    w.git(&["merge-base", "--is-ancestor", &sha, &tip]);
+    let doc = yaml(
+        &w.show_at(&sha, "live/default/configmaps/waited.yaml")
+            .expect("the commit holds the write"),
+    );
+    assert_eq!(doc["data"]["answer"], "42");
+
+    // An update waits too, and its commit holds the new value.
+    let patch = r#"{"data":{"answer":"43"}}"#;
+    let a = http(
+        w.addr(),
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/waited",
+        &[
+            ("Content-Type", "application/merge-patch+json"),
+            ("X-Backflow-Wait", "pushed"),
+        ],
+        patch,
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    let sha = a
+        .header("x-backflow-commit")
+        .unwrap_or_else(|| panic!("no X-Backflow-Commit: {a:?}"))
+        .to_string();
+    let doc = yaml(
+        &w.show_at(&sha, "live/default/configmaps/waited.yaml")
+            .expect("the commit holds the write"),
+    );
+    assert_eq!(doc["data"]["answer"], "43");
+
+    // Secrets are not mirrored (no encryption configured): answered at once.
+    let secret = r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"hidden"},"stringData":{"token":"abc"}}"#;
+    let a = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed;timeout=20s"),
+        ],
+        secret,
+    );
+    assert_eq!(a.status, 201, "{a:?}");
+    assert_eq!(a.header("x-backflow-commit"), Some("not-mirrored"), "{a:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Metrics
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn metrics_count_events_and_commits() {
+    let w = World::start(&["--commit-window", "0s"]);
+    // After the initial snapshots, so both writes are watch events (not part of a resync).
+    w.wait_settled();
+    w.apply(&configmap("default", "counted", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/counted.yaml");
+    w.apply(&configmap("default", "counted", &[("a", "2")]));
+    w.wait_file("live/default/configmaps/counted.yaml", |c| {
+        c.contains("\"2\"") || c.contains("'2'")
+    });
+    w.wait_settled();
+
+    let m = w.metrics();
+    let submitted = metric_sum(
+        &m,
+        "backflow_mirror_events_total",
+        &[
+            "outcome=\"submitted\"",
+            "target=\"backflow-system/default\"",
+        ],
+    );
+    assert!(submitted >= 2.0, "two submitted events at least:\n{m}");
+    assert!(
+        metric_sum(&m, "backflow_mirror_resyncs_total", &[]) > 0.0,
+        "resyncs are counted:\n{m}"
+    );
+    assert!(
+        metric_sum(&m, "backflow_mirror_streams", &[]) > 0.0,
+        "streams are counted:\n{m}"
+    );
+    let commits = metric_sum(&m, "backflow_git_commits_total", &["branch=\"main\""]);
+    assert!(commits >= 2.0, "the commits are counted:\n{m}");
+    let pushes = metric_sum(&m, "backflow_git_pushes_total", &["result=\"accepted\""]);
+    assert!(pushes >= 1.0, "accepted pushes are counted:\n{m}");
+    let commits_on_remote: f64 = w
+        .git(&["rev-list", "--count", "main"])
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        commits <= commits_on_remote,
+        "no more commits counted ({commits}) than on the remote ({commits_on_remote})"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Secrets
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn secrets_never_reach_git() {
+    let w = World::start(&["--commit-window", "0s"]);
+    let value = "correct-horse-battery-staple-7731";
+    w.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "db-credentials",
+        &format!("--from-literal=password={value}"),
+    ]);
+    let encoded = w.get_json(&["secret", "db-credentials"])["data"]["password"]
+        .as_str()
+        .expect("base64 data")
+        .to_string();
+    assert_ne!(encoded, value);
+    w.kubectl(&["label", "secret", "db-credentials", "tier=db"]);
+    // Later changes on the same branch are pushed; the secret is not among them.
+    w.apply(&configmap("default", "after-secret", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/after-secret.yaml");
+    w.wait_settled();
+
+    let history = w.git(&["log", "-p", "--all"]);
+    assert!(!history.is_empty());
+    assert!(!history.contains(value), "the secret's value is not in Git");
+    assert!(
+        !history.contains(&encoded),
+        "the secret's base64 is not in Git"
+    );
+    assert!(
+        !history.contains("db-credentials"),
+        "the secret is not in Git at all"
+    );
+    let files = w.files();
+    assert!(
+        !files.iter().any(|f| f.contains("/secrets/")),
+        "no secrets folder:\n{files:#?}"
+    );
+}
