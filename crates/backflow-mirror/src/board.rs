@@ -38,18 +38,28 @@ pub struct Board {
 impl Board {
     /// Sets a stream's state.
     pub fn set_stream(&self, spec: &StreamSpec, state: StreamState) {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner()).insert(spec.clone(), state);
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.clone(), state);
     }
 
     /// Forgets a stopped stream.
     pub fn remove_stream(&self, spec: &StreamSpec) {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(spec);
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(spec);
     }
 
     /// The states of a target's streams.
     pub fn streams_of(&self, target: &TargetRef) -> Vec<(StreamSpec, StreamState)> {
         let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
-        streams.iter().filter(|(s, _)| &s.target == target).map(|(s, st)| (s.clone(), st.clone())).collect()
+        streams
+            .iter()
+            .filter(|(s, _)| &s.target == target)
+            .map(|(s, st)| (s.clone(), st.clone()))
+            .collect()
     }
 
     /// Records a pushed commit holding a change of `target`.
@@ -62,11 +72,21 @@ impl Board {
 
     /// Records a refused write.
     pub fn refused(&self, target: &TargetRef, message: String) {
-        self.targets.lock().unwrap_or_else(|e| e.into_inner()).entry(target.clone()).or_default().last_refusal = Some(message);
+        self.targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(target.clone())
+            .or_default()
+            .last_refusal = Some(message);
     }
 
     /// A target's activity.
     pub fn activity(&self, target: &TargetRef) -> TargetActivity {
-        self.targets.lock().unwrap_or_else(|e| e.into_inner()).get(target).cloned().unwrap_or_default()
+        self.targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(target)
+            .cloned()
+            .unwrap_or_default()
     }
 }

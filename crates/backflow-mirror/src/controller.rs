@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use backflow_api::config::condition::set_condition;
 use backflow_api::config::{
-    ClusterWatchRule, CommitRequest, Condition, ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
-    WatchRule, WatchRuleStatus,
+    ClusterWatchRule, CommitRequest, Condition, ConditionStatus, GitProvider, GitTarget,
+    GitTargetStatus, StreamSummary, WatchRule, WatchRuleStatus,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -23,7 +23,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::board::{Board, StreamState};
@@ -43,6 +43,7 @@ struct Running {
     prune: backflow_api::config::PruneMode,
     url: String,
     branch: String,
+    barriers: mpsc::Sender<stream::Barrier>,
     task: JoinHandle<()>,
 }
 
@@ -65,21 +66,70 @@ fn now(clock: &dyn Clock) -> String {
     humantime::format_rfc3339_seconds(clock.now()).to_string()
 }
 
-fn cond(type_: &str, status: ConditionStatus, reason: &str, message: impl Into<String>, now: &str, generation: Option<i64>) -> Condition {
-    Condition { observed_generation: generation, ..Condition::new(type_, status, reason, message, now) }
+fn cond(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+    now: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        observed_generation: generation,
+        ..Condition::new(type_, status, reason, message, now)
+    }
 }
 
 /// kstatus: Ready plus the abnormal-true Reconciling / Stalled.
-fn summary(conditions: &mut Vec<Condition>, ready: Result<(), (&str, String, bool)>, now: &str, generation: Option<i64>) {
+fn summary(
+    conditions: &mut Vec<Condition>,
+    ready: Result<(), (&str, String, bool)>,
+    now: &str,
+    generation: Option<i64>,
+) {
     match ready {
         Ok(()) => {
-            set_condition(conditions, cond("Ready", ConditionStatus::True, "Succeeded", "", now, generation));
+            set_condition(
+                conditions,
+                cond(
+                    "Ready",
+                    ConditionStatus::True,
+                    "Succeeded",
+                    "",
+                    now,
+                    generation,
+                ),
+            );
             conditions.retain(|c| c.type_ != "Reconciling" && c.type_ != "Stalled");
         }
         Err((reason, message, stalled)) => {
-            set_condition(conditions, cond("Ready", ConditionStatus::False, reason, message.clone(), now, generation));
-            let (keep, drop) = if stalled { ("Stalled", "Reconciling") } else { ("Reconciling", "Stalled") };
-            set_condition(conditions, cond(keep, ConditionStatus::True, reason, message, now, generation));
+            set_condition(
+                conditions,
+                cond(
+                    "Ready",
+                    ConditionStatus::False,
+                    reason,
+                    message.clone(),
+                    now,
+                    generation,
+                ),
+            );
+            let (keep, drop) = if stalled {
+                ("Stalled", "Reconciling")
+            } else {
+                ("Reconciling", "Stalled")
+            };
+            set_condition(
+                conditions,
+                cond(
+                    keep,
+                    ConditionStatus::True,
+                    reason,
+                    message,
+                    now,
+                    generation,
+                ),
+            );
             conditions.retain(|c| c.type_ != drop);
         }
     }
@@ -142,7 +192,9 @@ impl Controller {
                     self.served = s;
                     self.update_kinds();
                 }
-                Err(e) => tracing::warn!(error = %e, "discovery failed; keeping the previous view of served types"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "discovery failed; keeping the previous view of served types")
+                }
             }
             if let Err(e) = self.reconcile().await {
                 tracing::warn!(error = %e, "reconcile failed; retrying on the next change or tick");
@@ -159,22 +211,41 @@ impl Controller {
 
     fn update_kinds(&self) {
         for t in &self.served {
-            self.kinds.insert(GroupResource::new(&t.group, &t.plural), t.kind.clone());
+            self.kinds
+                .insert(GroupResource::new(&t.group, &t.plural), t.kind.clone());
         }
     }
 
     async fn reconcile(&mut self) -> Result<(), kube::Error> {
         let lp = ListParams::default();
-        let providers = Api::<GitProvider>::all(self.client.clone()).list(&lp).await?.items;
-        let targets = Api::<GitTarget>::all(self.client.clone()).list(&lp).await?.items;
-        let rules = Api::<WatchRule>::all(self.client.clone()).list(&lp).await?.items;
-        let cluster_rules = Api::<ClusterWatchRule>::all(self.client.clone()).list(&lp).await?.items;
+        let providers = Api::<GitProvider>::all(self.client.clone())
+            .list(&lp)
+            .await?
+            .items;
+        let targets = Api::<GitTarget>::all(self.client.clone())
+            .list(&lp)
+            .await?
+            .items;
+        let rules = Api::<WatchRule>::all(self.client.clone())
+            .list(&lp)
+            .await?
+            .items;
+        let cluster_rules = Api::<ClusterWatchRule>::all(self.client.clone())
+            .list(&lp)
+            .await?
+            .items;
         let p = plan(&providers, &targets, &rules, &cluster_rules, &self.served);
 
-        let mut wanted: BTreeMap<StreamSpec, (String, backflow_api::config::PruneMode, String, String)> = BTreeMap::new();
+        let mut wanted: BTreeMap<
+            StreamSpec,
+            (String, backflow_api::config::PruneMode, String, String),
+        > = BTreeMap::new();
         let mut worker_problems: BTreeMap<TargetRef, String> = BTreeMap::new();
         for (tref, tp) in &p.targets {
-            let Some(provider) = providers.iter().find(|g| g.namespace().as_deref() == Some(tp.provider.0.as_str()) && g.name_any() == tp.provider.1) else {
+            let Some(provider) = providers.iter().find(|g| {
+                g.namespace().as_deref() == Some(tp.provider.0.as_str())
+                    && g.name_any() == tp.provider.1
+            }) else {
                 continue;
             };
             let credentials = match self.credentials(provider).await {
@@ -189,14 +260,21 @@ impl Controller {
                 continue;
             }
             for s in &tp.streams {
-                wanted.insert(s.clone(), (tp.path.clone(), tp.prune, tp.url.clone(), tp.branch.clone()));
+                wanted.insert(
+                    s.clone(),
+                    (tp.path.clone(), tp.prune, tp.url.clone(), tp.branch.clone()),
+                );
             }
         }
         // Stop what is no longer wanted, or wanted differently.
         let stale: Vec<StreamSpec> = self
             .running
             .iter()
-            .filter(|(s, r)| wanted.get(*s).is_none_or(|(path, prune, url, branch)| (&r.path, &r.prune, &r.url, &r.branch) != (path, prune, url, branch)))
+            .filter(|(s, r)| {
+                wanted.get(*s).is_none_or(|(path, prune, url, branch)| {
+                    (&r.path, &r.prune, &r.url, &r.branch) != (path, prune, url, branch)
+                })
+            })
             .map(|(s, _)| s.clone())
             .collect();
         for s in stale {
@@ -210,7 +288,9 @@ impl Controller {
             if self.running.contains_key(&s) {
                 continue;
             }
-            let Some(worker) = self.workers.get(&url, &branch) else { continue };
+            let Some(worker) = self.workers.get(&url, &branch) else {
+                continue;
+            };
             let ctx = StreamContext {
                 client: self.client.clone(),
                 spec: s.clone(),
@@ -223,45 +303,93 @@ impl Controller {
                 clock: self.clock.clone(),
             };
             self.board.set_stream(&s, StreamState::Replaying);
-            let task = tokio::spawn(stream::run(ctx));
+            let (barriers, barrier_rx) = mpsc::channel(8);
+            let task = tokio::spawn(stream::run(ctx, barrier_rx));
             tracing::info!(stream = ?s, "watch stream started");
-            self.running.insert(s, Running { path, prune, url, branch, task });
+            self.running.insert(
+                s,
+                Running {
+                    path,
+                    prune,
+                    url,
+                    branch,
+                    barriers,
+                    task,
+                },
+            );
         }
         self.metrics.streams.set(self.running.len() as i64);
         self.tracker.set_coverage(
-            self.running.keys().map(|s| (s.served.group_resource(), s.namespace.clone().filter(|_| s.served.namespaced))).collect(),
+            self.running
+                .keys()
+                .map(|s| {
+                    (
+                        s.served.group_resource(),
+                        s.namespace.clone().filter(|_| s.served.namespaced),
+                    )
+                })
+                .collect(),
         );
 
-        self.write_config_statuses(&p, &providers, &targets, &rules, &cluster_rules, &worker_problems).await;
+        self.write_config_statuses(
+            &p,
+            &providers,
+            &targets,
+            &rules,
+            &cluster_rules,
+            &worker_problems,
+        )
+        .await;
         self.commit_requests(&p).await;
         Ok(())
     }
 
     /// Reads a provider's credentials Secret: `username`/`password` for HTTP(S).
     async fn credentials(&self, provider: &GitProvider) -> Result<Credentials, String> {
-        let Some(r) = &provider.spec.secret_ref else { return Ok(Credentials::None) };
+        let Some(r) = &provider.spec.secret_ref else {
+            return Ok(Credentials::None);
+        };
         let ns = provider.namespace().unwrap_or_default();
         let secret = Api::<Secret>::namespaced(self.client.clone(), &ns)
             .get_opt(&r.name)
             .await
             .map_err(|e| format!("cannot read Secret {ns}/{}: {e}", r.name))?
-            .ok_or_else(|| format!("Secret {ns}/{} named by spec.secretRef does not exist", r.name))?;
+            .ok_or_else(|| {
+                format!(
+                    "Secret {ns}/{} named by spec.secretRef does not exist",
+                    r.name
+                )
+            })?;
         let data = secret.data.unwrap_or_default();
-        let text = |k: &str| data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+        let text = |k: &str| {
+            data.get(k)
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        };
         match (text("username"), text("password")) {
             (Some(username), Some(password)) => Ok(Credentials::Basic { username, password }),
-            _ => Err(format!("Secret {ns}/{} must hold the keys `username` and `password`", r.name)),
+            _ => Err(format!(
+                "Secret {ns}/{} must hold the keys `username` and `password`",
+                r.name
+            )),
         }
     }
 
-    async fn patch_status<K>(&mut self, api: Api<K>, ns: Option<&str>, name: &str, status: serde_json::Value)
-    where
+    async fn patch_status<K>(
+        &mut self,
+        api: Api<K>,
+        ns: Option<&str>,
+        name: &str,
+        status: serde_json::Value,
+    ) where
         K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let id = format!("{}/{}/{name}", K::kind(&()), ns.unwrap_or(""));
         // Compare without times so an unchanged status is not rewritten every second.
         let mut comparable = status.clone();
-        if let Some(cs) = comparable.get_mut("conditions").and_then(|c| c.as_array_mut()) {
+        if let Some(cs) = comparable
+            .get_mut("conditions")
+            .and_then(|c| c.as_array_mut())
+        {
             for c in cs {
                 if let Some(m) = c.as_object_mut() {
                     m.remove("lastTransitionTime");
@@ -272,11 +400,16 @@ impl Controller {
             return;
         }
         let patch = Patch::Merge(json!({ "status": status }));
-        match api.patch_status(name, &PatchParams::default(), &patch).await {
+        match api
+            .patch_status(name, &PatchParams::default(), &patch)
+            .await
+        {
             Ok(_) => {
                 self.last_status.insert(id, comparable);
             }
-            Err(e) => tracing::debug!(object = %id, error = %e, "status update failed; retrying later"),
+            Err(e) => {
+                tracing::debug!(object = %id, error = %e, "status update failed; retrying later")
+            }
         }
     }
 
@@ -291,34 +424,89 @@ impl Controller {
     ) {
         let now = now(self.clock.as_ref());
         for g in providers {
-            let mut conditions = g.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+            let mut conditions = g
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default();
             let generation = g.metadata.generation;
             let ready = crate::workers::worker_config(g, "main", 0)
                 .map(|_| ())
                 .map_err(|m| ("InvalidConfig", m, true))
-                .and_then(|_| if g.spec.url.trim().is_empty() { Err(("InvalidConfig", "spec.url is empty".to_string(), true)) } else { Ok(()) });
+                .and_then(|_| {
+                    if g.spec.url.trim().is_empty() {
+                        Err(("InvalidConfig", "spec.url is empty".to_string(), true))
+                    } else {
+                        Ok(())
+                    }
+                });
             summary(&mut conditions, ready, &now, generation);
             let status = json!({"observedGeneration": generation, "conditions": conditions});
             let ns = g.namespace().unwrap_or_default();
             let api = Api::<GitProvider>::namespaced(self.client.clone(), &ns);
-            self.patch_status(api, Some(&ns), &g.name_any(), status).await;
+            self.patch_status(api, Some(&ns), &g.name_any(), status)
+                .await;
         }
-        for (kind, list) in [("WatchRule", rules.iter().map(|r| (r.namespace(), r.name_any(), r.metadata.generation, r.status.clone())).collect::<Vec<_>>()),
-            ("ClusterWatchRule", cluster_rules.iter().map(|r| (None, r.name_any(), r.metadata.generation, r.status.clone())).collect())]
-        {
+        for (kind, list) in [
+            (
+                "WatchRule",
+                rules
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.namespace(),
+                            r.name_any(),
+                            r.metadata.generation,
+                            r.status.clone(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "ClusterWatchRule",
+                cluster_rules
+                    .iter()
+                    .map(|r| (None, r.name_any(), r.metadata.generation, r.status.clone()))
+                    .collect(),
+            ),
+        ] {
             for (ns, name, generation, old) in list {
-                let key = (kind.to_string(), ns.clone().unwrap_or_default(), name.clone());
+                let key = (
+                    kind.to_string(),
+                    ns.clone().unwrap_or_default(),
+                    name.clone(),
+                );
                 let mut st: WatchRuleStatus = old.unwrap_or_default();
                 st.observed_generation = generation;
                 let ready = match p.rules.get(&key) {
                     Some(Ok(resolved)) => {
                         st.resolved = resolved.clone();
-                        set_condition(&mut st.conditions, cond("ResourcesResolved", ConditionStatus::True, "Resolved", format!("{} types", resolved.len()), &now, generation));
+                        set_condition(
+                            &mut st.conditions,
+                            cond(
+                                "ResourcesResolved",
+                                ConditionStatus::True,
+                                "Resolved",
+                                format!("{} types", resolved.len()),
+                                &now,
+                                generation,
+                            ),
+                        );
                         Ok(())
                     }
                     Some(Err(problem)) => {
                         st.resolved.clear();
-                        set_condition(&mut st.conditions, cond("ResourcesResolved", ConditionStatus::False, problem.reason, problem.message.clone(), &now, generation));
+                        set_condition(
+                            &mut st.conditions,
+                            cond(
+                                "ResourcesResolved",
+                                ConditionStatus::False,
+                                problem.reason,
+                                problem.message.clone(),
+                                &now,
+                                generation,
+                            ),
+                        );
                         Err((problem.reason, problem.message.clone(), true))
                     }
                     None => Err(("Progressing", "not evaluated yet".to_string(), false)),
@@ -339,19 +527,38 @@ impl Controller {
         }
         for t in targets {
             let tref = (t.namespace().unwrap_or_default(), t.name_any());
-            let status = self.target_status(t, p.target_problems.get(&tref).map(|x| (x.reason, x.message.clone())).or_else(|| worker_problems.get(&tref).map(|m| ("WorkerUnavailable", m.clone()))), &now);
+            let status = self.target_status(
+                t,
+                p.target_problems
+                    .get(&tref)
+                    .map(|x| (x.reason, x.message.clone()))
+                    .or_else(|| {
+                        worker_problems
+                            .get(&tref)
+                            .map(|m| ("WorkerUnavailable", m.clone()))
+                    }),
+                &now,
+            );
             let api = Api::<GitTarget>::namespaced(self.client.clone(), &tref.0);
             self.patch_status(api, Some(&tref.0), &tref.1, status).await;
         }
     }
 
-    fn target_status(&self, t: &GitTarget, problem: Option<(&'static str, String)>, now: &str) -> serde_json::Value {
+    fn target_status(
+        &self,
+        t: &GitTarget,
+        problem: Option<(&'static str, String)>,
+        now: &str,
+    ) -> serde_json::Value {
         let tref = (t.namespace().unwrap_or_default(), t.name_any());
         let generation = t.metadata.generation;
         let mut st: GitTargetStatus = t.status.clone().unwrap_or_default();
         st.observed_generation = generation;
         let streams = self.board.streams_of(&tref);
-        let mut sum = StreamSummary { total: streams.len() as u32, ..Default::default() };
+        let mut sum = StreamSummary {
+            total: streams.len() as u32,
+            ..Default::default()
+        };
         let mut blocked = None;
         for (_, state) in &streams {
             match state {
@@ -370,31 +577,143 @@ impl Controller {
         }
         let ready = match (&problem, &blocked) {
             (Some((reason, message)), _) => {
-                set_condition(&mut st.conditions, cond("Validated", ConditionStatus::False, reason, message.clone(), now, generation));
+                set_condition(
+                    &mut st.conditions,
+                    cond(
+                        "Validated",
+                        ConditionStatus::False,
+                        reason,
+                        message.clone(),
+                        now,
+                        generation,
+                    ),
+                );
                 Err((*reason, message.clone(), true))
             }
             (None, Some(m)) => {
-                set_condition(&mut st.conditions, cond("Validated", ConditionStatus::True, "Validated", "", now, generation));
-                set_condition(&mut st.conditions, cond("StreamsRunning", ConditionStatus::False, "WatchError", m.clone(), now, generation));
-                Err(("WatchError", format!("{} of {} watch streams cannot watch: {m}", sum.blocked, sum.total), false))
+                set_condition(
+                    &mut st.conditions,
+                    cond(
+                        "Validated",
+                        ConditionStatus::True,
+                        "Validated",
+                        "",
+                        now,
+                        generation,
+                    ),
+                );
+                set_condition(
+                    &mut st.conditions,
+                    cond(
+                        "StreamsRunning",
+                        ConditionStatus::False,
+                        "WatchError",
+                        m.clone(),
+                        now,
+                        generation,
+                    ),
+                );
+                Err((
+                    "WatchError",
+                    format!(
+                        "{} of {} watch streams cannot watch: {m}",
+                        sum.blocked, sum.total
+                    ),
+                    false,
+                ))
             }
             (None, None) => {
-                set_condition(&mut st.conditions, cond("Validated", ConditionStatus::True, "Validated", "", now, generation));
+                set_condition(
+                    &mut st.conditions,
+                    cond(
+                        "Validated",
+                        ConditionStatus::True,
+                        "Validated",
+                        "",
+                        now,
+                        generation,
+                    ),
+                );
                 if sum.total == 0 {
-                    set_condition(&mut st.conditions, cond("StreamsRunning", ConditionStatus::False, "NoResolvedTypes", "no WatchRule or ClusterWatchRule selects anything for this target", now, generation));
-                    Err(("NoResolvedTypes", "no WatchRule or ClusterWatchRule selects anything for this target yet".to_string(), false))
+                    set_condition(
+                        &mut st.conditions,
+                        cond(
+                            "StreamsRunning",
+                            ConditionStatus::False,
+                            "NoResolvedTypes",
+                            "no WatchRule or ClusterWatchRule selects anything for this target",
+                            now,
+                            generation,
+                        ),
+                    );
+                    Err((
+                        "NoResolvedTypes",
+                        "no WatchRule or ClusterWatchRule selects anything for this target yet"
+                            .to_string(),
+                        false,
+                    ))
                 } else if sum.replaying > 0 {
-                    set_condition(&mut st.conditions, cond("StreamsRunning", ConditionStatus::False, "Replaying", format!("{} of {} streams are publishing their initial snapshot", sum.replaying, sum.total), now, generation));
-                    Err(("Progressing", format!("{} of {} streams are publishing their initial snapshot", sum.replaying, sum.total), false))
+                    set_condition(
+                        &mut st.conditions,
+                        cond(
+                            "StreamsRunning",
+                            ConditionStatus::False,
+                            "Replaying",
+                            format!(
+                                "{} of {} streams are publishing their initial snapshot",
+                                sum.replaying, sum.total
+                            ),
+                            now,
+                            generation,
+                        ),
+                    );
+                    Err((
+                        "Progressing",
+                        format!(
+                            "{} of {} streams are publishing their initial snapshot",
+                            sum.replaying, sum.total
+                        ),
+                        false,
+                    ))
                 } else {
-                    set_condition(&mut st.conditions, cond("StreamsRunning", ConditionStatus::True, "AllStreamsReady", format!("{} streams", sum.total), now, generation));
+                    set_condition(
+                        &mut st.conditions,
+                        cond(
+                            "StreamsRunning",
+                            ConditionStatus::True,
+                            "AllStreamsReady",
+                            format!("{} streams", sum.total),
+                            now,
+                            generation,
+                        ),
+                    );
                     Ok(())
                 }
             }
         };
         match &activity.last_refusal {
-            Some(m) => set_condition(&mut st.conditions, cond("GitPathAccepted", ConditionStatus::False, "WriteRefused", m.clone(), now, generation)),
-            None => set_condition(&mut st.conditions, cond("GitPathAccepted", ConditionStatus::True, "GitPathAccepted", "", now, generation)),
+            Some(m) => set_condition(
+                &mut st.conditions,
+                cond(
+                    "GitPathAccepted",
+                    ConditionStatus::False,
+                    "WriteRefused",
+                    m.clone(),
+                    now,
+                    generation,
+                ),
+            ),
+            None => set_condition(
+                &mut st.conditions,
+                cond(
+                    "GitPathAccepted",
+                    ConditionStatus::True,
+                    "GitPathAccepted",
+                    "",
+                    now,
+                    generation,
+                ),
+            ),
         }
         summary(&mut st.conditions, ready, now, generation);
         st.streams = Some(sum);
@@ -403,7 +722,12 @@ impl Controller {
 
     /// Refreshes target statuses from the board (streams settle and pushes land between changes).
     async fn write_statuses(&mut self) {
-        let Ok(targets) = Api::<GitTarget>::all(self.client.clone()).list(&ListParams::default()).await else { return };
+        let Ok(targets) = Api::<GitTarget>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+        else {
+            return;
+        };
         let now = now(self.clock.as_ref());
         for t in targets.items {
             let tref = (t.namespace().unwrap_or_default(), t.name_any());
@@ -419,10 +743,19 @@ impl Controller {
 
     /// Saves for every new CommitRequest: close the window with its message, report the SHA.
     async fn commit_requests(&mut self, p: &Plan) {
-        let Ok(list) = Api::<CommitRequest>::all(self.client.clone()).list(&ListParams::default()).await else { return };
+        let Ok(list) = Api::<CommitRequest>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+        else {
+            return;
+        };
         for cr in list.items {
             let uid = cr.uid().unwrap_or_default();
-            let done = cr.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status != ConditionStatus::Unknown));
+            let done = cr.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status != ConditionStatus::Unknown)
+            });
             if done || self.committed_requests.contains(&uid) {
                 continue;
             }
@@ -434,17 +767,41 @@ impl Controller {
             let client = self.client.clone();
             let clock = self.clock.clone();
             let target = p.targets.get(&tref).cloned();
-            let worker = target.as_ref().and_then(|t| self.workers.get(&t.url, &t.branch));
-            let message = cr.spec.message.clone().unwrap_or_else(|| format!("Save requested by CommitRequest {ns}/{name}"));
+            let worker = target
+                .as_ref()
+                .and_then(|t| self.workers.get(&t.url, &t.branch));
+            let message = cr
+                .spec
+                .message
+                .clone()
+                .unwrap_or_else(|| format!("Save requested by CommitRequest {ns}/{name}"));
+            let barriers: Vec<mpsc::Sender<stream::Barrier>> = self
+                .running
+                .iter()
+                .filter(|(s, _)| s.target == tref)
+                .map(|(_, r)| r.barriers.clone())
+                .collect();
             tokio::spawn(async move {
+                // Every change stored before the request must be decided before the window closes,
+                // even if its watch event is still on its way.
+                for b in barriers {
+                    let (done, wait) = oneshot::channel();
+                    if b.send(done).await.is_ok() {
+                        let _ = tokio::time::timeout(Duration::from_secs(60), wait).await;
+                    }
+                }
                 let now = || now(clock.as_ref());
                 let status = match (target, worker) {
                     (Some(t), Some(w)) => match w.commit_request(message).await {
-                        Ok(Some(tip)) => json!({"observedGeneration": generation, "branch": t.branch, "sha": tip.to_string(), "conditions": [
+                        Ok(Some(tip)) => {
+                            json!({"observedGeneration": generation, "branch": t.branch, "sha": tip.to_string(), "conditions": [
                             cond("Ready", ConditionStatus::True, "Committed", "every change made before the request is in this commit, on the remote", &now(), generation),
-                            cond("Pushed", ConditionStatus::True, "Pushed", "", &now(), generation)]}),
-                        Ok(None) => json!({"observedGeneration": generation, "branch": t.branch, "conditions": [
-                            cond("Ready", ConditionStatus::True, "NothingToCommit", "the branch does not exist and nothing was pending", &now(), generation)]}),
+                            cond("Pushed", ConditionStatus::True, "Pushed", "", &now(), generation)]})
+                        }
+                        Ok(None) => {
+                            json!({"observedGeneration": generation, "branch": t.branch, "conditions": [
+                            cond("Ready", ConditionStatus::True, "NothingToCommit", "the branch does not exist and nothing was pending", &now(), generation)]})
+                        }
                         Err(e) => json!({"observedGeneration": generation, "conditions": [
                             cond("Ready", ConditionStatus::False, "PushFailed", e.to_string(), &now(), generation),
                             cond("Stalled", ConditionStatus::True, "PushFailed", e.to_string(), &now(), generation)]}),
@@ -454,7 +811,14 @@ impl Controller {
                         cond("Stalled", ConditionStatus::True, "TargetNotFound", "create the GitTarget, then a new CommitRequest", &now(), generation)]}),
                 };
                 let api = Api::<CommitRequest>::namespaced(client, &ns);
-                if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+                if let Err(e) = api
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": status})),
+                    )
+                    .await
+                {
                     tracing::warn!(commit_request = %format!("{ns}/{name}"), error = %e, "cannot report the CommitRequest outcome");
                 }
             });
@@ -465,7 +829,12 @@ impl Controller {
 /// Sends a tick on every change to objects of kind `K`.
 fn spawn_trigger<K>(client: Client, tx: mpsc::Sender<()>) -> JoinHandle<()>
 where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
 {
     tokio::spawn(async move {
         let api: Api<K> = Api::all(client);

@@ -2,8 +2,8 @@
 //! holds, mirrored into one folder of one branch.
 
 use backflow_api::config::{
-    ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, GitProvider, GitProviderSpec, GitTarget, GitTargetSpec,
-    LocalReference, PushPolicy, ResourceRule, WatchRule, WatchRuleSpec,
+    ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, GitProvider, GitProviderSpec,
+    GitTarget, GitTargetSpec, LocalReference, PushPolicy, ResourceRule, WatchRule, WatchRuleSpec,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
@@ -35,7 +35,13 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     P: serde::Serialize + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj)).await.map(|_| ())
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(obj),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Applies the default GitProvider, GitTarget, WatchRule (every namespace) and ClusterWatchRule
@@ -46,14 +52,19 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
     ns.patch(
         NAMESPACE,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})),
+        &Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        ),
     )
     .await?;
     let provider = GitProvider::new(
         NAME,
         GitProviderSpec {
             url: setup.url.clone(),
-            push: Some(PushPolicy { commit_window: Some(setup.commit_window.clone()), ..Default::default() }),
+            push: Some(PushPolicy {
+                commit_window: Some(setup.commit_window.clone()),
+                ..Default::default()
+            }),
             ..Default::default()
         },
     );
@@ -71,18 +82,37 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
     // it would take the prune mode back from whoever set it on every start. The flags do not set
     // it, so it is left out of the applied configuration.
     let mut target = serde_json::to_value(&target).map_err(kube::Error::SerdeError)?;
-    if let Some(spec) = target.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+    if let Some(spec) = target
+        .get_mut("spec")
+        .and_then(serde_json::Value::as_object_mut)
+    {
         spec.remove("prune");
     }
     apply::<GitTarget, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &target).await?;
-    let everything = ResourceRule { resources: vec!["*".into()], source_namespace: Some("*".into()), ..Default::default() };
-    let rule = WatchRule::new(NAME, WatchRuleSpec { target_ref: LocalReference { name: NAME.into() }, rules: vec![everything] });
+    let everything = ResourceRule {
+        resources: vec!["*".into()],
+        source_namespace: Some("*".into()),
+        ..Default::default()
+    };
+    let rule = WatchRule::new(
+        NAME,
+        WatchRuleSpec {
+            target_ref: LocalReference { name: NAME.into() },
+            rules: vec![everything],
+        },
+    );
     apply::<WatchRule, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &rule).await?;
     let cluster = ClusterWatchRule::new(
         NAME,
         ClusterWatchRuleSpec {
-            target_ref: ClusterTargetReference { name: NAME.into(), namespace: NAMESPACE.into() },
-            rules: vec![ResourceRule { resources: vec!["*".into()], ..Default::default() }],
+            target_ref: ClusterTargetReference {
+                name: NAME.into(),
+                namespace: NAMESPACE.into(),
+            },
+            rules: vec![ResourceRule {
+                resources: vec!["*".into()],
+                ..Default::default()
+            }],
         },
     );
     apply::<ClusterWatchRule, _>(Api::all(client.clone()), NAME, &cluster).await?;

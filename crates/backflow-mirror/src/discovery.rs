@@ -13,7 +13,10 @@ pub async fn served_types(client: &Client) -> Result<Vec<ServedType>, kube::Erro
         let preferred = group.preferred_version_or_latest().to_string();
         for version in group.versions() {
             for (ar, caps) in group.versioned_resources(version) {
-                if !caps.supports_operation(verbs::LIST) || !caps.supports_operation(verbs::WATCH) || ar.plural.contains('/') {
+                if !caps.supports_operation(verbs::LIST)
+                    || !caps.supports_operation(verbs::WATCH)
+                    || ar.plural.contains('/')
+                {
                     continue;
                 }
                 out.push(ServedType {

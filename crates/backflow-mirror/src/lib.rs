@@ -63,12 +63,30 @@ impl Mirror {
         let git_metrics = GitMetrics::register(&mut registry);
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
-        let workers = Arc::new(Workers::new(options.data_dir, clock.clone(), git_metrics, kinds.clone()));
+        let workers = Arc::new(Workers::new(
+            options.data_dir,
+            clock.clone(),
+            git_metrics,
+            kinds.clone(),
+        ));
         let tracker = Arc::new(Tracker::default());
-        let controller = controller::Controller::new(client, workers.clone(), tracker.clone(), metrics, clock, kinds);
+        let controller = controller::Controller::new(
+            client,
+            workers.clone(),
+            tracker.clone(),
+            metrics,
+            clock,
+            kinds,
+        );
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(controller.run(stop_rx));
-        Self { tracker, workers, registry: Arc::new(Mutex::new(registry)), stop, task }
+        Self {
+            tracker,
+            workers,
+            registry: Arc::new(Mutex::new(registry)),
+            stop,
+            task,
+        }
     }
 
     /// Answers `X-Backflow-Wait: pushed` for the API server.

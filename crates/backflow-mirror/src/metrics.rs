@@ -45,12 +45,32 @@ impl MirrorMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
         let r = registry.sub_registry_with_prefix("backflow_mirror");
-        r.register("events", "Watch events handled, by outcome", m.events.clone());
-        r.register("resyncs", "Initial snapshots submitted as resyncs", m.resyncs.clone());
-        r.register("sweeps", "Sweeps of documents whose objects are gone (prune mode Always)", m.sweeps.clone());
-        r.register("refusals", "Writes refused because they cannot be placed safely", m.refusals.clone());
+        r.register(
+            "events",
+            "Watch events handled, by outcome",
+            m.events.clone(),
+        );
+        r.register(
+            "resyncs",
+            "Initial snapshots submitted as resyncs",
+            m.resyncs.clone(),
+        );
+        r.register(
+            "sweeps",
+            "Sweeps of documents whose objects are gone (prune mode Always)",
+            m.sweeps.clone(),
+        );
+        r.register(
+            "refusals",
+            "Writes refused because they cannot be placed safely",
+            m.refusals.clone(),
+        );
         r.register("streams", "Watch streams running", m.streams.clone());
-        r.register("in_flight", "Submitted writes not yet published", m.in_flight.clone());
+        r.register(
+            "in_flight",
+            "Submitted writes not yet published",
+            m.in_flight.clone(),
+        );
         m
     }
 }

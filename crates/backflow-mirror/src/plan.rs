@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::GroupResource;
-use backflow_api::config::{ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule};
+use backflow_api::config::{
+    ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
+};
 use kube::ResourceExt;
 
 /// A type the live API serves (its preferred version, or each listed version).
@@ -107,7 +109,9 @@ pub struct Plan {
 fn glob_match(pattern: &str, s: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == s,
-        Some((pre, post)) => s.len() >= pre.len() + post.len() && s.starts_with(pre) && s.ends_with(post),
+        Some((pre, post)) => {
+            s.len() >= pre.len() + post.len() && s.starts_with(pre) && s.ends_with(post)
+        }
     }
 }
 
@@ -117,10 +121,17 @@ pub fn validate_path(path: &str) -> Result<String, String> {
         return Ok(String::new());
     }
     if path.is_empty() || path.starts_with('/') || path.ends_with('/') {
-        return Err(format!("spec.path {path:?} must be a relative folder without leading or trailing '/' (use \".\" for the root)"));
+        return Err(format!(
+            "spec.path {path:?} must be a relative folder without leading or trailing '/' (use \".\" for the root)"
+        ));
     }
-    if path.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\\')) {
-        return Err(format!("spec.path {path:?} may not contain empty, '.' or '..' segments"));
+    if path
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\\'))
+    {
+        return Err(format!(
+            "spec.path {path:?} may not contain empty, '.' or '..' segments"
+        ));
     }
     Ok(path.to_string())
 }
@@ -132,7 +143,13 @@ fn resolve_rule(rule: &ResourceRule, served: &[ServedType], cluster: bool) -> Ve
         .iter()
         .filter(|t| t.namespaced != cluster)
         .filter(|t| groups_any || rule.api_groups.contains(&t.group))
-        .filter(|t| if rule.api_versions.is_empty() { t.preferred } else { rule.api_versions.contains(&t.version) })
+        .filter(|t| {
+            if rule.api_versions.is_empty() {
+                t.preferred
+            } else {
+                rule.api_versions.contains(&t.version)
+            }
+        })
         .filter(|t| {
             let named = rule.resources.contains(&t.plural);
             let wildcard_ok = resources_any
@@ -145,7 +162,11 @@ fn resolve_rule(rule: &ResourceRule, served: &[ServedType], cluster: bool) -> Ve
 }
 
 fn describe(t: &ServedType) -> String {
-    if t.group.is_empty() { format!("{}/{}", t.version, t.plural) } else { format!("{}/{}/{}", t.group, t.version, t.plural) }
+    if t.group.is_empty() {
+        format!("{}/{}", t.version, t.plural)
+    } else {
+        format!("{}/{}/{}", t.group, t.version, t.plural)
+    }
 }
 
 /// Computes the plan.
@@ -160,24 +181,40 @@ pub fn plan(
     for t in targets {
         let ns = t.namespace().unwrap_or_default();
         let key = (ns.clone(), t.name_any());
-        let provider = providers.iter().find(|p| p.namespace().as_deref() == Some(ns.as_str()) && p.name_any() == t.spec.provider_ref.name);
+        let provider = providers.iter().find(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.name_any() == t.spec.provider_ref.name
+        });
         let problem = |reason, message: String| Problem { reason, message };
         let result = match provider {
             None => Err(problem(
                 "ProviderNotFound",
-                format!("GitProvider {:?} does not exist in namespace {ns:?}; create it or fix spec.providerRef.name", t.spec.provider_ref.name),
+                format!(
+                    "GitProvider {:?} does not exist in namespace {ns:?}; create it or fix spec.providerRef.name",
+                    t.spec.provider_ref.name
+                ),
             )),
-            Some(p) if p.spec.url.trim().is_empty() => {
-                Err(problem("InvalidConfig", format!("GitProvider {:?} has an empty spec.url", p.name_any())))
-            }
+            Some(p) if p.spec.url.trim().is_empty() => Err(problem(
+                "InvalidConfig",
+                format!("GitProvider {:?} has an empty spec.url", p.name_any()),
+            )),
             Some(p) => {
-                let allowed = if p.spec.allowed_branches.is_empty() { vec!["*".to_string()] } else { p.spec.allowed_branches.clone() };
+                let allowed = if p.spec.allowed_branches.is_empty() {
+                    vec!["*".to_string()]
+                } else {
+                    p.spec.allowed_branches.clone()
+                };
                 if t.spec.branch.is_empty() {
                     Err(problem("InvalidConfig", "spec.branch is empty".into()))
                 } else if !allowed.iter().any(|a| glob_match(a, &t.spec.branch)) {
                     Err(problem(
                         "BranchNotAllowed",
-                        format!("branch {:?} is not in GitProvider {:?} allowedBranches {:?}", t.spec.branch, p.name_any(), allowed),
+                        format!(
+                            "branch {:?} is not in GitProvider {:?} allowedBranches {:?}",
+                            t.spec.branch,
+                            p.name_any(),
+                            allowed
+                        ),
                     ))
                 } else {
                     match validate_path(&t.spec.path) {
@@ -207,12 +244,23 @@ pub fn plan(
     let mut seen: BTreeMap<(String, String, String), TargetRef> = BTreeMap::new();
     let keys: Vec<TargetRef> = out.targets.keys().cloned().collect();
     for k in keys {
-        let Some(tp) = out.targets.get(&k) else { continue };
+        let Some(tp) = out.targets.get(&k) else {
+            continue;
+        };
         let slot = (tp.url.clone(), tp.branch.clone(), tp.path.clone());
         if let Some(first) = seen.get(&slot) {
-            let message = format!("GitTarget {}/{} already writes folder {:?} of this branch", first.0, first.1, tp.path);
+            let message = format!(
+                "GitTarget {}/{} already writes folder {:?} of this branch",
+                first.0, first.1, tp.path
+            );
             out.targets.remove(&k);
-            out.target_problems.insert(k, Problem { reason: "TargetConflict", message });
+            out.target_problems.insert(
+                k,
+                Problem {
+                    reason: "TargetConflict",
+                    message,
+                },
+            );
         } else {
             seen.insert(slot, k);
         }
@@ -232,31 +280,54 @@ pub fn plan(
             for st in resolve_rule(rule, served, false) {
                 resolved.push(describe(&st));
                 if let Some(tp) = out.targets.get_mut(&target) {
-                    tp.streams.insert(StreamSpec { target: target.clone(), served: st, namespace: scope.clone() });
+                    tp.streams.insert(StreamSpec {
+                        target: target.clone(),
+                        served: st,
+                        namespace: scope.clone(),
+                    });
                 }
             }
         }
-        out.rules.insert(rule_key, rule_outcome(resolved, &target, &out.targets, &out.target_problems));
+        out.rules.insert(
+            rule_key,
+            rule_outcome(resolved, &target, &out.targets, &out.target_problems),
+        );
     }
     for r in cluster_rules {
         let rule_key = ("ClusterWatchRule".to_string(), String::new(), r.name_any());
-        let target = (r.spec.target_ref.namespace.clone(), r.spec.target_ref.name.clone());
+        let target = (
+            r.spec.target_ref.namespace.clone(),
+            r.spec.target_ref.name.clone(),
+        );
         let mut resolved = Vec::new();
         for rule in &r.spec.rules {
             for st in resolve_rule(rule, served, true) {
                 resolved.push(describe(&st));
                 if let Some(tp) = out.targets.get_mut(&target) {
-                    tp.streams.insert(StreamSpec { target: target.clone(), served: st, namespace: None });
+                    tp.streams.insert(StreamSpec {
+                        target: target.clone(),
+                        served: st,
+                        namespace: None,
+                    });
                 }
             }
         }
-        out.rules.insert(rule_key, rule_outcome(resolved, &target, &out.targets, &out.target_problems));
+        out.rules.insert(
+            rule_key,
+            rule_outcome(resolved, &target, &out.targets, &out.target_problems),
+        );
     }
     // A namespace-wide stream covers the per-namespace ones of the same type and target.
     for tp in out.targets.values_mut() {
-        let wide: BTreeSet<(TargetRef, ServedType)> =
-            tp.streams.iter().filter(|s| s.namespace.is_none()).map(|s| (s.target.clone(), s.served.clone())).collect();
-        tp.streams.retain(|s| s.namespace.is_none() || !wide.contains(&(s.target.clone(), s.served.clone())));
+        let wide: BTreeSet<(TargetRef, ServedType)> = tp
+            .streams
+            .iter()
+            .filter(|s| s.namespace.is_none())
+            .map(|s| (s.target.clone(), s.served.clone()))
+            .collect();
+        tp.streams.retain(|s| {
+            s.namespace.is_none() || !wide.contains(&(s.target.clone(), s.served.clone()))
+        });
     }
     out
 }
@@ -271,14 +342,22 @@ fn rule_outcome(
     resolved.dedup();
     if !targets.contains_key(target) {
         return Err(match problems.get(target) {
-            Some(p) => Problem { reason: "GitTargetNotReady", message: format!("GitTarget {}/{}: {}", target.0, target.1, p.message) },
-            None => Problem { reason: "GitTargetNotFound", message: format!("GitTarget {}/{} does not exist", target.0, target.1) },
+            Some(p) => Problem {
+                reason: "GitTargetNotReady",
+                message: format!("GitTarget {}/{}: {}", target.0, target.1, p.message),
+            },
+            None => Problem {
+                reason: "GitTargetNotFound",
+                message: format!("GitTarget {}/{} does not exist", target.0, target.1),
+            },
         });
     }
     if resolved.is_empty() {
         return Err(Problem {
             reason: "UnresolvedResources",
-            message: "no served resource matches the rules (secrets are not mirrored without encryption)".into(),
+            message:
+                "no served resource matches the rules (secrets are not mirrored without encryption)"
+                    .into(),
         });
     }
     Ok(resolved)
@@ -308,27 +387,50 @@ mod tests {
     }
 
     fn setup(rules: Vec<ResourceRule>) -> Plan {
-        let mut p = GitProvider::new("git", GitProviderSpec { url: "file:///r".into(), ..Default::default() });
+        let mut p = GitProvider::new(
+            "git",
+            GitProviderSpec {
+                url: "file:///r".into(),
+                ..Default::default()
+            },
+        );
         p.metadata.namespace = Some("team".into());
         let mut t = GitTarget::new(
             "t",
-            GitTargetSpec { provider_ref: LocalReference { name: "git".into() }, branch: "main".into(), path: "live".into(), ..Default::default() },
+            GitTargetSpec {
+                provider_ref: LocalReference { name: "git".into() },
+                branch: "main".into(),
+                path: "live".into(),
+                ..Default::default()
+            },
         );
         t.metadata.namespace = Some("team".into());
-        let mut r = WatchRule::new("r", WatchRuleSpec { target_ref: LocalReference { name: "t".into() }, rules });
+        let mut r = WatchRule::new(
+            "r",
+            WatchRuleSpec {
+                target_ref: LocalReference { name: "t".into() },
+                rules,
+            },
+        );
         r.metadata.namespace = Some("team".into());
         plan(&[p], &[t], &[r], &[], &served())
     }
 
     #[test]
     fn wildcard_skips_noise_and_secrets() {
-        let p = setup(vec![ResourceRule { resources: vec!["*".into()], ..Default::default() }]);
+        let p = setup(vec![ResourceRule {
+            resources: vec!["*".into()],
+            ..Default::default()
+        }]);
         let streams: Vec<String> = p.targets[&("team".to_string(), "t".to_string())]
             .streams
             .iter()
             .map(|s| format!("{}:{:?}", s.served.plural, s.namespace))
             .collect();
-        assert_eq!(streams, vec!["configmaps:Some(\"team\")", "deployments:Some(\"team\")"]);
+        assert_eq!(
+            streams,
+            vec!["configmaps:Some(\"team\")", "deployments:Some(\"team\")"]
+        );
     }
 
     #[test]
@@ -341,7 +443,10 @@ mod tests {
         }]);
         let tp = &p.targets[&("team".to_string(), "t".to_string())];
         assert_eq!(tp.streams.len(), 1);
-        assert_eq!(tp.streams.iter().next().map(|s| s.namespace.clone()), Some(None));
+        assert_eq!(
+            tp.streams.iter().next().map(|s| s.namespace.clone()),
+            Some(None)
+        );
     }
 
     #[test]
@@ -350,7 +455,16 @@ mod tests {
         assert!(validate_path("/abs").is_err());
         assert!(validate_path("a//b").is_err());
         assert_eq!(validate_path("."), Ok(String::new()));
-        let p = plan(&[], &[GitTarget::new("t", GitTargetSpec::default())], &[], &[], &served());
-        assert_eq!(p.target_problems.values().next().map(|p| p.reason), Some("ProviderNotFound"));
+        let p = plan(
+            &[],
+            &[GitTarget::new("t", GitTargetSpec::default())],
+            &[],
+            &[],
+            &served(),
+        );
+        assert_eq!(
+            p.target_problems.values().next().map(|p| p.reason),
+            Some("ProviderNotFound")
+        );
     }
 }

@@ -13,11 +13,11 @@ use backflow_api::{Clock, GroupResource, ObjectKey};
 use backflow_git::{Intent, Pushed, SweepScope, WorkerHandle, WriteError};
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::board::{Board, StreamState};
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
@@ -52,18 +52,28 @@ fn api_resource(spec: &StreamSpec) -> ApiResource {
     ApiResource {
         group: s.group.clone(),
         version: s.version.clone(),
-        api_version: if s.group.is_empty() { s.version.clone() } else { format!("{}/{}", s.group, s.version) },
+        api_version: if s.group.is_empty() {
+            s.version.clone()
+        } else {
+            format!("{}/{}", s.group, s.version)
+        },
         kind: s.kind.clone(),
         plural: s.plural.clone(),
     }
 }
 
 fn object_key(gr: &GroupResource, obj: &DynamicObject) -> ObjectKey {
-    ObjectKey::new(gr.clone(), obj.namespace().unwrap_or_default(), obj.name_any())
+    ObjectKey::new(
+        gr.clone(),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any(),
+    )
 }
 
 fn resource_version(obj: &DynamicObject) -> u64 {
-    obj.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
+    obj.resource_version()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
 }
 
 impl StreamContext {
@@ -72,7 +82,13 @@ impl StreamContext {
     }
 
     fn count(&self, outcome: &str) {
-        self.metrics.events.get_or_create(&EventLabels { target: self.target_label(), outcome: outcome.into() }).inc();
+        self.metrics
+            .events
+            .get_or_create(&EventLabels {
+                target: self.target_label(),
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     /// Follows a submitted write to its end: records the commit for status and waiters.
@@ -88,12 +104,21 @@ impl StreamContext {
             let outcome = match pushed.await {
                 Ok(Some(oid)) => {
                     let sha = oid.to_string();
-                    board.pushed(&target, sha.clone(), humantime::format_rfc3339_seconds(clock.now()).to_string());
+                    board.pushed(
+                        &target,
+                        sha.clone(),
+                        humantime::format_rfc3339_seconds(clock.now()).to_string(),
+                    );
                     Ok(sha)
                 }
-                Ok(None) => Err("the branch does not exist yet and the write changed nothing".to_string()),
+                Ok(None) => {
+                    Err("the branch does not exist yet and the write changed nothing".to_string())
+                }
                 Err(WriteError::Refused(e)) => {
-                    metrics.refusals.get_or_create(&TargetLabels { target: label }).inc();
+                    metrics
+                        .refusals
+                        .get_or_create(&TargetLabels { target: label })
+                        .inc();
                     tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
                     board.refused(&target, e.to_string());
                     Err(format!("refused: {e}"))
@@ -112,8 +137,17 @@ impl StreamContext {
     }
 }
 
-/// Runs the stream until the task is aborted.
-pub async fn run(ctx: StreamContext) {
+/// Per object, the sanitized value last submitted and the resourceVersion it came from: an
+/// unchanged value commits nothing, and an event older than what a catch-up already read is
+/// stale.
+type Submitted = BTreeMap<ObjectKey, (Value, u64)>;
+
+/// A request to catch up: every change stored before it is submitted when it is answered.
+pub type Barrier = oneshot::Sender<()>;
+
+/// Runs the stream until the task is aborted. Each [`Barrier`] received is answered once every
+/// object the API holds now has been submitted (see [`catch_up`]).
+pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
     let ar = api_resource(&ctx.spec);
     let api: Api<DynamicObject> = match (&ctx.spec.namespace, ctx.spec.served.namespaced) {
         (Some(ns), true) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
@@ -122,14 +156,30 @@ pub async fn run(ctx: StreamContext) {
     let gr = ctx.spec.served.group_resource();
     let mut streaming = true;
     loop {
-        let config = if streaming { watcher::Config::default().streaming_lists() } else { watcher::Config::default() };
+        let config = if streaming {
+            watcher::Config::default().streaming_lists()
+        } else {
+            watcher::Config::default()
+        };
         ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
-        let mut events = watcher::watcher(api.clone(), config).default_backoff().boxed();
-        // Sanitized value last submitted per object: an unchanged one commits nothing.
-        let mut last: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+        let mut events = watcher::watcher(api.clone(), config)
+            .default_backoff()
+            .boxed();
+        let mut last = Submitted::new();
         let mut snapshot: Vec<DynamicObject> = Vec::new();
         let mut fall_back = false;
-        while let Some(event) = events.next().await {
+        loop {
+            let event = tokio::select! {
+                e = events.next() => match e {
+                    Some(e) => e,
+                    None => break,
+                },
+                Some(done) = barriers.recv() => {
+                    catch_up(&ctx, &api, &gr, &mut last).await;
+                    let _ = done.send(());
+                    continue;
+                }
+            };
             match event {
                 Ok(Event::Init) => {
                     snapshot.clear();
@@ -150,7 +200,8 @@ pub async fn run(ctx: StreamContext) {
                         break;
                     }
                     tracing::warn!(stream = ?ctx.spec, error = %message, "watch failed; retrying with backoff");
-                    ctx.board.set_stream(&ctx.spec, StreamState::Blocked(message));
+                    ctx.board
+                        .set_stream(&ctx.spec, StreamState::Blocked(message));
                 }
             }
         }
@@ -163,7 +214,51 @@ pub async fn run(ctx: StreamContext) {
     }
 }
 
-fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<DynamicObject>, last: &mut BTreeMap<ObjectKey, Value>) {
+/// Lists the scope now and submits whatever differs from what this stream last submitted, so a
+/// change stored before the call is decided even if its watch event has not arrived yet. The event,
+/// when it arrives, then finds nothing to do.
+async fn catch_up(
+    ctx: &StreamContext,
+    api: &Api<DynamicObject>,
+    gr: &GroupResource,
+    last: &mut Submitted,
+) {
+    let objects = match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            tracing::warn!(stream = ?ctx.spec, error = %e, "catch-up list failed; the save may miss changes still in flight");
+            return;
+        }
+    };
+    let mut present = BTreeSet::new();
+    for obj in &objects {
+        present.insert(object_key(gr, obj));
+        apply(ctx, gr, obj, last);
+    }
+    let gone: Vec<ObjectKey> = last
+        .keys()
+        .filter(|k| !present.contains(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        last.remove(&key);
+        if ctx.prune != PruneMode::Never {
+            ctx.count("submitted");
+            let rx = ctx.follow(
+                ctx.worker
+                    .submit(Intent::delete(ctx.path.clone(), key.clone())),
+            );
+            ctx.tracker.record(key, 0, rx);
+        }
+    }
+}
+
+fn resync(
+    ctx: &StreamContext,
+    gr: &GroupResource,
+    objects: Vec<DynamicObject>,
+    last: &mut Submitted,
+) {
     last.clear();
     let mut intents = Vec::new();
     let mut keep = BTreeSet::new();
@@ -173,40 +268,72 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<DynamicObject>, 
         keep.insert((key.namespace.clone(), key.name.clone()));
         seen.push((key.clone(), resource_version(obj)));
         if let Some(v) = ctx.sanitized(obj) {
-            last.insert(key.clone(), v.clone());
+            last.insert(key.clone(), (v.clone(), resource_version(obj)));
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
     }
     if ctx.prune == PruneMode::Always {
-        let scope = SweepScope { resource: gr.clone(), namespace: ctx.spec.namespace.clone(), keep };
+        let scope = SweepScope {
+            resource: gr.clone(),
+            namespace: ctx.spec.namespace.clone(),
+            keep,
+        };
         intents.push(Intent::sweep(ctx.path.clone(), scope));
-        ctx.metrics.sweeps.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
+        ctx.metrics
+            .sweeps
+            .get_or_create(&TargetLabels {
+                target: ctx.target_label(),
+            })
+            .inc();
     }
     tracing::info!(stream = ?ctx.spec, objects = objects.len(), "initial snapshot read; publishing it as a resync");
     let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
     // Counted once in flight, so a counted resync that is no longer in flight is published.
-    ctx.metrics.resyncs.get_or_create(&TargetLabels { target: ctx.target_label() }).inc();
+    ctx.metrics
+        .resyncs
+        .get_or_create(&TargetLabels {
+            target: ctx.target_label(),
+        })
+        .inc();
     for (key, rv) in seen {
         ctx.tracker.record(key, rv, rx.clone());
     }
 }
 
-fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut BTreeMap<ObjectKey, Value>) {
+fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut Submitted) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
-    let Some(value) = ctx.sanitized(obj) else { return };
-    if last.get(&key) == Some(&value) {
+    let Some(value) = ctx.sanitized(obj) else {
+        return;
+    };
+    let stale = last
+        .get(&key)
+        .is_some_and(|(_, seen)| rv != 0 && rv <= *seen);
+    if !stale
+        && let Some((v, seen)) = last.get_mut(&key)
+        && *v == value
+    {
+        *seen = rv;
+    }
+    if stale
+        || last
+            .get(&key)
+            .is_some_and(|(v, seen)| *v == value && *seen == rv)
+    {
         ctx.count("unchanged");
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    last.insert(key.clone(), value.clone());
+    last.insert(key.clone(), (value.clone(), rv));
     ctx.count("submitted");
-    let rx = ctx.follow(ctx.worker.submit(Intent::put(ctx.path.clone(), key.clone(), value)));
+    let rx = ctx.follow(
+        ctx.worker
+            .submit(Intent::put(ctx.path.clone(), key.clone(), value)),
+    );
     ctx.tracker.record(key, rv, rx);
 }
 
-fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut BTreeMap<ObjectKey, Value>) {
+fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut Submitted) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
     last.remove(&key);
@@ -216,6 +343,9 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &m
         return;
     }
     ctx.count("submitted");
-    let rx = ctx.follow(ctx.worker.submit(Intent::delete(ctx.path.clone(), key.clone())));
+    let rx = ctx.follow(
+        ctx.worker
+            .submit(Intent::delete(ctx.path.clone(), key.clone())),
+    );
     ctx.tracker.record(key, rv, rx);
 }

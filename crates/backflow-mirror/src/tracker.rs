@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backflow_api::{GroupResource, ObjectKey};
 use backflow_api::publication::{Publication, PublicationWaiter};
+use backflow_api::{GroupResource, ObjectKey};
 use tokio::sync::{Notify, watch};
 
 /// How a write ended up: pushed in a commit, or refused/failed with a reason.
@@ -41,7 +41,10 @@ impl Tracker {
     /// Records that the mirror handled `key` at `resource_version`, published by `publication`.
     pub fn record(&self, key: ObjectKey, resource_version: u64, publication: PublicationRx) {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = keys.entry(key).or_insert_with(|| KeyState { seen: 0, publication: publication.clone() });
+        let entry = keys.entry(key).or_insert_with(|| KeyState {
+            seen: 0,
+            publication: publication.clone(),
+        });
         if resource_version >= entry.seen {
             entry.seen = resource_version;
             entry.publication = publication;
@@ -57,7 +60,13 @@ impl Tracker {
         if let Some(entry) = keys.get_mut(&key) {
             entry.seen = entry.seen.max(resource_version);
         } else {
-            keys.insert(key, KeyState { seen: resource_version, publication: resolved(Err("not published".into())) });
+            keys.insert(
+                key,
+                KeyState {
+                    seen: resource_version,
+                    publication: resolved(Err("not published".into())),
+                },
+            );
         }
         drop(keys);
         self.changed.notify_waiters();
@@ -71,7 +80,9 @@ impl Tracker {
 
     fn covers(&self, key: &ObjectKey) -> bool {
         let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
-        coverage.iter().any(|(gr, ns)| *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace))
+        coverage
+            .iter()
+            .any(|(gr, ns)| *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace))
     }
 
     async fn wait_seen(&self, key: &ObjectKey, resource_version: u64) -> Option<PublicationRx> {
@@ -95,7 +106,12 @@ impl Tracker {
     }
 
     /// Waits until the write of `key` at `resource_version` is on the remote.
-    pub async fn wait(self: Arc<Self>, key: ObjectKey, resource_version: u64, timeout: Duration) -> Publication {
+    pub async fn wait(
+        self: Arc<Self>,
+        key: ObjectKey,
+        resource_version: u64,
+        timeout: Duration,
+    ) -> Publication {
         let waited = tokio::time::timeout(timeout, async {
             let Some(mut rx) = self.wait_seen(&key, resource_version).await else {
                 return Publication::NotMirrored;
@@ -122,7 +138,12 @@ impl Tracker {
 pub struct TrackerWaiter(pub Arc<Tracker>);
 
 impl PublicationWaiter for TrackerWaiter {
-    fn wait(&self, key: ObjectKey, resource_version: u64, timeout: Duration) -> Pin<Box<dyn Future<Output = Publication> + Send + 'static>> {
+    fn wait(
+        &self,
+        key: ObjectKey,
+        resource_version: u64,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Publication> + Send + 'static>> {
         Box::pin(self.0.clone().wait(key, resource_version, timeout))
     }
 }

@@ -8,16 +8,26 @@ use std::time::Duration;
 use backflow_api::Clock;
 use backflow_api::config::GitProvider;
 use backflow_git::metrics::GitMetrics;
-use backflow_git::{BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle};
+use backflow_git::{
+    BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle,
+};
 use backflow_manifest::{KindMap, YamlPlanner};
 
 /// The worker settings a GitProvider asks for.
-pub fn worker_config(provider: &GitProvider, branch: &str, seed: u64) -> Result<WorkerConfig, String> {
+pub fn worker_config(
+    provider: &GitProvider,
+    branch: &str,
+    seed: u64,
+) -> Result<WorkerConfig, String> {
     let mut cfg = WorkerConfig::new(branch);
     cfg.seed = seed;
     let duration = |field: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
         v.as_deref()
-            .map(|s| humantime::parse_duration(s).map_err(|e| format!("spec.push.{field} {s:?} is not a duration like 1s or 500ms: {e}")))
+            .map(|s| {
+                humantime::parse_duration(s).map_err(|e| {
+                    format!("spec.push.{field} {s:?} is not a duration like 1s or 500ms: {e}")
+                })
+            })
             .transpose()
     };
     if let Some(push) = &provider.spec.push {
@@ -61,30 +71,58 @@ pub struct Workers {
 
 impl std::fmt::Debug for Workers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workers").field("data_dir", &self.data_dir).finish_non_exhaustive()
+        f.debug_struct("Workers")
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
     }
 }
 
 impl Workers {
     /// A registry keeping its caches under `data_dir`.
-    pub fn new(data_dir: PathBuf, clock: Arc<dyn Clock>, metrics: GitMetrics, kinds: KindMap) -> Self {
-        Self { data_dir, clock, metrics, kinds, running: Mutex::new(BTreeMap::new()) }
+    pub fn new(
+        data_dir: PathBuf,
+        clock: Arc<dyn Clock>,
+        metrics: GitMetrics,
+        kinds: KindMap,
+    ) -> Self {
+        Self {
+            data_dir,
+            clock,
+            metrics,
+            kinds,
+            running: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// The worker of (url, branch), started with the provider's settings if not running yet.
     /// Settings changed later take effect after a restart of backflow.
-    pub fn get_or_start(&self, provider: &GitProvider, branch: &str, credentials: Credentials) -> Result<WorkerHandle, String> {
+    pub fn get_or_start(
+        &self,
+        provider: &GitProvider,
+        branch: &str,
+        credentials: Credentials,
+    ) -> Result<WorkerHandle, String> {
         let key = (provider.spec.url.clone(), branch.to_string());
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = running.get(&key) {
             return Ok(h.clone());
         }
         let cfg = worker_config(provider, branch, rand::random())?;
-        let remote = RemoteSpec { credentials, ..RemoteSpec::new(provider.spec.url.clone()) };
+        let remote = RemoteSpec {
+            credentials,
+            ..RemoteSpec::new(provider.spec.url.clone())
+        };
         let planner = YamlPlanner::new(self.kinds.clone());
         let metrics = self.metrics.for_branch(&provider.spec.url, branch);
-        let worker = BranchWorker::open(&self.data_dir, &remote, cfg, Box::new(planner), self.clock.clone(), metrics)
-            .map_err(|e| format!("cannot open the local cache of {}: {e}", provider.spec.url))?;
+        let worker = BranchWorker::open(
+            &self.data_dir,
+            &remote,
+            cfg,
+            Box::new(planner),
+            self.clock.clone(),
+            metrics,
+        )
+        .map_err(|e| format!("cannot open the local cache of {}: {e}", provider.spec.url))?;
         let handle = backflow_git::spawn(worker, self.clock.clone(), Duration::from_secs(30));
         tracing::info!(url = %provider.spec.url, branch, "branch worker started");
         running.insert(key, handle.clone());
@@ -93,17 +131,27 @@ impl Workers {
 
     /// The worker of (url, branch), if running.
     pub fn get(&self, url: &str, branch: &str) -> Option<WorkerHandle> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&(url.to_string(), branch.to_string())).cloned()
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(url.to_string(), branch.to_string()))
+            .cloned()
     }
 
     /// Flushes and stops every worker.
     pub async fn shutdown(&self) {
         let handles: Vec<((String, String), WorkerHandle)> =
-            std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner())).into_iter().collect();
+            std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_iter()
+                .collect();
         for ((url, branch), h) in handles {
             match h.shutdown().await {
-                Ok(tip) => tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped"),
-                Err(e) => tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished"),
+                Ok(tip) => {
+                    tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped")
+                }
+                Err(e) => {
+                    tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished")
+                }
             }
         }
     }
