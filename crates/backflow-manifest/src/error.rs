@@ -66,6 +66,42 @@ pub enum ManifestError {
         /// The document's position in the file.
         doc: usize,
     },
+    /// A sensitive object (a Secret) would have to be written, but its folder has no encryption.
+    #[error(
+        "{object}: holds secrets and this folder has no usable encryption, so it is not written (never in plain text); set spec.encryption.age on the GitTarget"
+    )]
+    EncryptionUnavailable {
+        /// The object's key.
+        object: String,
+    },
+    /// A sensitive object sits in the folder in plain text.
+    #[error(
+        "{path} document {doc}: holds {object} in plain text; remove it from Git (and rotate its values), backflow writes secrets only encrypted"
+    )]
+    PlaintextSecret {
+        /// The file.
+        path: String,
+        /// The document's position in the file.
+        doc: usize,
+        /// The object.
+        object: String,
+    },
+    /// An encrypted file and another object would share a file.
+    #[error("{path}: {reason}")]
+    EncryptedFileConflict {
+        /// The file.
+        path: String,
+        /// What would have happened and what to do.
+        reason: String,
+    },
+    /// Encrypting a sensitive object failed; nothing is written.
+    #[error("{object}: cannot be encrypted ({reason}); nothing was written")]
+    EncryptionFailed {
+        /// The object's key.
+        object: String,
+        /// What the codec reported.
+        reason: String,
+    },
     /// A name or namespace would put a file outside its folder, or is no file name at all.
     #[error("{object}: {reason}")]
     InvalidName {

@@ -1,6 +1,7 @@
 //! Where a new object's file goes, and the checks that keep every path inside its folder.
 //!
-//! `{target}/{namespace or _cluster}/{group, omitted for core}/{resource}/{name}.yaml`.
+//! `{target}/{namespace or _cluster}/{group, omitted for core}/{resource}/{name}.yaml`, and
+//! `{name}.sops.yaml` for sensitive objects (see [`crate::encryption`]).
 //! No version segment, so a preferred-version change never moves a file; `_cluster` cannot
 //! collide with a namespace because namespaces cannot start with `_`.
 
@@ -101,6 +102,22 @@ pub fn resource_dir(target: &str, key: &ObjectKey) -> Result<String, ManifestErr
 /// The path a new object's file gets under the normalized `target`.
 pub fn object_path(target: &str, key: &ObjectKey) -> Result<String, ManifestError> {
     Ok(format!("{}/{}.yaml", resource_dir(target, key)?, key.name))
+}
+
+/// The path a new sensitive object's SOPS file gets under the normalized `target`.
+pub fn sops_object_path(target: &str, key: &ObjectKey) -> Result<String, ManifestError> {
+    Ok(format!(
+        "{}/{}.sops.yaml",
+        resource_dir(target, key)?,
+        key.name
+    ))
+}
+
+/// Whether `path` names a SOPS file by its name (`*.sops.yaml`, `*.sops.yml`): the folder's
+/// creation rule makes `sops` treat it as encrypted, so plain text never goes there.
+pub fn is_sops_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.ends_with(".sops.yaml") || lower.ends_with(".sops.yml")
 }
 
 /// `child` joined under the normalized `target`.

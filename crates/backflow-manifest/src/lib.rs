@@ -7,6 +7,7 @@
 //! - [`index`]: every manifest document of a folder by identity, and the folder's acceptance
 //!   check.
 //! - [`edit`]: in-place edits of one document, keeping comments, order and other documents.
+//! - [`encryption`]: which objects are sensitive and how each folder encrypts them (SOPS).
 //! - [`bootstrap`]: the README and ignore file a folder gets with its first write.
 //! - [`planner`]: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
@@ -17,6 +18,7 @@
 pub mod bootstrap;
 mod document;
 pub mod edit;
+pub mod encryption;
 pub mod error;
 pub mod identity;
 pub mod index;
@@ -27,6 +29,7 @@ pub mod sanitize;
 pub mod yaml;
 
 pub use edit::{append_document, edit_document, remove_document};
+pub use encryption::{EncryptionMap, SENSITIVE, is_sensitive};
 pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};

@@ -11,36 +11,87 @@
 //!   name is not kept is removed. Without a known kind the sweep is refused: guessing could
 //!   remove objects of another type.
 //!
+//! Sensitive objects ([`crate::encryption`]) are written only as SOPS files, one object per
+//! `{name}.sops.yaml`, encrypted with the target's encryptor from the [`EncryptionMap`] and
+//! re-encrypted over the current file so that an unchanged object gives an unchanged file;
+//! without an encryptor they are refused, never written in plain text. The folder's
+//! `.sops.yaml` carries the matching creation rule.
+//!
 //! Every intent first indexes the whole folder, which refuses folders holding foreign or
 //! ambiguous content; bootstrap files are added with any write that creates or edits a
 //! document. The planner reads only the tree it is handed.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
-use backflow_api::ObjectKey;
+use backflow_api::{Clock, ObjectKey};
 use backflow_git::{Intent, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView};
+use backflow_sops::Rules;
+use rand::rngs::StdRng;
 use serde_json::Value;
 
 use crate::bootstrap;
 use crate::edit::{append_document, edit_document, remove_document};
+use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, sops_config};
 use crate::error::ManifestError;
 use crate::identity::Identity;
 use crate::index::FolderIndex;
 use crate::kinds::KindMap;
-use crate::layout::{check_key, normalize_target, object_path};
+use crate::layout::{
+    check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
+};
 use crate::sanitize::sanitize;
 use crate::yaml::render;
+
+/// What encrypting sensitive objects needs: the per-folder encryptors, and the time and
+/// randomness handed in (planning never reads the system clock or generator itself).
+#[derive(Clone)]
+struct Crypto {
+    map: EncryptionMap,
+    clock: Arc<dyn Clock>,
+    rng: Arc<Mutex<StdRng>>,
+}
+
+impl std::fmt::Debug for Crypto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Crypto")
+            .field("map", &self.map)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Plans intents as edits of YAML manifests. See the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct YamlPlanner {
     kinds: KindMap,
+    crypto: Option<Crypto>,
 }
 
 impl YamlPlanner {
-    /// A planner that looks kinds up in `kinds` (shared with whoever fills it).
+    /// A planner that looks kinds up in `kinds` (shared with whoever fills it). It refuses
+    /// sensitive objects until given [`YamlPlanner::with_encryption`].
     pub fn new(kinds: KindMap) -> Self {
-        Self { kinds }
+        Self {
+            kinds,
+            crypto: None,
+        }
+    }
+
+    /// Encrypts sensitive objects of the folders in `map` (shared with whoever fills it), with
+    /// `clock` for `lastmodified` and `rng` for data keys and IVs. `rng` must be seeded from a
+    /// secure source in production (e.g. `StdRng::from_os_rng()`); tests may seed it fixed.
+    pub fn with_encryption(
+        mut self,
+        map: EncryptionMap,
+        clock: Arc<dyn Clock>,
+        rng: StdRng,
+    ) -> Self {
+        self.crypto = Some(Crypto {
+            map,
+            clock,
+            rng: Arc::new(Mutex::new(rng)),
+        });
+        self
     }
 
     /// The kind map this planner reads.
@@ -73,6 +124,9 @@ impl YamlPlanner {
             .into());
         }
         let index = FolderIndex::build(tree, target)?;
+        if is_sensitive(&key.resource) {
+            return self.present_sensitive(tree, target, key, &object, &identity, &index);
+        }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
             if found.encrypted {
@@ -90,11 +144,132 @@ impl YamlPlanner {
             updates.push(PathUpdate::write(found.path.clone(), edited));
         } else {
             let path = object_path(target, key)?;
+            if is_sops_path(&path) {
+                // A name like `x.sops` would make a plain file that sops treats as encrypted.
+                return Err(ManifestError::EncryptedFileConflict {
+                    path,
+                    reason: format!(
+                        "{key} would be written in plain text to a file named like a SOPS file; move it with spec.placement or rename the object"
+                    ),
+                }
+                .into());
+            }
             let content = match tree.read(&path)? {
-                Some(existing) => append_document(&existing, &object),
+                Some(existing) => {
+                    if let Some((_, at)) =
+                        index.iter().find(|(_, at)| at.path == path && at.encrypted)
+                    {
+                        return Err(ManifestError::EncryptedDocument {
+                            path: at.path.clone(),
+                            doc: at.doc,
+                        }
+                        .into());
+                    }
+                    append_document(&existing, &object)
+                }
                 None => render(&object).into_bytes(),
             };
             updates.push(PathUpdate::write(path, content));
+        }
+        updates.extend(bootstrap::missing(tree, target)?);
+        Ok(updates)
+    }
+
+    /// A sensitive object: encrypted into its own SOPS file, or refused.
+    fn present_sensitive(
+        &self,
+        tree: &dyn TreeView,
+        target: &str,
+        key: &ObjectKey,
+        object: &Value,
+        identity: &Identity,
+        index: &FolderIndex,
+    ) -> Result<Vec<PathUpdate>, TreeError> {
+        let unavailable = || ManifestError::EncryptionUnavailable {
+            object: key.to_string(),
+        };
+        let crypto = self.crypto.as_ref().ok_or_else(unavailable)?;
+        let encryptor = crypto.map.get(target).ok_or_else(unavailable)?;
+        let (path, previous) = match index.get(identity) {
+            Some(found) => {
+                if !found.encrypted {
+                    return Err(ManifestError::PlaintextSecret {
+                        path: found.path.clone(),
+                        doc: found.doc,
+                        object: identity.to_string(),
+                    }
+                    .into());
+                }
+                if index
+                    .iter()
+                    .any(|(other, at)| at.path == found.path && other != identity)
+                {
+                    return Err(ManifestError::EncryptedFileConflict {
+                        path: found.path.clone(),
+                        reason: format!(
+                            "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
+                        ),
+                    }
+                    .into());
+                }
+                (found.path.clone(), tree.read(&found.path)?)
+            }
+            None => {
+                let path = sops_object_path(target, key)?;
+                if tree.read(&path)?.is_some() {
+                    return Err(ManifestError::EncryptedFileConflict {
+                        path,
+                        reason: format!(
+                            "already exists and does not hold {identity}; an encrypted object is never appended to a file, so move that file"
+                        ),
+                    }
+                    .into());
+                }
+                (path, None)
+            }
+        };
+        let previous_text = previous
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok());
+        let encrypted = {
+            let mut rng = crypto.rng.lock().unwrap_or_else(|e| e.into_inner());
+            encryptor
+                .encrypt_document(
+                    object,
+                    &Rules::default(),
+                    previous_text,
+                    crypto.clock.now(),
+                    &mut *rng,
+                )
+                .map_err(|e| ManifestError::EncryptionFailed {
+                    object: key.to_string(),
+                    reason: e.to_string(),
+                })?
+        };
+        let mut updates = Vec::new();
+        if previous.as_deref() != Some(encrypted.as_bytes()) {
+            updates.push(PathUpdate::write(path, encrypted));
+        }
+        let recipients: Vec<String> = encryptor
+            .recipients()
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        let config_path = join(target, ".sops.yaml");
+        let config = sops_config(&recipients);
+        match tree.read(&config_path)? {
+            None => updates.push(PathUpdate::write(config_path, config)),
+            Some(current)
+                if current.starts_with(SOPS_CONFIG_MARKER.as_bytes())
+                    && current != config.as_bytes() =>
+            {
+                updates.push(PathUpdate::write(config_path, config));
+            }
+            // A person's own `.sops.yaml` (no marker) is theirs to keep.
+            Some(_) => {}
+        }
+        if updates.is_empty() {
+            return Ok(updates);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
@@ -121,10 +296,11 @@ impl YamlPlanner {
                 // No kind known: only a document at the layout path with this group,
                 // namespace and name can be this object.
                 let path = object_path(target, key)?;
+                let sops_path = sops_object_path(target, key)?;
                 index
                     .iter()
                     .filter(|(id, at)| {
-                        at.path == path
+                        (at.path == path || at.path == sops_path)
                             && id.group == key.resource.group
                             && id.namespace == key.namespace
                             && id.name == key.name
@@ -198,5 +374,280 @@ impl Planner for YamlPlanner {
             ObjectState::Absent => self.absent(tree, &target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, &target, scope),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use backflow_api::{GroupResource, ManualClock};
+    use backflow_git::RepoError;
+    use backflow_sops::{Encryptor, decrypt_document, generate_identity, parse_identities};
+    use rand::SeedableRng;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A tree in memory, updated by applying the planner's path updates.
+    #[derive(Default)]
+    struct MemTree(BTreeMap<String, Vec<u8>>);
+
+    impl TreeView for MemTree {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+            Ok(self.0.get(path).cloned())
+        }
+        fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
+            let prefix = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("{dir}/")
+            };
+            Ok(self
+                .0
+                .keys()
+                .filter(|p| p.starts_with(&prefix))
+                .cloned()
+                .collect())
+        }
+    }
+
+    impl MemTree {
+        fn apply(&mut self, updates: Vec<PathUpdate>) {
+            for u in updates {
+                match u.content {
+                    Some(c) => self.0.insert(u.path, c),
+                    None => self.0.remove(&u.path),
+                };
+            }
+        }
+        fn text(&self, path: &str) -> String {
+            String::from_utf8(self.0.get(path).cloned().unwrap_or_default()).expect("utf-8")
+        }
+    }
+
+    struct Setup {
+        planner: YamlPlanner,
+        map: EncryptionMap,
+        clock: Arc<ManualClock>,
+        secret_key: String,
+        recipient: String,
+    }
+
+    fn setup() -> Setup {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (secret_key, recipient) = generate_identity(&mut rng);
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "secrets"), "Secret");
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        let map = EncryptionMap::new();
+        let clock = Arc::new(ManualClock::new(
+            UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
+        let planner = YamlPlanner::new(kinds).with_encryption(
+            map.clone(),
+            clock.clone(),
+            StdRng::seed_from_u64(2),
+        );
+        Setup {
+            planner,
+            map,
+            clock,
+            secret_key: secret_key.to_string(),
+            recipient,
+        }
+    }
+
+    fn secret_key(name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "secrets"), "web", name)
+    }
+
+    fn secret(name: &str, password: &str, label: &str) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": "web", "labels": {"tier": label}},
+            "type": "Opaque",
+            "data": {"password": password},
+        })
+    }
+
+    fn put(
+        s: &Setup,
+        tree: &MemTree,
+        name: &str,
+        password: &str,
+        label: &str,
+    ) -> Result<Vec<PathUpdate>, TreeError> {
+        s.planner.plan(
+            tree,
+            &Intent::put("live", secret_key(name), secret(name, password, label)),
+        )
+    }
+
+    #[test]
+    fn secrets_without_encryption_are_refused() {
+        let s = setup();
+        let err = put(&s, &MemTree::default(), "db", "aHVudGVy", "a").expect_err("refused");
+        assert!(err.to_string().contains("spec.encryption"), "{err}");
+        let plain = YamlPlanner::new(KindMap::new());
+        let err = plain
+            .plan(
+                &MemTree::default(),
+                &Intent::put("live", secret_key("db"), secret("db", "aHVudGVy", "a")),
+            )
+            .expect_err("refused");
+        assert!(err.to_string().contains("never in plain text"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_encrypted_into_their_own_file_and_replanning_is_stable() {
+        let s = setup();
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+        let mut tree = MemTree::default();
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"));
+        let path = "live/web/secrets/db.sops.yaml";
+        let file = tree.text(path);
+        assert!(!file.contains("aHVudGVy"), "{file}");
+        assert!(file.contains("ENC[AES256_GCM"), "{file}");
+        assert!(file.contains("name: db"), "metadata stays in clear: {file}");
+        let config = tree.text("live/.sops.yaml");
+        assert!(
+            config.contains(&s.recipient) && config.contains("encrypted_regex"),
+            "{config}"
+        );
+        assert!(tree.0.contains_key("live/README.md"));
+        let ids = parse_identities(&s.secret_key).expect("identity");
+        assert_eq!(
+            decrypt_document(&file, &ids).expect("decrypts"),
+            secret("db", "aHVudGVy", "a")
+        );
+
+        // Unchanged: nothing to write, even later.
+        s.clock.advance(Duration::from_secs(60));
+        assert_eq!(
+            put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"),
+            vec![]
+        );
+
+        // A label change keeps every data ciphertext.
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "b").expect("planned"));
+        let relabeled = tree.text(path);
+        let enc_lines = |t: &str| {
+            t.lines()
+                .filter(|l| l.contains("password: ENC["))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(enc_lines(&file), enc_lines(&relabeled));
+        assert_ne!(file, relabeled);
+
+        // A planner built after a restart (no key in memory) with the identity is stable too.
+        let restarted = setup();
+        restarted.map.set(
+            "live",
+            Arc::new(
+                Encryptor::new([&s.recipient])
+                    .expect("recipient")
+                    .with_identities(ids.clone()),
+            ),
+        );
+        assert_eq!(
+            put(&restarted, &tree, "db", "aHVudGVy", "b").expect("planned"),
+            vec![]
+        );
+
+        // Deletes remove the file.
+        let updates = s
+            .planner
+            .plan(&tree, &Intent::delete("live", secret_key("db")))
+            .expect("planned");
+        assert_eq!(updates, vec![PathUpdate::remove(path)]);
+    }
+
+    #[test]
+    fn sops_config_follows_recipients_but_not_a_persons_own() {
+        let s = setup();
+        let mut rng = StdRng::seed_from_u64(9);
+        let (_, other) = generate_identity(&mut rng);
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+        let mut tree = MemTree::default();
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"));
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient, &other]).expect("recipients")),
+        );
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"));
+        assert!(tree.text("live/.sops.yaml").contains(&other));
+        assert!(tree.text("live/web/secrets/db.sops.yaml").contains(&other));
+
+        tree.0
+            .insert("live/.sops.yaml".into(), b"creation_rules: []\n".to_vec());
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"));
+        assert_eq!(tree.text("live/.sops.yaml"), "creation_rules: []\n");
+    }
+
+    #[test]
+    fn plaintext_and_shared_files_are_refused() {
+        let s = setup();
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+
+        // A Secret in plain text in Git is never edited (nor re-encrypted silently).
+        let mut tree = MemTree::default();
+        tree.0.insert(
+            "live/web/secrets/db.yaml".into(),
+            render(&secret("db", "aHVudGVy", "a")).into_bytes(),
+        );
+        let err = put(&s, &tree, "db", "aHVudGVy", "b").expect_err("refused");
+        assert!(err.to_string().contains("plain text"), "{err}");
+
+        // A secret is never appended to an existing file.
+        let mut tree = MemTree::default();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "web"}});
+        tree.0.insert(
+            "live/web/secrets/db.sops.yaml".into(),
+            render(&cm).into_bytes(),
+        );
+        let err = put(&s, &tree, "db", "aHVudGVy", "a").expect_err("refused");
+        assert!(err.to_string().contains("never appended"), "{err}");
+
+        // Plain text is never routed at an encrypted file.
+        let mut tree = MemTree::default();
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "a").expect("planned"));
+        let file = tree.text("live/web/secrets/db.sops.yaml");
+        tree.0
+            .insert("live/web/configmaps/db.yaml".into(), file.into_bytes());
+        tree.0.remove("live/web/secrets/db.sops.yaml");
+        let cm_key = ObjectKey::new(GroupResource::new("", "configmaps"), "web", "db");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "db", "namespace": "web"}});
+        let err = s
+            .planner
+            .plan(&tree, &Intent::put("live", cm_key, cm))
+            .expect_err("refused");
+        assert!(err.to_string().contains("SOPS-encrypted"), "{err}");
+
+        // Nor at a plain file named like a SOPS file.
+        let tree = MemTree::default();
+        let key = ObjectKey::new(GroupResource::new("", "configmaps"), "web", "x.sops");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x.sops", "namespace": "web"}});
+        let err = s
+            .planner
+            .plan(&tree, &Intent::put("live", key, cm))
+            .expect_err("refused");
+        assert!(err.to_string().contains("SOPS file"), "{err}");
     }
 }

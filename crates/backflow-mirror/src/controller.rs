@@ -15,7 +15,8 @@ use backflow_api::config::{
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
-use backflow_manifest::KindMap;
+use backflow_manifest::{KindMap, is_sensitive};
+use backflow_sops::{Encryptor, Identity, Recipient, generate_identity, parse_identities};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -60,7 +61,21 @@ pub struct Controller {
     running: BTreeMap<StreamSpec, Running>,
     committed_requests: BTreeSet<String>,
     last_status: BTreeMap<String, serde_json::Value>,
+    /// Identities handed in (e.g. `serve`'s own key): given to every encryptor so that data
+    /// keys survive restarts.
+    identities: Vec<Identity>,
+    /// Per target, the recipients its encryptor was built for and the encryptor: kept while
+    /// they do not change, since the encryptor remembers the data keys of files it wrote.
+    encryptors: BTreeMap<TargetRef, (Vec<String>, Arc<Encryptor>)>,
+    /// Per target, the `EncryptionConfigured` condition of the last reconcile.
+    encryption_status: BTreeMap<TargetRef, (ConditionStatus, &'static str, String)>,
 }
+
+/// Why a target's encryption is not usable: (reason, message for a person).
+type EncryptionProblem = (&'static str, String);
+
+/// The key a generated identity is stored under in a `secretRef` Secret.
+pub const GENERATED_IDENTITY_KEY: &str = "identity.agekey";
 
 fn now(clock: &dyn Clock) -> String {
     humantime::format_rfc3339_seconds(clock.now()).to_string()
@@ -144,8 +159,12 @@ impl Controller {
         metrics: MirrorMetrics,
         clock: Arc<dyn Clock>,
         kinds: KindMap,
+        identities: Vec<Identity>,
     ) -> Self {
         Self {
+            identities,
+            encryptors: BTreeMap::new(),
+            encryption_status: BTreeMap::new(),
             client,
             workers,
             tracker,
@@ -259,7 +278,12 @@ impl Controller {
                 worker_problems.insert(tref.clone(), m);
                 continue;
             }
+            let encrypts = self.configure_encryption(tref, tp, &targets).await;
             for s in &tp.streams {
+                if !encrypts && is_sensitive(&s.served.group_resource()) {
+                    // Never plain text: without a usable recipient, Secrets are not watched.
+                    continue;
+                }
                 wanted.insert(
                     s.clone(),
                     (tp.path.clone(), tp.prune, tp.url.clone(), tp.branch.clone()),
@@ -342,6 +366,207 @@ impl Controller {
         .await;
         self.commit_requests(&p).await;
         Ok(())
+    }
+
+    /// Resolves a target's encryption, hands its encryptor to the planner of its branch and
+    /// records `EncryptionConfigured`. Returns whether sensitive types may be mirrored.
+    async fn configure_encryption(
+        &mut self,
+        tref: &TargetRef,
+        tp: &crate::plan::TargetPlan,
+        targets: &[GitTarget],
+    ) -> bool {
+        let map = self.workers.encryption(&tp.url, &tp.branch);
+        let resolved = match (&tp.encryption, targets.iter().find(|t| {
+            t.namespace().unwrap_or_default() == tref.0 && t.name_any() == tref.1
+        })) {
+            (Some(age), Some(_)) => self.resolve_recipients(&tref.0, age).await,
+            _ => Err((
+                "NotConfigured",
+                "Secrets are not mirrored into this folder: set spec.encryption.age (recipients or secretRef) to mirror them SOPS-encrypted"
+                    .to_string(),
+            )),
+        };
+        match resolved {
+            Ok((recipients, mut identities)) => {
+                let encryptor = match self.encryptors.get(tref) {
+                    Some((r, e)) if *r == recipients => Ok(e.clone()),
+                    _ => {
+                        identities.extend(self.identities.iter().cloned());
+                        Encryptor::new(&recipients)
+                            .map(|e| Arc::new(e.with_identities(identities)))
+                            .map_err(|e| ("InvalidRecipient", e.to_string()))
+                    }
+                };
+                match encryptor {
+                    Ok(encryptor) => {
+                        self.encryptors
+                            .insert(tref.clone(), (recipients.clone(), encryptor.clone()));
+                        map.set(&tp.path, encryptor);
+                        self.encryption_status.insert(
+                            tref.clone(),
+                            (
+                                ConditionStatus::True,
+                                "Configured",
+                                format!(
+                                    "Secrets are written SOPS-encrypted to {} age recipient(s)",
+                                    recipients.len()
+                                ),
+                            ),
+                        );
+                        true
+                    }
+                    Err((reason, message)) => {
+                        self.encryption_failed(tref, &tp.path, &map, reason, message);
+                        false
+                    }
+                }
+            }
+            Err((reason, message)) => {
+                self.encryption_failed(tref, &tp.path, &map, reason, message);
+                false
+            }
+        }
+    }
+
+    fn encryption_failed(
+        &mut self,
+        tref: &TargetRef,
+        path: &str,
+        map: &backflow_manifest::EncryptionMap,
+        reason: &'static str,
+        message: String,
+    ) {
+        map.remove(path);
+        self.encryptors.remove(tref);
+        if reason != "NotConfigured" {
+            tracing::warn!(target = %format!("{}/{}", tref.0, tref.1), reason, %message, "Secrets are not mirrored");
+        }
+        self.encryption_status
+            .insert(tref.clone(), (ConditionStatus::False, reason, message));
+    }
+
+    /// The recipients of `age` (inline, plus those of the identities in its Secret, created
+    /// when asked to), sorted, and the Secret's identities. Key material never reaches a
+    /// message.
+    async fn resolve_recipients(
+        &self,
+        ns: &str,
+        age: &backflow_api::config::AgeEncryption,
+    ) -> Result<(Vec<String>, Vec<Identity>), EncryptionProblem> {
+        let mut recipients = Vec::new();
+        for r in &age.recipients {
+            let parsed: Recipient = r.parse().map_err(|e| {
+                (
+                    "InvalidRecipient",
+                    format!("spec.encryption.age.recipients: {e}; use an age1… public key"),
+                )
+            })?;
+            recipients.push(parsed.to_string());
+        }
+        let mut identities = Vec::new();
+        if let Some(r) = &age.secret_ref {
+            let api = Api::<Secret>::namespaced(self.client.clone(), ns);
+            let secret = api.get_opt(&r.name).await.map_err(|e| {
+                (
+                    "SecretUnreadable",
+                    format!("cannot read Secret {ns}/{}: {e}", r.name),
+                )
+            })?;
+            let secret = match secret {
+                Some(s) => s,
+                None if age.generate_when_missing => {
+                    self.generate_secret(&api, ns, &r.name).await?
+                }
+                None => {
+                    return Err((
+                        "SecretNotFound",
+                        format!(
+                            "Secret {ns}/{} named by spec.encryption.age.secretRef does not exist; create it with an `identity.agekey` entry (age-keygen output) or set generateWhenMissing: true",
+                            r.name
+                        ),
+                    ));
+                }
+            };
+            let mut found = false;
+            for (key, value) in secret.data.unwrap_or_default() {
+                if !key.ends_with(".agekey") {
+                    continue;
+                }
+                found = true;
+                let text = String::from_utf8(value.0).map_err(|_| {
+                    (
+                        "InvalidIdentity",
+                        format!("Secret {ns}/{} key {key} is not UTF-8 text", r.name),
+                    )
+                })?;
+                let parsed = parse_identities(&text).map_err(|e| {
+                    (
+                        "InvalidIdentity",
+                        format!("Secret {ns}/{} key {key}: {e}", r.name),
+                    )
+                })?;
+                for id in parsed {
+                    recipients.push(id.recipient().to_string());
+                    identities.push(id);
+                }
+            }
+            if !found {
+                return Err((
+                    "InvalidIdentity",
+                    format!(
+                        "Secret {ns}/{} has no key ending in .agekey; add one holding an age identity",
+                        r.name
+                    ),
+                ));
+            }
+        }
+        recipients.sort();
+        recipients.dedup();
+        if recipients.is_empty() {
+            return Err((
+                "NoRecipients",
+                "spec.encryption.age names no recipient; add recipients or a secretRef holding an age identity"
+                    .to_string(),
+            ));
+        }
+        Ok((recipients, identities))
+    }
+
+    /// Creates the `secretRef` Secret with a new identity (generateWhenMissing).
+    async fn generate_secret(
+        &self,
+        api: &Api<Secret>,
+        ns: &str,
+        name: &str,
+    ) -> Result<Secret, EncryptionProblem> {
+        // The identity is key material: drawn from the OS generator, stored only in the Secret.
+        let (identity, recipient) = generate_identity(&mut rand::rng());
+        let text = format!("# public key: {recipient}\n{}\n", identity.as_str());
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns},
+            "type": "Opaque",
+            "stringData": {GENERATED_IDENTITY_KEY: text},
+        }))
+        .map_err(|e| {
+            (
+                "SecretUnreadable",
+                format!("cannot build Secret {ns}/{name}: {e}"),
+            )
+        })?;
+        let created = api
+            .create(&kube::api::PostParams::default(), &secret)
+            .await
+            .map_err(|e| {
+                (
+                    "SecretUnreadable",
+                    format!("cannot create Secret {ns}/{name}: {e}"),
+                )
+            })?;
+        tracing::info!(secret = %format!("{ns}/{name}"), %recipient, "generated an age identity for spec.encryption.age.secretRef");
+        Ok(created)
     }
 
     /// Reads a provider's credentials Secret: `username`/`password` for HTTP(S).
@@ -714,6 +939,19 @@ impl Controller {
                     generation,
                 ),
             ),
+        }
+        if let Some((status, reason, message)) = self.encryption_status.get(&tref) {
+            set_condition(
+                &mut st.conditions,
+                cond(
+                    "EncryptionConfigured",
+                    *status,
+                    reason,
+                    message.clone(),
+                    now,
+                    generation,
+                ),
+            );
         }
         summary(&mut st.conditions, ready, now, generation);
         st.streams = Some(sum);

@@ -1,9 +1,11 @@
 //! The configuration `backflow serve` creates when started without any: everything the API
-//! holds, mirrored into one folder of one branch.
+//! holds, mirrored into one folder of one branch, Secrets SOPS-encrypted to the server's own
+//! age key.
 
 use backflow_api::config::{
-    ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, GitProvider, GitProviderSpec,
-    GitTarget, GitTargetSpec, LocalReference, PushPolicy, ResourceRule, WatchRule, WatchRuleSpec,
+    AgeEncryption, ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, Encryption,
+    GitProvider, GitProviderSpec, GitTarget, GitTargetSpec, LocalReference, PushPolicy,
+    ResourceRule, WatchRule, WatchRuleSpec,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
@@ -28,6 +30,9 @@ pub struct DefaultSetup {
     pub path: String,
     /// Commit window (`1s`, `0s`).
     pub commit_window: String,
+    /// age recipients Secrets are encrypted to (`spec.encryption.age.recipients`); with none,
+    /// the default GitTarget gets no encryption and Secrets are not mirrored.
+    pub recipients: Vec<String>,
 }
 
 async fn apply<K, P>(api: Api<K>, name: &str, obj: &P) -> Result<(), kube::Error>
@@ -75,6 +80,12 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
             provider_ref: LocalReference { name: NAME.into() },
             branch: setup.branch.clone(),
             path: setup.path.clone(),
+            encryption: (!setup.recipients.is_empty()).then(|| Encryption {
+                age: Some(AgeEncryption {
+                    recipients: setup.recipients.clone(),
+                    ..Default::default()
+                }),
+            }),
             ..Default::default()
         },
     );

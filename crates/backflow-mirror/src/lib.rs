@@ -37,6 +37,9 @@ pub use tracker::{Tracker, TrackerWaiter};
 pub struct MirrorOptions {
     /// Where branch workers keep their repository caches.
     pub data_dir: PathBuf,
+    /// age identities handed to every GitTarget's encryptor (never used to encrypt): with
+    /// them, a restart reuses the data keys of existing SOPS files instead of re-encrypting.
+    pub identities: Vec<backflow_sops::Identity>,
 }
 
 /// A running mirror.
@@ -77,6 +80,7 @@ impl Mirror {
             metrics,
             clock,
             kinds,
+            options.identities,
         );
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(controller.run(stop_rx));

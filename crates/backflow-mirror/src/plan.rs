@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::GroupResource;
 use backflow_api::config::{
-    ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
+    AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
 };
 use kube::ResourceExt;
 
@@ -51,9 +51,10 @@ pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
     ("backflow.dev", "commitrequests"),
 ];
 
-/// Types whose objects hold secrets: never written to Git in plaintext, so not mirrored until a
-/// GitTarget can encrypt them.
-pub const SENSITIVE: &[(&str, &str)] = &[("", "secrets")];
+/// Types whose objects hold secrets: never written to Git in plaintext, so mirrored only into
+/// GitTargets with `spec.encryption` (the controller also drops them when its recipients cannot
+/// be resolved).
+pub use backflow_manifest::SENSITIVE;
 
 /// A GitTarget, by namespace and name.
 pub type TargetRef = (String, String);
@@ -84,6 +85,8 @@ pub struct TargetPlan {
     pub prune: PruneMode,
     /// Its watch streams.
     pub streams: BTreeSet<StreamSpec>,
+    /// Its age encryption settings; sensitive types are planned only with them.
+    pub encryption: Option<AgeEncryption>,
 }
 
 /// Why a target or rule cannot be served, for its status.
@@ -136,7 +139,12 @@ pub fn validate_path(path: &str) -> Result<String, String> {
     Ok(path.to_string())
 }
 
-fn resolve_rule(rule: &ResourceRule, served: &[ServedType], cluster: bool) -> Vec<ServedType> {
+fn resolve_rule(
+    rule: &ResourceRule,
+    served: &[ServedType],
+    cluster: bool,
+    encrypted: bool,
+) -> Vec<ServedType> {
     let groups_any = rule.api_groups.is_empty() || rule.api_groups.iter().any(|g| g == "*");
     let resources_any = rule.resources.iter().any(|r| r == "*");
     served
@@ -152,10 +160,12 @@ fn resolve_rule(rule: &ResourceRule, served: &[ServedType], cluster: bool) -> Ve
         })
         .filter(|t| {
             let named = rule.resources.contains(&t.plural);
-            let wildcard_ok = resources_any
-                && !DEFAULT_EXCLUSIONS.contains(&(t.group.as_str(), t.plural.as_str()))
-                && !SENSITIVE.contains(&(t.group.as_str(), t.plural.as_str()));
-            (named && !SENSITIVE.contains(&(t.group.as_str(), t.plural.as_str()))) || wildcard_ok
+            let id = (t.group.as_str(), t.plural.as_str());
+            // Sensitive types go only where they can be encrypted; with encryption, a wildcard
+            // takes them like any other type.
+            let allowed = encrypted || !SENSITIVE.contains(&id);
+            let wildcard_ok = resources_any && !DEFAULT_EXCLUSIONS.contains(&id);
+            allowed && (named || wildcard_ok)
         })
         .cloned()
         .collect()
@@ -226,6 +236,7 @@ pub fn plan(
                             provider: (ns.clone(), p.name_any()),
                             prune: t.spec.prune.mode,
                             streams: BTreeSet::new(),
+                            encryption: t.spec.encryption.as_ref().and_then(|e| e.age.clone()),
                         }),
                     }
                 }
@@ -277,7 +288,11 @@ pub fn plan(
                 Some("*") => None,
                 Some(other) => Some(other.to_string()),
             };
-            for st in resolve_rule(rule, served, false) {
+            let encrypted = out
+                .targets
+                .get(&target)
+                .is_some_and(|t| t.encryption.is_some());
+            for st in resolve_rule(rule, served, false, encrypted) {
                 resolved.push(describe(&st));
                 if let Some(tp) = out.targets.get_mut(&target) {
                     tp.streams.insert(StreamSpec {
@@ -301,7 +316,11 @@ pub fn plan(
         );
         let mut resolved = Vec::new();
         for rule in &r.spec.rules {
-            for st in resolve_rule(rule, served, true) {
+            let encrypted = out
+                .targets
+                .get(&target)
+                .is_some_and(|t| t.encryption.is_some());
+            for st in resolve_rule(rule, served, true, encrypted) {
                 resolved.push(describe(&st));
                 if let Some(tp) = out.targets.get_mut(&target) {
                     tp.streams.insert(StreamSpec {
@@ -356,7 +375,7 @@ fn rule_outcome(
         return Err(Problem {
             reason: "UnresolvedResources",
             message:
-                "no served resource matches the rules (secrets are not mirrored without encryption)"
+                "no served resource matches the rules (secrets are mirrored only into GitTargets with spec.encryption)"
                     .into(),
         });
     }
@@ -366,7 +385,9 @@ fn rule_outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backflow_api::config::{GitProviderSpec, GitTargetSpec, LocalReference, WatchRuleSpec};
+    use backflow_api::config::{
+        Encryption, GitProviderSpec, GitTargetSpec, LocalReference, WatchRuleSpec,
+    };
 
     fn served() -> Vec<ServedType> {
         let t = |g: &str, p: &str, k: &str, ns: bool| ServedType {
@@ -387,6 +408,10 @@ mod tests {
     }
 
     fn setup(rules: Vec<ResourceRule>) -> Plan {
+        setup_with(rules, None)
+    }
+
+    fn setup_with(rules: Vec<ResourceRule>, encryption: Option<Encryption>) -> Plan {
         let mut p = GitProvider::new(
             "git",
             GitProviderSpec {
@@ -401,6 +426,7 @@ mod tests {
                 provider_ref: LocalReference { name: "git".into() },
                 branch: "main".into(),
                 path: "live".into(),
+                encryption,
                 ..Default::default()
             },
         );
@@ -431,6 +457,37 @@ mod tests {
             streams,
             vec!["configmaps:Some(\"team\")", "deployments:Some(\"team\")"]
         );
+    }
+
+    #[test]
+    fn secrets_only_with_encryption() {
+        let streams = |p: &Plan| -> Vec<String> {
+            p.targets[&("team".to_string(), "t".to_string())]
+                .streams
+                .iter()
+                .map(|s| s.served.plural.clone())
+                .collect()
+        };
+        let named = ResourceRule {
+            resources: vec!["secrets".into()],
+            ..Default::default()
+        };
+        let p = setup(vec![named.clone()]);
+        assert!(streams(&p).is_empty());
+        let encryption = Encryption {
+            age: Some(AgeEncryption {
+                recipients: vec!["age1example".into()],
+                ..Default::default()
+            }),
+        };
+        let p = setup_with(vec![named], Some(encryption.clone()));
+        assert_eq!(streams(&p), vec!["secrets"]);
+        let wildcard = ResourceRule {
+            resources: vec!["*".into()],
+            ..Default::default()
+        };
+        let p = setup_with(vec![wildcard], Some(encryption));
+        assert_eq!(streams(&p), vec!["configmaps", "secrets", "deployments"]);
     }
 
     #[test]

@@ -11,7 +11,9 @@ use backflow_git::metrics::GitMetrics;
 use backflow_git::{
     BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle,
 };
-use backflow_manifest::{KindMap, YamlPlanner};
+use backflow_manifest::{EncryptionMap, KindMap, YamlPlanner};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 
 /// The worker settings a GitProvider asks for.
 pub fn worker_config(
@@ -67,6 +69,7 @@ pub struct Workers {
     metrics: GitMetrics,
     kinds: KindMap,
     running: Mutex<BTreeMap<(String, String), WorkerHandle>>,
+    encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -91,7 +94,20 @@ impl Workers {
             metrics,
             kinds,
             running: Mutex::new(BTreeMap::new()),
+            encryption: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The per-folder encryptors of (url, branch)'s planner, shared with it: the controller
+    /// fills it from each GitTarget's `spec.encryption`. Keyed per branch so that two
+    /// repositories with the same folder name never share an encryptor.
+    pub fn encryption(&self, url: &str, branch: &str) -> EncryptionMap {
+        self.encryption
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((url.to_string(), branch.to_string()))
+            .or_default()
+            .clone()
     }
 
     /// The worker of (url, branch), started with the provider's settings if not running yet.
@@ -112,7 +128,13 @@ impl Workers {
             credentials,
             ..RemoteSpec::new(provider.spec.url.clone())
         };
-        let planner = YamlPlanner::new(self.kinds.clone());
+        // Data keys and IVs come from this generator: seeded from the OS, never from the
+        // worker's (non-secret) jitter seed.
+        let planner = YamlPlanner::new(self.kinds.clone()).with_encryption(
+            self.encryption(&provider.spec.url, branch),
+            self.clock.clone(),
+            StdRng::from_os_rng(),
+        );
         let metrics = self.metrics.for_branch(&provider.spec.url, branch);
         let worker = BranchWorker::open(
             &self.data_dir,

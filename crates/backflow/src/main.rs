@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backflow_api::SystemClock;
+use backflow_api::{Clock, SystemClock};
 use backflow_mirror::defaults::DefaultSetup;
 use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{ServerConfig, serve};
@@ -112,14 +112,19 @@ struct OperatorArgs {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BACKFLOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        let mut term = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
@@ -142,18 +147,80 @@ async fn wait_for_signal() {
 async fn install_crds(client: &kube::Client) -> Result<(), String> {
     let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
     for crd in backflow_api::config::crds() {
-        let name = crd.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        api.patch(&name, &PatchParams::apply("backflow").force(), &Patch::Apply(&crd))
-            .await
-            .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        api.patch(
+            &name,
+            &PatchParams::apply("backflow").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
     }
     Ok(())
+}
+
+/// The server's own age identity, `<data-dir>/age.key` (age key-file format, mode 0600),
+/// generated on first start. Returns the file, its public recipient and the identities in it.
+///
+/// Secrets of the default GitTarget are encrypted to it, and handing the identities to the mirror
+/// lets a restart keep the data keys of existing files (no re-encryption, no commit).
+fn age_key(
+    data_dir: &std::path::Path,
+) -> Result<(PathBuf, String, Vec<backflow_sops::Identity>), String> {
+    let path = data_dir.join("age.key");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(data_dir)
+                .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+            let (secret, recipient) = backflow_sops::generate_identity(&mut rand::rng());
+            let created = humantime::format_rfc3339_seconds(SystemClock.now());
+            let text = format!(
+                "# created: {created}\n# public key: {recipient}\n{}\n",
+                secret.as_str()
+            );
+            write_private(&path, &text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            text
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let identities =
+        backflow_sops::parse_identities(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Some(first) = identities.first() else {
+        return Err(format!(
+            "{} holds no age identity; remove it to generate a new one",
+            path.display()
+        ));
+    };
+    Ok((path, first.recipient().to_string(), identities))
+}
+
+/// Writes a new file readable by its owner only (the key must never be world-readable, not even
+/// for a moment, so the mode is set at creation).
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
 }
 
 /// The default repository: a bare repository in the data dir, created on first start.
 fn default_repository(data_dir: &std::path::Path, branch: &str) -> Result<String, String> {
     let origin = data_dir.join("origin.git");
-    backflow_git::LocalRepo::init_remote(&origin, branch).map_err(|e| format!("cannot create {}: {e}", origin.display()))?;
+    backflow_git::LocalRepo::init_remote(&origin, branch)
+        .map_err(|e| format!("cannot create {}: {e}", origin.display()))?;
     let abs = std::fs::canonicalize(&origin).unwrap_or(origin);
     Ok(format!("file://{}", abs.display()))
 }
@@ -176,37 +243,65 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
             None => default_repository(&args.data_dir, &args.branch)?,
         };
         install_crds(&client).await?;
-        let setup =
-            DefaultSetup { url: url.clone(), branch: args.branch.clone(), path: args.path.clone(), commit_window: args.commit_window };
+        let (key_path, recipient, identities) = age_key(&args.data_dir)?;
+        let setup = DefaultSetup {
+            url: url.clone(),
+            branch: args.branch.clone(),
+            path: args.path.clone(),
+            commit_window: args.commit_window,
+            recipients: vec![recipient.clone()],
+        };
         backflow_mirror::defaults::ensure(&client, &setup)
             .await
             .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
-        let mirror = Mirror::start(client, MirrorOptions { data_dir: args.data_dir.join("git") }, Arc::new(SystemClock));
+        let mirror = Mirror::start(
+            client,
+            MirrorOptions {
+                data_dir: args.data_dir.join("git"),
+                identities,
+            },
+            Arc::new(SystemClock),
+        );
         let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
         let _ = server.extensions.metrics.set(mirror.metrics_renderer());
-        Some((mirror, url))
+        let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
+        Some((mirror, url, key_path, recipient))
     };
 
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir);
-    let kubeconfig = std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
-    println!("backflow API server listening on {}", server.access.server_url);
+    let kubeconfig =
+        std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
+    println!(
+        "backflow API server listening on {}",
+        server.access.server_url
+    );
     println!("  data:       {}", data_dir.display());
     println!("  kubeconfig: {}", kubeconfig.display());
     if server.access.token.is_some() {
         println!("  auth:       bearer token required (it is in the kubeconfig)");
     }
     match &mirror {
-        Some((_, url)) => println!(
-            "  mirror:     every namespace -> {url}, branch {}, folder {} (GitTarget backflow-system/default)",
-            args.branch, args.path
-        ),
+        Some((_, url, key_path, recipient)) => {
+            println!(
+                "  mirror:     every namespace -> {url}, branch {}, folder {} (GitTarget backflow-system/default)",
+                args.branch, args.path
+            );
+            println!("  secrets:    SOPS-encrypted to {recipient}");
+            println!(
+                "  age key:    {} (SOPS_AGE_KEY_FILE for `sops -d`; keep it private)",
+                key_path.display()
+            );
+        }
         None => println!("  mirror:     off (--no-mirror)"),
     }
-    println!("  try:        KUBECONFIG={} kubectl get namespaces", kubeconfig.display());
+    println!(
+        "  try:        KUBECONFIG={} kubectl get namespaces",
+        kubeconfig.display()
+    );
     tracing::info!(addr = %server.addr, "serving");
     wait_for_signal().await;
     tracing::info!("stopping");
-    if let Some((mirror, _)) = mirror {
+    if let Some((mirror, ..)) = mirror {
         // Pending writes are pushed before the API goes away.
         mirror.shutdown().await;
     }
@@ -218,13 +313,29 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
 async fn run_operator(args: OperatorArgs) -> Result<(), String> {
     let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
         .map_err(|e| format!("cannot read kubeconfig {}: {e}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("kubeconfig {} is not usable: {e}", args.kubeconfig.display()))?;
-    let client = kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "kubeconfig {} is not usable: {e}",
+            args.kubeconfig.display()
+        )
+    })?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
     install_crds(&client).await?;
-    let mirror = Mirror::start(client, MirrorOptions { data_dir: args.data_dir.join("git") }, Arc::new(SystemClock));
-    println!("backflow operator mirroring the API of {}", args.kubeconfig.display());
+    let options = MirrorOptions {
+        data_dir: args.data_dir.join("git"),
+        identities: Vec::new(),
+    };
+    let mirror = Mirror::start(client, options, Arc::new(SystemClock));
+    println!(
+        "backflow operator mirroring the API of {}",
+        args.kubeconfig.display()
+    );
     wait_for_signal().await;
     mirror.shutdown().await;
     Ok(())
@@ -232,7 +343,10 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
 
 fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
     init_logging();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -8,7 +8,9 @@ use super::LocalReference;
 use super::condition::Condition;
 
 /// A branch backflow writes; created by backflow for every branch a GitTarget names.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",

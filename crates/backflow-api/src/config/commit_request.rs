@@ -9,7 +9,9 @@ use super::LocalReference;
 use super::condition::Condition;
 
 /// A one-shot save of a GitTarget's pending changes.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",

@@ -37,7 +37,13 @@ pub struct Condition {
 
 impl Condition {
     /// A condition stamped at `now` (RFC 3339).
-    pub fn new(type_: &str, status: ConditionStatus, reason: &str, message: impl Into<String>, now: &str) -> Self {
+    pub fn new(
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: impl Into<String>,
+        now: &str,
+    ) -> Self {
         Self {
             type_: type_.into(),
             status,
@@ -69,10 +75,25 @@ mod tests {
     #[test]
     fn transition_time_moves_only_on_status_change() {
         let mut cs = vec![];
-        set_condition(&mut cs, Condition::new("Ready", ConditionStatus::False, "Progressing", "", "t1"));
-        set_condition(&mut cs, Condition::new("Ready", ConditionStatus::False, "Progressing", "again", "t2"));
+        set_condition(
+            &mut cs,
+            Condition::new("Ready", ConditionStatus::False, "Progressing", "", "t1"),
+        );
+        set_condition(
+            &mut cs,
+            Condition::new(
+                "Ready",
+                ConditionStatus::False,
+                "Progressing",
+                "again",
+                "t2",
+            ),
+        );
         assert_eq!(cs[0].last_transition_time, "t1");
-        set_condition(&mut cs, Condition::new("Ready", ConditionStatus::True, "Succeeded", "", "t3"));
+        set_condition(
+            &mut cs,
+            Condition::new("Ready", ConditionStatus::True, "Succeeded", "", "t3"),
+        );
         assert_eq!((cs.len(), cs[0].last_transition_time.as_str()), (1, "t3"));
     }
 }

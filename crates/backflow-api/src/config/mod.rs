@@ -15,11 +15,17 @@ pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};
 pub use provider::{
-    CommitMessages, CommitPolicy, GitProvider, GitProviderSpec, GitProviderStatus, Person, PushPolicy,
-    SecretReference,
+    CommitMessages, CommitPolicy, GitProvider, GitProviderSpec, GitProviderStatus, Person,
+    PushPolicy, SecretReference,
 };
-pub use target::{GitTarget, GitTargetSpec, GitTargetStatus, Placement, Prune, PruneMode, StreamSummary};
-pub use watch_rule::{ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, ResourceRule, WatchRule, WatchRuleSpec, WatchRuleStatus};
+pub use target::{
+    AgeEncryption, Encryption, GitTarget, GitTargetSpec, GitTargetStatus, Placement, Prune,
+    PruneMode, StreamSummary,
+};
+pub use watch_rule::{
+    ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, ResourceRule, WatchRule,
+    WatchRuleSpec, WatchRuleStatus,
+};
 
 use kube::CustomResourceExt;
 
@@ -29,7 +35,9 @@ pub const GROUP: &str = "backflow.dev";
 pub const VERSION: &str = "v1alpha1";
 
 /// A reference to an object of the same namespace by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct LocalReference {
     /// The object's name.
     pub name: String,

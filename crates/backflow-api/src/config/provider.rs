@@ -67,7 +67,9 @@ pub struct CommitPolicy {
 }
 
 /// A Git repository backflow writes to.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",

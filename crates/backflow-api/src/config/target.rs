@@ -44,8 +44,41 @@ pub struct Placement {
     pub default: Option<String>,
 }
 
+/// How sensitive objects (Secrets) are encrypted before they reach Git.
+///
+/// Without it, a GitTarget never mirrors Secrets: there is no plaintext fallback.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Encryption {
+    /// SOPS files encrypted with age: only `data` and `stringData` are encrypted, metadata stays
+    /// readable, and `sops -d` with one of the recipients' identities decrypts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age: Option<AgeEncryption>,
+}
+
+/// The age recipients Secrets are encrypted to. Every file is encrypted to the union of
+/// `recipients` and the recipients of the identities in `secretRef`; at least one is needed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgeEncryption {
+    /// Public age recipients (`age1…`), e.g. one per person or machine that may decrypt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<String>,
+    /// A Secret in the GitTarget's namespace whose keys ending in `.agekey` each hold age
+    /// identities (`AGE-SECRET-KEY-1…`, one per line, as `age-keygen` writes them). Their
+    /// recipients are added to `recipients`, and backflow uses the identities to keep the data
+    /// key of unchanged files across restarts. The identities never reach Git or logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalReference>,
+    /// When `secretRef` names a Secret that does not exist, create it with a new identity under
+    /// the key `identity.agekey`. The private key stays in that Secret only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub generate_when_missing: bool,
+}
+
 /// A folder of a branch that mirrors live objects.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",
@@ -74,6 +107,9 @@ pub struct GitTargetSpec {
     /// Where new objects go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+    /// How Secrets are encrypted; without it, Secrets are not mirrored into this folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<Encryption>,
 }
 
 /// Watch streams of a target, counted.
@@ -96,7 +132,8 @@ pub struct GitTargetStatus {
     /// The generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling`, `Stalled`, `Validated`, `StreamsRunning`, `GitPathAccepted`.
+    /// `Ready`, `Reconciling`, `Stalled`, `Validated`, `StreamsRunning`, `GitPathAccepted`,
+    /// `EncryptionConfigured`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
     /// The last commit pushed that holds a change of this target.

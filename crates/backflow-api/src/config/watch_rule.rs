@@ -25,7 +25,9 @@ pub struct ResourceRule {
 }
 
 /// Namespaced resources mirrored into a GitTarget of the same namespace.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",
@@ -71,7 +73,9 @@ pub struct ClusterTargetReference {
 }
 
 /// Cluster-scoped resources mirrored into a GitTarget.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "backflow.dev",
     version = "v1alpha1",
