@@ -28,11 +28,26 @@ pub struct TargetActivity {
     pub last_refusal: Option<String>,
 }
 
+/// What a branch (repository URL, branch) has seen lately.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BranchActivity {
+    /// The newest commit pushed.
+    pub tip: Option<String>,
+    /// When it was pushed (RFC 3339).
+    pub last_push_time: Option<String>,
+    /// Writes submitted and not yet published.
+    pub pending: u32,
+}
+
+/// A branch: repository URL and branch name.
+pub type BranchKey = (String, String);
+
 /// Shared state for status.
 #[derive(Debug, Default)]
 pub struct Board {
     streams: Mutex<BTreeMap<StreamSpec, StreamState>>,
     targets: Mutex<BTreeMap<TargetRef, TargetActivity>>,
+    branches: Mutex<BTreeMap<BranchKey, BranchActivity>>,
 }
 
 impl Board {
@@ -78,6 +93,37 @@ impl Board {
             .entry(target.clone())
             .or_default()
             .last_refusal = Some(message);
+    }
+
+    /// Records a write submitted to a branch.
+    pub fn branch_submitted(&self, branch: &BranchKey) {
+        self.branches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(branch.clone())
+            .or_default()
+            .pending += 1;
+    }
+
+    /// Records the end of a submitted write, and the commit that published it if it was pushed.
+    pub fn branch_settled(&self, branch: &BranchKey, pushed: Option<(String, String)>) {
+        let mut branches = self.branches.lock().unwrap_or_else(|e| e.into_inner());
+        let b = branches.entry(branch.clone()).or_default();
+        b.pending = b.pending.saturating_sub(1);
+        if let Some((sha, at)) = pushed {
+            b.tip = Some(sha);
+            b.last_push_time = Some(at);
+        }
+    }
+
+    /// A branch's activity.
+    pub fn branch(&self, branch: &BranchKey) -> BranchActivity {
+        self.branches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(branch)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// A target's activity.

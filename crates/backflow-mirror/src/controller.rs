@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use backflow_api::config::condition::set_condition;
 use backflow_api::config::{
-    ClusterWatchRule, CommitRequest, Condition, ConditionStatus, GitProvider, GitTarget,
-    GitTargetStatus, StreamSummary, WatchRule, WatchRuleStatus,
+    ClusterWatchRule, CommitRequest, Condition, ConditionStatus, GitBranch, GitBranchSpec,
+    GitBranchStatus, GitProvider, GitTarget, GitTargetStatus, LocalReference, StreamSummary,
+    WatchRule, WatchRuleStatus,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -27,7 +28,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::board::{Board, StreamState};
+use crate::board::{Board, BranchKey, StreamState};
 use crate::discovery::served_types;
 use crate::metrics::MirrorMetrics;
 use crate::plan::{Plan, ServedType, StreamSpec, TargetRef, plan};
@@ -61,6 +62,8 @@ pub struct Controller {
     running: BTreeMap<StreamSpec, Running>,
     committed_requests: BTreeSet<String>,
     last_status: BTreeMap<String, serde_json::Value>,
+    /// The GitBranch object (namespace, name) reporting each branch in use.
+    branch_objects: BTreeMap<BranchKey, (String, String)>,
     /// Identities handed in (e.g. `serve`'s own key): given to every encryptor so that data
     /// keys survive restarts.
     identities: Vec<Identity>,
@@ -176,6 +179,7 @@ impl Controller {
             running: BTreeMap::new(),
             committed_requests: BTreeSet::new(),
             last_status: BTreeMap::new(),
+            branch_objects: BTreeMap::new(),
         }
     }
 
@@ -278,6 +282,7 @@ impl Controller {
                 worker_problems.insert(tref.clone(), m);
                 continue;
             }
+            self.ensure_branch_object(provider, &tp.branch).await;
             let encrypts = self.configure_encryption(tref, tp, &targets).await;
             for s in &tp.streams {
                 if !encrypts && is_sensitive(&s.served.group_resource()) {
@@ -321,6 +326,7 @@ impl Controller {
                 path: path.clone(),
                 prune,
                 worker,
+                branch: (url.clone(), branch.clone()),
                 tracker: self.tracker.clone(),
                 board: self.board.clone(),
                 metrics: self.metrics.clone(),
@@ -959,7 +965,74 @@ impl Controller {
     }
 
     /// Refreshes target statuses from the board (streams settle and pushes land between changes).
+    /// Creates the GitBranch that reports `branch` of `provider`'s repository, once.
+    async fn ensure_branch_object(&mut self, provider: &GitProvider, branch: &str) {
+        let key: BranchKey = (provider.spec.url.clone(), branch.to_string());
+        if self.branch_objects.contains_key(&key) {
+            return;
+        }
+        let ns = provider.namespace().unwrap_or_default();
+        let name = branch_object_name(&provider.name_any(), branch);
+        let obj = GitBranch::new(
+            &name,
+            GitBranchSpec {
+                provider_ref: LocalReference {
+                    name: provider.name_any(),
+                },
+                branch: branch.to_string(),
+            },
+        );
+        let api = Api::<GitBranch>::namespaced(self.client.clone(), &ns);
+        match api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.branch_objects.insert(key, (ns, name));
+            }
+            Err(e) => {
+                tracing::warn!(gitbranch = %format!("{ns}/{name}"), error = %e, "cannot create the GitBranch status object; retrying later")
+            }
+        }
+    }
+
+    /// Reports each branch's tip, last push and pending writes on its GitBranch.
+    async fn write_branch_statuses(&mut self) {
+        let now = now(self.clock.as_ref());
+        let objects: Vec<(BranchKey, (String, String))> = self
+            .branch_objects
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, (ns, name)) in objects {
+            let a = self.board.branch(&key);
+            let mut conditions = Vec::new();
+            summary(&mut conditions, Ok(()), &now, None);
+            let status = GitBranchStatus {
+                observed_generation: Some(1),
+                conditions,
+                tip: a.tip,
+                last_push_time: a.last_push_time,
+                pending_writes: a.pending,
+                last_push_notice_at: None,
+            };
+            let api = Api::<GitBranch>::namespaced(self.client.clone(), &ns);
+            self.patch_status(
+                api,
+                Some(&ns),
+                &name,
+                serde_json::to_value(&status).unwrap_or_default(),
+            )
+            .await;
+        }
+    }
+
     async fn write_statuses(&mut self) {
+        self.write_branch_statuses().await;
         let Ok(targets) = Api::<GitTarget>::all(self.client.clone())
             .list(&ListParams::default())
             .await
@@ -1085,4 +1158,32 @@ where
             }
         }
     })
+}
+
+/// The GitBranch name for a provider's branch: `{provider}-{branch}`, made a DNS subdomain.
+fn branch_object_name(provider: &str, branch: &str) -> String {
+    let raw = format!("{provider}-{branch}").to_ascii_lowercase();
+    let cleaned: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    trimmed.chars().take(253).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::branch_object_name;
+
+    #[test]
+    fn branch_object_names_are_valid() {
+        assert_eq!(branch_object_name("default", "main"), "default-main");
+        assert_eq!(branch_object_name("Git", "env/prod_1"), "git-env-prod-1");
+    }
 }

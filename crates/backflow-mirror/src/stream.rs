@@ -37,6 +37,8 @@ pub struct StreamContext {
     pub prune: PruneMode,
     /// The branch worker of the target's branch.
     pub worker: WorkerHandle,
+    /// The target's branch (repository URL, branch), for its GitBranch status.
+    pub branch: crate::board::BranchKey,
     /// Publication tracking for `X-Backflow-Wait`.
     pub tracker: Arc<Tracker>,
     /// Status board.
@@ -99,16 +101,16 @@ impl StreamContext {
         let clock = self.clock.clone();
         let metrics = self.metrics.clone();
         let label = self.target_label();
+        let branch = self.branch.clone();
         metrics.in_flight.inc();
+        board.branch_submitted(&branch);
         tokio::spawn(async move {
             let outcome = match pushed.await {
                 Ok(Some(oid)) => {
                     let sha = oid.to_string();
-                    board.pushed(
-                        &target,
-                        sha.clone(),
-                        humantime::format_rfc3339_seconds(clock.now()).to_string(),
-                    );
+                    let at = humantime::format_rfc3339_seconds(clock.now()).to_string();
+                    board.pushed(&target, sha.clone(), at.clone());
+                    board.branch_settled(&branch, Some((sha.clone(), at)));
                     Ok(sha)
                 }
                 Ok(None) => {
@@ -125,6 +127,9 @@ impl StreamContext {
                 }
                 Err(e) => Err(e.to_string()),
             };
+            if outcome.is_err() {
+                board.branch_settled(&branch, None);
+            }
             metrics.in_flight.dec();
             let _ = tx.send(Some(outcome));
         });
