@@ -1,13 +1,12 @@
 //! The real `backflow serve` binary: acknowledged writes survive SIGKILL, and SIGTERM stops it
 //! cleanly even with a watch open.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+mod common;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{HANG_GUARD, Server};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
@@ -15,9 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
 
-/// How long any single wait may take before the test is declared hung.
-const HANG_GUARD: Duration = Duration::from_secs(30);
-
+/// Awaits `fut`, panicking with `what` past the hang guard.
 async fn guard<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     match tokio::time::timeout(HANG_GUARD, fut).await {
         Ok(v) => v,
@@ -25,97 +22,18 @@ async fn guard<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     }
 }
 
-/// A running `backflow serve`, stopped by its own PID when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    /// Starts the binary on a free loopback port and waits until it says where it listens.
-    fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .env("BACKFLOW_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn backflow serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
-        match rx.recv_timeout(HANG_GUARD) {
-            Ok(url) => Self { child, url },
-            Err(e) => {
-                let _ = child.kill();
-                let status = child.wait();
-                panic!("the server did not report its address ({e}); exit: {status:?}");
-            }
-        }
-    }
-
-    async fn client(&self, data_dir: &Path) -> Client {
-        let kubeconfig = Kubeconfig::read_from(data_dir.join("kubeconfig")).expect("kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("config");
-        assert_eq!(
-            config.cluster_url.to_string().trim_end_matches('/'),
-            self.url.trim_end_matches('/'),
-            "the kubeconfig points at the running server"
-        );
-        Client::try_from(config).expect("client")
-    }
-
-    /// SIGKILL: no chance to flush or clean up.
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL the server");
-        let status = self.child.wait().expect("reap the server");
-        assert!(!status.success(), "a killed server does not exit cleanly");
-    }
-
-    /// SIGTERM, then waits (bounded) for the exit status.
-    fn terminate(mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "SIGTERM could not be sent to {pid}");
-        let deadline = std::time::Instant::now() + HANG_GUARD;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server did not stop within {HANG_GUARD:?} of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// A kube client from the kubeconfig `server` wrote into `data_dir`, checked to point at it.
+async fn kube_client(server: &Server, data_dir: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(data_dir.join("kubeconfig")).expect("kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    assert_eq!(
+        config.cluster_url.to_string().trim_end_matches('/'),
+        server.url.trim_end_matches('/'),
+        "the kubeconfig points at the running server"
+    );
+    Client::try_from(config).expect("client")
 }
 
 fn configmap(name: &str, value: &str) -> ConfigMap {
@@ -140,7 +58,7 @@ async fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let server = Server::start(&data);
-    let client = server.client(&data).await;
+    let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
 
     // Concurrent creates, so several land in one group commit.
@@ -200,7 +118,7 @@ async fn acknowledged_writes_survive_sigkill() {
     server.kill();
 
     let server = Server::start(&data);
-    let client = server.client(&data).await;
+    let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     for (name, (rv, value)) in &acknowledged {
         let o = guard("get after restart", api.get(name))
@@ -251,7 +169,7 @@ async fn sigterm_stops_cleanly_with_an_open_watch() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let server = Server::start(&data);
-    let client = server.client(&data).await;
+    let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let created = guard(
         "create",
@@ -287,7 +205,7 @@ async fn sigterm_stops_cleanly_with_an_open_watch() {
 
     // Nothing was lost in the clean stop either.
     let server = Server::start(&data);
-    let client = server.client(&data).await;
+    let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let after = guard("get", api.get("watched")).await.expect("get");
     assert_eq!(after.resource_version(), created.resource_version());

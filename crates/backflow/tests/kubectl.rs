@@ -10,16 +10,19 @@
 //! data dir, `HOME`, `KUBECONFIG` and `--cache-dir` (kubectl caches discovery on disk). Every
 //! kubectl run is bounded by a hang guard, but no assertion depends on timing.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::{Out, Sandbox, Server};
 use serde_json::Value;
 
-/// How long any child process may run before the test is declared hung (and the child killed).
+/// How long any child process, and the server's start and stop, may take before the test is
+/// declared hung (and the child killed); longer than [`common::HANG_GUARD`].
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// The kubectl versions covered.
@@ -68,25 +71,6 @@ fn kubectl_binary(version: &str) -> Option<PathBuf> {
 // ---------------------------------------------------------------------------------------------
 // Child processes
 // ---------------------------------------------------------------------------------------------
-
-/// What a finished kubectl printed.
-#[derive(Debug)]
-struct Out {
-    /// `None` when killed by a signal.
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit code {:?}\n--- stdout\n{}--- stderr\n{}---",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
@@ -232,92 +216,6 @@ impl Drop for Running {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The server
-// ---------------------------------------------------------------------------------------------
-
-/// A running `backflow serve` on a free port; stopped (SIGTERM, then SIGKILL) when dropped.
-struct Server {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Server {
-    /// Starts the binary and waits for its kubeconfig (which holds the real URL) and /readyz.
-    fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .env("BACKFLOW_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn backflow serve");
-        let kubeconfig = data_dir.join("kubeconfig");
-        let deadline = Instant::now() + HANG_GUARD;
-        let mut wait = |what: &str| {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("backflow serve exited ({status}) while waiting for {what}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "hung: no {what} within {HANG_GUARD:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let addr = loop {
-            let text = std::fs::read_to_string(&kubeconfig).unwrap_or_default();
-            let server = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("server: http://"))
-                .map(str::to_string);
-            // The whole file is there once its last key is.
-            if let Some(addr) = server.filter(|_| text.contains("current-context:")) {
-                break addr;
-            }
-            wait("kubeconfig");
-        };
-        while !ready(&addr) {
-            wait("/readyz");
-        }
-        Self { child, kubeconfig }
-    }
-}
-
-/// Whether `GET /readyz` answers 200.
-fn ready(addr: &str) -> bool {
-    let Ok(mut conn) = TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    let mut answer = String::new();
-    conn.write_all(request.as_bytes()).is_ok()
-        && conn.read_to_string(&mut answer).is_ok()
-        && answer.starts_with("HTTP/1.1 200")
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + HANG_GUARD;
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // One kubectl version against one fresh server
 // ---------------------------------------------------------------------------------------------
 
@@ -326,11 +224,9 @@ struct Kubectl {
     bin: PathBuf,
     /// The client's minor version (29, 32, 33).
     minor: u32,
-    work: PathBuf,
-    home: PathBuf,
-    cache: PathBuf,
+    /// Declared before `dirs`: the server stops before its data dir is removed.
     server: Server,
-    _tmp: tempfile::TempDir,
+    dirs: Sandbox,
 }
 
 impl Kubectl {
@@ -340,35 +236,20 @@ impl Kubectl {
             .next()
             .and_then(|m| m.parse().ok())
             .expect("a version like 1.32");
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let dir = |name: &str| {
-            let d = tmp.path().join(name);
-            std::fs::create_dir_all(&d).expect("create a temp subdirectory");
-            d
-        };
-        let (work, home, cache) = (dir("work"), dir("home"), dir("cache"));
-        let server = Server::start(&tmp.path().join("data"));
+        let dirs = Sandbox::new();
+        let server = Server::start_until_ready(&dirs.data, HANG_GUARD);
         Self {
             bin,
             minor,
-            work,
-            home,
-            cache,
             server,
-            _tmp: tmp,
+            dirs,
         }
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .current_dir(&self.work)
-            .env("HOME", &self.home)
-            .env("KUBECONFIG", &self.server.kubeconfig)
-            // kubectl diff and edit write their temporary files here.
-            .env("TMPDIR", &self.work)
+        let mut cmd = self.dirs.kubectl(&self.bin, &self.server.kubeconfig, args);
+        // kubectl diff and edit write their temporary files here.
+        cmd.env("TMPDIR", &self.dirs.work)
             .env_remove("KUBE_EDITOR")
             .env_remove("EDITOR")
             .env_remove("KUBECTL_EXTERNAL_DIFF");
@@ -417,7 +298,7 @@ impl Kubectl {
 
     /// Writes a file into the working directory (kubectl runs there) and returns its name.
     fn file(&self, name: &str, content: &str) -> String {
-        std::fs::write(self.work.join(name), content).expect("write a manifest");
+        std::fs::write(self.dirs.work.join(name), content).expect("write a manifest");
         name.to_string()
     }
 
@@ -1410,7 +1291,7 @@ fn diff(k: &Kubectl) {
 fn edit(k: &Kubectl) {
     let f = k.file("app-config.yaml", APP_CONFIG);
     k.ok(&["create", "-f", &f]);
-    let editor = k.work.join("editor.sh");
+    let editor = k.dirs.work.join("editor.sh");
     std::fs::write(
         &editor,
         "#!/bin/sh\nsed -i 's/a: \"1\"/a: \"edited\"/' \"$1\"\n",
