@@ -893,3 +893,38 @@ fn secrets_never_reach_git() {
         "no plain secret file:\n{files:#?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// GitBranch status
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn git_branch_reports_the_pushed_tip() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "branch-status", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/branch-status.yaml");
+    w.wait_settled();
+    let tip = w.tip().expect("the branch exists");
+    let status = wait_for(
+        "GitBranch default-main to report the remote tip",
+        || w.describe_remote(),
+        || {
+            let b = w.get_json(&["gitbranch", "default-main", "-n", "backflow-system"]);
+            let s = b.get("status")?;
+            (s.get("tip")?.as_str()? == tip && s.get("pendingWrites")?.as_u64()? == 0)
+                .then(|| s.clone())
+        },
+    );
+    assert_eq!(status["conditions"][0]["type"], "Ready");
+    assert!(
+        status["lastPushTime"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{status}"
+    );
+    let spec = w.get_json(&["gitbranch", "default-main", "-n", "backflow-system"])["spec"].clone();
+    assert_eq!(
+        spec,
+        serde_json::json!({"branch": "main", "providerRef": {"name": "default"}})
+    );
+}
