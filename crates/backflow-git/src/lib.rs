@@ -77,6 +77,6 @@ pub use remote::{
     RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,
 };
 pub use repo::{Identity, LocalRepo};
-pub use tree::{Overlay, PathUpdate, TreeView};
+pub use tree::{LayeredView, Overlay, PathUpdate, TreeView};
 pub use window::CommitWindow;
 pub use worker::{BranchWorker, ForeignCommit, Tip, WorkerConfig, WorkerEvent, WorkerStats};

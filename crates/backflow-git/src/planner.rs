@@ -5,7 +5,7 @@
 
 use crate::error::TreeError;
 use crate::intent::{Intent, ObjectState, SweepScope};
-use crate::tree::{PathUpdate, TreeView};
+use crate::tree::{LayeredView, PathUpdate, TreeView};
 
 /// Turns one intent into path updates against `tree`.
 ///
@@ -16,6 +16,28 @@ pub trait Planner: Send {
     /// The updates that make `tree` hold `intent`. An empty list, or updates equal to what the
     /// tree already holds, means the intent changes nothing and it is dropped.
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError>;
+
+    /// Plans a whole write: each intent against `tree` plus the updates of the intents before it
+    /// (a refused intent contributes none). The default plans them one by one; a planner with
+    /// per-tree work to share (an index of the folder) overrides it, so a write of N objects
+    /// does that work once.
+    fn plan_all(
+        &self,
+        tree: &dyn TreeView,
+        intents: &[&Intent],
+    ) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
+        let mut view = LayeredView::new(tree);
+        intents
+            .iter()
+            .map(|intent| {
+                let planned = self.plan(&view, intent);
+                if let Ok(updates) = &planned {
+                    view.apply(updates);
+                }
+                planned
+            })
+            .collect()
+    }
 }
 
 /// One file per object at `{target}/{namespace or _cluster}/{group/}{resource}/{name}.json`,

@@ -47,6 +47,59 @@ pub trait TreeView {
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError>;
 }
 
+/// Any tree view plus path updates on top: what a planner planning a whole write sees after the
+/// intents planned so far.
+pub struct LayeredView<'a> {
+    base: &'a dyn TreeView,
+    changes: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+impl<'a> LayeredView<'a> {
+    /// `base` with no changes yet.
+    pub fn new(base: &'a dyn TreeView) -> Self {
+        Self {
+            base,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    /// Applies updates on top (later ones win).
+    pub fn apply(&mut self, updates: &[PathUpdate]) {
+        for u in updates {
+            self.changes.insert(u.path.clone(), u.content.clone());
+        }
+    }
+}
+
+impl TreeView for LayeredView<'_> {
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+        match self.changes.get(path) {
+            Some(c) => Ok(c.clone()),
+            None => self.base.read(path),
+        }
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", dir.trim_end_matches('/'))
+        };
+        let mut paths: BTreeSet<String> = self.base.list(dir)?.into_iter().collect();
+        for (path, content) in self
+            .changes
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+        {
+            match content {
+                Some(_) => paths.insert(path.clone()),
+                None => paths.remove(path),
+            };
+        }
+        Ok(paths.into_iter().collect())
+    }
+}
+
 /// A base tree (or nothing, for a branch that does not exist yet) plus pending path updates.
 pub struct Overlay<'r> {
     repo: &'r LocalRepo,

@@ -690,8 +690,12 @@ impl BranchWorker {
         for write in self.pending.iter_mut().skip(self.chain.built) {
             let mut overlay = Overlay::new(&self.repo, tree);
             let mut dropped = Vec::new();
-            for (slot, (seq, intent)) in &write.intents {
-                match self.planner.plan(&overlay, intent) {
+            // The planner sees the whole write at once, so per-tree work (indexing the folder)
+            // is done once per write rather than once per intent.
+            let intents: Vec<&Intent> = write.intents.values().map(|(_, i)| i).collect();
+            let planned = self.planner.plan_all(&overlay, &intents);
+            for ((slot, (seq, intent)), planned) in write.intents.iter().zip(planned) {
+                match planned {
                     Ok(updates) => {
                         if !write.screened && !overlay.would_change(&updates)? {
                             // Git already reads like this: the intent is dropped for good, so it

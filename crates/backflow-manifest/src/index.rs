@@ -1,7 +1,8 @@
 //! The folder index: every manifest document under a target folder, by identity.
 //!
-//! Built from scratch from the tree each time it is needed, so planning stays a pure function of
-//! the tree (a replay on a new tip sees the new tip's files). Building it is also the acceptance
+//! Built from the tree a write is planned on, and refreshed file by file as the write's intents
+//! change files, so planning stays a pure function of the tree (a replay on a new tip sees the
+//! new tip's files) while a write of N objects parses the folder once, not N times. Building it is also the acceptance
 //! check of the folder: a folder holding content backflow cannot handle safely (invalid YAML,
 //! documents that are not Kubernetes objects, two documents for one object, foreign files) is
 //! refused as a whole, with the reason, rather than partly overwritten.
@@ -32,6 +33,8 @@ pub struct DocRef {
 #[derive(Debug, Clone, Default)]
 pub struct FolderIndex {
     docs: BTreeMap<Identity, DocRef>,
+    /// The identities each file holds, so a changed file is re-indexed alone.
+    by_path: BTreeMap<String, Vec<Identity>>,
 }
 
 /// What a file in a target folder is.
@@ -79,46 +82,70 @@ pub fn classify(path: &str) -> FileClass {
 impl FolderIndex {
     /// Indexes every manifest under `target` (normalized; `""` is the repository root).
     pub fn build(tree: &dyn TreeView, target: &str) -> Result<Self, IndexError> {
-        let mut docs: BTreeMap<Identity, DocRef> = BTreeMap::new();
+        let mut index = Self::default();
         for path in tree.list(target)? {
-            match classify(&path) {
-                FileClass::Companion => continue,
-                FileClass::Foreign => return Err(ManifestError::ForeignFile { path }.into()),
-                FileClass::Manifests => {}
-            }
-            let Some(bytes) = tree.read(&path)? else {
-                continue;
-            };
-            let file = parse_file(&path, &bytes)?;
-            for (i, doc) in file.docs.iter().enumerate() {
-                if doc.value.is_null() {
-                    // An empty or comment-only document describes nothing.
-                    continue;
-                }
-                let identity =
-                    Identity::of(&doc.value).map_err(|reason| ManifestError::NotKrm {
-                        path: path.clone(),
-                        doc: i,
-                        reason,
-                    })?;
-                let here = DocRef {
-                    path: path.clone(),
-                    doc: i,
-                    hazards: doc.hazards.clone(),
-                    encrypted: doc.value.get("sops").is_some(),
-                };
-                if let Some(first) = docs.get(&identity) {
-                    return Err(ManifestError::DuplicateIdentity {
-                        identity: identity.to_string(),
-                        first: format!("{}#{}", first.path, first.doc),
-                        second: format!("{}#{}", here.path, here.doc),
-                    }
-                    .into());
-                }
-                docs.insert(identity, here);
+            if let Some(bytes) = tree.read(&path)? {
+                index.add_file(&path, &bytes)?;
             }
         }
-        Ok(Self { docs })
+        Ok(index)
+    }
+
+    /// Re-indexes one file after it changed (`None`: it was removed), as planning a write
+    /// changes files one intent at a time.
+    pub fn refresh(&mut self, path: &str, content: Option<&[u8]>) -> Result<(), IndexError> {
+        for identity in self.by_path.remove(path).unwrap_or_default() {
+            self.docs.remove(&identity);
+        }
+        match content {
+            Some(bytes) => self.add_file(path, bytes),
+            None => Ok(()),
+        }
+    }
+
+    fn add_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), IndexError> {
+        match classify(path) {
+            FileClass::Companion => return Ok(()),
+            FileClass::Foreign => {
+                return Err(ManifestError::ForeignFile {
+                    path: path.to_string(),
+                }
+                .into());
+            }
+            FileClass::Manifests => {}
+        }
+        let file = parse_file(path, bytes)?;
+        for (i, doc) in file.docs.iter().enumerate() {
+            if doc.value.is_null() {
+                // An empty or comment-only document describes nothing.
+                continue;
+            }
+            let identity = Identity::of(&doc.value).map_err(|reason| ManifestError::NotKrm {
+                path: path.to_string(),
+                doc: i,
+                reason,
+            })?;
+            let here = DocRef {
+                path: path.to_string(),
+                doc: i,
+                hazards: doc.hazards.clone(),
+                encrypted: doc.value.get("sops").is_some(),
+            };
+            if let Some(first) = self.docs.get(&identity) {
+                return Err(ManifestError::DuplicateIdentity {
+                    identity: identity.to_string(),
+                    first: format!("{}#{}", first.path, first.doc),
+                    second: format!("{}#{}", here.path, here.doc),
+                }
+                .into());
+            }
+            self.by_path
+                .entry(path.to_string())
+                .or_default()
+                .push(identity.clone());
+            self.docs.insert(identity, here);
+        }
+        Ok(())
     }
 
     /// Where the document for `identity` lives.

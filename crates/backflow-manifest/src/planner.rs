@@ -25,7 +25,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_git::{Intent, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView};
+use backflow_git::{
+    Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
+};
 use backflow_sops::Rules;
 use rand::rngs::StdRng;
 use serde_json::Value;
@@ -33,7 +35,7 @@ use serde_json::Value;
 use crate::bootstrap;
 use crate::edit::{append_document, edit_document, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, sops_config};
-use crate::error::ManifestError;
+use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
 use crate::index::FolderIndex;
 use crate::kinds::KindMap;
@@ -102,6 +104,7 @@ impl YamlPlanner {
     fn present(
         &self,
         tree: &dyn TreeView,
+        index: &FolderIndex,
         target: &str,
         key: &ObjectKey,
         object: &Value,
@@ -123,9 +126,8 @@ impl YamlPlanner {
             }
             .into());
         }
-        let index = FolderIndex::build(tree, target)?;
         if is_sensitive(&key.resource) {
-            return self.present_sensitive(tree, target, key, &object, &identity, &index);
+            return self.present_sensitive(tree, target, key, &object, &identity, index);
         }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
@@ -278,11 +280,11 @@ impl YamlPlanner {
     fn absent(
         &self,
         tree: &dyn TreeView,
+        index: &FolderIndex,
         target: &str,
         key: &ObjectKey,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         check_key(key)?;
-        let index = FolderIndex::build(tree, target)?;
         let found = match self.kinds.kind_of(&key.resource) {
             Some(kind) => index
                 .get(&Identity {
@@ -324,7 +326,7 @@ impl YamlPlanner {
     fn sweep(
         &self,
         tree: &dyn TreeView,
-        target: &str,
+        index: &FolderIndex,
         scope: &SweepScope,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         let Some(kind) = self.kinds.kind_of(&scope.resource) else {
@@ -334,7 +336,6 @@ impl YamlPlanner {
             }
             .into());
         };
-        let index = FolderIndex::build(tree, target)?;
         // Documents to remove, per file, highest index first so earlier indices stay valid.
         let mut doomed: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (id, at) in index.iter() {
@@ -366,14 +367,107 @@ impl YamlPlanner {
     }
 }
 
+impl YamlPlanner {
+    fn plan_with(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        target: &str,
+        intent: &Intent,
+    ) -> Result<Vec<PathUpdate>, TreeError> {
+        match &intent.state {
+            ObjectState::Present(object) => self.present(tree, index, target, &intent.key, object),
+            ObjectState::Absent => self.absent(tree, index, target, &intent.key),
+            ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
+        }
+    }
+}
+
+/// A folder's index while a write is planned: built once, then refreshed per changed file.
+enum CachedIndex {
+    Ready(FolderIndex),
+    /// The folder is refused (the refusal applies to every intent of the write).
+    Refused(ManifestError),
+}
+
+fn in_folder(path: &str, target: &str) -> bool {
+    target.is_empty()
+        || path
+            .strip_prefix(target)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 impl Planner for YamlPlanner {
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
         let target = normalize_target(&intent.target)?;
-        match &intent.state {
-            ObjectState::Present(object) => self.present(tree, &target, &intent.key, object),
-            ObjectState::Absent => self.absent(tree, &target, &intent.key),
-            ObjectState::Sweep(scope) => self.sweep(tree, &target, scope),
+        let index = FolderIndex::build(tree, &target)?;
+        self.plan_with(tree, &index, &target, intent)
+    }
+
+    fn plan_all(
+        &self,
+        tree: &dyn TreeView,
+        intents: &[&Intent],
+    ) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
+        let mut view = LayeredView::new(tree);
+        let mut indexes: BTreeMap<String, CachedIndex> = BTreeMap::new();
+        let mut out = Vec::with_capacity(intents.len());
+        for intent in intents {
+            let target = match normalize_target(&intent.target) {
+                Ok(t) => t,
+                Err(e) => {
+                    out.push(Err(e.into()));
+                    continue;
+                }
+            };
+            if !indexes.contains_key(&target) {
+                match FolderIndex::build(&view, &target) {
+                    Ok(index) => indexes.insert(target.clone(), CachedIndex::Ready(index)),
+                    Err(IndexError::Refused(refusal)) => {
+                        indexes.insert(target.clone(), CachedIndex::Refused(refusal))
+                    }
+                    Err(e @ IndexError::Repo(_)) => {
+                        out.push(Err(e.into()));
+                        continue;
+                    }
+                };
+            }
+            let planned = match indexes.get(&target) {
+                Some(CachedIndex::Ready(index)) => self.plan_with(&view, index, &target, intent),
+                Some(CachedIndex::Refused(refusal)) => Err(refusal.clone().into()),
+                None => Err(ManifestError::InvalidObject {
+                    object: intent.key.to_string(),
+                    reason: "the folder could not be indexed".into(),
+                }
+                .into()),
+            };
+            if let Ok(updates) = &planned {
+                view.apply(updates);
+                for u in updates {
+                    for (folder, cached) in indexes.iter_mut() {
+                        if !in_folder(&u.path, folder) {
+                            continue;
+                        }
+                        if let CachedIndex::Ready(index) = cached
+                            && let Err(e) = index.refresh(&u.path, u.content.as_deref())
+                        {
+                            *cached = match e {
+                                IndexError::Refused(refusal) => CachedIndex::Refused(refusal),
+                                // A read error cannot happen here: the content is in hand.
+                                IndexError::Repo(_) => {
+                                    CachedIndex::Refused(ManifestError::InvalidObject {
+                                        object: u.path.clone(),
+                                        reason: "the folder could not be re-indexed".into(),
+                                    })
+                                }
+                            };
+                        }
+                    }
+                }
+            }
+            out.push(planned);
         }
+        out
     }
 }
 
@@ -649,5 +743,73 @@ mod tests {
             .plan(&tree, &Intent::put("live", key, cm))
             .expect_err("refused");
         assert!(err.to_string().contains("SOPS file"), "{err}");
+    }
+
+    fn cm_key(ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "configmaps"), ns, name)
+    }
+
+    fn cm(ns: &str, name: &str, v: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"v": v}})
+    }
+
+    /// Planning a write at once (one index, refreshed per file) gives exactly what planning its
+    /// intents one by one on the growing tree gives.
+    #[test]
+    fn plan_all_matches_planning_one_by_one() {
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        let planner = YamlPlanner::new(kinds);
+        let mut base = MemTree::default();
+        base.0.insert(
+            "live/default/bundle.yaml".into(),
+            b"# hand-written\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\ndata:\n  v: \"1\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: default\ndata:\n  v: \"2\"\n".to_vec(),
+        );
+        let mut keep = std::collections::BTreeSet::new();
+        keep.insert(("default".to_string(), "a".to_string()));
+        keep.insert(("default".to_string(), "c".to_string()));
+        let intents = vec![
+            Intent::put("live", cm_key("default", "a"), cm("default", "a", "one")),
+            Intent::put("live", cm_key("default", "c"), cm("default", "c", "3")),
+            Intent::put("live", cm_key("other", "d"), cm("other", "d", "4")),
+            Intent::put("live", cm_key("default", "c"), cm("default", "c", "three")),
+            Intent::delete("live", cm_key("other", "d")),
+            Intent::put(
+                "live",
+                cm_key("default", "../x"),
+                cm("default", "../x", "bad"),
+            ),
+            Intent::sweep(
+                "live",
+                SweepScope {
+                    resource: GroupResource::new("", "configmaps"),
+                    namespace: Some("default".into()),
+                    keep,
+                },
+            ),
+        ];
+        let refs: Vec<&Intent> = intents.iter().collect();
+        let batched = planner.plan_all(&base, &refs);
+
+        let mut tree = MemTree(base.0.clone());
+        for (intent, got) in intents.iter().zip(&batched) {
+            let want = planner.plan(&tree, intent);
+            match (&want, got) {
+                (Ok(w), Ok(g)) => assert_eq!(w, g, "{intent:?}"),
+                (Err(w), Err(g)) => assert_eq!(w.to_string(), g.to_string(), "{intent:?}"),
+                _ => panic!("one by one gave {want:?}, at once gave {got:?} for {intent:?}"),
+            }
+            if let Ok(updates) = want {
+                tree.apply(updates);
+            }
+        }
+        assert!(batched[5].is_err(), "a name escaping the folder is refused");
+        let bundle = String::from_utf8(tree.0["live/default/bundle.yaml"].clone()).expect("utf-8");
+        assert!(
+            bundle.starts_with("# hand-written\n")
+                && bundle.contains("v: \"one\"")
+                && !bundle.contains("name: b"),
+            "{bundle}"
+        );
     }
 }
