@@ -42,6 +42,7 @@ use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
 };
+use crate::placement::PlacementMap;
 use crate::sanitize::sanitize;
 use crate::yaml::render;
 
@@ -67,6 +68,7 @@ impl std::fmt::Debug for Crypto {
 pub struct YamlPlanner {
     kinds: KindMap,
     crypto: Option<Crypto>,
+    placement: PlacementMap,
 }
 
 impl YamlPlanner {
@@ -76,7 +78,15 @@ impl YamlPlanner {
         Self {
             kinds,
             crypto: None,
+            placement: PlacementMap::default(),
         }
+    }
+
+    /// Places new objects by the path templates of each folder in `map` (shared with whoever
+    /// fills it from `GitTarget.spec.placement`); folders without rules use the canonical layout.
+    pub fn with_placement(mut self, map: PlacementMap) -> Self {
+        self.placement = map;
+        self
     }
 
     /// Encrypts sensitive objects of the folders in `map` (shared with whoever fills it), with
@@ -145,7 +155,10 @@ impl YamlPlanner {
             }
             updates.push(PathUpdate::write(found.path.clone(), edited));
         } else {
-            let path = object_path(target, key)?;
+            let path = match self.placement.place(target, key, &object, false)? {
+                Some(placed) => placed,
+                None => object_path(target, key)?,
+            };
             if is_sops_path(&path) {
                 // A name like `x.sops` would make a plain file that sops treats as encrypted.
                 return Err(ManifestError::EncryptedFileConflict {
@@ -217,7 +230,17 @@ impl YamlPlanner {
                 (found.path.clone(), tree.read(&found.path)?)
             }
             None => {
-                let path = sops_object_path(target, key)?;
+                let path = match self.placement.place(target, key, object, true)? {
+                    Some(placed) if is_sops_path(&placed) => placed,
+                    Some(placed) => {
+                        return Err(ManifestError::EncryptedFileConflict {
+                            path: placed,
+                            reason: format!("{key} is encrypted, so its file must be named *.sops.yaml: end the placement template with {{sensitiveSuffix}}"),
+                        }
+                        .into());
+                    }
+                    None => sops_object_path(target, key)?,
+                };
                 if tree.read(&path)?.is_some() {
                     return Err(ManifestError::EncryptedFileConflict {
                         path,

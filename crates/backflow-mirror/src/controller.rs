@@ -283,6 +283,9 @@ impl Controller {
                 continue;
             }
             self.ensure_branch_object(provider, &tp.branch).await;
+            self.workers
+                .placement(&tp.url, &tp.branch)
+                .set(&tp.path, tp.placement.clone());
             let encrypts = self.configure_encryption(tref, tp, &targets).await;
             for s in &tp.streams {
                 if !encrypts && is_sensitive(&s.served.group_resource()) {

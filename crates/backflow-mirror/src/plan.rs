@@ -9,6 +9,8 @@ use backflow_api::GroupResource;
 use backflow_api::config::{
     AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
 };
+use backflow_manifest::PlacementRules;
+use backflow_manifest::placement::validate_template;
 use kube::ResourceExt;
 
 /// A type the live API serves (its preferred version, or each listed version).
@@ -87,6 +89,8 @@ pub struct TargetPlan {
     pub streams: BTreeSet<StreamSpec>,
     /// Its age encryption settings; sensitive types are planned only with them.
     pub encryption: Option<AgeEncryption>,
+    /// Path templates for new objects (`spec.placement`), already validated.
+    pub placement: PlacementRules,
 }
 
 /// Why a target or rule cannot be served, for its status.
@@ -137,6 +141,24 @@ pub fn validate_path(path: &str) -> Result<String, String> {
         ));
     }
     Ok(path.to_string())
+}
+
+/// A target's `spec.placement`, every template checked.
+fn placement_rules(t: &GitTarget) -> Result<PlacementRules, String> {
+    let Some(p) = &t.spec.placement else {
+        return Ok(PlacementRules::default());
+    };
+    for (type_key, template) in &p.by_type {
+        validate_template(template)
+            .map_err(|m| format!("spec.placement.byType[{type_key:?}]: {m}"))?;
+    }
+    if let Some(d) = &p.default {
+        validate_template(d).map_err(|m| format!("spec.placement.default: {m}"))?;
+    }
+    Ok(PlacementRules {
+        by_type: p.by_type.clone(),
+        default: p.default.clone(),
+    })
 }
 
 fn resolve_rule(
@@ -227,9 +249,11 @@ pub fn plan(
                         ),
                     ))
                 } else {
-                    match validate_path(&t.spec.path) {
+                    match validate_path(&t.spec.path)
+                        .and_then(|path| placement_rules(t).map(|rules| (path, rules)))
+                    {
                         Err(m) => Err(problem("InvalidConfig", m)),
-                        Ok(path) => Ok(TargetPlan {
+                        Ok((path, placement)) => Ok(TargetPlan {
                             path,
                             url: p.spec.url.clone(),
                             branch: t.spec.branch.clone(),
@@ -237,6 +261,7 @@ pub fn plan(
                             prune: t.spec.prune.mode,
                             streams: BTreeSet::new(),
                             encryption: t.spec.encryption.as_ref().and_then(|e| e.age.clone()),
+                            placement,
                         }),
                     }
                 }

@@ -11,7 +11,7 @@ use backflow_git::metrics::GitMetrics;
 use backflow_git::{
     BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle,
 };
-use backflow_manifest::{EncryptionMap, KindMap, YamlPlanner};
+use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -70,6 +70,7 @@ pub struct Workers {
     kinds: KindMap,
     running: Mutex<BTreeMap<(String, String), WorkerHandle>>,
     encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
+    placement: Mutex<BTreeMap<(String, String), PlacementMap>>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -95,6 +96,7 @@ impl Workers {
             kinds,
             running: Mutex::new(BTreeMap::new()),
             encryption: Mutex::new(BTreeMap::new()),
+            placement: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -103,6 +105,17 @@ impl Workers {
     /// repositories with the same folder name never share an encryptor.
     pub fn encryption(&self, url: &str, branch: &str) -> EncryptionMap {
         self.encryption
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((url.to_string(), branch.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// The per-folder placement rules of (url, branch)'s planner, shared with it: the controller
+    /// fills it from each GitTarget's `spec.placement`.
+    pub fn placement(&self, url: &str, branch: &str) -> PlacementMap {
+        self.placement
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry((url.to_string(), branch.to_string()))
@@ -130,11 +143,13 @@ impl Workers {
         };
         // Data keys and IVs come from this generator: seeded from the OS, never from the
         // worker's (non-secret) jitter seed.
-        let planner = YamlPlanner::new(self.kinds.clone()).with_encryption(
-            self.encryption(&provider.spec.url, branch),
-            self.clock.clone(),
-            StdRng::from_os_rng(),
-        );
+        let planner = YamlPlanner::new(self.kinds.clone())
+            .with_encryption(
+                self.encryption(&provider.spec.url, branch),
+                self.clock.clone(),
+                StdRng::from_os_rng(),
+            )
+            .with_placement(self.placement(&provider.spec.url, branch));
         let metrics = self.metrics.for_branch(&provider.spec.url, branch);
         let worker = BranchWorker::open(
             &self.data_dir,

@@ -928,3 +928,63 @@ fn git_branch_reports_the_pushed_tip() {
         serde_json::json!({"branch": "main", "providerRef": {"name": "default"}})
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Placement templates
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn placement_templates_place_new_objects_and_never_move_old_ones() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "before", &[("a", "1")]));
+    w.wait_present("live/default/configmaps/before.yaml");
+
+    w.kubectl(&[
+        "patch", "gittarget", "default", "-n", "backflow-system", "--type", "merge", "-p",
+        r#"{"spec":{"placement":{"byType":{"v1/configmaps":"{namespace}/config/{name}.yaml"},"default":"{namespaceOrCluster}/{kind}-{name}.yaml"}}}"#,
+    ]);
+    w.wait_target_ready("default");
+
+    w.apply(&configmap("default", "after", &[("b", "2")]));
+    let placed = w.wait_present("live/default/config/after.yaml");
+    assert!(placed.contains("name: after"), "{placed}");
+    w.apply(&configmap("default", "before", &[("a", "changed")]));
+    w.wait_file("live/default/configmaps/before.yaml", |c| {
+        c.contains("changed")
+    });
+    assert!(
+        w.show("live/default/config/before.yaml").is_none(),
+        "an existing document is edited where it is, never moved"
+    );
+    w.kubectl(&["create", "serviceaccount", "robot", "-n", "default"]);
+    w.wait_present("live/default/ServiceAccount-robot.yaml");
+
+    // A template that would leave the folder is refused when applied, and the target says why.
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"placement":{"default":"../{name}.yaml"}}}"#,
+    ]);
+    let reason = wait_for(
+        "GitTarget default to refuse the template",
+        || w.describe_remote(),
+        || {
+            let t = w.get_json(&["gittarget", "default", "-n", "backflow-system"]);
+            t.pointer("/status/conditions")?
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")
+                .map(|c| format!("{} {}", c["reason"], c["message"]))
+        },
+    );
+    assert!(
+        reason.contains("InvalidConfig") && reason.contains("spec.placement.default"),
+        "{reason}"
+    );
+}
