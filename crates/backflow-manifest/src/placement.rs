@@ -5,6 +5,7 @@
 //! it is, so changing a template never moves a file.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use backflow_api::ObjectKey;
@@ -76,6 +77,29 @@ pub fn validate_template(template: &str) -> Result<(), String> {
 #[derive(Debug, Clone, Default)]
 pub struct PlacementMap {
     inner: Arc<RwLock<BTreeMap<String, PlacementRules>>>,
+    counts: Arc<PlacementCounts>,
+}
+
+/// How many new files each rule placed (a replay after a refused push plans, and counts, again).
+#[derive(Debug, Default)]
+pub struct PlacementCounts {
+    /// Placed by a `byType` template.
+    pub by_type: AtomicU64,
+    /// Placed by the `default` template.
+    pub default: AtomicU64,
+    /// Placed by the canonical layout (no template applied).
+    pub canonical: AtomicU64,
+}
+
+impl PlacementCounts {
+    /// `(by_type, default, canonical)` so far.
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.by_type.load(Ordering::Relaxed),
+            self.default.load(Ordering::Relaxed),
+            self.canonical.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl PlacementMap {
@@ -118,10 +142,24 @@ impl PlacementMap {
         } else {
             format!("{}/{version}/{}", key.resource.group, key.resource.resource)
         };
-        let Some(template) = rules.by_type.get(&type_key).or(rules.default.as_ref()) else {
-            return Ok(None);
+        let (template, counter) = match (rules.by_type.get(&type_key), rules.default.as_ref()) {
+            (Some(t), _) => (t, &self.counts.by_type),
+            (None, Some(t)) => (t, &self.counts.default),
+            (None, None) => return Ok(None),
         };
-        render(template, target, key, object, sensitive).map(Some)
+        let path = render(template, target, key, object, sensitive)?;
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(path))
+    }
+
+    /// Counts a new file placed by the canonical layout.
+    pub fn count_canonical(&self) {
+        self.counts.canonical.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The placement counts of every folder using this map.
+    pub fn counts(&self) -> Arc<PlacementCounts> {
+        self.counts.clone()
     }
 }
 

@@ -157,7 +157,10 @@ impl YamlPlanner {
         } else {
             let path = match self.placement.place(target, key, &object, false)? {
                 Some(placed) => placed,
-                None => object_path(target, key)?,
+                None => {
+                    self.placement.count_canonical();
+                    object_path(target, key)?
+                }
             };
             if is_sops_path(&path) {
                 // A name like `x.sops` would make a plain file that sops treats as encrypted.
@@ -239,7 +242,10 @@ impl YamlPlanner {
                         }
                         .into());
                     }
-                    None => sops_object_path(target, key)?,
+                    None => {
+                        self.placement.count_canonical();
+                        sops_object_path(target, key)?
+                    }
                 };
                 if tree.read(&path)?.is_some() {
                     return Err(ManifestError::EncryptedFileConflict {

@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::board::{Board, BranchKey, StreamState};
 use crate::discovery::served_types;
-use crate::metrics::MirrorMetrics;
+use crate::metrics::{MirrorMetrics, PlacementLabels};
 use crate::plan::{Plan, ServedType, StreamSpec, TargetRef, plan};
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
@@ -64,6 +64,8 @@ pub struct Controller {
     last_status: BTreeMap<String, serde_json::Value>,
     /// The GitBranch object (namespace, name) reporting each branch in use.
     branch_objects: BTreeMap<BranchKey, (String, String)>,
+    /// Placement totals already added to the counter.
+    placements_exported: (u64, u64, u64),
     /// Identities handed in (e.g. `serve`'s own key): given to every encryptor so that data
     /// keys survive restarts.
     identities: Vec<Identity>,
@@ -180,6 +182,7 @@ impl Controller {
             committed_requests: BTreeSet::new(),
             last_status: BTreeMap::new(),
             branch_objects: BTreeMap::new(),
+            placements_exported: (0, 0, 0),
         }
     }
 
@@ -1034,7 +1037,29 @@ impl Controller {
         }
     }
 
+    /// Brings the placements counter up to the planners' totals.
+    fn export_placements(&mut self) {
+        let now = self.workers.placement_totals();
+        let before = self.placements_exported;
+        for (source, n, was) in [
+            ("byType", now.0, before.0),
+            ("default", now.1, before.1),
+            ("canonical", now.2, before.2),
+        ] {
+            if n > was {
+                self.metrics
+                    .placements
+                    .get_or_create(&PlacementLabels {
+                        source: source.into(),
+                    })
+                    .inc_by(n - was);
+            }
+        }
+        self.placements_exported = now;
+    }
+
     async fn write_statuses(&mut self) {
+        self.export_placements();
         self.write_branch_statuses().await;
         let Ok(targets) = Api::<GitTarget>::all(self.client.clone())
             .list(&ListParams::default())

@@ -23,6 +23,13 @@ pub struct EventLabels {
     pub outcome: String,
 }
 
+/// Labels of a placement.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PlacementLabels {
+    /// `byType`, `default` (a `spec.placement` template) or `canonical` (the default layout).
+    pub source: String,
+}
+
 /// Every metric of the mirror.
 #[derive(Debug, Clone, Default)]
 pub struct MirrorMetrics {
@@ -38,6 +45,8 @@ pub struct MirrorMetrics {
     pub streams: Gauge,
     /// Intents submitted whose publication has not resolved yet (the queue depth).
     pub in_flight: Gauge,
+    /// New files placed, by the rule that placed them.
+    pub placements: Family<PlacementLabels, Counter>,
 }
 
 impl MirrorMetrics {
@@ -70,6 +79,11 @@ impl MirrorMetrics {
             "in_flight",
             "Submitted writes not yet published",
             m.in_flight.clone(),
+        );
+        r.register(
+            "placements",
+            "New files placed, by the rule that placed them",
+            m.placements.clone(),
         );
         m
     }

@@ -123,6 +123,14 @@ impl Workers {
             .clone()
     }
 
+    /// `(by_type, default, canonical)` placements of every branch so far.
+    pub fn placement_totals(&self) -> (u64, u64, u64) {
+        let maps = self.placement.lock().unwrap_or_else(|e| e.into_inner());
+        maps.values()
+            .map(|m| m.counts().snapshot())
+            .fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    }
+
     /// The worker of (url, branch), started with the provider's settings if not running yet.
     /// Settings changed later take effect after a restart of backflow.
     pub fn get_or_start(

@@ -958,6 +958,30 @@ fn placement_templates_place_new_objects_and_never_move_old_ones() {
     );
     w.kubectl(&["create", "serviceaccount", "robot", "-n", "default"]);
     w.wait_present("live/default/ServiceAccount-robot.yaml");
+    // The placements counter tells which rule placed new files (exported once a second).
+    wait_for(
+        "placements to be counted by rule",
+        || w.metrics(),
+        || {
+            let m = w.metrics();
+            let by_type = metric_sum(
+                &m,
+                "backflow_mirror_placements_total",
+                &["source=\"byType\""],
+            );
+            let default = metric_sum(
+                &m,
+                "backflow_mirror_placements_total",
+                &["source=\"default\""],
+            );
+            let canonical = metric_sum(
+                &m,
+                "backflow_mirror_placements_total",
+                &["source=\"canonical\""],
+            );
+            (by_type >= 1.0 && default >= 1.0 && canonical >= 1.0).then_some(())
+        },
+    );
 
     // A template that would leave the folder is refused when applied, and the target says why.
     w.kubectl(&[
