@@ -2,7 +2,7 @@
 //! identical for backflow and its baselines.
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -42,27 +42,45 @@ impl Conn {
         content_type: &str,
         body: Bytes,
     ) -> Result<(StatusCode, Bytes), String> {
+        let (status, _, body) = self
+            .send_with(method, path, content_type, &[], body)
+            .await?;
+        Ok((status, body))
+    }
+
+    /// Sends a request with extra headers and reads the whole answer, headers included.
+    pub async fn send_with(
+        &mut self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
         self.sender.ready().await.map_err(|e| e.to_string())?;
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
             .uri(path)
             .header(http::header::HOST, &self.host)
-            .header(http::header::CONTENT_TYPE, content_type)
-            .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+            .header(http::header::CONTENT_TYPE, content_type);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let resp = self
             .sender
             .send_request(req)
             .await
             .map_err(|e| e.to_string())?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let body = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        Ok((status, body))
+        Ok((status, headers, body))
     }
 
     /// Opens a streaming GET (a watch) and returns its body.

@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::server::{percentile, round2, row};
 
-const BRANCH: &str = "main";
+pub(crate) const BRANCH: &str = "main";
 const TARGET: &str = "apps";
 const NAMESPACE: &str = "bench";
 /// Objects written in rotation: every intent changes one of them, so every intent is a commit,
@@ -71,7 +71,7 @@ fn intent(i: usize, value: Value) -> Intent {
 }
 
 /// Runs `git` with `args` and returns its trimmed standard output.
-fn git(args: &[&str]) -> Result<String, String> {
+pub(crate) fn git(args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")
         .args(args)
         .output()
@@ -86,13 +86,13 @@ fn git(args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn path_str(p: &Path) -> Result<&str, String> {
+pub(crate) fn path_str(p: &Path) -> Result<&str, String> {
     p.to_str()
         .ok_or_else(|| format!("{} is not valid UTF-8", p.display()))
 }
 
 /// Creates an empty bare repository the way a Git host would (`git init --bare`).
-fn init_remote(path: &Path) -> Result<String, String> {
+pub(crate) fn init_remote(path: &Path) -> Result<String, String> {
     let p = path_str(path)?;
     git(&["init", "--bare", "--quiet", "--initial-branch", BRANCH, p])?;
     Ok(format!("file://{p}"))
@@ -113,7 +113,7 @@ fn remote_branch(path: &Path) -> Result<(usize, Option<String>), String> {
 }
 
 /// How the bare minimum publishes its commit.
-enum Publish {
+pub(crate) enum Publish {
     /// Push the branch to this URL with `Remote::push` (the baseline the issue asks for).
     Push(String),
     /// The commit is written straight into the remote repository, and the branch is moved there
@@ -122,7 +122,7 @@ enum Publish {
 }
 
 /// The bare minimum: the repository commits are built in, and how they get published.
-struct Minimum {
+pub(crate) struct Minimum {
     repo: Repository,
     publish: Publish,
     tree: Oid,
@@ -130,7 +130,7 @@ struct Minimum {
 }
 
 impl Minimum {
-    fn new(repo: Repository, publish: Publish) -> Result<Self, String> {
+    pub(crate) fn new(repo: Repository, publish: Publish) -> Result<Self, String> {
         let tree = repo
             .treebuilder(None)
             .and_then(|b| b.write())
@@ -144,7 +144,7 @@ impl Minimum {
     }
 
     /// One commit of `bytes` at `path`, published. `Ok(false)` when the remote did not take it.
-    fn step(&mut self, path: &str, bytes: &[u8]) -> Result<bool, String> {
+    pub(crate) fn step(&mut self, path: &str, bytes: &[u8]) -> Result<bool, String> {
         let repo = &self.repo;
         let blob = repo.blob(bytes).map_err(|e| e.to_string())?;
         let base = repo.find_tree(self.tree).map_err(|e| e.to_string())?;

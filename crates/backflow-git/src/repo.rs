@@ -165,6 +165,20 @@ impl LocalRepo {
         Ok(Some(blob.content().to_vec()))
     }
 
+    /// The blob id of the file at `path` in `tree`, without reading it (`None`: no such file).
+    pub fn file_id(&self, tree: Oid, path: &str) -> Result<Option<Oid>, RepoError> {
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err(format!("reading tree {tree}")))?;
+        match tree.get_path(Path::new(path)) {
+            Ok(entry) if entry.kind() == Some(ObjectType::Blob) => Ok(Some(entry.id())),
+            Ok(_) => Ok(None),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(self.err(format!("looking up {path}"))(e)),
+        }
+    }
+
     /// Every file path under `dir` (recursively; `""` for the whole tree), sorted.
     pub fn list_files(&self, tree: Oid, dir: &str) -> Result<Vec<String>, RepoError> {
         let root = self

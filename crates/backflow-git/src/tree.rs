@@ -45,6 +45,22 @@ pub trait TreeView {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError>;
     /// Every file path under `dir` (recursively; `""` for the root), sorted.
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError>;
+    /// The Git blob id of the file at `path` (the same bytes always give the same id), so a
+    /// planner can reuse what it derived from a file it has seen. The default hashes the content.
+    fn file_id(&self, path: &str) -> Result<Option<String>, RepoError> {
+        self.read(path)?.map(|bytes| blob_id(&bytes)).transpose()
+    }
+}
+
+/// The Git blob id of `bytes`, as a hex string.
+pub fn blob_id(bytes: &[u8]) -> Result<String, RepoError> {
+    Oid::hash_object(git2::ObjectType::Blob, bytes)
+        .map(|o| o.to_string())
+        .map_err(|source| RepoError {
+            op: "hashing file content".into(),
+            path: std::path::PathBuf::new(),
+            source,
+        })
 }
 
 /// Any tree view plus path updates on top: what a planner planning a whole write sees after the
@@ -76,6 +92,13 @@ impl TreeView for LayeredView<'_> {
         match self.changes.get(path) {
             Some(c) => Ok(c.clone()),
             None => self.base.read(path),
+        }
+    }
+
+    fn file_id(&self, path: &str) -> Result<Option<String>, RepoError> {
+        match self.changes.get(path) {
+            Some(c) => c.as_deref().map(blob_id).transpose(),
+            None => self.base.file_id(path),
         }
     }
 
@@ -162,6 +185,14 @@ impl TreeView for Overlay<'_> {
             return Ok(change.clone());
         }
         self.repo.read_file(self.base, &path)
+    }
+
+    fn file_id(&self, path: &str) -> Result<Option<String>, RepoError> {
+        let path = normalize(path);
+        if let Some(change) = self.changes.get(&path) {
+            return change.as_deref().map(blob_id).transpose();
+        }
+        Ok(self.repo.file_id(self.base, &path)?.map(|o| o.to_string()))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {

@@ -8,6 +8,7 @@
 //! refused as a whole, with the reason, rather than partly overwritten.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use backflow_git::TreeView;
 
@@ -36,6 +37,14 @@ pub struct FolderIndex {
     /// The identities each file holds, so a changed file is re-indexed alone.
     by_path: BTreeMap<String, Vec<Identity>>,
 }
+
+/// What one file holds, derived from its content: its documents by identity, or why the file
+/// refuses the folder.
+pub type FileEntries = Result<Arc<Vec<(Identity, DocRef)>>, ManifestError>;
+
+/// Parsed files of one folder by path, with the blob id they were parsed from, so building the
+/// index again parses only files that changed.
+pub type IndexCache = BTreeMap<String, (String, FileEntries)>;
 
 /// What a file in a target folder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +112,40 @@ impl FolderIndex {
         }
     }
 
+    /// Like [`FolderIndex::build`], reusing the parse of every file whose blob id is in
+    /// `cache` (and refreshing the cache): the result is the same, only cheaper.
+    pub fn build_cached(
+        tree: &dyn TreeView,
+        target: &str,
+        cache: &mut IndexCache,
+    ) -> Result<Self, IndexError> {
+        let mut index = Self::default();
+        let mut seen = BTreeMap::new();
+        for path in tree.list(target)? {
+            match classify(&path) {
+                FileClass::Companion => continue,
+                FileClass::Foreign => return Err(ManifestError::ForeignFile { path }.into()),
+                FileClass::Manifests => {}
+            }
+            let Some(id) = tree.file_id(&path)? else {
+                continue;
+            };
+            let entries = match cache.get(&path) {
+                Some((cached_id, entries)) if *cached_id == id => entries.clone(),
+                _ => {
+                    let Some(bytes) = tree.read(&path)? else {
+                        continue;
+                    };
+                    parse_entries(&path, &bytes).map(Arc::new)
+                }
+            };
+            seen.insert(path.clone(), (id, entries.clone()));
+            index.insert_entries(&path, &entries?)?;
+        }
+        *cache = seen;
+        Ok(index)
+    }
+
     fn add_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), IndexError> {
         match classify(path) {
             FileClass::Companion => return Ok(()),
@@ -114,24 +157,17 @@ impl FolderIndex {
             }
             FileClass::Manifests => {}
         }
-        let file = parse_file(path, bytes)?;
-        for (i, doc) in file.docs.iter().enumerate() {
-            if doc.value.is_null() {
-                // An empty or comment-only document describes nothing.
-                continue;
-            }
-            let identity = Identity::of(&doc.value).map_err(|reason| ManifestError::NotKrm {
-                path: path.to_string(),
-                doc: i,
-                reason,
-            })?;
-            let here = DocRef {
-                path: path.to_string(),
-                doc: i,
-                hazards: doc.hazards.clone(),
-                encrypted: doc.value.get("sops").is_some(),
-            };
-            if let Some(first) = self.docs.get(&identity) {
+        let entries = parse_entries(path, bytes)?;
+        self.insert_entries(path, &entries)
+    }
+
+    fn insert_entries(
+        &mut self,
+        path: &str,
+        entries: &[(Identity, DocRef)],
+    ) -> Result<(), IndexError> {
+        for (identity, here) in entries {
+            if let Some(first) = self.docs.get(identity) {
                 return Err(ManifestError::DuplicateIdentity {
                     identity: identity.to_string(),
                     first: format!("{}#{}", first.path, first.doc),
@@ -143,7 +179,7 @@ impl FolderIndex {
                 .entry(path.to_string())
                 .or_default()
                 .push(identity.clone());
-            self.docs.insert(identity, here);
+            self.docs.insert(identity.clone(), here.clone());
         }
         Ok(())
     }
@@ -169,6 +205,31 @@ impl FolderIndex {
     }
 }
 
+/// Every document of one manifest file, by identity.
+fn parse_entries(path: &str, bytes: &[u8]) -> Result<Vec<(Identity, DocRef)>, ManifestError> {
+    let file = parse_file(path, bytes)?;
+    let mut out = Vec::new();
+    for (i, doc) in file.docs.iter().enumerate() {
+        if doc.value.is_null() {
+            // An empty or comment-only document describes nothing.
+            continue;
+        }
+        let identity = Identity::of(&doc.value).map_err(|reason| ManifestError::NotKrm {
+            path: path.to_string(),
+            doc: i,
+            reason,
+        })?;
+        let here = DocRef {
+            path: path.to_string(),
+            doc: i,
+            hazards: doc.hazards.clone(),
+            encrypted: doc.value.get("sops").is_some(),
+        };
+        out.push((identity, here));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +247,65 @@ mod tests {
         assert_eq!(classify("t/run.sh"), FileClass::Foreign);
         assert_eq!(classify("t/notes.txt"), FileClass::Foreign);
         assert_eq!(classify("t/x.json"), FileClass::Foreign);
+    }
+
+    /// A tree in memory.
+    struct Mem(BTreeMap<String, Vec<u8>>);
+
+    impl TreeView for Mem {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, backflow_git::RepoError> {
+            Ok(self.0.get(path).cloned())
+        }
+        fn list(&self, dir: &str) -> Result<Vec<String>, backflow_git::RepoError> {
+            Ok(self
+                .0
+                .keys()
+                .filter(|p| p.starts_with(&format!("{dir}/")))
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn cm(name: &str) -> Vec<u8> {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: d\n")
+            .into_bytes()
+    }
+
+    /// The cached build sees exactly what a fresh build sees, as files change between builds.
+    #[test]
+    fn cached_build_follows_content() {
+        let mut tree = Mem(BTreeMap::new());
+        tree.0.insert("t/a.yaml".into(), cm("a"));
+        tree.0.insert("t/b.yaml".into(), cm("b"));
+        let mut cache = IndexCache::new();
+        let names = |i: &FolderIndex| {
+            i.iter()
+                .map(|(id, at)| format!("{}@{}", id.name, at.path))
+                .collect::<Vec<_>>()
+        };
+        let first = FolderIndex::build_cached(&tree, "t", &mut cache).expect("builds");
+        assert_eq!(
+            names(&first),
+            names(&FolderIndex::build(&tree, "t").expect("builds"))
+        );
+        assert_eq!(cache.len(), 2);
+
+        tree.0.insert("t/b.yaml".into(), cm("renamed"));
+        tree.0.remove("t/a.yaml");
+        let second = FolderIndex::build_cached(&tree, "t", &mut cache).expect("builds");
+        assert_eq!(names(&second), vec!["renamed@t/b.yaml"]);
+        assert_eq!(cache.len(), 1, "removed files leave the cache");
+
+        tree.0.insert("t/c.yaml".into(), cm("renamed"));
+        assert!(
+            FolderIndex::build_cached(&tree, "t", &mut cache).is_err(),
+            "a duplicate is refused from cached entries too"
+        );
+        tree.0.insert("t/c.yaml".into(), b"not: [valid".to_vec());
+        assert!(FolderIndex::build_cached(&tree, "t", &mut cache).is_err());
+        assert!(
+            FolderIndex::build_cached(&tree, "t", &mut cache).is_err(),
+            "a cached refusal still refuses"
+        );
     }
 }

@@ -37,7 +37,7 @@ use crate::edit::{append_document, edit_document, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
-use crate::index::FolderIndex;
+use crate::index::{FolderIndex, IndexCache};
 use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
@@ -69,6 +69,8 @@ pub struct YamlPlanner {
     kinds: KindMap,
     crypto: Option<Crypto>,
     placement: PlacementMap,
+    /// Parsed files per folder by blob id: a write re-parses only the files that changed.
+    parsed: Arc<Mutex<BTreeMap<String, IndexCache>>>,
 }
 
 impl YamlPlanner {
@@ -79,6 +81,7 @@ impl YamlPlanner {
             kinds,
             crypto: None,
             placement: PlacementMap::default(),
+            parsed: Arc::default(),
         }
     }
 
@@ -426,10 +429,19 @@ fn in_folder(path: &str, target: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+impl YamlPlanner {
+    /// The index of `target` in `tree`, parsing only files not seen before.
+    fn index(&self, tree: &dyn TreeView, target: &str) -> Result<FolderIndex, IndexError> {
+        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = parsed.entry(target.to_string()).or_default();
+        FolderIndex::build_cached(tree, target, cache)
+    }
+}
+
 impl Planner for YamlPlanner {
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
         let target = normalize_target(&intent.target)?;
-        let index = FolderIndex::build(tree, &target)?;
+        let index = self.index(tree, &target)?;
         self.plan_with(tree, &index, &target, intent)
     }
 
@@ -450,7 +462,7 @@ impl Planner for YamlPlanner {
                 }
             };
             if !indexes.contains_key(&target) {
-                match FolderIndex::build(&view, &target) {
+                match self.index(&view, &target) {
                     Ok(index) => indexes.insert(target.clone(), CachedIndex::Ready(index)),
                     Err(IndexError::Refused(refusal)) => {
                         indexes.insert(target.clone(), CachedIndex::Refused(refusal))

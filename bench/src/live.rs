@@ -1,0 +1,267 @@
+//! backflow in this process, wired the way `backflow serve` wires it: the API server on
+//! 127.0.0.1:0 with its own data directory, the backflow.dev CRDs installed through the in-process
+//! router, then (when asked) the default configuration and the mirror, with the mirror's tracker
+//! answering `X-Backflow-Wait: pushed`. Also the helpers that read what a remote holds.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backflow_api::SystemClock;
+use backflow_mirror::defaults::DefaultSetup;
+use backflow_mirror::{Mirror, MirrorOptions};
+use backflow_server::RunningServer;
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::client::Conn;
+use crate::git::{BRANCH, path_str};
+
+/// The request header that makes a write wait until its commit is on the remote.
+pub const WAIT: &str = "x-backflow-wait";
+/// The response header naming that commit.
+pub const COMMIT: &str = "x-backflow-commit";
+/// The folder of the default GitTarget (`backflow serve --path`).
+pub const FOLDER: &str = "live";
+/// Where the default GitTarget puts the ConfigMaps of namespace `default`.
+pub const CONFIGMAPS: &str = "live/default/configmaps";
+
+/// A running server, and its mirror once started.
+pub struct Live {
+    pub server: RunningServer,
+    client: kube::Client,
+    mirror: Option<Mirror>,
+    data: PathBuf,
+    /// The bare repository the default GitTarget pushes to.
+    pub remote: PathBuf,
+}
+
+/// Applies the backflow.dev CRDs (server-side apply), as `backflow serve` does on start.
+async fn install_crds(client: &kube::Client) -> Result<(), String> {
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for crd in backflow_api::config::crds() {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        api.patch(
+            &name,
+            &PatchParams::apply("backflow").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+impl Live {
+    /// Starts the server with its data in `dir/data` and creates the bare remote `dir/origin.git`
+    /// (empty, HEAD naming the branch); the mirror is off.
+    pub async fn start(dir: &Path) -> Result<Self, String> {
+        let data = dir.join("data");
+        let mut config = backflow_server::ServerConfig::new(&data);
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let server = backflow_server::start(config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let client = kube::Client::new(server.internal_router.clone(), "default");
+        install_crds(&client).await?;
+        let remote = dir.join("origin.git");
+        backflow_git::LocalRepo::init_remote(&remote, BRANCH)
+            .map_err(|e| format!("cannot create {}: {e}", remote.display()))?;
+        Ok(Self {
+            server,
+            client,
+            mirror: None,
+            data,
+            remote,
+        })
+    }
+
+    /// The address clients reach the server on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr
+    }
+
+    /// Applies the default configuration (every namespace into `live/` of branch `main` of the
+    /// remote, with this commit window) and starts the mirror.
+    pub async fn start_mirror(&mut self, commit_window: &str) -> Result<(), String> {
+        let url = format!("file://{}", path_str(&self.remote)?);
+        let setup = DefaultSetup {
+            url,
+            branch: BRANCH.into(),
+            path: FOLDER.into(),
+            commit_window: commit_window.into(),
+            // `serve` also encrypts Secrets to a generated age key; the benchmarks write only
+            // ConfigMaps, which are never encrypted, so no key is made.
+            recipients: Vec::new(),
+        };
+        backflow_mirror::defaults::ensure(&self.client, &setup)
+            .await
+            .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
+        let mirror = Mirror::start(
+            self.client.clone(),
+            MirrorOptions {
+                data_dir: self.data.join("git"),
+                identities: Vec::new(),
+            },
+            Arc::new(SystemClock),
+        );
+        let _ = self.server.extensions.waiter.set(Arc::new(mirror.waiter()));
+        self.mirror = Some(mirror);
+        Ok(())
+    }
+
+    /// Writes probe ConfigMaps with `X-Backflow-Wait: pushed` until one is answered with a commit:
+    /// the mirror then watches ConfigMaps and its branch worker pushes.
+    pub async fn wait_mirroring(&self) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let mut conn = Conn::open(self.addr()).await?;
+        for k in 0.. {
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": format!("bench-probe-{k}")}, "data": {"probe": "1"}});
+            let (status, headers, _) = conn
+                .send_with(
+                    Method::POST,
+                    "/api/v1/namespaces/default/configmaps",
+                    "application/json",
+                    &[(WAIT, "pushed;timeout=5s")],
+                    Bytes::from(body.to_string()),
+                )
+                .await?;
+            if status == StatusCode::CREATED && headers.get(COMMIT).is_some_and(is_sha) {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                return Err(format!(
+                    "the mirror did not push a probe within 60 s (last answer {status}, {COMMIT}: {:?})",
+                    headers.get(COMMIT)
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        unreachable!("the probe loop only ends by returning")
+    }
+
+    /// Stops the mirror (pending writes are pushed), then the server.
+    pub async fn stop(self) {
+        if let Some(mirror) = self.mirror {
+            mirror.shutdown().await;
+        }
+        self.server.shutdown().await;
+    }
+}
+
+/// Whether a `X-Backflow-Commit` value names a commit (40 hex digits).
+pub fn is_sha(v: &http::HeaderValue) -> bool {
+    v.to_str()
+        .is_ok_and(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The files under `folder` on the remote's branch, by file name (without the folder), with their
+/// contents, read with the git CLI (`git ls-tree -r`, then `git cat-file --batch`) so the check does
+/// not go through the library backflow writes with.
+pub fn remote_files(remote: &Path, folder: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let p = path_str(remote)?;
+    let branch = format!("refs/heads/{BRANCH}");
+    if crate::git::git(&["-C", p, "rev-parse", "--verify", "--quiet", &branch]).is_err() {
+        return Ok(BTreeMap::new());
+    }
+    let listing = crate::git::git(&[
+        "-C",
+        p,
+        "ls-tree",
+        "-r",
+        &branch,
+        "--",
+        &format!("{folder}/"),
+    ])?;
+    let mut names = Vec::new();
+    let mut shas = String::new();
+    for line in listing.lines() {
+        let Some((meta, path)) = line.split_once('\t') else {
+            continue;
+        };
+        let Some(sha) = meta.split_whitespace().nth(2) else {
+            continue;
+        };
+        let name = path
+            .strip_prefix(folder)
+            .map(|s| s.trim_start_matches('/'))
+            .unwrap_or(path)
+            .to_string();
+        names.push(name);
+        shas.push_str(sha);
+        shas.push('\n');
+    }
+    let mut child = Command::new("git")
+        .args(["-C", p, "cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run git cat-file: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("git cat-file without stdin")?;
+    let feeder = std::thread::spawn(move || stdin.write_all(shas.as_bytes()));
+    let mut out = BufReader::new(child.stdout.take().ok_or("git cat-file without stdout")?);
+    let mut files = BTreeMap::new();
+    for name in names {
+        let mut header = String::new();
+        out.read_line(&mut header).map_err(|e| e.to_string())?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("git cat-file answered {header:?}"))?;
+        let mut content = vec![0u8; size + 1];
+        out.read_exact(&mut content).map_err(|e| e.to_string())?;
+        content.truncate(size);
+        files.insert(name, content);
+    }
+    let _ = feeder.join();
+    let _ = child.wait();
+    Ok(files)
+}
+
+/// A ConfigMap file the way a person (or the baseline) writes it: about 1 KiB.
+pub fn configmap_yaml(name: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  token: {token}\n  v: {}\n",
+        filler()
+    )
+}
+
+/// The 1,000-byte value every benchmark object carries.
+pub fn filler() -> String {
+    "x".repeat(1000)
+}
+
+/// A field of `/proc/<pid>/status` (`VmHWM`, `VmRSS`) in KiB; `None` for this process.
+pub fn proc_kib(pid: Option<u32>, field: &str) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/status"),
+        None => "/proc/self/status".to_string(),
+    };
+    let status = std::fs::read_to_string(path).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
+/// The load averages over 1, 5 and 15 minutes, for the notes.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}

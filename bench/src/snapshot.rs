@@ -1,0 +1,450 @@
+//! The `snapshot` scenario: N objects already in the API when the mirror is switched on; how long
+//! until the remote holds all of them, and at what peak memory.
+//!
+//! backflow runs in a child process (this benchmark's binary, started with the hidden command
+//! `snapshot-child N DIR`) so its memory is measured alone: the child starts the server with
+//! the mirror off, creates N ConfigMaps (~1 KiB each) over HTTP with 16 connections, reports, resets
+//! its peak RSS (`5` written to `/proc/self/clear_refs`), then applies the default configuration
+//! (`defaults::ensure`, commit window `1s` as `backflow serve` has it; the snapshot is one resync
+//! commit whatever the window) and starts the mirror. The parent times from the child's "mirror"
+//! line until the remote's branch holds N files in `live/default/configmaps` (it reads the branch
+//! with git2 every 20 ms and counts that folder's tree when the branch moved), then reads the
+//! child's `VmHWM` from `/proc/<pid>/status`: the peak of the mirror phase. The peak of the whole
+//! child (creates included) is reported too.
+//!
+//! Baseline, in the same run: `git fast-import` of the same N paths with the same kind of content
+//! into a fresh bare repository, one commit; timed from spawn to exit, its peak RSS read from
+//! `/proc/<pid>/status` (`VmHWM`) every 5 ms while it runs.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use git2::Repository;
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::client::Conn;
+use crate::git::{BRANCH, init_remote, path_str};
+use crate::live::{self, CONFIGMAPS, Live, configmap_yaml, filler, proc_kib};
+use crate::server::{round2, row};
+
+/// The aims from the issue.
+const AIM_TIME_FACTOR: f64 = 3.0;
+const AIM_PEAK_MIB: f64 = 1024.0;
+/// How long the parent waits for the snapshot before giving up on that size (and larger ones).
+fn give_up(quick: bool) -> Duration {
+    Duration::from_secs(if quick { 3 * 60 } else { 15 * 60 })
+}
+/// Connections the child creates objects with.
+const CREATORS: usize = 16;
+
+fn sizes(quick: bool) -> Vec<usize> {
+    if quick {
+        vec![250, 500]
+    } else {
+        vec![1_000, 2_000, 10_000, 100_000]
+    }
+}
+
+fn name(i: usize) -> String {
+    format!("snap-{i:06}")
+}
+
+/// The child: serves, creates `n` objects, then mirrors until told to stop on standard input.
+pub async fn child(n: usize, dir: &Path) -> Result<(), String> {
+    let mut live = Live::start(dir).await?;
+    let addr = live.addr();
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CREATORS {
+        let mut conn = Conn::open(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut failures = 0usize;
+            for i in (c..n).step_by(CREATORS) {
+                let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name(i)},
+                                  "data": {"token": format!("t{i:06}"), "v": filler()}});
+                match conn
+                    .send(
+                        Method::POST,
+                        "/api/v1/namespaces/default/configmaps",
+                        "application/json",
+                        Bytes::from(body.to_string()),
+                    )
+                    .await
+                {
+                    Ok((StatusCode::CREATED, _)) => {}
+                    _ => failures += 1,
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = 0;
+    for t in tasks {
+        failures += t.await.map_err(|e| e.to_string())?;
+    }
+    let out = std::io::stdout();
+    let say = |line: String| {
+        let mut o = out.lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    say(format!(
+        "created {} {failures} {}",
+        t0.elapsed().as_secs_f64(),
+        proc_kib(None, "VmHWM").unwrap_or(0)
+    ));
+    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+    say(format!("reset {reset}"));
+    say("mirror".into());
+    live.start_mirror("1s").await?;
+    // The parent has measured when it writes a line or goes away; nothing is left to publish
+    // that it waits for, so the child ends without the graceful stop (which would first finish
+    // a snapshot the parent gave up on).
+    let mut line = String::new();
+    let _ = tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line)).await;
+    std::process::exit(0)
+}
+
+/// What the child reported and what the parent saw.
+struct Ours {
+    create_s: f64,
+    create_failures: usize,
+    create_peak_kib: u64,
+    peak_reset: bool,
+    /// Seconds from applying the configuration until the remote held all N files.
+    snapshot_s: Option<f64>,
+    files_seen: usize,
+    mirror_peak_kib: u64,
+    commits_seen: usize,
+}
+
+fn read_line(out: &mut BufReader<ChildStdout>) -> Result<String, String> {
+    let mut line = String::new();
+    let got = out.read_line(&mut line).map_err(|e| e.to_string())?;
+    if got == 0 {
+        return Err("the child ended early (see its standard error)".into());
+    }
+    Ok(line.trim().to_string())
+}
+
+/// Files in `live/default/configmaps` on the branch whose tip is `tip`.
+fn count_files(repo: &Repository, tip: git2::Oid) -> usize {
+    repo.find_commit(tip)
+        .and_then(|c| c.tree())
+        .and_then(|t| t.get_path(Path::new(CONFIGMAPS)))
+        .and_then(|e| repo.find_tree(e.id()))
+        .map(|t| t.len())
+        .unwrap_or(0)
+}
+
+fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child: Child = Command::new(exe)
+        .arg("snapshot-child")
+        .arg(n.to_string())
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the child: {e}"))?;
+    let pid = child.id();
+    let mut out = BufReader::new(child.stdout.take().ok_or("child without stdout")?);
+    let result = (|| {
+        let created = read_line(&mut out)?;
+        let mut f = created.split_whitespace().skip(1);
+        let create_s: f64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+        let create_failures: usize = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let create_peak_kib: u64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let peak_reset = read_line(&mut out)? == "reset true";
+        let mirror = read_line(&mut out)?;
+        if mirror != "mirror" {
+            return Err(format!("the child said {mirror:?}"));
+        }
+        let t0 = Instant::now();
+        let remote = Repository::open_bare(dir.join("origin.git")).map_err(|e| e.to_string())?;
+        let branch = format!("refs/heads/{BRANCH}");
+        let (mut last, mut files_seen, mut commits_seen, mut rss_max) = (None, 0, 0, 0);
+        let snapshot_s = loop {
+            rss_max = rss_max.max(proc_kib(Some(pid), "VmRSS").unwrap_or(0));
+            if let Ok(tip) = remote.refname_to_id(&branch)
+                && Some(tip) != last
+            {
+                last = Some(tip);
+                commits_seen += 1;
+                files_seen = count_files(&remote, tip);
+                if files_seen >= n {
+                    break Some(t0.elapsed().as_secs_f64());
+                }
+            }
+            if t0.elapsed() > give_up {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let hwm = proc_kib(Some(pid), "VmHWM").unwrap_or(0);
+        Ok(Ours {
+            create_s,
+            create_failures,
+            create_peak_kib,
+            peak_reset,
+            snapshot_s,
+            files_seen,
+            mirror_peak_kib: if peak_reset { hwm } else { hwm.max(rss_max) },
+            commits_seen,
+        })
+    })();
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = writeln!(stdin, "done");
+    }
+    // The child exits on that line; it is killed if it has not within ten seconds.
+    let t = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if t.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+        }
+    }
+    result
+}
+
+/// `git fast-import` of the same files: (seconds, peak RSS in KiB, files on the branch).
+fn fast_import(n: usize, dir: &Path) -> Result<(f64, u64, usize), String> {
+    let repo = dir.join("fast-import.git");
+    init_remote(&repo)?;
+    let t0 = Instant::now();
+    let mut child = Command::new("git")
+        .args(["--git-dir", path_str(&repo)?, "fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run git fast-import: {e}"))?;
+    let pid = child.id();
+    let stdin = child.stdin.take().ok_or("git fast-import without stdin")?;
+    let feeder = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut w = BufWriter::with_capacity(1 << 20, stdin);
+        let message = "snapshot";
+        write!(
+            w,
+            "commit refs/heads/{BRANCH}\ncommitter baseline <baseline@localhost> 0 +0000\ndata {}\n{message}\n",
+            message.len()
+        )?;
+        for i in 0..n {
+            let content = configmap_yaml(&name(i), &format!("t{i:06}"));
+            write!(
+                w,
+                "M 100644 inline {CONFIGMAPS}/{}.yaml\ndata {}\n{content}\n",
+                name(i),
+                content.len()
+            )?;
+        }
+        w.flush()
+    });
+    let mut peak = 0;
+    let status = loop {
+        peak = peak.max(proc_kib(Some(pid), "VmHWM").unwrap_or(0));
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    feeder
+        .join()
+        .map_err(|_| "the feeder panicked")?
+        .map_err(|e| format!("feeding git fast-import: {e}"))?;
+    if !status.success() {
+        return Err(format!("git fast-import exited with {status}"));
+    }
+    let r = Repository::open_bare(&repo).map_err(|e| e.to_string())?;
+    let tip = r
+        .refname_to_id(&format!("refs/heads/{BRANCH}"))
+        .map_err(|e| e.to_string())?;
+    Ok((secs, peak, count_files(&r, tip)))
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Runs the scenario and returns its result object.
+pub async fn run(quick: bool) -> Result<Value, String> {
+    tokio::task::spawn_blocking(move || run_blocking(quick))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+fn run_blocking(quick: bool) -> Result<Value, String> {
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let load_before = live::load_average();
+    let give_up = give_up(quick);
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let mut sizes_json = Vec::new();
+    let mut aims = Vec::new();
+    let biggest = *sizes(quick).last().unwrap_or(&0);
+    let fi_is = "git fast-import of the same N files into a bare repository, one commit";
+    // (objects, seconds) of every size backflow finished, to see how the time grows.
+    let mut done: Vec<(usize, f64)> = Vec::new();
+    let mut gave_up_at = None;
+    for n in sizes(quick) {
+        let dir = tmp.path().join(format!("n{n}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (fi_s, fi_kib, fi_files) = fast_import(n, &dir)?;
+        // A size the growth measured so far says cannot finish before the give-up is not run.
+        let projected = match done[..] {
+            [.., (n1, t1), (n2, t2)] => {
+                let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
+                Some(t2 * (n as f64 / n2 as f64).powf(exponent))
+            }
+            _ => None,
+        };
+        let skip = match (gave_up_at, projected) {
+            (Some(m), _) => Some(format!(
+                "not run ({m} objects already took > {} s)",
+                give_up.as_secs()
+            )),
+            (None, Some(p)) if p > give_up.as_secs_f64() => Some(format!(
+                "not run (projected {p:.0} s ≈ {:.1} h > {} s)",
+                p / 3600.0,
+                give_up.as_secs()
+            )),
+            _ => None,
+        };
+        if let Some(why) = skip {
+            notes.push(json!(format!(
+                "{n} objects: backflow {why}; fast-import took {fi_s:.2} s at {:.0} MiB peak.",
+                mib(fi_kib)
+            )));
+            rows.push(
+                json!({"figure": format!("snapshot on remote, s, {n} objects"),
+                "backflow": why,
+                "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}),
+            );
+            sizes_json.push(json!({"objects": n, "backflow": null,
+                "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files}}));
+            continue;
+        }
+        let ours = run_child(n, &dir.join("backflow"), give_up)?;
+        let process_peak = mib(ours.mirror_peak_kib.max(ours.create_peak_kib));
+        match ours.snapshot_s {
+            Some(s) => {
+                done.push((n, s));
+                rows.push(row(
+                    &format!("snapshot on remote, s, {n} objects"),
+                    s,
+                    fi_s,
+                    false,
+                    fi_is,
+                ));
+                if n == biggest {
+                    let factor = s / fi_s;
+                    aims.push(json!(format!(
+                        "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {fi_s:.2} s, {factor:.1}×, {}.",
+                        if factor <= AIM_TIME_FACTOR { "met" } else { "not met" }
+                    )));
+                }
+            }
+            None => {
+                gave_up_at = Some(n);
+                rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
+                    "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
+                    "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}));
+                notes.push(json!(format!(
+                    "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
+                    give_up.as_secs(), ours.files_seen
+                )));
+            }
+        }
+        rows.push(row(
+            &format!("peak RSS MiB while mirroring, {n} objects"),
+            mib(ours.mirror_peak_kib),
+            mib(fi_kib),
+            false,
+            "git fast-import's peak RSS (VmHWM)",
+        ));
+        rows.push(
+            json!({"figure": format!("peak RSS MiB of the whole backflow process, {n} objects"),
+            "backflow": round2(process_peak), "baseline": null, "ratio": null,
+            "baseline_is": "— (server, store and creates included)"}),
+        );
+        if n == biggest {
+            aims.push(json!(format!(
+                "Aim at {n} objects: peak RSS ≤ {AIM_PEAK_MIB:.0} MiB: {process_peak:.0} MiB for the whole process ({:.0} MiB while mirroring){}.",
+                mib(ours.mirror_peak_kib),
+                if ours.snapshot_s.is_none() {
+                    ", up to when the parent gave up: not a full figure"
+                } else if process_peak <= AIM_PEAK_MIB {
+                    ", met"
+                } else {
+                    ", not met"
+                }
+            )));
+        }
+        notes.push(json!(format!(
+            "{n} objects: created in {:.1} s ({} failures, peak RSS {:.0} MiB with the mirror off); the branch moved {} time(s) while waiting; {} files seen; fast-import wrote {fi_files} files in {fi_s:.2} s.",
+            ours.create_s, ours.create_failures, mib(ours.create_peak_kib), ours.commits_seen, ours.files_seen
+        )));
+        if !ours.peak_reset {
+            notes.push(json!(
+                "The child could not reset its peak RSS: the mirroring peak is the larger of the creates' peak and the RSS sampled every 20 ms."
+            ));
+        }
+        sizes_json.push(json!({"objects": n,
+            "backflow": {"snapshot_s": ours.snapshot_s.map(round2), "mirror_peak_mib": round2(mib(ours.mirror_peak_kib)),
+                         "process_peak_mib": round2(process_peak),
+                         "create_s": round2(ours.create_s), "create_failures": ours.create_failures,
+                         "files_seen": ours.files_seen, "branch_moves": ours.commits_seen},
+            "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files}}));
+    }
+    // How the time grows with N, from the two largest sizes that finished.
+    if let [.., (n1, t1), (n2, t2)] = done[..] {
+        let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
+        let projected = t2 * (biggest as f64 / n2 as f64).powf(exponent);
+        notes.push(json!(format!(
+            "Growth: {n1} → {n2} objects took {t1:.2} → {t2:.2} s, time ∝ N^{exponent:.2}{}.",
+            if n2 < biggest {
+                format!(
+                    "; at that rate {biggest} objects would take about {:.0} s ({:.1} h)",
+                    projected,
+                    projected / 3600.0
+                )
+            } else {
+                String::new()
+            }
+        )));
+    }
+    if done.last().map(|d| d.0) != Some(biggest) {
+        aims.insert(0, json!(format!(
+            "Aims at {biggest} objects (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
+            done.last().map(|d| d.0.to_string()).unwrap_or_else(|| "none".into())
+        )));
+    }
+    let mut all = aims;
+    all.extend(notes);
+    all.push(json!(
+        "backflow runs in a child process so its peak RSS is its own; the mirroring peak is VmHWM after resetting it once the objects were created (server, store and mirror together), the whole-process peak includes the creates. fast-import's peak is VmHWM sampled every 5 ms, so the last few ms of its run may be missed."
+    ));
+    all.push(json!(format!(
+        "Timed from applying the default configuration (defaults::ensure, then Mirror::start) until the remote's branch holds all N files, read with git2 every 20 ms. fast-import is timed from spawn to exit, its input generated on the fly by this process. Load average (1/5/15 min) before: {load_before}, after: {} — 2 cores shared with other builds.",
+        live::load_average()
+    )));
+    Ok(json!({
+        "scenario": "snapshot",
+        "parameters": {"objects": sizes(quick), "value_bytes": 1024, "commit_window": "1s",
+                        "give_up_s": give_up.as_secs(), "remote": "local bare repository over file://", "quick": quick},
+        "sizes": sizes_json,
+        "rows": rows,
+        "notes": all,
+    }))
+}
