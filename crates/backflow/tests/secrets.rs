@@ -252,3 +252,109 @@ fn a_target_without_encryption_does_not_mirror_secrets() {
     let history = w.git(&["log", "-p", "--all"]);
     assert!(!history.contains(value) && !history.contains(&b64(value)));
 }
+
+const VAULT_TARGET: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-b
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata:
+  name: vault
+  namespace: backflow-system
+spec:
+  providerRef:
+    name: default
+  branch: main
+  path: vault
+  encryption:
+    age:
+      secretRef:
+        name: vault-keys
+      generateWhenMissing: true
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata:
+  name: vault
+  namespace: backflow-system
+spec:
+  targetRef:
+    name: vault
+  rules:
+  - resources: ["secrets"]
+    sourceNamespace: team-b
+"#;
+
+/// `spec.encryption.age.secretRef` with `generateWhenMissing`: backflow creates the key Secret,
+/// encrypts to the identity in it, and the private key stays in the cluster, never in Git.
+#[test]
+fn a_generated_key_secret_encrypts_the_target() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(VAULT_TARGET);
+    let value = "vault-secret-8812";
+    w.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "s",
+        "-n",
+        "team-b",
+        &format!("--from-literal=token={value}"),
+    ]);
+    let file = w.wait_present("vault/team-b/secrets/s.sops.yaml");
+    assert!(
+        !file.contains(value) && !file.contains(&b64(value)),
+        "{file}"
+    );
+
+    let keys = w.get_json(&["secret", "vault-keys", "-n", "backflow-system"]);
+    let identity = keys
+        .pointer("/data/identity.agekey")
+        .and_then(Value::as_str)
+        .map(|b| {
+            use base64::Engine;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .expect("base64");
+            String::from_utf8(raw).expect("utf-8")
+        })
+        .expect("backflow generated the key Secret");
+    assert!(identity.contains("AGE-SECRET-KEY-1"), "an age identity");
+    assert_eq!(
+        target_condition(&w, "vault", "EncryptionConfigured").map(|c| c.0),
+        Some("True".to_string())
+    );
+
+    // The file decrypts with the generated identity (and not only with the server's own key).
+    let key_file = w.dirs.work.join("vault.agekey");
+    std::fs::write(&key_file, &identity).expect("write the key file");
+    let enc = w.dirs.work.join("vault.sops.yaml");
+    std::fs::write(&enc, &file).expect("write the encrypted file");
+    let mut cmd = Command::new(sops_bin());
+    cmd.args(["-d", "--input-type", "yaml", "--output-type", "json"])
+        .arg(&enc)
+        .current_dir(&w.dirs.work)
+        .env("HOME", &w.dirs.home)
+        .env_remove("SOPS_AGE_KEY")
+        .env("SOPS_AGE_KEY_FILE", &key_file);
+    let out = run_bounded("sops -d", cmd);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "sops -d with the generated identity failed:\n{out}"
+    );
+    let plain: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(plain["data"]["token"], b64(value));
+
+    let secret_line = identity
+        .lines()
+        .find(|l| l.starts_with("AGE-SECRET-KEY-1"))
+        .expect("the key line");
+    let history = w.git(&["log", "-p", "--all"]);
+    assert!(
+        !history.contains(secret_line),
+        "the private key never reaches Git"
+    );
+}
