@@ -17,8 +17,6 @@ use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::RunningServer;
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::client::Conn;
@@ -43,26 +41,6 @@ pub struct Live {
     pub remote: PathBuf,
 }
 
-/// Applies the backflow.dev CRDs (server-side apply), as `backflow serve` does on start.
-async fn install_crds(client: &kube::Client) -> Result<(), String> {
-    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    for crd in backflow_api::config::crds() {
-        let name = crd
-            .pointer("/metadata/name")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string();
-        api.patch(
-            &name,
-            &PatchParams::apply("backflow").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
-    }
-    Ok(())
-}
-
 impl Live {
     /// Starts the server with its data in `dir/data` and creates the bare remote `dir/origin.git`
     /// (empty, HEAD naming the branch); the mirror is off.
@@ -74,7 +52,9 @@ impl Live {
             .await
             .map_err(|e| e.to_string())?;
         let client = kube::Client::new(server.internal_router.clone(), "default");
-        install_crds(&client).await?;
+        backflow_mirror::defaults::install_crds(&client)
+            .await
+            .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
         let remote = dir.join("origin.git");
         backflow_git::LocalRepo::init_remote(&remote, BRANCH)
             .map_err(|e| format!("cannot create {}: {e}", remote.display()))?;

@@ -8,6 +8,7 @@ use backflow_api::config::{
     ResourceRule, WatchRule, WatchRuleSpec,
 };
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -47,6 +48,26 @@ where
     )
     .await
     .map(|_| ())
+}
+
+/// Applies the backflow.dev CRDs (server-side apply, so a newer backflow updates them), as
+/// `backflow serve` and `backflow operator` do on start.
+pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in backflow_api::config::crds() {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        api.patch(
+            &name,
+            &PatchParams::apply("backflow").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Applies the default GitProvider, GitTarget, WatchRule (every namespace) and ClusterWatchRule

@@ -12,8 +12,6 @@ use backflow_mirror::defaults::DefaultSetup;
 use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{ServerConfig, serve};
 use clap::{Args, Parser, Subcommand};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
 
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
 #[derive(Debug, Parser)]
@@ -143,26 +141,6 @@ async fn wait_for_signal() {
     }
 }
 
-/// Applies the backflow.dev CRDs (server-side apply, so a newer backflow updates them).
-async fn install_crds(client: &kube::Client) -> Result<(), String> {
-    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    for crd in backflow_api::config::crds() {
-        let name = crd
-            .pointer("/metadata/name")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string();
-        api.patch(
-            &name,
-            &PatchParams::apply("backflow").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(|e| format!("cannot install CRD {name}: {e}"))?;
-    }
-    Ok(())
-}
-
 /// The server's own age identity, `<data-dir>/age.key` (age key-file format, mode 0600),
 /// generated on first start. Returns the file, its public recipient and the identities in it.
 ///
@@ -242,7 +220,9 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
             Some(url) => url,
             None => default_repository(&args.data_dir, &args.branch)?,
         };
-        install_crds(&client).await?;
+        backflow_mirror::defaults::install_crds(&client)
+            .await
+            .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
         let (key_path, recipient, identities) = age_key(&args.data_dir)?;
         let setup = DefaultSetup {
             url: url.clone(),
@@ -326,7 +306,9 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
     })?;
     let client =
         kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-    install_crds(&client).await?;
+    backflow_mirror::defaults::install_crds(&client)
+        .await
+        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
     let options = MirrorOptions {
         data_dir: args.data_dir.join("git"),
         identities: Vec::new(),
