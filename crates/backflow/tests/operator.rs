@@ -151,16 +151,23 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     ])
     .unwrap_or_default();
     assert!(!files.contains("_cluster"), "{files}");
-    let ready = kubectl(&[
-        "get",
-        "gittarget",
-        "team",
-        "-n",
-        "team",
-        "-o",
-        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-    ]);
-    assert_eq!(ready.stdout.trim(), "True", "{ready}");
+    // The operator reports on the target in the API it mirrors (written once a second).
+    wait_for(
+        "GitTarget team/team Ready=True",
+        || String::new(),
+        || {
+            let ready = kubectl(&[
+                "get",
+                "gittarget",
+                "team",
+                "-n",
+                "team",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ]);
+            (ready.stdout.trim() == "True").then_some(())
+        },
+    );
 
     drop(operator);
     cluster.stop();
