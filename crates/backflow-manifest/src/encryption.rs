@@ -53,6 +53,8 @@ pub fn sops_config(recipients: &[String]) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct EncryptionMap {
     inner: Arc<RwLock<BTreeMap<String, Arc<Encryptor>>>>,
+    /// Types a folder's configuration adds to [`SENSITIVE`].
+    extra: Arc<RwLock<BTreeMap<String, Vec<GroupResource>>>>,
 }
 
 /// The map's key for a target folder: normalized when valid, so `.`, `""` and `a/` agree.
@@ -79,7 +81,29 @@ impl EncryptionMap {
         map.remove(&folder_key(target));
     }
 
-    /// The encryptor of `target`, if it has one.
+    /// Adds `resources` (replacing earlier ones) to the types `target` writes only encrypted.
+    pub fn set_sensitive(&self, target: &str, resources: Vec<GroupResource>) {
+        let mut extra = self.extra.write().unwrap_or_else(|e| e.into_inner());
+        if resources.is_empty() {
+            extra.remove(&folder_key(target));
+        } else {
+            extra.insert(folder_key(target), resources);
+        }
+    }
+
+    /// Whether objects of `resource` are written only encrypted in `target`: always for
+    /// [`SENSITIVE`] types, and for the types the folder's configuration adds.
+    pub fn is_sensitive(&self, target: &str, resource: &GroupResource) -> bool {
+        is_sensitive(resource)
+            || self
+                .extra
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&folder_key(target))
+                .is_some_and(|r| r.contains(resource))
+    }
+
+    /// The encryptor of `target`'s sensitive objects, if it encrypts.
     pub fn get(&self, target: &str) -> Option<Arc<Encryptor>> {
         let map = self.inner.read().unwrap_or_else(|e| e.into_inner());
         map.get(&folder_key(target)).cloned()

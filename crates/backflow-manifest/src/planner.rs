@@ -139,7 +139,11 @@ impl YamlPlanner {
             }
             .into());
         }
-        if is_sensitive(&key.resource) {
+        let sensitive = match &self.crypto {
+            Some(c) => c.map.is_sensitive(target, &key.resource),
+            None => is_sensitive(&key.resource),
+        };
+        if sensitive {
             return self.present_sensitive(tree, target, key, &object, &identity, index);
         }
         let mut updates = Vec::new();

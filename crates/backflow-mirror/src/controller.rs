@@ -16,7 +16,7 @@ use backflow_api::config::{
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
-use backflow_manifest::{KindMap, is_sensitive};
+use backflow_manifest::KindMap;
 use backflow_sops::{Encryptor, Identity, Recipient, generate_identity, parse_identities};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -291,8 +291,8 @@ impl Controller {
                 .set(&tp.path, tp.placement.clone());
             let encrypts = self.configure_encryption(tref, tp, &targets).await;
             for s in &tp.streams {
-                if !encrypts && is_sensitive(&s.served.group_resource()) {
-                    // Never plain text: without a usable recipient, Secrets are not watched.
+                if !encrypts && tp.is_sensitive(&s.served.group_resource()) {
+                    // Never plain text: without a usable recipient, sensitive types are not watched.
                     continue;
                 }
                 wanted.insert(
@@ -415,6 +415,7 @@ impl Controller {
                         self.encryptors
                             .insert(tref.clone(), (recipients.clone(), encryptor.clone()));
                         map.set(&tp.path, encryptor);
+                        map.set_sensitive(&tp.path, tp.sensitive.clone());
                         self.encryption_status.insert(
                             tref.clone(),
                             (

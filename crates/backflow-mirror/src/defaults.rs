@@ -106,6 +106,7 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
                     recipients: setup.recipients.clone(),
                     ..Default::default()
                 }),
+                ..Default::default()
             }),
             ..Default::default()
         },

@@ -91,6 +91,24 @@ pub struct TargetPlan {
     pub encryption: Option<AgeEncryption>,
     /// Path templates for new objects (`spec.placement`), already validated.
     pub placement: PlacementRules,
+    /// Types written only encrypted beyond Secrets (`spec.encryption.sensitiveResources`).
+    pub sensitive: Vec<GroupResource>,
+}
+
+impl TargetPlan {
+    /// Whether objects of `resource` are written only encrypted into this target.
+    pub fn is_sensitive(&self, resource: &GroupResource) -> bool {
+        SENSITIVE.contains(&(resource.group.as_str(), resource.resource.as_str()))
+            || self.sensitive.contains(resource)
+    }
+}
+
+/// Parses `resource` or `resource.group` (the group is everything after the first dot).
+pub fn parse_group_resource(s: &str) -> GroupResource {
+    match s.split_once('.') {
+        Some((resource, group)) => GroupResource::new(group, resource),
+        None => GroupResource::new("", s),
+    }
 }
 
 /// Why a target or rule cannot be served, for its status.
@@ -262,6 +280,17 @@ pub fn plan(
                             streams: BTreeSet::new(),
                             encryption: t.spec.encryption.as_ref().and_then(|e| e.age.clone()),
                             placement,
+                            sensitive: t
+                                .spec
+                                .encryption
+                                .as_ref()
+                                .map(|e| {
+                                    e.sensitive_resources
+                                        .iter()
+                                        .map(|r| parse_group_resource(r))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
                         }),
                     }
                 }
@@ -504,6 +533,7 @@ mod tests {
                 recipients: vec!["age1example".into()],
                 ..Default::default()
             }),
+            ..Default::default()
         };
         let p = setup_with(vec![named], Some(encryption.clone()));
         assert_eq!(streams(&p), vec!["secrets"]);
@@ -528,6 +558,18 @@ mod tests {
         assert_eq!(
             tp.streams.iter().next().map(|s| s.namespace.clone()),
             Some(None)
+        );
+    }
+
+    #[test]
+    fn sensitive_resources_parse_with_their_group() {
+        assert_eq!(
+            parse_group_resource("configmaps"),
+            GroupResource::new("", "configmaps")
+        );
+        assert_eq!(
+            parse_group_resource("credentials.example.com"),
+            GroupResource::new("example.com", "credentials")
         );
     }
 

@@ -358,3 +358,61 @@ fn a_generated_key_secret_encrypts_the_target() {
         "the private key never reaches Git"
     );
 }
+
+/// `spec.encryption.sensitiveResources` makes more types than Secrets encrypted-only.
+#[test]
+fn configured_sensitive_resources_are_written_only_encrypted() {
+    let w = World::start(&["--commit-window", "0s"]);
+    let key_file =
+        std::fs::read_to_string(w.dirs.data.join("age.key")).expect("serve wrote age.key");
+    let recipient = key_file
+        .lines()
+        .find_map(|l| l.strip_prefix("# public key: "))
+        .expect("the key file names its public key")
+        .trim()
+        .to_string();
+    w.apply(&format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: team-c}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: classified, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: classified
+  encryption:
+    age: {{recipients: ["{recipient}"]}}
+    sensitiveResources: ["configmaps"]
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: classified, namespace: backflow-system}}
+spec:
+  targetRef: {{name: classified}}
+  rules:
+  - resources: ["configmaps"]
+    sourceNamespace: team-c
+"#
+    ));
+    let value = "classified-config-5521";
+    w.apply(&configmap("team-c", "plans", &[("launch", value)]));
+    let file = w.wait_present("classified/team-c/configmaps/plans.sops.yaml");
+    assert!(!file.contains(value), "{file}");
+    assert!(
+        w.show("classified/team-c/configmaps/plans.yaml").is_none(),
+        "never in plain text"
+    );
+    let plain = sops_decrypt(&w, &file);
+    assert_eq!(plain["data"]["launch"], value);
+    // The default target does not list configmaps as sensitive: its copy is plain YAML.
+    let default_copy = w.wait_present("live/team-c/configmaps/plans.yaml");
+    assert!(default_copy.contains(value));
+    let classified_history = w.git(&["log", "-p", "--all", "--", "classified"]);
+    assert!(
+        !classified_history.contains(value),
+        "the classified folder's history holds no plaintext"
+    );
+}

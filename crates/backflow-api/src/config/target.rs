@@ -48,11 +48,16 @@ pub struct Placement {
 ///
 /// Without it, a GitTarget never mirrors Secrets: there is no plaintext fallback.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Encryption {
     /// SOPS files encrypted with age: only `data` and `stringData` are encrypted, metadata stays
     /// readable, and `sops -d` with one of the recipients' identities decrypts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age: Option<AgeEncryption>,
+    /// More types whose objects are written only encrypted, like Secrets: plural resources,
+    /// with their group for grouped types (`credentials.example.com`, or `configmaps` for core).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_resources: Vec<String>,
 }
 
 /// The age recipients Secrets are encrypted to. Every file is encrypted to the union of
