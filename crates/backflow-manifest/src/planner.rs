@@ -813,7 +813,7 @@ mod tests {
         let mut keep = std::collections::BTreeSet::new();
         keep.insert(("default".to_string(), "a".to_string()));
         keep.insert(("default".to_string(), "c".to_string()));
-        let intents = vec![
+        let intents = [
             Intent::put("live", cm_key("default", "a"), cm("default", "a", "one")),
             Intent::put("live", cm_key("default", "c"), cm("default", "c", "3")),
             Intent::put("live", cm_key("other", "d"), cm("other", "d", "4")),

@@ -27,7 +27,7 @@ enum Command {
     /// against it) and mirror every change into Git. With no flags it keeps its data in
     /// ./backflow-data, listens on 127.0.0.1:6443 over plain HTTP (only allowed on loopback),
     /// and commits into the bare repository ./backflow-data/origin.git, branch main, folder live.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the kubeconfig of a server's data directory (the same file `serve` writes there).
     Kubeconfig(KubeconfigArgs),
     /// Run the mirror against another Kubernetes API (a real cluster): installs the backflow.dev
@@ -378,6 +378,6 @@ fn main() -> ExitCode {
             }
         }
         Command::Operator(args) => run(run_operator(args)),
-        Command::Serve(args) => run(run_serve(args)),
+        Command::Serve(args) => run(run_serve(*args)),
     }
 }

@@ -70,14 +70,10 @@ fn operator_mirrors_another_api_configured_with_kubectl() {
     let kubectl =
         |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
     // The operator installs the backflow.dev CRDs into the API it mirrors.
-    wait_for(
-        "the operator to install its CRDs",
-        || String::new(),
-        || {
-            let out = kubectl(&["get", "crd", "gittargets.backflow.dev", "-o", "name"]);
-            (out.code == Some(0)).then_some(())
-        },
-    );
+    wait_for("the operator to install its CRDs", String::new, || {
+        let out = kubectl(&["get", "crd", "gittargets.backflow.dev", "-o", "name"]);
+        (out.code == Some(0)).then_some(())
+    });
     let config = format!(
         r#"apiVersion: v1
 kind: Namespace
@@ -152,22 +148,18 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     .unwrap_or_default();
     assert!(!files.contains("_cluster"), "{files}");
     // The operator reports on the target in the API it mirrors (written once a second).
-    wait_for(
-        "GitTarget team/team Ready=True",
-        || String::new(),
-        || {
-            let ready = kubectl(&[
-                "get",
-                "gittarget",
-                "team",
-                "-n",
-                "team",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-            ]);
-            (ready.stdout.trim() == "True").then_some(())
-        },
-    );
+    wait_for("GitTarget team/team Ready=True", String::new, || {
+        let ready = kubectl(&[
+            "get",
+            "gittarget",
+            "team",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        (ready.stdout.trim() == "True").then_some(())
+    });
 
     drop(operator);
     cluster.stop();
