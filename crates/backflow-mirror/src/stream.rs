@@ -142,10 +142,21 @@ impl StreamContext {
     }
 }
 
-/// Per object, the sanitized value last submitted and the resourceVersion it came from: an
-/// unchanged value commits nothing, and an event older than what a catch-up already read is
-/// stale.
-type Submitted = BTreeMap<ObjectKey, (Value, u64)>;
+/// Per object, a fingerprint of the sanitized value last submitted and the resourceVersion it
+/// came from: an unchanged value commits nothing, and an event older than what a catch-up already
+/// read is stale. A fingerprint rather than the value, so the mirror does not hold a second copy
+/// of every object.
+type Submitted = BTreeMap<ObjectKey, (Fingerprint, u64)>;
+
+/// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
+/// pair colliding is as unlikely as a Git object collision.
+type Fingerprint = String;
+
+fn fingerprint(value: &Value) -> Fingerprint {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    // Hashing in memory does not fail; an empty fingerprint only makes the next event look changed.
+    backflow_git::tree::blob_id(&bytes).unwrap_or_default()
+}
 
 /// A request to catch up: every change stored before it is submitted when it is answered.
 pub type Barrier = oneshot::Sender<()>;
@@ -273,7 +284,7 @@ fn resync(
         keep.insert((key.namespace.clone(), key.name.clone()));
         seen.push((key.clone(), resource_version(obj)));
         if let Some(v) = ctx.sanitized(obj) {
-            last.insert(key.clone(), (v.clone(), resource_version(obj)));
+            last.insert(key.clone(), (fingerprint(&v), resource_version(obj)));
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
     }
@@ -311,25 +322,26 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
     let Some(value) = ctx.sanitized(obj) else {
         return;
     };
+    let print = fingerprint(&value);
     let stale = last
         .get(&key)
         .is_some_and(|(_, seen)| rv != 0 && rv <= *seen);
     if !stale
         && let Some((v, seen)) = last.get_mut(&key)
-        && *v == value
+        && *v == print
     {
         *seen = rv;
     }
     if stale
         || last
             .get(&key)
-            .is_some_and(|(v, seen)| *v == value && *seen == rv)
+            .is_some_and(|(v, seen)| *v == print && *seen == rv)
     {
         ctx.count("unchanged");
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    last.insert(key.clone(), (value.clone(), rv));
+    last.insert(key.clone(), (print, rv));
     ctx.count("submitted");
     let rx = ctx.follow(
         ctx.worker
