@@ -16,12 +16,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use git2::Repository;
-use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::client::Conn;
 use crate::git::{BRANCH, Minimum, Publish, init_remote};
-use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_yaml, filler, is_sha};
+use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_write, configmap_yaml, is_sha};
 use crate::server::{percentile, round2, row};
 
 /// The aim from the issue: p50 at most twice the bare minimum's.
@@ -77,24 +76,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
             }
         });
 
-        let (method, uri, ct, body, want) = if i < OBJECTS {
-            (
-                Method::POST,
-                "/api/v1/namespaces/default/configmaps".to_string(),
-                "application/json",
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
-                       "data": {"token": token, "v": filler()}}),
-                StatusCode::CREATED,
-            )
-        } else {
-            (
-                Method::PATCH,
-                format!("/api/v1/namespaces/default/configmaps/{name}"),
-                "application/merge-patch+json",
-                json!({"data": {"token": token}}),
-                StatusCode::OK,
-            )
-        };
+        let (method, uri, ct, body, want) = configmap_write(&name, &token, i < OBJECTS);
         let t0 = Instant::now();
         let answer = conn
             .send_with(

@@ -219,6 +219,39 @@ pub fn configmap_yaml(name: &str, token: &str) -> String {
     )
 }
 
+/// A write of ConfigMap `name` in `default` carrying `token`: a create (POST, 201) or a merge
+/// patch of the token (PATCH, 200), as (method, path, content type, body, expected status).
+pub fn configmap_write(
+    name: &str,
+    token: &str,
+    create: bool,
+) -> (
+    http::Method,
+    String,
+    &'static str,
+    serde_json::Value,
+    http::StatusCode,
+) {
+    if create {
+        (
+            http::Method::POST,
+            "/api/v1/namespaces/default/configmaps".to_string(),
+            "application/json",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                               "data": {"token": token, "v": filler()}}),
+            http::StatusCode::CREATED,
+        )
+    } else {
+        (
+            http::Method::PATCH,
+            format!("/api/v1/namespaces/default/configmaps/{name}"),
+            "application/merge-patch+json",
+            serde_json::json!({"data": {"token": token}}),
+            http::StatusCode::OK,
+        )
+    }
+}
+
 /// The 1,000-byte value every benchmark object carries.
 pub fn filler() -> String {
     "x".repeat(1000)

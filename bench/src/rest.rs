@@ -26,12 +26,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::client::Conn;
 use crate::git::{BRANCH, init_remote, path_str};
-use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_yaml, filler, is_sha};
+use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_write, configmap_yaml, is_sha};
 use crate::server::{percentile, round2, row};
 
 /// The aim from the issue: with 16 writers, at least 50× the baseline's throughput.
@@ -149,25 +148,7 @@ async fn backflow_level(
             let mut run = Run::default();
             for i in 0..ops {
                 let (name, token, create) = op(w, i);
-                let (method, path, ct, body, want) = if create {
-                    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
-                                      "data": {"token": token, "v": filler()}});
-                    (
-                        Method::POST,
-                        "/api/v1/namespaces/default/configmaps".to_string(),
-                        "application/json",
-                        body,
-                        StatusCode::CREATED,
-                    )
-                } else {
-                    (
-                        Method::PATCH,
-                        format!("/api/v1/namespaces/default/configmaps/{name}"),
-                        "application/merge-patch+json",
-                        json!({"data": {"token": token}}),
-                        StatusCode::OK,
-                    )
-                };
+                let (method, path, ct, body, want) = configmap_write(&name, &token, create);
                 let t0 = Instant::now();
                 let answer = conn
                     .send_with(
@@ -181,7 +162,9 @@ async fn backflow_level(
                 let outcome = match answer {
                     Ok((status, headers, _)) if status == want => match headers.get(COMMIT) {
                         Some(v) if is_sha(v) => None,
-                        Some(v) => Some(format!("answered {COMMIT}: {}", v.to_str().unwrap_or("?"))),
+                        Some(v) => {
+                            Some(format!("answered {COMMIT}: {}", v.to_str().unwrap_or("?")))
+                        }
                         None => Some(format!("answered without {COMMIT}")),
                     },
                     Ok((status, _, _)) => Some(format!("answered {status}")),

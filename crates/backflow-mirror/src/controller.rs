@@ -813,33 +813,28 @@ impl Controller {
             st.last_commit = activity.last_commit.clone();
             st.last_push_time = activity.last_push_time.clone();
         }
+        let validated = match &problem {
+            Some((reason, message)) => cond(
+                "Validated",
+                ConditionStatus::False,
+                reason,
+                message.clone(),
+                now,
+                generation,
+            ),
+            None => cond(
+                "Validated",
+                ConditionStatus::True,
+                "Validated",
+                "",
+                now,
+                generation,
+            ),
+        };
+        set_condition(&mut st.conditions, validated);
         let ready = match (&problem, &blocked) {
-            (Some((reason, message)), _) => {
-                set_condition(
-                    &mut st.conditions,
-                    cond(
-                        "Validated",
-                        ConditionStatus::False,
-                        reason,
-                        message.clone(),
-                        now,
-                        generation,
-                    ),
-                );
-                Err((*reason, message.clone(), true))
-            }
+            (Some((reason, message)), _) => Err((*reason, message.clone(), true)),
             (None, Some(m)) => {
-                set_condition(
-                    &mut st.conditions,
-                    cond(
-                        "Validated",
-                        ConditionStatus::True,
-                        "Validated",
-                        "",
-                        now,
-                        generation,
-                    ),
-                );
                 set_condition(
                     &mut st.conditions,
                     cond(
@@ -861,17 +856,6 @@ impl Controller {
                 ))
             }
             (None, None) => {
-                set_condition(
-                    &mut st.conditions,
-                    cond(
-                        "Validated",
-                        ConditionStatus::True,
-                        "Validated",
-                        "",
-                        now,
-                        generation,
-                    ),
-                );
                 if sum.total == 0 {
                     set_condition(
                         &mut st.conditions,

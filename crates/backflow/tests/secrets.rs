@@ -41,6 +41,11 @@ fn sops_bin() -> PathBuf {
 
 /// `sops -d` of `text` with the server's own key, parsed.
 fn sops_decrypt(w: &World, text: &str) -> Value {
+    sops_decrypt_with(w, text, &w.dirs.data.join("age.key"))
+}
+
+/// `sops -d` of `text` with the age identities in `key_file`, parsed.
+fn sops_decrypt_with(w: &World, text: &str, key_file: &std::path::Path) -> Value {
     let file = w.dirs.work.join("secret.sops.yaml");
     std::fs::write(&file, text).expect("write the encrypted file");
     let mut cmd = Command::new(sops_bin());
@@ -49,7 +54,7 @@ fn sops_decrypt(w: &World, text: &str) -> Value {
         .current_dir(&w.dirs.work)
         .env("HOME", &w.dirs.home)
         .env_remove("SOPS_AGE_KEY")
-        .env("SOPS_AGE_KEY_FILE", w.dirs.data.join("age.key"));
+        .env("SOPS_AGE_KEY_FILE", key_file);
     let out = run_bounded("sops -d", cmd);
     assert_eq!(out.code, Some(0), "sops -d failed:\n{out}");
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
@@ -330,22 +335,7 @@ fn a_generated_key_secret_encrypts_the_target() {
     // The file decrypts with the generated identity (and not only with the server's own key).
     let key_file = w.dirs.work.join("vault.agekey");
     std::fs::write(&key_file, &identity).expect("write the key file");
-    let enc = w.dirs.work.join("vault.sops.yaml");
-    std::fs::write(&enc, &file).expect("write the encrypted file");
-    let mut cmd = Command::new(sops_bin());
-    cmd.args(["-d", "--input-type", "yaml", "--output-type", "json"])
-        .arg(&enc)
-        .current_dir(&w.dirs.work)
-        .env("HOME", &w.dirs.home)
-        .env_remove("SOPS_AGE_KEY")
-        .env("SOPS_AGE_KEY_FILE", &key_file);
-    let out = run_bounded("sops -d", cmd);
-    assert_eq!(
-        out.code,
-        Some(0),
-        "sops -d with the generated identity failed:\n{out}"
-    );
-    let plain: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let plain = sops_decrypt_with(&w, &file, &key_file);
     assert_eq!(plain["data"]["token"], b64(value));
 
     let secret_line = identity
