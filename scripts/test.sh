@@ -46,3 +46,7 @@ else
     cargo test --workspace --all-targets --no-fail-fast "$@"
 fi
 cargo test --workspace --doc
+
+# The SOPS codec under libFuzzer: the checked-in seeds and a fixed-seed exploration, the same
+# inputs every run (./scripts/fuzz.sh SECONDS explores further).
+./scripts/fuzz.sh --check

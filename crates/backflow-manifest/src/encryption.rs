@@ -1,15 +1,17 @@
 //! Which objects are sensitive, and how each target folder encrypts them.
 //!
-//! Sensitive objects (Secrets) reach Git only as SOPS files, one object per
-//! `{…}/{name}.sops.yaml` file, with only `data`/`stringData` encrypted so that the folder index
-//! still finds them by identity. A folder with no [`Encryptor`] in the [`EncryptionMap`] never
-//! gets them: there is no plaintext fallback.
+//! Sensitive objects reach Git only as SOPS files, one object per `{…}/{name}.sops.yaml` file,
+//! with `apiVersion`, `kind` and `metadata` in clear so that the folder index still finds them
+//! by identity. Secrets encrypt `data`/`stringData` (the Kubernetes convention); every other
+//! sensitive type encrypts everything else (see [`rules_for`]). A folder with no [`Encryptor`]
+//! in the [`EncryptionMap`] never gets them: there is no plaintext fallback.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use backflow_api::GroupResource;
-use backflow_sops::Encryptor;
+use backflow_sops::{Encryptor, Rules};
+use serde_json::Value;
 
 use crate::layout::normalize_target;
 
@@ -27,24 +29,54 @@ pub fn is_sensitive(resource: &GroupResource) -> bool {
 /// recipients change, so a person's own `.sops.yaml` (without it) is never overwritten.
 pub const SOPS_CONFIG_MARKER: &str = "# Written by backflow";
 
-/// The folder's `.sops.yaml`: the creation rule `sops` uses to edit or create files here,
-/// matching what backflow writes (same recipients, same `encrypted_regex`).
+/// The top-level fields a SOPS file keeps in clear: what the folder index identifies it by.
+pub const CLEAR_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
+
+/// The rule backflow encrypts a sensitive object of `resource` with: `data`/`stringData` for
+/// Secrets; for any other type, every top-level field but [`CLEAR_FIELDS`], so a credential
+/// under `spec` (or anywhere else) never reaches Git in plain text.
+pub fn rules_for(resource: &GroupResource, object: &Value) -> Rules {
+    if is_sensitive(resource) {
+        return Rules::default();
+    }
+    object
+        .as_object()
+        .and_then(|doc| Rules::encrypt_all_but(doc, CLEAR_FIELDS))
+        // Nothing outside the identity: nothing to encrypt, any rule reads the same.
+        .unwrap_or_default()
+}
+
+/// The creation rule for Secrets at their canonical path, `{namespace}/secrets/{name}.sops.yaml`
+/// (the segment before `secrets` has no dot: a namespace, never an API group of a custom type).
+/// sops matches it against the path relative to the `.sops.yaml`.
+const SECRET_PATH_REGEX: &str = "(^|/)[^/.]+/secrets/[^/]+\\.sops\\.ya?ml$";
+
+/// The folder's `.sops.yaml`: the creation rules `sops` uses to create or edit files here, with
+/// the recipients backflow encrypts to. Secrets at their canonical path get backflow's own
+/// rule; every other `*.sops.yaml` gets `unencrypted_regex` over [`CLEAR_FIELDS`], the closest
+/// static rule to [`rules_for`] (it also leaves nested keys of those names readable, where
+/// backflow's own per-file rule encrypts them).
 pub fn sops_config(recipients: &[String]) -> String {
-    let mut out = format!(
+    let mut keys = String::from("    key_groups:\n      - age:\n");
+    for r in recipients {
+        keys.push_str("          - ");
+        keys.push_str(r);
+        keys.push('\n');
+    }
+    format!(
         "{SOPS_CONFIG_MARKER} from the GitTarget's spec.encryption; rewritten when the recipients\n\
          # change. Delete the first line to keep your own version of this file.\n\
          creation_rules:\n  \
-         - path_regex: '.*\\.sops\\.ya?ml$'\n    \
-         encrypted_regex: '^(data|stringData)$'\n    \
-         key_groups:\n      \
-         - age:\n"
-    );
-    for r in recipients {
-        out.push_str("          - ");
-        out.push_str(r);
-        out.push('\n');
-    }
-    out
+         # Secrets: only data and stringData.\n  \
+         - path_regex: '{SECRET_PATH_REGEX}'\n    \
+         encrypted_regex: '^(data|stringData)$'\n\
+         {keys}  \
+         # Every other file: everything but the fields that identify the object.\n  \
+         - path_regex: '\\.sops\\.ya?ml$'\n    \
+         unencrypted_regex: '^({clear})$'\n\
+         {keys}",
+        clear = CLEAR_FIELDS.join("|"),
+    )
 }
 
 /// Target folder → the encryptor of its sensitive objects, shared between whoever configures
@@ -122,17 +154,50 @@ mod tests {
     }
 
     #[test]
-    fn config_reads_as_a_creation_rule() {
+    fn config_reads_as_creation_rules() {
         let text = sops_config(&["age1a".into(), "age1b".into()]);
         let v: serde_json::Value = yaml_serde::from_str(&text).expect("valid YAML");
-        let rule = &v["creation_rules"][0];
-        assert_eq!(rule["path_regex"], ".*\\.sops\\.ya?ml$");
-        assert_eq!(rule["encrypted_regex"], "^(data|stringData)$");
+        let rules = v["creation_rules"].as_array().expect("a list");
+        assert_eq!(rules.len(), 2, "{text}");
+        let secrets =
+            regex::Regex::new(rules[0]["path_regex"].as_str().expect("str")).expect("regex");
+        assert!(secrets.is_match("default/secrets/db.sops.yaml"));
+        assert!(secrets.is_match("live/default/secrets/db.sops.yml"));
+        assert!(!secrets.is_match("default/example.com/secrets/db.sops.yaml"));
+        assert!(!secrets.is_match("default/secrets/db.yaml"));
+        assert_eq!(rules[0]["encrypted_regex"], "^(data|stringData)$");
+        assert_eq!(rules[1]["path_regex"], "\\.sops\\.ya?ml$");
         assert_eq!(
-            rule["key_groups"][0]["age"],
-            serde_json::json!(["age1a", "age1b"])
+            rules[1]["unencrypted_regex"],
+            "^(apiVersion|kind|metadata)$"
         );
+        for rule in rules {
+            assert_eq!(
+                rule["key_groups"][0]["age"],
+                serde_json::json!(["age1a", "age1b"])
+            );
+        }
         assert!(text.starts_with(SOPS_CONFIG_MARKER));
+    }
+
+    #[test]
+    fn other_sensitive_types_encrypt_all_but_their_identity() {
+        let secret = GroupResource::new("", "secrets");
+        let creds = GroupResource::new("example.com", "credentials");
+        let object = serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Credential",
+            "metadata": {"name": "a"}, "spec": {"password": "x"}, "type": "basic",
+        });
+        assert_eq!(rules_for(&secret, &object), Rules::default());
+        assert_eq!(
+            rules_for(&creds, &object),
+            Rules::EncryptedRegex("^(spec|type)$".into())
+        );
+        let bare = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+        assert_eq!(
+            rules_for(&GroupResource::new("", "configmaps"), &bare),
+            Rules::default()
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub mod sanitize;
 pub mod yaml;
 
 pub use edit::{append_document, edit_document, remove_document};
-pub use encryption::{EncryptionMap, SENSITIVE, is_sensitive};
+pub use encryption::{CLEAR_FIELDS, EncryptionMap, SENSITIVE, is_sensitive, rules_for};
 pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};

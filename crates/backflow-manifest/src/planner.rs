@@ -28,13 +28,12 @@ use backflow_api::{Clock, ObjectKey};
 use backflow_git::{
     Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
 };
-use backflow_sops::Rules;
 use rand::rngs::StdRng;
 use serde_json::Value;
 
 use crate::bootstrap;
 use crate::edit::{append_document, edit_document, remove_document};
-use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, sops_config};
+use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
 use crate::index::{FolderIndex, IndexCache};
@@ -274,7 +273,7 @@ impl YamlPlanner {
             encryptor
                 .encrypt_document(
                     object,
-                    &Rules::default(),
+                    &rules_for(&key.resource, object),
                     previous_text,
                     crypto.clock.now(),
                     &mut *rng,
@@ -706,6 +705,62 @@ mod tests {
             .plan(&tree, &Intent::delete("live", secret_key("db")))
             .expect("planned");
         assert_eq!(updates, vec![PathUpdate::remove(path)]);
+    }
+
+    /// A type made sensitive by configuration keeps its secrets outside `data`: everything but
+    /// the identity is encrypted, nested keys named like identity fields included.
+    #[test]
+    fn other_sensitive_types_encrypt_everything_but_their_identity() {
+        let s = setup();
+        let creds = GroupResource::new("example.com", "credentials");
+        s.planner.kinds.insert(creds.clone(), "Credential");
+        s.map.set(
+            "live",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+        s.map.set_sensitive("live", vec![creds.clone()]);
+        let object = json!({
+            "apiVersion": "example.com/v1",
+            "kind": "Credential",
+            "metadata": {"name": "registry", "namespace": "web"},
+            "spec": {
+                "password": "pw-spec-7731",
+                "source": {"kind": "kind-nested-4410", "apiVersion": "api-nested-9921"},
+                "template": {"metadata": {"annotations": {"token": "tok-nested-3318"}}},
+            },
+            "extra": ["list-item-6620"],
+        });
+        let key = ObjectKey::new(creds, "web", "registry");
+        let mut tree = MemTree::default();
+        tree.apply(
+            s.planner
+                .plan(&tree, &Intent::put("live", key.clone(), object.clone()))
+                .expect("planned"),
+        );
+        let file = tree.text("live/web/example.com/credentials/registry.sops.yaml");
+        for plain in [
+            "pw-spec-7731",
+            "kind-nested-4410",
+            "api-nested-9921",
+            "tok-nested-3318",
+            "list-item-6620",
+        ] {
+            assert!(!file.contains(plain), "{plain} in clear:\n{file}");
+        }
+        assert!(file.contains("name: registry"), "metadata in clear: {file}");
+        assert!(
+            file.contains("encrypted_regex: \"^(extra|spec)$\""),
+            "{file}"
+        );
+        let ids = parse_identities(&s.secret_key).expect("identity");
+        assert_eq!(decrypt_document(&file, &ids).expect("decrypts"), object);
+        assert_eq!(
+            s.planner
+                .plan(&tree, &Intent::put("live", key, object))
+                .expect("planned"),
+            vec![],
+            "unchanged: nothing to write"
+        );
     }
 
     #[test]

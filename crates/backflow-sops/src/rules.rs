@@ -33,6 +33,30 @@ impl Default for Rules {
 }
 
 impl Rules {
+    /// An `encrypted_regex` naming every top-level key of `doc` except those in `clear`, so that
+    /// everything outside `clear` is encrypted, however deep, while keys named like a `clear`
+    /// key further down (a nested `metadata`, say) are encrypted too. `None` when nothing is
+    /// left to encrypt.
+    ///
+    /// sops has no rule for "top level only"; this one is exact for the document it was made
+    /// for and is stored in the file, so sops and this codec agree on it.
+    pub fn encrypt_all_but(
+        doc: &serde_json::Map<String, serde_json::Value>,
+        clear: &[&str],
+    ) -> Option<Self> {
+        // Sorted, so that the rule (stored in the file) does not change with key order.
+        let mut keys: Vec<String> = doc
+            .keys()
+            .filter(|k| !clear.contains(&k.as_str()))
+            .map(|k| regex::escape(k))
+            .collect();
+        keys.sort();
+        if keys.is_empty() {
+            return None;
+        }
+        Some(Rules::EncryptedRegex(format!("^({})$", keys.join("|"))))
+    }
+
     /// The metadata key this rule is stored under in the `sops` map.
     pub fn metadata_key(&self) -> &'static str {
         match self {

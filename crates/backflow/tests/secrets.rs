@@ -73,6 +73,18 @@ fn value_ciphertexts(file: &str) -> Vec<String> {
         .collect()
 }
 
+/// The public recipient of the age key `serve` generated.
+fn server_recipient(w: &World) -> String {
+    let key_file =
+        std::fs::read_to_string(w.dirs.data.join("age.key")).expect("serve wrote age.key");
+    key_file
+        .lines()
+        .find_map(|l| l.strip_prefix("# public key: "))
+        .expect("the key file names its public key")
+        .trim()
+        .to_string()
+}
+
 /// The status of condition `type_` of a GitTarget in backflow-system: (status, reason).
 fn target_condition(w: &World, name: &str, type_: &str) -> Option<(String, String)> {
     let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
@@ -353,14 +365,7 @@ fn a_generated_key_secret_encrypts_the_target() {
 #[test]
 fn configured_sensitive_resources_are_written_only_encrypted() {
     let w = World::start(&["--commit-window", "0s"]);
-    let key_file =
-        std::fs::read_to_string(w.dirs.data.join("age.key")).expect("serve wrote age.key");
-    let recipient = key_file
-        .lines()
-        .find_map(|l| l.strip_prefix("# public key: "))
-        .expect("the key file names its public key")
-        .trim()
-        .to_string();
+    let recipient = server_recipient(&w);
     w.apply(&format!(
         r#"apiVersion: v1
 kind: Namespace
@@ -404,5 +409,159 @@ spec:
     assert!(
         !classified_history.contains(value),
         "the classified folder's history holds no plaintext"
+    );
+}
+
+const CREDENTIAL_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: credentials.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: credentials, singular: credential, kind: Credential, listKind: CredentialList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+/// `sops -e -i` of `file` (relative to `dir`) as a person would run it in a clone: the
+/// folder's `.sops.yaml` decides the rule and the recipients.
+fn sops_encrypt_in_place(w: &World, dir: &std::path::Path, file: &str) {
+    let mut cmd = Command::new(sops_bin());
+    cmd.args(["-e", "-i", file])
+        .current_dir(dir)
+        .env("HOME", &w.dirs.home)
+        .env_remove("SOPS_AGE_KEY")
+        .env_remove("SOPS_AGE_KEY_FILE")
+        .env_remove("SOPS_AGE_RECIPIENTS");
+    let out = run_bounded("sops -e -i", cmd);
+    assert_eq!(out.code, Some(0), "sops -e failed:\n{out}");
+}
+
+/// A custom type listed in `sensitiveResources` keeps its secrets under `spec`: backflow encrypts
+/// everything but the object's identity, and the folder's `.sops.yaml` gives a person running
+/// `sops` in a clone the same recipients, with a rule that encrypts such files too.
+#[test]
+fn sensitive_custom_types_and_peoples_sops_files_are_encrypted() {
+    let w = World::start(&["--commit-window", "0s"]);
+    let recipient = server_recipient(&w);
+    w.apply(CREDENTIAL_CRD);
+    wait_for(
+        "the Credential type is served",
+        || w.kubectl_run(&["get", "credentials", "-A"]).to_string(),
+        || (w.kubectl_run(&["get", "credentials", "-A"]).code == Some(0)).then_some(()),
+    );
+    w.apply(&format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: team-d}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: vault, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: vault
+  encryption:
+    age: {{recipients: ["{recipient}"]}}
+    sensitiveResources: ["credentials.example.com"]
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: vault, namespace: backflow-system}}
+spec:
+  targetRef: {{name: vault}}
+  rules:
+  - apiGroups: ["example.com"]
+    resources: ["credentials"]
+    sourceNamespace: team-d
+"#
+    ));
+    let secrets = [
+        "registry-password-7731",
+        "nested-kind-4410",
+        "nested-metadata-token-3318",
+    ];
+    w.apply(&format!(
+        r#"apiVersion: example.com/v1
+kind: Credential
+metadata: {{name: registry, namespace: team-d}}
+spec:
+  password: {}
+  source: {{kind: {}}}
+  template:
+    metadata: {{annotations: {{token: {}}}}}
+"#,
+        secrets[0], secrets[1], secrets[2]
+    ));
+    let path = "vault/team-d/example.com/credentials/registry.sops.yaml";
+    let file = w.wait_present(path);
+    for plain in secrets {
+        assert!(!file.contains(plain), "{plain} in clear:\n{file}");
+    }
+    assert!(file.contains("name: registry"), "identity in clear: {file}");
+    let decrypted = sops_decrypt(&w, &file);
+    assert_eq!(decrypted["spec"]["password"], secrets[0]);
+    assert_eq!(
+        decrypted["spec"]["template"]["metadata"]["annotations"]["token"],
+        secrets[2]
+    );
+    let history = w.git(&["log", "-p", "--all", "--", "vault"]);
+    for plain in secrets {
+        assert!(
+            !history.contains(plain),
+            "{plain} in the vault folder's history"
+        );
+    }
+
+    // A person adds files with `sops` in a clone, relying on the folder's `.sops.yaml`.
+    let clone = w.dirs.work.join("clone");
+    w.git_in(
+        Some(&w.dirs.work),
+        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
+    );
+    let config = std::fs::read_to_string(clone.join("vault/.sops.yaml")).expect("vault/.sops.yaml");
+    assert!(config.contains(&recipient), "{config}");
+    let theirs = "vault/team-d/example.com/credentials/mirror.sops.yaml";
+    std::fs::write(
+        clone.join(theirs),
+        "apiVersion: example.com/v1\nkind: Credential\nmetadata:\n  name: mirror\n  namespace: team-d\nspec:\n  password: their-password-6620\n",
+    )
+    .expect("write their credential");
+    let their_secret = "vault/team-d/secrets/theirs.sops.yaml";
+    std::fs::create_dir_all(clone.join("vault/team-d/secrets")).expect("mkdir");
+    std::fs::write(
+        clone.join(their_secret),
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: theirs\n  namespace: team-d\ntype: Opaque\nstringData:\n  token: their-token-8812\n",
+    )
+    .expect("write their secret");
+    // sops looks for `.sops.yaml` from the working directory up, so people run it in the folder.
+    let folder = clone.join("vault");
+    sops_encrypt_in_place(
+        &w,
+        &folder,
+        "team-d/example.com/credentials/mirror.sops.yaml",
+    );
+    sops_encrypt_in_place(&w, &folder.join("team-d"), "secrets/theirs.sops.yaml");
+    let credential = std::fs::read_to_string(clone.join(theirs)).expect("read");
+    assert!(!credential.contains("their-password-6620"), "{credential}");
+    assert!(credential.contains("name: mirror"), "{credential}");
+    assert!(credential.contains(&recipient), "{credential}");
+    let secret = std::fs::read_to_string(clone.join(their_secret)).expect("read");
+    assert!(!secret.contains("their-token-8812"), "{secret}");
+    assert!(
+        secret.contains("type: Opaque"),
+        "a Secret keeps only data encrypted: {secret}"
+    );
+    assert_eq!(
+        sops_decrypt(&w, &credential)["spec"]["password"],
+        "their-password-6620"
     );
 }

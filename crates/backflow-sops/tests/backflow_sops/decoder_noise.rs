@@ -82,5 +82,29 @@ fn fuzz_seed_decrypts_with_the_fuzz_identity() {
         std::fs::write(seed_path, file).expect("write the fuzz seed");
     }
     let seed = std::fs::read_to_string(seed_path).expect("the fuzz seed exists");
-    assert_eq!(decrypt_document(&seed, &[id]).unwrap(), rich_secret());
+    assert_eq!(
+        decrypt_document(&seed, std::slice::from_ref(&id)).unwrap(),
+        rich_secret()
+    );
+    // The other seeds were written by the real sops (default rule, `unencrypted_regex`) to the
+    // same identity, so the fuzzer starts from sops' own layout too.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/decode");
+    let mut sops_seeds = 0;
+    for entry in std::fs::read_dir(dir).expect("the seed folder") {
+        let path = entry.expect("an entry").path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if !name.starts_with("seed-sops-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a seed");
+        let plain = decrypt_document(&text, std::slice::from_ref(&id))
+            .unwrap_or_else(|e| panic!("{name} does not decrypt: {e}"));
+        assert_eq!(plain["spec"]["password"], "hunter2", "{name}");
+        sops_seeds += 1;
+    }
+    assert_eq!(sops_seeds, 2, "both sops-written seeds are checked");
 }
