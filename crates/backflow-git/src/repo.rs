@@ -62,9 +62,26 @@ impl std::fmt::Debug for LocalRepo {
     }
 }
 
+/// Lets libgit2 keep parsed trees of up to 1 MiB in its object cache (its default stops at
+/// 4 KiB). A resource folder with a hundred files has a larger tree, which every commit reads
+/// several times (index, planning, rebuilding the path); without this each read opens and
+/// inflates the object again. The cache's total size stays libgit2's (256 MiB).
+fn cache_large_trees() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the option is process-wide state that libgit2 reads without a lock; it is set
+        // once, before this crate opens any repository, and only ever to this value.
+        let set = unsafe { git2::opts::set_cache_object_limit(ObjectType::Tree, 1 << 20) };
+        if let Err(e) = set {
+            tracing::debug!(error = %e, "libgit2 kept its default tree cache limit");
+        }
+    });
+}
+
 impl LocalRepo {
     /// Opens the bare repository at `path`, creating it when missing.
     pub fn open_or_init(path: &Path) -> Result<Self, RepoError> {
+        cache_large_trees();
         let repo = match Repository::open_bare(path) {
             Ok(repo) => repo,
             Err(_) => Repository::init_bare(path).map_err(|source| RepoError {
@@ -181,6 +198,17 @@ impl LocalRepo {
 
     /// Every file path under `dir` (recursively; `""` for the whole tree), sorted.
     pub fn list_files(&self, tree: Oid, dir: &str) -> Result<Vec<String>, RepoError> {
+        Ok(self
+            .list_file_ids(tree, dir)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect())
+    }
+
+    /// Every file under `dir` (recursively; `""` for the whole tree) with its blob id, sorted by
+    /// path: one walk, where looking each file up by path would read every tree on its way
+    /// again.
+    pub fn list_file_ids(&self, tree: Oid, dir: &str) -> Result<Vec<(String, Oid)>, RepoError> {
         let root = self
             .repo
             .find_tree(tree)
@@ -210,7 +238,7 @@ impl LocalRepo {
                 if entry.kind() == Some(ObjectType::Blob)
                     && let Ok(name) = entry.name()
                 {
-                    out.push(format!("{prefix}{parent}{name}"));
+                    out.push((format!("{prefix}{parent}{name}"), entry.id()));
                 }
                 git2::TreeWalkResult::Ok
             })

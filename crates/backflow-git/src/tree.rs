@@ -50,6 +50,46 @@ pub trait TreeView {
     fn file_id(&self, path: &str) -> Result<Option<String>, RepoError> {
         self.read(path)?.map(|bytes| blob_id(&bytes)).transpose()
     }
+    /// Every file under `dir` with its [`TreeView::file_id`], sorted by path. Views over a Git
+    /// tree answer it in one walk; the default asks path by path.
+    fn files(&self, dir: &str) -> Result<Vec<(String, String)>, RepoError> {
+        let mut out = Vec::new();
+        for path in self.list(dir)? {
+            if let Some(id) = self.file_id(&path)? {
+                out.push((path, id));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `base` (sorted `(path, id)` pairs under the folder `prefix`) with `changes` on top.
+fn files_with_changes(
+    base: Vec<(String, String)>,
+    changes: &BTreeMap<String, Option<Vec<u8>>>,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, RepoError> {
+    let mut files: BTreeMap<String, String> = base.into_iter().collect();
+    for (path, content) in changes
+        .range(prefix.to_string()..)
+        .take_while(|(p, _)| p.starts_with(prefix))
+    {
+        match content {
+            Some(bytes) => files.insert(path.clone(), blob_id(bytes)?),
+            None => files.remove(path),
+        };
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// The folder prefix of `dir` (`"a/b/"`, or `""` for the root) that its files start with.
+fn dir_prefix(dir: &str) -> String {
+    let dir = dir.trim_matches('/');
+    if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    }
 }
 
 /// The Git blob id of `bytes`, as a hex string.
@@ -100,6 +140,10 @@ impl TreeView for LayeredView<'_> {
             Some(c) => c.as_deref().map(blob_id).transpose(),
             None => self.base.file_id(path),
         }
+    }
+
+    fn files(&self, dir: &str) -> Result<Vec<(String, String)>, RepoError> {
+        files_with_changes(self.base.files(dir)?, &self.changes, &dir_prefix(dir))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
@@ -195,6 +239,16 @@ impl TreeView for Overlay<'_> {
         Ok(self.repo.file_id(self.base, &path)?.map(|o| o.to_string()))
     }
 
+    fn files(&self, dir: &str) -> Result<Vec<(String, String)>, RepoError> {
+        let base = self
+            .repo
+            .list_file_ids(self.base, dir.trim_matches('/'))?
+            .into_iter()
+            .map(|(path, id)| (path, id.to_string()))
+            .collect();
+        files_with_changes(base, &self.changes, &dir_prefix(dir))
+    }
+
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
         let dir = dir.trim_matches('/');
         let mut files: BTreeSet<String> =
@@ -220,6 +274,18 @@ impl TreeView for Overlay<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view answering `files` with the trait's default, to compare the walks against.
+    struct DefaultFiles<'a>(&'a dyn TreeView);
+
+    impl TreeView for DefaultFiles<'_> {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+            self.0.read(path)
+        }
+        fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
+            self.0.list(dir)
+        }
+    }
 
     #[test]
     fn overlay_reads_its_own_changes() {
@@ -249,6 +315,27 @@ mod tests {
             PathUpdate::write("d/c", "3"),
         ]);
         assert_eq!(o.list("d").expect("list"), vec!["d/b", "d/c"]);
+        let ids = |paths: &[(&str, &str)]| -> Vec<(String, String)> {
+            paths
+                .iter()
+                .map(|(p, c)| (p.to_string(), blob_id(c.as_bytes()).expect("hash")))
+                .collect()
+        };
+        assert_eq!(
+            o.files("d").expect("files"),
+            ids(&[("d/b", "2"), ("d/c", "3")])
+        );
+        assert_eq!(
+            o.files("").expect("files"),
+            ids(&[("d/b", "2"), ("d/c", "3")])
+        );
+        let mut layered = LayeredView::new(&o);
+        layered.apply(&[PathUpdate::write("d/b", "7"), PathUpdate::remove("d/c")]);
+        assert_eq!(layered.files("d/").expect("files"), ids(&[("d/b", "7")]));
+        assert_eq!(
+            layered.files("d").expect("files"),
+            TreeView::files(&DefaultFiles(&layered), "d").expect("files")
+        );
         assert_eq!(o.read("d/a").expect("read"), None);
         let t = o.write().expect("write");
         assert_eq!(repo.list_files(t, "").expect("list"), vec!["d/b", "d/c"]);

@@ -121,15 +121,12 @@ impl FolderIndex {
     ) -> Result<Self, IndexError> {
         let mut index = Self::default();
         let mut seen = BTreeMap::new();
-        for path in tree.list(target)? {
+        for (path, id) in tree.files(target)? {
             match classify(&path) {
                 FileClass::Companion => continue,
                 FileClass::Foreign => return Err(ManifestError::ForeignFile { path }.into()),
                 FileClass::Manifests => {}
             }
-            let Some(id) = tree.file_id(&path)? else {
-                continue;
-            };
             let entries = match cache.get(&path) {
                 Some((cached_id, entries)) if *cached_id == id => entries.clone(),
                 _ => {

@@ -147,7 +147,9 @@ impl GitRemote for FileRemote {
 /// commit whose tree or parents are missing.
 ///
 /// A tree already present in `dst` is assumed complete (the connectivity invariant every git
-/// object store keeps), so only the changed part of each commit is walked.
+/// object store keeps), and each commit's tree is compared with its first parent's, which `dst`
+/// holds by then: only what the commit changed is looked at, so a push costs what it changed,
+/// not the size of the folders it touched.
 pub(crate) fn copy_commits(
     src: &Repository,
     dst: &Repository,
@@ -158,45 +160,85 @@ pub(crate) fn copy_commits(
     if dst_odb.exists(tip) {
         return Ok(());
     }
+    // Depth first, each commit listed after its parents (post-order), so every commit's first
+    // parent is in `dst` before the commit is: parents first is what makes comparing with the
+    // parent's tree sound, and what keeps `dst` connected if the copy stops half way.
     let mut order = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut stack = vec![tip];
-    while let Some(oid) = stack.pop() {
+    let mut stack = vec![(tip, false)];
+    while let Some((oid, parents_done)) = stack.pop() {
+        if parents_done {
+            let commit = src.find_commit(oid)?;
+            let base = match commit.parent_ids().next() {
+                Some(parent) => Some(src.find_commit(parent)?.tree_id()),
+                None => None,
+            };
+            order.push((oid, commit.tree_id(), base));
+            continue;
+        }
         if !seen.insert(oid) || dst_odb.exists(oid) {
             continue;
         }
         let commit = src.find_commit(oid)?;
-        stack.extend(commit.parent_ids());
-        order.push((oid, commit.tree_id()));
+        stack.push((oid, true));
+        stack.extend(commit.parent_ids().map(|p| (p, false)));
     }
-    for (commit, tree) in order.into_iter().rev() {
-        copy_tree(src, &src_odb, &dst_odb, tree)?;
-        copy_object(&src_odb, &dst_odb, commit)?;
+    let copier = Copier {
+        src,
+        src_odb: &src_odb,
+        dst_odb: &dst_odb,
+    };
+    for (commit, tree, base) in order {
+        copier.tree(tree, base)?;
+        copier.object(commit)?;
     }
     Ok(())
 }
 
-fn copy_tree(
-    src: &Repository,
-    src_odb: &git2::Odb<'_>,
-    dst_odb: &git2::Odb<'_>,
-    tree: Oid,
-) -> Result<(), git2::Error> {
-    if dst_odb.exists(tree) {
-        return Ok(());
-    }
-    let t = src.find_tree(tree)?;
-    for entry in t.iter() {
-        match entry.kind() {
-            Some(ObjectType::Tree) => copy_tree(src, src_odb, dst_odb, entry.id())?,
-            Some(ObjectType::Blob) if !dst_odb.exists(entry.id()) => {
-                copy_object(src_odb, dst_odb, entry.id())?
-            }
-            // Blobs already there, and submodule commits (not ours to copy).
-            _ => {}
+/// Copies objects from one object store to another.
+struct Copier<'a> {
+    src: &'a Repository,
+    src_odb: &'a git2::Odb<'a>,
+    dst_odb: &'a git2::Odb<'a>,
+}
+
+impl Copier<'_> {
+    /// Copies `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
+    fn tree(&self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
+        if base == Some(tree) || self.dst_odb.exists(tree) {
+            return Ok(());
         }
+        let t = self.src.find_tree(tree)?;
+        let base = base.map(|b| self.src.find_tree(b)).transpose()?;
+        for entry in t.iter() {
+            let old = base
+                .as_ref()
+                .and_then(|b| b.get_name_bytes(entry.name_bytes()))
+                .map(|e| (e.id(), e.kind()));
+            if old.is_some_and(|(id, _)| id == entry.id()) {
+                // Unchanged since the base: `dst` has it.
+                continue;
+            }
+            match entry.kind() {
+                Some(ObjectType::Tree) => {
+                    let old_tree = old
+                        .filter(|(_, kind)| *kind == Some(ObjectType::Tree))
+                        .map(|(id, _)| id);
+                    self.tree(entry.id(), old_tree)?
+                }
+                Some(ObjectType::Blob) if !self.dst_odb.exists(entry.id()) => {
+                    self.object(entry.id())?
+                }
+                // Blobs already there, and submodule commits (not ours to copy).
+                _ => {}
+            }
+        }
+        self.object(tree)
     }
-    copy_object(src_odb, dst_odb, tree)
+
+    fn object(&self, oid: Oid) -> Result<(), git2::Error> {
+        copy_object(self.src_odb, self.dst_odb, oid)
+    }
 }
 
 fn copy_object(
@@ -212,4 +254,92 @@ fn copy_object(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use git2::{Repository, Signature};
+
+    use super::*;
+    use crate::repo::LocalRepo;
+
+    fn commit(repo: &LocalRepo, base: Oid, parents: &[Oid], files: &[(&str, Option<&str>)]) -> Oid {
+        let updates: BTreeMap<String, Option<Vec<u8>>> = files
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.map(|c| c.as_bytes().to_vec())))
+            .collect();
+        let tree = repo.apply_updates(base, &updates).expect("tree");
+        let r = repo.git2();
+        let sig = Signature::now("t", "t@example.invalid").expect("signature");
+        let tree = r.find_tree(tree).expect("find tree");
+        let parents: Vec<git2::Commit<'_>> = parents
+            .iter()
+            .map(|p| r.find_commit(*p).expect("parent"))
+            .collect();
+        let refs: Vec<&git2::Commit<'_>> = parents.iter().collect();
+        r.commit(None, &sig, &sig, "c", &tree, &refs)
+            .expect("commit")
+    }
+
+    fn tree_of(repo: &LocalRepo, c: Oid) -> Oid {
+        repo.git2().find_commit(c).expect("commit").tree_id()
+    }
+
+    /// Every object every commit reaches, read from `repo`'s own store.
+    fn assert_complete(repo: &Repository, tip: Oid) {
+        let mut walk = repo.revwalk().expect("revwalk");
+        walk.push(tip).expect("push");
+        for oid in walk {
+            let commit = repo.find_commit(oid.expect("oid")).expect("commit present");
+            let tree = commit.tree().expect("tree present");
+            tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
+                repo.find_object(e.id(), None)
+                    .unwrap_or_else(|err| panic!("{} missing: {err}", e.id()));
+                git2::TreeWalkResult::Ok
+            })
+            .expect("walk");
+        }
+    }
+
+    /// A history with a merge whose parents share folders, copied whole and then on top of a
+    /// partial copy: the destination ends up with every object, though each commit's tree is
+    /// only compared with its first parent's.
+    #[test]
+    fn histories_with_merges_copy_completely() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = LocalRepo::open_or_init(&dir.path().join("src.git")).expect("src");
+        let empty = src.empty_tree().expect("empty");
+        let root = commit(&src, empty, &[], &[("d/a", Some("1")), ("d/b", Some("2"))]);
+        let left = commit(
+            &src,
+            tree_of(&src, root),
+            &[root],
+            &[("d/a", Some("L")), ("e/x", Some("x"))],
+        );
+        let right = commit(
+            &src,
+            tree_of(&src, root),
+            &[root],
+            &[("d/b", Some("R")), ("f/y", Some("y"))],
+        );
+        let merge = commit(
+            &src,
+            tree_of(&src, left),
+            &[left, right],
+            &[("d/b", Some("R")), ("f/y", Some("y")), ("d/c", Some("M"))],
+        );
+        let after = commit(&src, tree_of(&src, merge), &[merge], &[("d/a", None)]);
+
+        let whole = LocalRepo::open_or_init(&dir.path().join("whole.git")).expect("dst");
+        copy_commits(src.git2(), whole.git2(), after).expect("copy");
+        assert_complete(whole.git2(), after);
+
+        let partial = LocalRepo::open_or_init(&dir.path().join("partial.git")).expect("dst");
+        copy_commits(src.git2(), partial.git2(), left).expect("copy the left side");
+        assert_complete(partial.git2(), left);
+        copy_commits(src.git2(), partial.git2(), after).expect("copy the rest");
+        assert_complete(partial.git2(), after);
+    }
 }
