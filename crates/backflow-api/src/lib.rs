@@ -4,6 +4,7 @@
 //! store's metadata stamping) reads time through [`Clock`] so a simulator can drive it.
 
 pub mod clock;
+pub mod compact;
 pub mod config;
 pub mod identity;
 pub mod publication;

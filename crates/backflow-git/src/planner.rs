@@ -27,16 +27,11 @@ pub trait Planner: Send {
         intents: &[&Intent],
     ) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
         let mut view = LayeredView::new(tree);
-        intents
-            .iter()
-            .map(|intent| {
-                let planned = self.plan(&view, intent);
-                if let Ok(updates) = &planned {
-                    view.apply(updates);
-                }
-                planned
-            })
-            .collect()
+        for intent in intents {
+            let planned = self.plan(&view, intent);
+            view.record(planned);
+        }
+        view.into_planned()
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use git2::Oid;
 
-use crate::error::RepoError;
+use crate::error::{RepoError, TreeError};
 use crate::repo::LocalRepo;
 
 /// One file-level change a planner asks for.
@@ -103,64 +103,105 @@ pub fn blob_id(bytes: &[u8]) -> Result<String, RepoError> {
         })
 }
 
-/// Any tree view plus path updates on top: what a planner planning a whole write sees after the
-/// intents planned so far.
+/// Any tree view plus the updates planned so far on top: what a planner planning a whole write
+/// sees after the intents before the current one. It keeps the planned results themselves
+/// (handed back by [`LayeredView::into_planned`]) and reads through them, so a write of N new
+/// files holds each file once, not twice.
 pub struct LayeredView<'a> {
     base: &'a dyn TreeView,
-    changes: BTreeMap<String, Option<Vec<u8>>>,
+    planned: Vec<Result<Vec<PathUpdate>, TreeError>>,
+    /// Path → where its latest update sits in `planned` (intent, update).
+    latest: BTreeMap<String, (usize, usize)>,
 }
 
 impl<'a> LayeredView<'a> {
-    /// `base` with no changes yet.
+    /// `base` with nothing planned yet.
     pub fn new(base: &'a dyn TreeView) -> Self {
         Self {
             base,
-            changes: BTreeMap::new(),
+            planned: Vec::new(),
+            latest: BTreeMap::new(),
         }
     }
 
-    /// Applies updates on top (later ones win).
-    pub fn apply(&mut self, updates: &[PathUpdate]) {
-        for u in updates {
-            self.changes.insert(u.path.clone(), u.content.clone());
+    /// Records the next intent's planning result; its updates (when it succeeded) show on top
+    /// from now on, later ones winning, and are returned.
+    pub fn record(&mut self, planned: Result<Vec<PathUpdate>, TreeError>) -> &[PathUpdate] {
+        let at = self.planned.len();
+        if let Ok(updates) = &planned {
+            for (i, u) in updates.iter().enumerate() {
+                self.latest.insert(u.path.clone(), (at, i));
+            }
+        }
+        self.planned.push(planned);
+        match &self.planned[at] {
+            Ok(updates) => updates,
+            Err(_) => &[],
+        }
+    }
+
+    /// Every recorded result, in the order recorded.
+    pub fn into_planned(self) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
+        self.planned
+    }
+
+    /// The planned state of `path`: `None` when nothing planned touches it, `Some(None)` when
+    /// it was removed.
+    fn change(&self, path: &str) -> Option<Option<&[u8]>> {
+        let (at, i) = *self.latest.get(path)?;
+        match &self.planned[at] {
+            Ok(updates) => Some(updates[i].content.as_deref()),
+            Err(_) => None,
         }
     }
 }
 
 impl TreeView for LayeredView<'_> {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
-        match self.changes.get(path) {
-            Some(c) => Ok(c.clone()),
+        match self.change(path) {
+            Some(c) => Ok(c.map(<[u8]>::to_vec)),
             None => self.base.read(path),
         }
     }
 
     fn file_id(&self, path: &str) -> Result<Option<String>, RepoError> {
-        match self.changes.get(path) {
-            Some(c) => c.as_deref().map(blob_id).transpose(),
+        match self.change(path) {
+            Some(c) => c.map(blob_id).transpose(),
             None => self.base.file_id(path),
         }
     }
 
     fn files(&self, dir: &str) -> Result<Vec<(String, String)>, RepoError> {
-        files_with_changes(self.base.files(dir)?, &self.changes, &dir_prefix(dir))
+        let prefix = dir_prefix(dir);
+        let mut files: BTreeMap<String, String> = self.base.files(dir)?.into_iter().collect();
+        for path in self
+            .latest
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, _)| p)
+        {
+            match self.change(path) {
+                Some(Some(bytes)) => files.insert(path.clone(), blob_id(bytes)?),
+                Some(None) => files.remove(path),
+                None => None,
+            };
+        }
+        Ok(files.into_iter().collect())
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
-        let prefix = if dir.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", dir.trim_end_matches('/'))
-        };
+        let prefix = dir_prefix(dir);
         let mut paths: BTreeSet<String> = self.base.list(dir)?.into_iter().collect();
-        for (path, content) in self
-            .changes
+        for path in self
+            .latest
             .range(prefix.clone()..)
             .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, _)| p)
         {
-            match content {
-                Some(_) => paths.insert(path.clone()),
-                None => paths.remove(path),
+            match self.change(path) {
+                Some(Some(_)) => paths.insert(path.clone()),
+                Some(None) => paths.remove(path),
+                None => false,
             };
         }
         Ok(paths.into_iter().collect())
@@ -330,7 +371,10 @@ mod tests {
             ids(&[("d/b", "2"), ("d/c", "3")])
         );
         let mut layered = LayeredView::new(&o);
-        layered.apply(&[PathUpdate::write("d/b", "7"), PathUpdate::remove("d/c")]);
+        layered.record(Ok(vec![PathUpdate::write("d/b", "7")]));
+        layered.record(Ok(vec![PathUpdate::remove("d/c")]));
+        assert_eq!(layered.read("d/b").expect("read"), Some(b"7".to_vec()));
+        assert_eq!(layered.list("d").expect("list"), vec!["d/b"]);
         assert_eq!(layered.files("d/").expect("files"), ids(&[("d/b", "7")]));
         assert_eq!(
             layered.files("d").expect("files"),

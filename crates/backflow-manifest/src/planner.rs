@@ -455,12 +455,11 @@ impl Planner for YamlPlanner {
     ) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
         let mut view = LayeredView::new(tree);
         let mut indexes: BTreeMap<String, CachedIndex> = BTreeMap::new();
-        let mut out = Vec::with_capacity(intents.len());
         for intent in intents {
             let target = match normalize_target(&intent.target) {
                 Ok(t) => t,
                 Err(e) => {
-                    out.push(Err(e.into()));
+                    view.record(Err(e.into()));
                     continue;
                 }
             };
@@ -471,7 +470,7 @@ impl Planner for YamlPlanner {
                         indexes.insert(target.clone(), CachedIndex::Refused(refusal))
                     }
                     Err(e @ IndexError::Repo(_)) => {
-                        out.push(Err(e.into()));
+                        view.record(Err(e.into()));
                         continue;
                     }
                 };
@@ -485,33 +484,29 @@ impl Planner for YamlPlanner {
                 }
                 .into()),
             };
-            if let Ok(updates) = &planned {
-                view.apply(updates);
-                for u in updates {
-                    for (folder, cached) in indexes.iter_mut() {
-                        if !in_folder(&u.path, folder) {
-                            continue;
-                        }
-                        if let CachedIndex::Ready(index) = cached
-                            && let Err(e) = index.refresh(&u.path, u.content.as_deref())
-                        {
-                            *cached = match e {
-                                IndexError::Refused(refusal) => CachedIndex::Refused(refusal),
-                                // A read error cannot happen here: the content is in hand.
-                                IndexError::Repo(_) => {
-                                    CachedIndex::Refused(ManifestError::InvalidObject {
-                                        object: u.path.clone(),
-                                        reason: "the folder could not be re-indexed".into(),
-                                    })
-                                }
-                            };
-                        }
+            for u in view.record(planned) {
+                for (folder, cached) in indexes.iter_mut() {
+                    if !in_folder(&u.path, folder) {
+                        continue;
+                    }
+                    if let CachedIndex::Ready(index) = cached
+                        && let Err(e) = index.refresh(&u.path, u.content.as_deref())
+                    {
+                        *cached = match e {
+                            IndexError::Refused(refusal) => CachedIndex::Refused(refusal),
+                            // A read error cannot happen here: the content is in hand.
+                            IndexError::Repo(_) => {
+                                CachedIndex::Refused(ManifestError::InvalidObject {
+                                    object: u.path.clone(),
+                                    reason: "the folder could not be re-indexed".into(),
+                                })
+                            }
+                        };
                     }
                 }
             }
-            out.push(planned);
         }
-        out
+        view.into_planned()
     }
 }
 

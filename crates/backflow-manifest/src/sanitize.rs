@@ -136,6 +136,9 @@ fn sanitize_metadata(meta: &mut Map<String, Value>) {
     }
     clean_string_map(meta, "labels", is_bookkeeping_label);
     clean_string_map(meta, "annotations", is_bookkeeping_annotation);
+    // Removing fields leaves the capacity of the server's metadata behind, and a snapshot keeps
+    // one sanitized object per resource until it is pushed.
+    backflow_api::compact::compact_map(meta);
 }
 
 /// Drops the keys of `meta[field]` that `drop` selects; an empty map becomes absent.

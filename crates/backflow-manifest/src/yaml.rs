@@ -28,6 +28,9 @@ pub fn render(object: &Value) -> String {
             out.push('\n');
         }
     }
+    // Rendered files wait in a write until it is pushed; a snapshot holds one per object, so
+    // the doubling slack of the growing string is given back.
+    out.shrink_to_fit();
     out
 }
 

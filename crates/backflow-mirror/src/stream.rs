@@ -182,7 +182,7 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
             .default_backoff()
             .boxed();
         let mut last = Submitted::new();
-        let mut snapshot: Vec<DynamicObject> = Vec::new();
+        let mut snapshot: Vec<Listed> = Vec::new();
         let mut fall_back = false;
         loop {
             let event = tokio::select! {
@@ -201,7 +201,9 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                     snapshot.clear();
                     ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
                 }
-                Ok(Event::InitApply(obj)) => snapshot.push(obj),
+                // Sanitized as it arrives, so the raw object (managedFields and all) is not
+                // held until the whole snapshot is read.
+                Ok(Event::InitApply(obj)) => snapshot.push(Listed::new(&ctx, &gr, &obj)),
                 Ok(Event::InitDone) => {
                     resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut last);
                     ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
@@ -269,22 +271,40 @@ async fn catch_up(
     }
 }
 
-fn resync(
-    ctx: &StreamContext,
-    gr: &GroupResource,
-    objects: Vec<DynamicObject>,
-    last: &mut Submitted,
-) {
+/// One object of the initial snapshot, as much of it as the resync needs.
+struct Listed {
+    key: ObjectKey,
+    resource_version: u64,
+    /// The sanitized object; `None` when it could not be read as JSON.
+    value: Option<Value>,
+}
+
+impl Listed {
+    fn new(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject) -> Self {
+        Self {
+            key: object_key(gr, obj),
+            resource_version: resource_version(obj),
+            value: ctx.sanitized(obj),
+        }
+    }
+}
+
+fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &mut Submitted) {
     last.clear();
-    let mut intents = Vec::new();
+    let count = objects.len();
+    let mut intents = Vec::with_capacity(count);
     let mut keep = BTreeSet::new();
-    let mut seen: Vec<(ObjectKey, u64)> = Vec::new();
-    for obj in &objects {
-        let key = object_key(gr, obj);
+    let mut seen: Vec<(ObjectKey, u64)> = Vec::with_capacity(count);
+    for listed in objects {
+        let Listed {
+            key,
+            resource_version: rv,
+            value,
+        } = listed;
         keep.insert((key.namespace.clone(), key.name.clone()));
-        seen.push((key.clone(), resource_version(obj)));
-        if let Some(v) = ctx.sanitized(obj) {
-            last.insert(key.clone(), (fingerprint(&v), resource_version(obj)));
+        seen.push((key.clone(), rv));
+        if let Some(v) = value {
+            last.insert(key.clone(), (fingerprint(&v), rv));
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
     }
@@ -302,7 +322,7 @@ fn resync(
             })
             .inc();
     }
-    tracing::info!(stream = ?ctx.spec, objects = objects.len(), "initial snapshot read; publishing it as a resync");
+    tracing::info!(stream = ?ctx.spec, objects = count, "initial snapshot read; publishing it as a resync");
     let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
     // Counted once in flight, so a counted resync that is no longer in flight is published.
     ctx.metrics

@@ -101,6 +101,11 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// redb's page cache. Reads are served from the read model, never from redb (it is read once,
+/// at start), so the cache only has to hold the B-tree's upper pages for writes; redb's own
+/// default (1 GiB) would keep a second copy of every object in memory.
+const PAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 fn storage_key(key: &ObjectKey) -> (&str, &str, &str, &str) {
     (
         &key.resource.group,
@@ -116,10 +121,13 @@ impl Store {
     /// `history` bounds the event log a watch can resume from.
     pub fn open(path: &Path, history: usize) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        let db = Database::create(path).map_err(|e| StoreError::Open {
-            path: shown.clone(),
-            source: Box::new(e),
-        })?;
+        let db = Database::builder()
+            .set_cache_size(PAGE_CACHE_BYTES)
+            .create(path)
+            .map_err(|e| StoreError::Open {
+                path: shown.clone(),
+                source: Box::new(e),
+            })?;
         let load = |m: String| StoreError::Load {
             path: shown.clone(),
             message: m,
@@ -144,11 +152,12 @@ impl Store {
             let (k, v) = item.map_err(|e| load(e.to_string()))?;
             let (group, resource, namespace, name) = k.value();
             let key = ObjectKey::new(GroupResource::new(group, resource), namespace, name);
-            let obj: Value =
+            let mut obj: Value =
                 serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
                     key: key.to_string(),
                     source: e,
                 })?;
+            backflow_api::compact::compact(&mut obj);
             state.objects.insert(key, Arc::new(obj));
         }
         drop(objects);

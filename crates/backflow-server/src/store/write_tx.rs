@@ -105,6 +105,8 @@ impl<'a> WriteTx<'a> {
     pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Arc<Value> {
         let rv = self.bump();
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        // The read model keeps every object: without the slack of parsing and editing.
+        backflow_api::compact::compact(&mut object);
         let previous = self.get(&key);
         let object = Arc::new(object);
         let event_type = if previous.is_some() {
