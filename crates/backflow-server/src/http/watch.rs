@@ -62,6 +62,10 @@ pub struct WatchRequest {
 struct WatchState {
     req: WatchRequest,
     store: Store,
+    /// The initial state still to send (`ADDED` each), serialized one by one as the client
+    /// reads, so a watch of a hundred thousand objects never holds them all as JSON at once.
+    /// Sent before `pending`.
+    initial: VecDeque<Arc<Value>>,
     pending: VecDeque<Bytes>,
     last: u64,
     latest: watch::Receiver<u64>,
@@ -75,9 +79,15 @@ struct WatchState {
 }
 
 fn line(event_type: &str, object: &Value) -> Bytes {
-    let mut s = json!({"type": event_type, "object": object}).to_string();
-    s.push('\n');
-    Bytes::from(s)
+    // Written directly rather than through `json!`, which would copy the object first.
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"type\":");
+    // Serializing a `Value` into memory cannot fail.
+    let _ = serde_json::to_writer(&mut out, event_type);
+    out.extend_from_slice(b",\"object\":");
+    let _ = serde_json::to_writer(&mut out, object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
 }
 
 fn bookmark(t: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
@@ -187,6 +197,7 @@ pub fn stream(
     let mut latest = store.events().subscribe();
     latest.borrow_and_update();
     let mut pending = VecDeque::new();
+    let mut initial_objects = VecDeque::new();
     let mut done = false;
     let mut sent_columns = false;
     let initial = req.send_initial_events || req.resource_version.is_none_or(|rv| rv == 0);
@@ -206,9 +217,15 @@ pub fn stream(
                 .collect();
             (objs, s.resource_version())
         });
-        for o in objects {
-            let object = event_object(&t, req.table.as_ref(), &mut sent_columns, &o);
-            pending.push_back(line("ADDED", &object));
+        if req.table.is_some() {
+            // Table watches (humans) are small, and the first row must carry the columns
+            // before any change collected below: serialized now, in order.
+            for o in objects {
+                let object = event_object(&t, req.table.as_ref(), &mut sent_columns, &o);
+                pending.push_back(line("ADDED", &object));
+            }
+        } else {
+            initial_objects = objects.into();
         }
         if req.send_initial_events {
             pending.push_back(bookmark(&t, rv, true));
@@ -227,6 +244,7 @@ pub fn stream(
         deadline: req.timeout.map(|t| now + t),
         req,
         store,
+        initial: initial_objects,
         pending,
         last,
         latest,
@@ -241,6 +259,15 @@ pub fn stream(
     }
     futures::stream::unfold(state, |mut s| async move {
         loop {
+            if let Some(o) = s.initial.pop_front() {
+                let object = event_object(
+                    &s.req.resource_type,
+                    s.req.table.as_ref(),
+                    &mut s.sent_columns,
+                    &o,
+                );
+                return Some((Ok(line("ADDED", &object)), s));
+            }
             if let Some(b) = s.pending.pop_front() {
                 return Some((Ok(b), s));
             }
