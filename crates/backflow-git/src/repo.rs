@@ -62,11 +62,15 @@ impl std::fmt::Debug for LocalRepo {
     }
 }
 
-/// Lets libgit2 keep parsed trees of up to 1 MiB in its object cache (its default stops at
-/// 4 KiB). A resource folder with a hundred files has a larger tree, which every commit reads
-/// several times (index, planning, rebuilding the path); without this each read opens and
-/// inflates the object again. The cache's total size stays libgit2's (256 MiB).
-fn cache_large_trees() {
+/// Process-wide libgit2 settings for a process that commits hundreds of times a second:
+///
+/// - parsed trees of up to 1 MiB stay in libgit2's object cache (its default stops at 4 KiB): a
+///   resource folder with a hundred files has a larger tree, which every commit reads several
+///   times (index, planning, rebuilding the path); the cache's total size stays 256 MiB;
+/// - objects read back are not re-hashed: every object this crate stores it wrote itself (the
+///   store hashes what it writes) or copied with its id checked, so re-hashing each read only
+///   spends SHA-1 (with collision detection) time on every commit.
+fn tune_libgit2() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: the option is process-wide state that libgit2 reads without a lock; it is set
@@ -75,13 +79,14 @@ fn cache_large_trees() {
         if let Err(e) = set {
             tracing::debug!(error = %e, "libgit2 kept its default tree cache limit");
         }
+        git2::opts::strict_hash_verification(false);
     });
 }
 
 impl LocalRepo {
     /// Opens the bare repository at `path`, creating it when missing.
     pub fn open_or_init(path: &Path) -> Result<Self, RepoError> {
-        cache_large_trees();
+        tune_libgit2();
         let repo = match Repository::open_bare(path) {
             Ok(repo) => repo,
             Err(_) => Repository::init_bare(path).map_err(|source| RepoError {

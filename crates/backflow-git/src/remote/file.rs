@@ -187,6 +187,8 @@ pub(crate) fn copy_commits(
         src,
         src_odb: &src_odb,
         dst_odb: &dst_odb,
+        src_objects: src.path().join("objects"),
+        dst_objects: dst.path().join("objects"),
     };
     for (commit, tree, base) in order {
         copier.tree(tree, base)?;
@@ -200,6 +202,8 @@ struct Copier<'a> {
     src: &'a Repository,
     src_odb: &'a git2::Odb<'a>,
     dst_odb: &'a git2::Odb<'a>,
+    src_objects: PathBuf,
+    dst_objects: PathBuf,
 }
 
 impl Copier<'_> {
@@ -236,8 +240,25 @@ impl Copier<'_> {
         self.object(tree)
     }
 
+    /// A loose object is hard-linked, as `git clone --local` does: loose object files are
+    /// immutable and named by their content, so sharing the file is copying it, without
+    /// reading, inflating, hashing and deflating it again. Anything else (a packed object,
+    /// another file system) is read and written.
     fn object(&self, oid: Oid) -> Result<(), git2::Error> {
-        copy_object(self.src_odb, self.dst_odb, oid)
+        let hex = oid.to_string();
+        let (dir, file) = hex.split_at(2);
+        let from = self.src_objects.join(dir).join(file);
+        let to_dir = self.dst_objects.join(dir);
+        // Only the fan-out folder is made: a store that went away is not recreated here.
+        let linked = match std::fs::create_dir(&to_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+            _ => std::fs::hard_link(&from, to_dir.join(file)),
+        };
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(_) => copy_object(self.src_odb, self.dst_odb, oid),
+        }
     }
 }
 
@@ -335,6 +356,32 @@ mod tests {
         let whole = LocalRepo::open_or_init(&dir.path().join("whole.git")).expect("dst");
         copy_commits(src.git2(), whole.git2(), after).expect("copy");
         assert_complete(whole.git2(), after);
+        // Loose objects were shared, not rewritten, and the real git finds them sound.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let hex = after.to_string();
+            let linked = dir
+                .path()
+                .join("whole.git/objects")
+                .join(&hex[..2])
+                .join(&hex[2..]);
+            assert_eq!(std::fs::metadata(&linked).expect("loose commit").nlink(), 2);
+        }
+        whole
+            .git2()
+            .reference("refs/heads/main", after, true, "test")
+            .expect("branch");
+        let fsck = std::process::Command::new("git")
+            .args(["fsck", "--full", "--strict"])
+            .current_dir(dir.path().join("whole.git"))
+            .output()
+            .expect("git fsck runs");
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
 
         let partial = LocalRepo::open_or_init(&dir.path().join("partial.git")).expect("dst");
         copy_commits(src.git2(), partial.git2(), left).expect("copy the left side");
