@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use backflow_api::GroupResource;
-use backflow_sops::{Encryptor, Rules};
+use backflow_sops::{Encryptor, Identity, Rules, parse_identities};
 use serde_json::Value;
 
 use crate::layout::normalize_target;
@@ -77,6 +77,58 @@ pub fn sops_config(recipients: &[String]) -> String {
          {keys}",
         clear = CLEAR_FIELDS.join("|"),
     )
+}
+
+/// The suffix of the Secret keys that hold age identities (`age-keygen` output).
+pub const AGE_KEY_SUFFIX: &str = ".agekey";
+
+/// Why a Secret's age identities cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretKeyError {
+    /// No key of the Secret ends in `.agekey`.
+    #[error("has no key ending in .agekey; add one holding an age identity (age-keygen output)")]
+    NoAgeKey,
+    /// A `.agekey` entry is not text.
+    #[error("key {key} is not UTF-8 text")]
+    NotText {
+        /// The Secret key.
+        key: String,
+    },
+    /// A `.agekey` entry holds no valid identity.
+    #[error("key {key}: {reason}")]
+    Invalid {
+        /// The Secret key.
+        key: String,
+        /// What is wrong with it (never the key material).
+        reason: String,
+    },
+}
+
+/// The age identities held by a Secret's `*.agekey` entries (`data`, already decoded from
+/// base64): what a GitTarget's `spec.encryption.age.secretRef` adds, and what reads a
+/// `*.sops.yaml` file back into its object with [`backflow_sops::decrypt_document`].
+pub fn identities_from_secret(
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<Identity>, SecretKeyError> {
+    let mut identities = Vec::new();
+    let mut found = false;
+    for (key, value) in data {
+        if !key.ends_with(AGE_KEY_SUFFIX) {
+            continue;
+        }
+        found = true;
+        let text =
+            std::str::from_utf8(value).map_err(|_| SecretKeyError::NotText { key: key.clone() })?;
+        let parsed = parse_identities(text).map_err(|e| SecretKeyError::Invalid {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
+        identities.extend(parsed);
+    }
+    if !found {
+        return Err(SecretKeyError::NoAgeKey);
+    }
+    Ok(identities)
 }
 
 /// Target folder → the encryptor of its sensitive objects, shared between whoever configures
@@ -198,6 +250,62 @@ mod tests {
             rules_for(&GroupResource::new("", "configmaps"), &bare),
             Rules::default()
         );
+    }
+
+    /// The applier's path: a file the planner's encryptor wrote is read back with the
+    /// identities of the Secret that holds the key.
+    #[test]
+    fn secret_identities_read_sops_files_back() {
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(11);
+        let (secret_key, recipient) = backflow_sops::generate_identity(&mut rng);
+        let object = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "web"},
+            "data": {"password": "aHVudGVy"},
+        });
+        let file = Encryptor::new([&recipient])
+            .expect("recipient")
+            .encrypt_document(
+                &object,
+                &Rules::default(),
+                None,
+                std::time::UNIX_EPOCH,
+                &mut rng,
+            )
+            .expect("encrypts");
+        let mut data = BTreeMap::new();
+        data.insert("README".to_string(), b"not a key".to_vec());
+        data.insert(
+            "identity.agekey".to_string(),
+            format!("# public key: {recipient}\n{}\n", secret_key.as_str()).into_bytes(),
+        );
+        let ids = identities_from_secret(&data).expect("identities");
+        assert_eq!(ids.len(), 1);
+        assert_eq!(
+            backflow_sops::decrypt_document(&file, &ids).expect("decrypts"),
+            object
+        );
+
+        data.remove("identity.agekey");
+        assert_eq!(
+            identities_from_secret(&data).unwrap_err(),
+            SecretKeyError::NoAgeKey
+        );
+        data.insert("bad.agekey".into(), b"AGE-SECRET-KEY-1NOPE".to_vec());
+        let err = identities_from_secret(&data).unwrap_err();
+        assert!(
+            matches!(&err, SecretKeyError::Invalid { key, .. } if key == "bad.agekey"),
+            "{err}"
+        );
+        assert!(
+            !err.to_string().contains("AGE-SECRET-KEY"),
+            "no key material in errors: {err}"
+        );
+        data.insert("bad.agekey".into(), vec![0xff, 0xfe]);
+        assert!(matches!(
+            identities_from_secret(&data),
+            Err(SecretKeyError::NotText { .. })
+        ));
     }
 
     #[test]

@@ -30,7 +30,10 @@ pub mod sanitize;
 pub mod yaml;
 
 pub use edit::{append_document, edit_document, remove_document};
-pub use encryption::{CLEAR_FIELDS, EncryptionMap, SENSITIVE, is_sensitive, rules_for};
+pub use encryption::{
+    AGE_KEY_SUFFIX, CLEAR_FIELDS, EncryptionMap, SENSITIVE, SecretKeyError, identities_from_secret,
+    is_sensitive, rules_for,
+};
 pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};

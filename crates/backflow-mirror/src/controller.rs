@@ -16,8 +16,8 @@ use backflow_api::config::{
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
-use backflow_manifest::KindMap;
-use backflow_sops::{Encryptor, Identity, Recipient, generate_identity, parse_identities};
+use backflow_manifest::{KindMap, identities_from_secret};
+use backflow_sops::{Encryptor, Identity, Recipient, generate_identity};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -501,37 +501,17 @@ impl Controller {
                     ));
                 }
             };
-            let mut found = false;
-            for (key, value) in secret.data.unwrap_or_default() {
-                if !key.ends_with(".agekey") {
-                    continue;
-                }
-                found = true;
-                let text = String::from_utf8(value.0).map_err(|_| {
-                    (
-                        "InvalidIdentity",
-                        format!("Secret {ns}/{} key {key} is not UTF-8 text", r.name),
-                    )
-                })?;
-                let parsed = parse_identities(&text).map_err(|e| {
-                    (
-                        "InvalidIdentity",
-                        format!("Secret {ns}/{} key {key}: {e}", r.name),
-                    )
-                })?;
-                for id in parsed {
-                    recipients.push(id.recipient().to_string());
-                    identities.push(id);
-                }
-            }
-            if !found {
-                return Err((
-                    "InvalidIdentity",
-                    format!(
-                        "Secret {ns}/{} has no key ending in .agekey; add one holding an age identity",
-                        r.name
-                    ),
-                ));
+            let data: BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            let found = identities_from_secret(&data)
+                .map_err(|e| ("InvalidIdentity", format!("Secret {ns}/{} {e}", r.name)))?;
+            for id in found {
+                recipients.push(id.recipient().to_string());
+                identities.push(id);
             }
         }
         recipients.sort();
