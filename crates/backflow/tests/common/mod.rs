@@ -743,3 +743,31 @@ pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
     }
     s
 }
+
+/// A namespaced CustomResourceDefinition `{plural}.{group}` served at `v1`, whose schema keeps
+/// every field.
+pub fn schemaless_crd(group: &str, plural: &str, singular: &str, kind: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names:
+    plural: {plural}
+    singular: {singular}
+    kind: {kind}
+    listKind: {kind}List
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#
+    )
+}
