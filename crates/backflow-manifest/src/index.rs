@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use backflow_git::TreeView;
+use backflow_git::tree::blob_id;
 
 use crate::document::parse_file;
 use crate::error::{IndexError, ManifestError};
@@ -92,9 +93,10 @@ impl FolderIndex {
     /// Indexes every manifest under `target` (normalized; `""` is the repository root).
     pub fn build(tree: &dyn TreeView, target: &str) -> Result<Self, IndexError> {
         let mut index = Self::default();
+        let mut scratch = IndexCache::new();
         for path in tree.list(target)? {
             if let Some(bytes) = tree.read(&path)? {
-                index.add_file(&path, &bytes)?;
+                index.refresh_cached(&path, Some(&bytes), &mut scratch)?;
             }
         }
         Ok(index)
@@ -103,13 +105,38 @@ impl FolderIndex {
     /// Re-indexes one file after it changed (`None`: it was removed), as planning a write
     /// changes files one intent at a time.
     pub fn refresh(&mut self, path: &str, content: Option<&[u8]>) -> Result<(), IndexError> {
+        self.refresh_cached(path, content, &mut IndexCache::new())
+    }
+
+    /// [`FolderIndex::refresh`], also keeping the parse in `cache` under the content's blob id,
+    /// so the next [`FolderIndex::build_cached`] does not parse the file again (after a resync
+    /// of many objects, the next write would otherwise parse every file it wrote).
+    pub fn refresh_cached(
+        &mut self,
+        path: &str,
+        content: Option<&[u8]>,
+        cache: &mut IndexCache,
+    ) -> Result<(), IndexError> {
         for identity in self.by_path.remove(path).unwrap_or_default() {
             self.docs.remove(&identity);
         }
-        match content {
-            Some(bytes) => self.add_file(path, bytes),
-            None => Ok(()),
+        let Some(bytes) = content else {
+            cache.remove(path);
+            return Ok(());
+        };
+        match classify(path) {
+            FileClass::Companion => return Ok(()),
+            FileClass::Foreign => {
+                return Err(ManifestError::ForeignFile {
+                    path: path.to_string(),
+                }
+                .into());
+            }
+            FileClass::Manifests => {}
         }
+        let entries: FileEntries = parse_entries(path, bytes).map(Arc::new);
+        cache.insert(path.to_string(), (blob_id(bytes)?, entries.clone()));
+        self.insert_entries(path, &entries?)
     }
 
     /// Like [`FolderIndex::build`], reusing the parse of every file whose blob id is in
@@ -141,21 +168,6 @@ impl FolderIndex {
         }
         *cache = seen;
         Ok(index)
-    }
-
-    fn add_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), IndexError> {
-        match classify(path) {
-            FileClass::Companion => return Ok(()),
-            FileClass::Foreign => {
-                return Err(ManifestError::ForeignFile {
-                    path: path.to_string(),
-                }
-                .into());
-            }
-            FileClass::Manifests => {}
-        }
-        let entries = parse_entries(path, bytes)?;
-        self.insert_entries(path, &entries)
     }
 
     fn insert_entries(

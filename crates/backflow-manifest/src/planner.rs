@@ -489,9 +489,15 @@ impl Planner for YamlPlanner {
                     if !in_folder(&u.path, folder) {
                         continue;
                     }
-                    if let CachedIndex::Ready(index) = cached
-                        && let Err(e) = index.refresh(&u.path, u.content.as_deref())
-                    {
+                    let refreshed = match cached {
+                        CachedIndex::Ready(index) => {
+                            let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+                            let cache = parsed.entry(folder.clone()).or_default();
+                            index.refresh_cached(&u.path, u.content.as_deref(), cache)
+                        }
+                        CachedIndex::Refused(_) => Ok(()),
+                    };
+                    if let Err(e) = refreshed {
                         *cached = match e {
                             IndexError::Refused(refusal) => CachedIndex::Refused(refusal),
                             // A read error cannot happen here: the content is in hand.
@@ -850,6 +856,35 @@ mod tests {
 
     /// Planning a write at once (one index, refreshed per file) gives exactly what planning its
     /// intents one by one on the growing tree gives.
+    /// Files a write creates are parsed once, while it is planned: the next write's index
+    /// finds them in the parse cache by blob id.
+    #[test]
+    fn planned_files_are_kept_in_the_parse_cache() {
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        let planner = YamlPlanner::new(kinds);
+        let mut tree = MemTree::default();
+        let intents = [
+            Intent::put("live", cm_key("default", "a"), cm("default", "a", "1")),
+            Intent::put("live", cm_key("default", "b"), cm("default", "b", "2")),
+        ];
+        let refs: Vec<&Intent> = intents.iter().collect();
+        for planned in planner.plan_all(&tree, &refs) {
+            tree.apply(planned.expect("planned"));
+        }
+        let parsed = planner.parsed.lock().expect("cache");
+        let cache = parsed.get("live").expect("a cache for the folder");
+        for name in ["a", "b"] {
+            let path = format!("live/default/configmaps/{name}.yaml");
+            let (id, entries) = cache.get(&path).expect("cached");
+            assert_eq!(
+                *id,
+                backflow_git::tree::blob_id(tree.text(&path).as_bytes()).expect("id")
+            );
+            assert_eq!(entries.as_ref().expect("parsed").len(), 1);
+        }
+    }
+
     #[test]
     fn plan_all_matches_planning_one_by_one() {
         let kinds = KindMap::new();
