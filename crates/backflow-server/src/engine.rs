@@ -726,7 +726,8 @@ impl Engine {
         Ok(body)
     }
 
-    /// Fills in the fields the server owns: kind, apiVersion, uid, creationTimestamp, generation.
+    /// Fills in the fields the server owns: kind, apiVersion, uid, creationTimestamp, generation
+    /// (for the types that have one, see [`tracks_generation`]).
     #[allow(clippy::too_many_arguments)]
     fn stamp(
         &self,
@@ -802,7 +803,11 @@ impl Engine {
                 meta.remove("managedFields");
             }
         }
-        meta.insert("generation".into(), json!(generation));
+        if tracks_generation(t) {
+            meta.insert("generation".into(), json!(generation));
+        } else {
+            meta.remove("generation");
+        }
     }
 
     /// Deletes one object: marks it when finalizers hold it, removes it otherwise.
@@ -1105,4 +1110,11 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
         .ok_or_else(bad)?
         .to_string();
     Ok((rv, start))
+}
+
+/// Whether objects of `t` carry `metadata.generation`, as on a real API server: custom resources
+/// and the workload and policy types of the named groups do; the core group's types do not
+/// (ConfigMaps, Secrets, Services, Namespaces, ServiceAccounts…), except ReplicationControllers.
+fn tracks_generation(t: &ResourceType) -> bool {
+    !t.group.is_empty() || t.plural == "replicationcontrollers"
 }

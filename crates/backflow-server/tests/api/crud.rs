@@ -56,6 +56,8 @@ async fn configmap_crud(t: Transport) {
     assert_eq!(created.namespace().as_deref(), Some("default"));
     assert!(created.uid().is_some(), "uid is set");
     assert!(created.metadata.creation_timestamp.is_some());
+    // Like a real API server: core types such as ConfigMaps carry no generation.
+    assert_eq!(created.metadata.generation, None);
 
     let got = api.get("cm1").await.expect("get");
     assert_eq!(got.data, created.data);
