@@ -324,6 +324,38 @@ mod tests {
         }
     }
 
+    /// Across file systems (the cache in tmpfs, the remote on disk) a hard link is impossible:
+    /// objects are copied instead, and the copy is as sound.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn objects_are_copied_where_they_cannot_be_linked() {
+        use std::os::unix::fs::MetadataExt;
+        let shm = std::path::Path::new("/dev/shm");
+        let src_dir = tempfile::tempdir_in(shm).expect("a folder in /dev/shm");
+        let dst_dir = tempfile::tempdir().expect("tempdir");
+        let src = LocalRepo::open_or_init(&src_dir.path().join("src.git")).expect("src");
+        let empty = src.empty_tree().expect("empty");
+        let root = commit(&src, empty, &[], &[("d/a", Some("1"))]);
+        let next = commit(&src, tree_of(&src, root), &[root], &[("d/b", Some("2"))]);
+        let dst = LocalRepo::open_or_init(&dst_dir.path().join("dst.git")).expect("dst");
+        copy_commits(src.git2(), dst.git2(), next).expect("copy");
+        assert_complete(dst.git2(), next);
+        let hex = next.to_string();
+        let copied = dst_dir
+            .path()
+            .join("dst.git/objects")
+            .join(&hex[..2])
+            .join(&hex[2..]);
+        let same_fs = std::fs::metadata(src_dir.path()).expect("src").dev()
+            == std::fs::metadata(dst_dir.path()).expect("dst").dev();
+        let links = std::fs::metadata(&copied).expect("loose commit").nlink();
+        assert_eq!(
+            links,
+            if same_fs { 2 } else { 1 },
+            "same file system: {same_fs}"
+        );
+    }
+
     /// A history with a merge whose parents share folders, copied whole and then on top of a
     /// partial copy: the destination ends up with every object, though each commit's tree is
     /// only compared with its first parent's.
