@@ -70,16 +70,23 @@ fn files_with_changes(
     prefix: &str,
 ) -> Result<Vec<(String, String)>, RepoError> {
     let mut files: BTreeMap<String, String> = base.into_iter().collect();
-    for (path, content) in changes
-        .range(prefix.to_string()..)
-        .take_while(|(p, _)| p.starts_with(prefix))
-    {
+    for (path, content) in changes_in(changes, prefix) {
         match content {
             Some(bytes) => files.insert(path.clone(), blob_id(bytes)?),
             None => files.remove(path),
         };
     }
     Ok(files.into_iter().collect())
+}
+
+/// The changes to paths under the folder `prefix` (from [`dir_prefix`]), in path order.
+fn changes_in<'c, V>(
+    changes: &'c BTreeMap<String, V>,
+    prefix: &'c str,
+) -> impl Iterator<Item = (&'c String, &'c V)> {
+    changes
+        .range(prefix.to_string()..)
+        .take_while(move |(p, _)| p.starts_with(prefix))
 }
 
 /// The folder prefix of `dir` (`"a/b/"`, or `""` for the root) that its files start with.
@@ -286,18 +293,12 @@ impl TreeView for Overlay<'_> {
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
-        let dir = dir.trim_matches('/');
-        let mut files: BTreeSet<String> =
-            self.repo.list_files(self.base, dir)?.into_iter().collect();
-        let prefix = if dir.is_empty() {
-            String::new()
-        } else {
-            format!("{dir}/")
-        };
-        for (path, content) in &self.changes {
-            if !path.starts_with(&prefix) {
-                continue;
-            }
+        let mut files: BTreeSet<String> = self
+            .repo
+            .list_files(self.base, dir.trim_matches('/'))?
+            .into_iter()
+            .collect();
+        for (path, content) in changes_in(&self.changes, &dir_prefix(dir)) {
             match content {
                 Some(_) => files.insert(path.clone()),
                 None => files.remove(path),

@@ -73,6 +73,19 @@ fn value_ciphertexts(file: &str) -> Vec<String> {
         .collect()
 }
 
+/// `kubectl create secret generic NAME -n NS --from-literal=token=VALUE`.
+fn create_token_secret(w: &World, ns: &str, name: &str, value: &str) {
+    w.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        name,
+        "-n",
+        ns,
+        &format!("--from-literal=token={value}"),
+    ]);
+}
+
 /// The public recipient of the age key `serve` generated.
 fn server_recipient(w: &World) -> String {
     let key_file =
@@ -262,15 +275,7 @@ fn a_target_without_encryption_does_not_mirror_secrets() {
     let w = World::start(&["--commit-window", "0s"]);
     w.apply(PLAIN_TARGET);
     let value = "plain-target-secret-3391";
-    w.kubectl(&[
-        "create",
-        "secret",
-        "generic",
-        "s",
-        "-n",
-        "team-a",
-        &format!("--from-literal=token={value}"),
-    ]);
+    create_token_secret(&w, "team-a", "s", value);
     w.apply(&configmap("team-a", "after", &[("a", "1")]));
     w.wait_present("plain/team-a/configmaps/after.yaml");
     // The default target encrypts; by the time its copy is there, the plain one had its chance.
@@ -342,15 +347,7 @@ fn a_generated_key_secret_encrypts_the_target() {
     let w = World::start(&["--commit-window", "0s"]);
     w.apply(VAULT_TARGET);
     let value = "vault-secret-8812";
-    w.kubectl(&[
-        "create",
-        "secret",
-        "generic",
-        "s",
-        "-n",
-        "team-b",
-        &format!("--from-literal=token={value}"),
-    ]);
+    create_token_secret(&w, "team-b", "s", value);
     let file = w.wait_present("vault/team-b/secrets/s.sops.yaml");
     assert!(
         !file.contains(value) && !file.contains(&b64(value)),
