@@ -15,12 +15,20 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use backflow_api::Clock;
-use git2::Oid;
+use backflow_branch::{CommitId, Divergence, ForeignCommit, Intent, IntentSeq, PlanError};
 use tokio::sync::{broadcast, oneshot};
 
-use crate::error::PlanError;
-use crate::intent::{Intent, IntentSeq};
-use crate::worker::{BranchWorker, ForeignCommit, WorkerEvent};
+use crate::worker::{BranchWorker, WorkerEvent};
+
+/// What happened to the branch that its worker's owner must act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchNotice {
+    /// Somebody else pushed.
+    Foreign(ForeignCommit),
+    /// The branch lost backflow's last push: resubmit every target of the branch, then call
+    /// [`WorkerHandle::recovered`]. Publication waits for it.
+    Diverged(Divergence),
+}
 
 /// Why a submitted intent will never be published.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,12 +67,12 @@ pub enum ShutdownError {
 /// commit that holds the later value.
 #[derive(Debug)]
 pub struct Pushed {
-    rx: oneshot::Receiver<Result<Option<Oid>, WriteError>>,
+    rx: oneshot::Receiver<Result<Option<CommitId>, WriteError>>,
 }
 
 impl Pushed {
     /// Waits on the calling thread (not inside an async runtime).
-    pub fn blocking_wait(self) -> Result<Option<Oid>, WriteError> {
+    pub fn blocking_wait(self) -> Result<Option<CommitId>, WriteError> {
         self.rx
             .blocking_recv()
             .unwrap_or(Err(WriteError::WorkerStopped))
@@ -72,7 +80,7 @@ impl Pushed {
 }
 
 impl Future for Pushed {
-    type Output = Result<Option<Oid>, WriteError>;
+    type Output = Result<Option<CommitId>, WriteError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.rx)
@@ -81,15 +89,16 @@ impl Future for Pushed {
     }
 }
 
-type TipReply = oneshot::Sender<Result<Option<Oid>, WriteError>>;
+type TipReply = oneshot::Sender<Result<Option<CommitId>, WriteError>>;
 
 enum Command {
     Submit(Intent, TipReply),
     Resync(String, Vec<Intent>, TipReply),
-    Flush(oneshot::Sender<Option<Oid>>),
-    CommitRequest(String, oneshot::Sender<Option<Oid>>),
+    Flush(oneshot::Sender<Option<CommitId>>),
+    CommitRequest(String, oneshot::Sender<Option<CommitId>>),
     RemoteMoved,
-    Shutdown(oneshot::Sender<Result<Option<Oid>, ShutdownError>>),
+    Recovered,
+    Shutdown(oneshot::Sender<Result<Option<CommitId>, ShutdownError>>),
 }
 
 /// The handle of a running branch worker. Cloneable; the worker shuts down (flushing what is
@@ -97,7 +106,7 @@ enum Command {
 #[derive(Debug, Clone)]
 pub struct WorkerHandle {
     tx: mpsc::Sender<Command>,
-    foreign: broadcast::Sender<ForeignCommit>,
+    notices: broadcast::Sender<BranchNotice>,
 }
 
 impl WorkerHandle {
@@ -119,7 +128,7 @@ impl WorkerHandle {
 
     /// Closes the open window, takes the flush mark, publishes everything up to it (ignoring
     /// the cooldown) and returns the resulting remote tip.
-    pub async fn flush(&self) -> Result<Option<Oid>, WorkerStopped> {
+    pub async fn flush(&self) -> Result<Option<CommitId>, WorkerStopped> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Command::Flush(tx))
@@ -132,7 +141,7 @@ impl WorkerHandle {
     pub async fn commit_request(
         &self,
         message: impl Into<String>,
-    ) -> Result<Option<Oid>, WorkerStopped> {
+    ) -> Result<Option<CommitId>, WorkerStopped> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Command::CommitRequest(message.into(), tx))
@@ -145,14 +154,20 @@ impl WorkerHandle {
         let _ = self.tx.send(Command::RemoteMoved);
     }
 
-    /// Foreign commits seen from now on. A slow subscriber that falls behind gets
-    /// `RecvError::Lagged` and should look at the remote itself.
-    pub fn subscribe(&self) -> broadcast::Receiver<ForeignCommit> {
-        self.foreign.subscribe()
+    /// Every target of the branch was resubmitted after a [`BranchNotice::Diverged`]:
+    /// publication goes on.
+    pub fn recovered(&self) {
+        let _ = self.tx.send(Command::Recovered);
+    }
+
+    /// Foreign commits and divergences seen from now on. A slow subscriber that falls behind
+    /// gets `RecvError::Lagged` and should look at the remote itself.
+    pub fn subscribe(&self) -> broadcast::Receiver<BranchNotice> {
+        self.notices.subscribe()
     }
 
     /// Flushes, pushes what is pending (retrying until the shutdown timeout) and stops.
-    pub async fn shutdown(&self) -> Result<Option<Oid>, ShutdownError> {
+    pub async fn shutdown(&self) -> Result<Option<CommitId>, ShutdownError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Command::Shutdown(tx))
@@ -169,13 +184,13 @@ pub fn spawn(
     shutdown_timeout: Duration,
 ) -> WorkerHandle {
     let (tx, rx) = mpsc::channel();
-    let (foreign, _) = broadcast::channel(64);
+    let (notices, _) = broadcast::channel(64);
     let name = format!("backflow-git:{}", worker.config().branch);
     let mut driver = Driver {
         worker,
         clock,
         shutdown_timeout,
-        foreign: foreign.clone(),
+        notices: notices.clone(),
         intents: BTreeMap::new(),
         flushes: Vec::new(),
     };
@@ -186,26 +201,23 @@ pub fn spawn(
         // Every call on the handle then reports WorkerStopped.
         tracing::error!(error = %e, "could not start the branch worker thread");
     }
-    WorkerHandle { tx, foreign }
+    WorkerHandle { tx, notices }
 }
 
 struct Driver {
     worker: BranchWorker,
     clock: Arc<dyn Clock>,
     shutdown_timeout: Duration,
-    foreign: broadcast::Sender<ForeignCommit>,
+    notices: broadcast::Sender<BranchNotice>,
     intents: BTreeMap<IntentSeq, Vec<TipReply>>,
-    flushes: Vec<(IntentSeq, oneshot::Sender<Option<Oid>>)>,
+    flushes: Vec<(IntentSeq, oneshot::Sender<Option<CommitId>>)>,
 }
 
 impl Driver {
     fn run(&mut self, rx: mpsc::Receiver<Command>) {
         loop {
-            let wake = self.worker.poll();
+            let timeout = self.worker.poll_for();
             self.dispatch();
-            let timeout = wake
-                .duration_since(self.clock.now())
-                .unwrap_or(Duration::ZERO);
             let first = if timeout.is_zero() {
                 match rx.try_recv() {
                     Ok(cmd) => Some(cmd),
@@ -236,7 +248,7 @@ impl Driver {
     fn handle(
         &mut self,
         cmd: Command,
-    ) -> Option<oneshot::Sender<Result<Option<Oid>, ShutdownError>>> {
+    ) -> Option<oneshot::Sender<Result<Option<CommitId>, ShutdownError>>> {
         match cmd {
             Command::Submit(intent, reply) => {
                 let seq = self.worker.submit(intent);
@@ -255,6 +267,7 @@ impl Driver {
                 self.flushes.push((mark.0, reply));
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
+            Command::Recovered => self.worker.recovered(),
             Command::Shutdown(reply) => return Some(reply),
         }
         None
@@ -284,34 +297,37 @@ impl Driver {
                         let _ = reply.send(Err(WriteError::Refused(error.clone())));
                     }
                 }
+                // No subscriber is fine.
                 WorkerEvent::Foreign(commit) => {
-                    // No subscriber is fine.
-                    let _ = self.foreign.send(commit);
+                    let _ = self.notices.send(BranchNotice::Foreign(commit));
+                }
+                WorkerEvent::Diverged(divergence) => {
+                    let _ = self.notices.send(BranchNotice::Diverged(divergence));
                 }
                 WorkerEvent::Failed { .. } => {}
             }
         }
     }
 
-    fn shutdown(&mut self, reply: Option<oneshot::Sender<Result<Option<Oid>, ShutdownError>>>) {
+    fn shutdown(
+        &mut self,
+        reply: Option<oneshot::Sender<Result<Option<CommitId>, ShutdownError>>>,
+    ) {
         self.worker.flush();
-        let deadline = self.clock.now() + self.shutdown_timeout;
+        let deadline = self.clock.monotonic() + self.shutdown_timeout;
         let result = loop {
-            let wake = self.worker.poll();
+            let wait = self.worker.poll_for();
             self.dispatch();
             if !self.worker.has_unpublished() {
-                break Ok(self.worker.remote_tip().oid());
+                break Ok(self.worker.remote_tip().commit());
             }
-            let now = self.clock.now();
+            let now = self.clock.monotonic();
             if now >= deadline {
                 break Err(ShutdownError::StillPending {
                     pending: self.worker.pending_writes().len(),
                 });
             }
-            let nap = wake
-                .min(deadline)
-                .duration_since(now)
-                .unwrap_or(Duration::ZERO);
+            let nap = wait.min(deadline - now);
             std::thread::sleep(nap.max(Duration::from_millis(1)));
         };
         if let Err(e) = &result {

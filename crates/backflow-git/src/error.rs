@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+pub use backflow_branch::PlanError;
+
 /// A failure inside the local bare cache: reading or writing objects and refs.
 ///
 /// These are local faults (disk, corruption), not "the remote moved"; the branch worker keeps its
@@ -18,25 +20,6 @@ pub struct RepoError {
     /// The libgit2 error.
     #[source]
     pub source: git2::Error,
-}
-
-/// A planner could not place an intent into the tree.
-///
-/// The intent is dropped from its write and reported as refused; the rest of the write goes on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct PlanError {
-    /// Why the intent cannot be placed, for status and logs.
-    pub message: String,
-}
-
-impl PlanError {
-    /// A refusal with this explanation.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
 }
 
 /// Reading the base tree on behalf of a planner failed.

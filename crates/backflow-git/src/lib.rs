@@ -4,11 +4,13 @@
 //! - [`remote`]: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
-//! - [`intent`], [`planner`], [`tree`]: intents ("this object should now read X in target T") and
-//!   the planner seam that turns them into path updates against any base tree.
-//! - [`window`], [`backoff`], [`message`]: the commit window, retry pacing, message templates.
-//! - [`worker`]: the branch worker, a state machine driven by calls, with time, randomness and
-//!   the remote injected; [`driver`] runs it on a thread behind an async [`WorkerHandle`].
+//! - [`planner`], [`tree`]: the planner seam that turns intents ("this object should now read X
+//!   in target T", from `backflow-branch`) into path updates against any base tree.
+//! - [`message`]: commit message templates.
+//! - [`worker`]: the branch worker's shell. Every decision is made by the pure core
+//!   ([`backflow_branch::BranchCore`]); the shell runs its effects (fetch, build, push, keep
+//!   the tips it must remember) against the cache and the remote. [`driver`] runs it on a
+//!   thread behind an async [`WorkerHandle`].
 //! - [`metrics`]: Prometheus metrics on a registry handed in.
 //!
 //! # Running a worker
@@ -53,23 +55,26 @@
 
 #![deny(missing_docs)]
 
-pub mod backoff;
 pub mod driver;
 pub mod error;
-pub mod intent;
 pub mod message;
 pub mod metrics;
 pub mod planner;
 pub mod remote;
 pub mod repo;
 pub mod tree;
-pub mod window;
 pub mod worker;
 
-pub use driver::{Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn};
-pub use error::{PlanError, RepoError, TreeError};
+pub use backflow_branch::{
+    BackoffPolicy, CommitId, CommitWindow, CoreConfig, CycleFailure, Divergence, FlushMark,
+    ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError, SweepScope, Tip,
+    WorkerStats, WriteKind,
+};
+pub use driver::{
+    BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
+};
+pub use error::{RepoError, TreeError};
 pub use git2::Oid;
-pub use intent::{FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, SweepScope, WriteKind};
 pub use message::MessageTemplates;
 pub use planner::{FilePerObjectPlanner, Planner};
 pub use remote::{
@@ -78,5 +83,4 @@ pub use remote::{
 };
 pub use repo::{Identity, LocalRepo};
 pub use tree::{LayeredView, Overlay, PathUpdate, TreeView};
-pub use window::CommitWindow;
-pub use worker::{BranchWorker, ForeignCommit, Tip, WorkerConfig, WorkerEvent, WorkerStats};
+pub use worker::{BranchWorker, WorkerConfig, WorkerEvent};

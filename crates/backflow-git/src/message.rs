@@ -4,7 +4,7 @@
 //! `{count}` (objects in the commit), `{targets}` (comma-separated) and `{objects}` (one line
 //! per object). Unknown placeholders are left as they are.
 
-use crate::intent::{ObjectState, PendingWrite, WriteKind};
+use backflow_branch::{ObjectState, PendingWrite, WriteKind};
 
 /// The three message shapes of the branch worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,8 +69,8 @@ impl MessageTemplates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intent::{Intent, IntentSeq};
     use backflow_api::{GroupResource, ObjectKey};
+    use backflow_branch::{Intent, IntentSeq};
     use std::collections::BTreeMap;
 
     fn key(name: &str) -> ObjectKey {

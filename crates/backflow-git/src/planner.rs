@@ -4,8 +4,8 @@
 //! crate only defines the seam and a simple planner for tests and benchmarks.
 
 use crate::error::TreeError;
-use crate::intent::{Intent, ObjectState, SweepScope};
 use crate::tree::{LayeredView, PathUpdate, TreeView};
+use backflow_branch::{Intent, ObjectState, SweepScope};
 
 /// Turns one intent into path updates against `tree`.
 ///

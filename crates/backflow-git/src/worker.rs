@@ -1,42 +1,38 @@
-//! The branch worker: the one writer of one branch of one remote.
+//! The branch worker's shell: runs the decisions of [`BranchCore`] against a real repository.
 //!
-//! It is a plain state machine driven by calls: [`BranchWorker::submit`] and friends record what
-//! the caller wants, and [`BranchWorker::poll`] does whatever is due (close the window, commit,
-//! push, replay, refresh) and says when it next needs to be polled. Time comes from the injected
-//! [`Clock`], randomness (backoff jitter) from a seeded RNG, and the remote sits behind
-//! [`GitRemote`], so a test or a simulator drives it step by step. What happened comes out as
-//! [`WorkerEvent`]s from [`BranchWorker::take_events`]. The async [`crate::driver`] wraps it.
-//!
-//! # Publication
-//!
-//! A closed window becomes a [`PendingWrite`]. Pending writes are built into a *chain* of
-//! commits on the last known remote tip, one commit per write, and the chain's head is pushed
-//! with compare-and-swap. A write stays pending until a push containing it succeeds. When the
-//! push is refused because the branch moved, the worker fetches the new tip and re-plans every
-//! pending write onto it from its intents: the API side's objects win, every other path of the
-//! foreign commit survives, and a write that no longer changes the tree collapses away. Any
-//! failure schedules a timed retry with jittered exponential backoff.
+//! Every decision (when to fetch, commit, push, replay, back off; what is published, foreign or
+//! diverged) is made by the pure core in `backflow-branch`. This shell owns the I/O: it reads
+//! the clock, runs each [`Effect`] — fetch through the [`GitRemote`], build commits in the
+//! [`LocalRepo`] with the [`Planner`], compare-and-swap push, keep [`DurableTips`] as refs in
+//! the cache — and feeds each result back as the next [`Input`]. The calls mirror the core's
+//! inputs: [`BranchWorker::submit`] and friends record what the caller wants,
+//! [`BranchWorker::poll`] does whatever is due and says when to poll next, and what happened
+//! comes out as [`WorkerEvent`]s from [`BranchWorker::take_events`]. The async
+//! [`crate::driver`] wraps it.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
+use backflow_branch::{BackoffPolicy, Intent};
+use backflow_branch::{
+    BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
+    DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
+    Moment, PendingWrite, PlanError, PushAnswer, RefusedIntent, Tip, WorkerStats,
+};
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::backoff::{Backoff, BackoffPolicy};
-use crate::error::{PlanError, RepoError, TreeError};
-use crate::intent::{FlushMark, Intent, IntentSeq, PendingWrite, Slot, WriteKind};
+use crate::error::{RepoError, TreeError};
 use crate::message::MessageTemplates;
 use crate::metrics::BranchMetrics;
 use crate::planner::Planner;
-use crate::remote::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteSpec, open_remote};
-use crate::repo::{Identity, LocalRepo};
+use crate::remote::{ExpectedTip, GitRemote, PushOutcome, RemoteSpec, open_remote};
+use crate::repo::{Identity, LocalRepo, tracking_ref};
 use crate::tree::Overlay;
-use crate::window::CommitWindow;
 
 /// How a branch worker behaves. [`WorkerConfig::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -56,6 +52,9 @@ pub struct WorkerConfig {
     pub max_attempts: u32,
     /// Retry pacing after a failed cycle.
     pub backoff: BackoffPolicy,
+    /// How long publication waits for the owner's resync after the branch lost backflow's
+    /// commits ([`WorkerEvent::Diverged`]).
+    pub recovery_timeout: Duration,
     /// Committer of every commit.
     pub committer: Identity,
     /// Author of every commit; the committer when `None`.
@@ -67,61 +66,42 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// Defaults: 1 s window, 10 s maximum age, no cooldown, refresh every 10 min, 5 attempts,
-    /// backoff 0.5 s doubling to 60 s.
+    /// Defaults: those of [`CoreConfig::default`], the default identity and messages.
     pub fn new(branch: impl Into<String>) -> Self {
+        let core = CoreConfig::default();
         Self {
             branch: branch.into(),
-            window: Duration::from_secs(1),
-            max_window_age: Duration::from_secs(10),
-            push_cooldown: Duration::ZERO,
-            refresh_interval: Duration::from_secs(600),
-            max_attempts: 5,
-            backoff: BackoffPolicy::default(),
+            window: core.window,
+            max_window_age: core.max_window_age,
+            push_cooldown: core.push_cooldown,
+            refresh_interval: core.refresh_interval,
+            max_attempts: core.max_attempts,
+            backoff: core.backoff,
+            recovery_timeout: core.recovery_timeout,
             committer: Identity::default(),
             author: None,
             messages: MessageTemplates::default(),
             seed: 0,
         }
     }
-}
 
-/// What the worker believes the remote branch points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tip {
-    /// Not looked at yet.
-    Unknown,
-    /// The branch does not exist.
-    Absent,
-    /// The branch points at this commit.
-    At(Oid),
-}
-
-impl Tip {
-    /// The commit, if the branch is known to exist.
-    pub fn oid(self) -> Option<Oid> {
-        match self {
-            Self::At(oid) => Some(oid),
-            _ => None,
+    /// The core's share of the settings.
+    pub fn core(&self) -> CoreConfig {
+        CoreConfig {
+            window: self.window,
+            max_window_age: self.max_window_age,
+            push_cooldown: self.push_cooldown,
+            refresh_interval: self.refresh_interval,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            recovery_timeout: self.recovery_timeout,
         }
     }
-
-    fn from_remote(tip: Option<Oid>) -> Self {
-        tip.map_or(Self::Absent, Self::At)
-    }
 }
 
-/// A remote tip the worker did not push.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForeignCommit {
-    /// The new tip.
-    pub tip: Oid,
-    /// The tip the worker knew before, if any.
-    pub previous: Option<Oid>,
-}
-
-/// Something the worker did that its owner may care about.
-#[derive(Debug, Clone, PartialEq)]
+/// Something the worker did that its owner may care about: the core's [`Event`]s, with times
+/// on the wall clock.
+#[derive(Debug, Clone)]
 pub enum WorkerEvent {
     /// Every intent up to `through` is contained in the remote branch at `tip` (`None`: the
     /// branch does not exist, which happens only when nothing was ever written).
@@ -129,10 +109,13 @@ pub enum WorkerEvent {
         /// The last intent covered.
         through: IntentSeq,
         /// The remote tip holding them.
-        tip: Option<Oid>,
+        tip: Option<CommitId>,
     },
     /// The branch moved to a commit the worker did not push.
     Foreign(ForeignCommit),
+    /// The branch lost backflow's last push: resubmit every target, then
+    /// [`BranchWorker::recovered`].
+    Diverged(Divergence),
     /// The planner refused an intent; it is dropped and will never be published.
     Refused {
         /// The intent.
@@ -147,105 +130,47 @@ pub enum WorkerEvent {
     /// A publication cycle failed; everything stays pending and is retried at `retry_at`.
     Failed {
         /// What went wrong.
-        error: String,
+        error: CycleFailure,
         /// When the next attempt is due.
         retry_at: SystemTime,
     },
 }
 
-/// Counters of what the worker did, for tests and benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WorkerStats {
-    /// Commits written.
-    pub commits: u64,
-    /// Pushes the remote accepted.
-    pub pushes_accepted: u64,
-    /// Pushes the remote refused.
-    pub pushes_rejected: u64,
-    /// Pushes that failed in transport.
-    pub push_errors: u64,
-    /// Re-plans of the pending writes onto a moved tip.
-    pub replays: u64,
-    /// Foreign tips seen.
-    pub foreign_commits: u64,
+/// The refs of the cache that keep [`DurableTips`] for `branch`.
+fn durable_refs(branch: &str) -> [String; 2] {
+    [
+        format!("refs/backflow/seen/{branch}"),
+        format!("refs/backflow/pushed/{branch}"),
+    ]
 }
 
-/// Why a cycle ended early.
-#[derive(Debug, thiserror::Error)]
-enum CycleError {
-    #[error(transparent)]
-    Remote(#[from] RemoteError),
-    #[error(transparent)]
-    Repo(#[from] RepoError),
-    #[error("the remote refused the push and did not move: {0}")]
-    Refused(String),
-    #[error("the remote kept moving: {0} attempts in a row were refused")]
-    Exhausted(u32),
+/// A git2 object id as the core's commit id.
+pub(crate) fn commit_id(oid: Oid) -> CommitId {
+    let mut bytes = [0u8; 20];
+    let raw = oid.as_bytes();
+    let n = raw.len().min(bytes.len());
+    bytes[..n].copy_from_slice(&raw[..n]);
+    CommitId::from_bytes(bytes)
 }
 
-/// Commits built on `base` for the first `built` pending writes.
-#[derive(Debug, Clone)]
-struct Chain {
-    base: Tip,
-    built: usize,
-    head: Option<Oid>,
-    through: IntentSeq,
-}
-
-/// Commits this process wrote, to recognise its own pushes by SHA. Bounded; the oldest are
-/// forgotten first (a tip that old is long superseded).
-#[derive(Debug, Default)]
-struct OwnCommits {
-    set: BTreeSet<Oid>,
-    order: VecDeque<Oid>,
-}
-
-impl OwnCommits {
-    const CAPACITY: usize = 16_384;
-
-    fn insert(&mut self, oid: Oid) {
-        if self.set.insert(oid) {
-            self.order.push_back(oid);
-            if self.order.len() > Self::CAPACITY
-                && let Some(old) = self.order.pop_front()
-            {
-                self.set.remove(&old);
-            }
-        }
-    }
-
-    fn contains(&self, oid: Oid) -> bool {
-        self.set.contains(&oid)
-    }
+/// The core's commit id as a git2 object id.
+pub(crate) fn oid(id: CommitId) -> Oid {
+    // 20 bytes are always a valid SHA-1 object id.
+    Oid::from_bytes(id.as_bytes()).unwrap_or_else(|_| Oid::ZERO_SHA1)
 }
 
 /// The branch worker. See the module documentation.
 pub struct BranchWorker {
     cfg: WorkerConfig,
+    core: BranchCore,
     repo: LocalRepo,
     remote: Box<dyn GitRemote>,
     planner: Box<dyn Planner>,
     clock: Arc<dyn Clock>,
     rng: StdRng,
     metrics: BranchMetrics,
-    window: CommitWindow,
-    pending: Vec<PendingWrite>,
-    chain: Chain,
-    remote_tip: Tip,
-    // Set after a push whose fate is unknown (transport error): look before pushing again.
-    tip_stale: bool,
-    own: OwnCommits,
-    last_seq: IntentSeq,
-    decided_through: IntentSeq,
-    published_through: IntentSeq,
-    flush_through: IntentSeq,
-    flush_waiting: bool,
-    push_not_before: Option<SystemTime>,
-    retry_at: Option<SystemTime>,
-    backoff: Backoff,
-    refresh_at: SystemTime,
+    wake: Moment,
     events: Vec<WorkerEvent>,
-    stats: WorkerStats,
 }
 
 impl std::fmt::Debug for BranchWorker {
@@ -253,14 +178,16 @@ impl std::fmt::Debug for BranchWorker {
         f.debug_struct("BranchWorker")
             .field("remote", &self.remote.display_url())
             .field("branch", &self.cfg.branch)
-            .field("remote_tip", &self.remote_tip)
-            .field("pending", &self.pending.len())
+            .field("phase", self.core.phase())
+            .field("remote_tip", &self.core.remote_tip())
+            .field("pending", &self.core.pending_writes().len())
             .finish_non_exhaustive()
     }
 }
 
 impl BranchWorker {
-    /// A worker writing `cfg.branch` of `remote`, building commits in `repo`.
+    /// A worker writing `cfg.branch` of `remote`, building commits in `repo`. What the last run
+    /// kept (the tip it saw, its last push) is read from the cache.
     pub fn new(
         cfg: WorkerConfig,
         repo: LocalRepo,
@@ -269,38 +196,18 @@ impl BranchWorker {
         clock: Arc<dyn Clock>,
         metrics: BranchMetrics,
     ) -> Self {
-        let now = clock.now();
+        let durable = read_durable(&repo, &cfg.branch);
+        let now = Moment(clock.monotonic());
         Self {
-            window: CommitWindow::new(cfg.window, cfg.max_window_age),
-            backoff: Backoff::new(cfg.backoff),
+            core: BranchCore::new(cfg.core(), durable, now),
             rng: StdRng::seed_from_u64(cfg.seed),
+            wake: now,
             repo,
             remote,
             planner,
             clock,
             metrics,
-            pending: Vec::new(),
-            chain: Chain {
-                base: Tip::Unknown,
-                built: 0,
-                head: None,
-                through: IntentSeq(0),
-            },
-            remote_tip: Tip::Unknown,
-            tip_stale: false,
-            own: OwnCommits::default(),
-            last_seq: IntentSeq(0),
-            decided_through: IntentSeq(0),
-            published_through: IntentSeq(0),
-            flush_through: IntentSeq(0),
-            flush_waiting: false,
-            push_not_before: None,
-            retry_at: None,
-            // The first poll looks at the remote, so foreign commits are told apart from the
-            // starting point.
-            refresh_at: now,
             events: Vec::new(),
-            stats: WorkerStats::default(),
             cfg,
         }
     }
@@ -330,6 +237,11 @@ impl BranchWorker {
         &self.cfg
     }
 
+    /// The decisions, for inspection.
+    pub fn core(&self) -> &BranchCore {
+        &self.core
+    }
+
     /// The local cache.
     pub fn repo(&self) -> &LocalRepo {
         &self.repo
@@ -337,37 +249,37 @@ impl BranchWorker {
 
     /// What the worker believes the remote tip is.
     pub fn remote_tip(&self) -> Tip {
-        self.remote_tip
+        self.core.remote_tip()
     }
 
     /// The last intent known to be on the remote.
     pub fn published_through(&self) -> IntentSeq {
-        self.published_through
+        self.core.published_through()
     }
 
     /// The last intent received.
     pub fn last_seq(&self) -> IntentSeq {
-        self.last_seq
+        self.core.last_seq()
     }
 
     /// Decided writes not yet contained in a successful push.
     pub fn pending_writes(&self) -> &[PendingWrite] {
-        &self.pending
+        self.core.pending_writes()
     }
 
     /// Objects waiting in the open commit window.
     pub fn window_len(&self) -> usize {
-        self.window.len()
+        self.core.window_len()
     }
 
     /// Whether anything is unpublished (in the window or pending).
     pub fn has_unpublished(&self) -> bool {
-        !self.window.is_empty() || !self.pending.is_empty()
+        self.core.has_unpublished()
     }
 
     /// What the worker did so far.
     pub fn stats(&self) -> WorkerStats {
-        self.stats
+        self.core.stats()
     }
 
     /// Hands over the events since the last call.
@@ -375,59 +287,30 @@ impl BranchWorker {
         std::mem::take(&mut self.events)
     }
 
-    fn next_seq(&mut self) -> IntentSeq {
-        self.last_seq = IntentSeq(self.last_seq.0 + 1);
-        self.last_seq
-    }
-
     /// Records an intent in the open window (with a zero window it is decided at once). Returns
     /// its sequence number; it is published once a [`WorkerEvent::Published`] covers it.
     pub fn submit(&mut self, intent: Intent) -> IntentSeq {
-        let now = self.clock.now();
-        let seq = self.next_seq();
-        self.window.put(seq, intent, now);
-        if self.window.is_immediate() {
-            self.decide(WriteKind::Window);
-        }
-        seq
+        self.record(Input::Submit(intent));
+        self.core.last_seq()
     }
 
     /// Decides a resync of `target` as one write of its own (after closing the open window).
     /// Returns the last sequence number it covers.
     pub fn submit_resync(&mut self, target: impl Into<String>, intents: Vec<Intent>) -> IntentSeq {
-        self.decide(WriteKind::Window);
-        let mut map: BTreeMap<Slot, (IntentSeq, Intent)> = BTreeMap::new();
-        for intent in intents {
-            let seq = self.next_seq();
-            map.insert(intent.slot(), (seq, intent));
-        }
-        if !map.is_empty() {
-            self.pending.push(PendingWrite::new(
-                map,
-                WriteKind::Resync {
-                    target: target.into(),
-                },
-                self.last_seq,
-            ));
-            self.decided_through = self.last_seq;
-            self.metrics.pending(self.pending.len());
-        } else if self.decided_through <= self.published_through {
-            // Nothing to write and nothing pending whose publication would cover the number
-            // returned: without a flush mark no `Published` event would ever report it (its
-            // caller would wait until some unrelated write is pushed). The next poll reports
-            // it published at the current remote tip.
-            self.take_flush_mark();
-        }
-        self.decided_through
+        self.record(Input::Resync {
+            target: target.into(),
+            intents,
+        });
+        self.core.decided_through()
     }
 
     /// Closes the window with the caller's commit message (a CommitRequest) and takes a flush
     /// mark: the save is published at once, ignoring the cooldown.
     pub fn commit_request(&mut self, message: impl Into<String>) -> FlushMark {
-        self.decide(WriteKind::Save {
+        self.record(Input::CommitRequest {
             message: message.into(),
         });
-        self.take_flush_mark()
+        self.core.flush_mark()
     }
 
     /// Closes the open window and takes the flush mark: the last intent decided so far.
@@ -435,314 +318,313 @@ impl BranchWorker {
     /// [`WorkerEvent::Published`] covering the mark carries the resulting remote tip (emitted
     /// even when there was nothing to publish). Intents submitted later do not delay it.
     pub fn flush(&mut self) -> FlushMark {
-        self.decide(WriteKind::Window);
-        self.take_flush_mark()
-    }
-
-    fn take_flush_mark(&mut self) -> FlushMark {
-        self.flush_through = self.flush_through.max(self.decided_through);
-        self.flush_waiting = true;
-        FlushMark(self.decided_through)
+        self.record(Input::Flush);
+        self.core.flush_mark()
     }
 
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.
     pub fn notify_remote_moved(&mut self) {
-        self.refresh_at = self.clock.now();
+        self.record(Input::RemoteMoved);
     }
 
-    fn decide(&mut self, kind: WriteKind) {
-        let intents = self.window.close();
-        if intents.is_empty() {
-            return;
-        }
-        let through = intents
-            .values()
-            .map(|(seq, _)| *seq)
-            .max()
-            .unwrap_or(self.last_seq);
-        self.pending.push(PendingWrite::new(intents, kind, through));
-        self.decided_through = self.decided_through.max(through);
-        self.metrics.pending(self.pending.len());
+    /// Every target of the branch was resubmitted after a [`WorkerEvent::Diverged`]:
+    /// publication goes on at the next poll.
+    pub fn recovered(&mut self) {
+        self.record(Input::Recovered);
     }
 
-    /// Does whatever is due now and returns when the worker next wants to be polled.
+    /// Does whatever is due now and returns when the worker next wants to be polled, on the
+    /// wall clock.
     pub fn poll(&mut self) -> SystemTime {
-        let now = self.clock.now();
-        if self.window.is_due(now) {
-            self.decide(WriteKind::Window);
+        let wait = self.poll_for();
+        self.clock.now() + wait
+    }
+
+    /// Does whatever is due now and returns how long until the worker next wants to be polled
+    /// (measured on the monotonic clock, so a wall-clock step changes nothing).
+    pub fn poll_for(&mut self) -> Duration {
+        self.run(Input::Tick);
+        self.wake.saturating_since(self.now())
+    }
+
+    fn now(&self) -> Moment {
+        Moment(self.clock.monotonic())
+    }
+
+    /// Steps the core with a request. Requests start no I/O (that waits for the next poll, so
+    /// a burst of requests goes out in one push).
+    fn record(&mut self, input: Input) {
+        self.run(input);
+    }
+
+    /// Steps the core with `input`, runs every effect, and feeds each I/O result back until
+    /// nothing is in flight.
+    fn run(&mut self, input: Input) {
+        let mut next = Some(input);
+        while let Some(input) = next.take() {
+            let now = self.now();
+            let before = self.core.stats();
+            let effects = self.core.step(input, now, &mut self.rng);
+            for effect in effects {
+                if let Some(answer) = self.apply(effect) {
+                    next = Some(answer);
+                }
+            }
+            let after = self.core.stats();
+            for _ in before.replays..after.replays {
+                self.metrics.replay();
+            }
         }
-        if self.refresh_at <= now {
-            self.refresh(now);
+        self.metrics.pending(self.core.pending_writes().len());
+    }
+
+    /// Runs one effect; an I/O effect returns its answer.
+    fn apply(&mut self, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::Fetch { .. } | Effect::Build { .. } | Effect::Push { .. } => self.io(effect),
+            Effect::Persist(tips) => {
+                self.persist(tips);
+                None
+            }
+            Effect::Emit(event) => {
+                self.emit(event);
+                None
+            }
+            Effect::WakeAt(at) => {
+                self.wake = at;
+                None
+            }
         }
-        // Commit decided writes now, even while the push waits for its cooldown: the commit
-        // records when the write was decided, and its intents are screened against the tip
-        // known then.
-        if self.chain.built < self.pending.len()
-            && self.remote_tip != Tip::Unknown
-            && !self.tip_stale
-            && let Err(e) = self.build_chain(now)
-        {
-            tracing::warn!(branch = %self.cfg.branch, error = %e, "committing failed; retried at the next publication");
+    }
+
+    fn io(&mut self, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::Fetch { check } => Some(Input::Fetched(self.fetch(&check))),
+            Effect::Build {
+                parent,
+                from,
+                count,
+            } => Some(Input::Built(self.build(parent, from, count))),
+            Effect::Push { head, expected } => Some(Input::Pushed(self.push(head, expected))),
+            _ => None,
         }
-        let urgent = self.flush_waiting || self.flush_through > self.published_through;
-        let work = !self.pending.is_empty() || self.flush_waiting;
-        let retry_due = self.retry_at.is_none_or(|t| t <= now);
-        let cooled = self.push_not_before.is_none_or(|t| t <= now);
-        if work && retry_due && (urgent || cooled) {
-            self.retry_at = None;
-            if let Err(e) = self.publish(now) {
-                let delay = self.backoff.next_delay(&mut self.rng);
-                let retry_at = now + delay;
+    }
+
+    fn emit(&mut self, event: Event) {
+        let event = match event {
+            Event::Published { through, tip } => WorkerEvent::Published { through, tip },
+            Event::Foreign(commit) => {
+                tracing::info!(remote = self.remote.display_url(), branch = %self.cfg.branch, tip = %commit.tip, "foreign commit");
+                self.metrics.foreign();
+                WorkerEvent::Foreign(commit)
+            }
+            Event::Diverged(divergence) => {
                 tracing::warn!(
                     remote = self.remote.display_url(),
                     branch = %self.cfg.branch,
-                    pending = self.pending.len(),
-                    error = %e,
-                    retry_in = ?delay,
+                    tip = ?divergence.tip.map(|t| t.to_string()),
+                    lost = %divergence.lost,
+                    "the branch no longer holds backflow's last push (force-push or deleted branch): every target is resynced"
+                );
+                WorkerEvent::Diverged(divergence)
+            }
+            Event::Refused {
+                seq,
+                target,
+                key,
+                error,
+            } => {
+                tracing::warn!(%target, %key, %error, "intent refused by the planner");
+                WorkerEvent::Refused {
+                    seq,
+                    target,
+                    key,
+                    error,
+                }
+            }
+            Event::Failed { error, retry_at } => {
+                let retry_in = retry_at.saturating_since(self.now());
+                tracing::warn!(
+                    remote = self.remote.display_url(),
+                    branch = %self.cfg.branch,
+                    pending = self.core.pending_writes().len(),
+                    error = %error,
+                    ?retry_in,
                     "publication failed; everything stays pending"
                 );
-                self.retry_at = Some(retry_at);
-                self.events.push(WorkerEvent::Failed {
-                    error: e.to_string(),
-                    retry_at,
-                });
+                WorkerEvent::Failed {
+                    error,
+                    retry_at: self.clock.now() + retry_in,
+                }
+            }
+        };
+        self.events.push(event);
+    }
+
+    fn persist(&self, tips: DurableTips) {
+        let [seen, pushed] = durable_refs(&self.cfg.branch);
+        for (name, tip) in [(seen, tips.seen), (pushed, tips.pushed)] {
+            let result = match tip {
+                Some(id) => self.repo.set_ref(&name, oid(id)),
+                None => self.repo.remove_ref(&name),
+            };
+            if let Err(e) = result {
+                // The next run then reports a foreign commit twice or misses a divergence
+                // the mirror's start-up resync repairs anyway; nothing acknowledged is lost.
+                tracing::error!(branch = %self.cfg.branch, error = %e, "cannot record the branch's tips in the cache");
             }
         }
-        self.next_wake(now)
     }
 
-    /// When the next poll is due.
-    pub fn next_wake(&self, now: SystemTime) -> SystemTime {
-        let mut wake = self.refresh_at;
-        if let Some(d) = self.window.deadline() {
-            wake = wake.min(d);
+    fn fetch(&mut self, check: &BTreeSet<CommitId>) -> Result<FetchedTip, IoFailure> {
+        let tip = self
+            .remote
+            .fetch(&self.repo, &self.cfg.branch)
+            .map_err(IoFailure::new)?;
+        let mut contains = BTreeSet::new();
+        if let Some(tip) = tip {
+            for &id in check {
+                if self.tip_contains(tip, oid(id)).map_err(IoFailure::new)? {
+                    contains.insert(id);
+                }
+            }
         }
-        if !self.pending.is_empty() || self.flush_waiting {
-            let urgent = self.flush_waiting || self.flush_through > self.published_through;
-            let at = match (self.retry_at, self.push_not_before) {
-                (Some(retry), _) => retry,
-                (None, Some(cool)) if !urgent => cool,
-                _ => now,
-            };
-            wake = wake.min(at);
-        }
-        wake
+        Ok(FetchedTip {
+            tip: Tip::from_remote(tip.map(commit_id)),
+            contains,
+        })
     }
 
-    fn refresh(&mut self, now: SystemTime) {
-        match self.remote.fetch(&self.repo, &self.cfg.branch) {
-            Ok(tip) => {
-                self.observe(Tip::from_remote(tip));
-                self.refresh_at = now + self.cfg.refresh_interval;
+    /// Whether `tip` is `commit` or descends from it. A commit the cache does not hold cannot be
+    /// in a tip whose whole history was just fetched into it.
+    fn tip_contains(&self, tip: Oid, commit: Oid) -> Result<bool, RepoError> {
+        if tip == commit {
+            return Ok(true);
+        }
+        if !self.repo.has_object(commit) {
+            return Ok(false);
+        }
+        self.repo
+            .git2()
+            .graph_descendant_of(tip, commit)
+            .map_err(|source| RepoError {
+                op: format!("checking whether {tip} contains {commit}"),
+                path: self.repo.path().to_path_buf(),
+                source,
+            })
+    }
+
+    fn push(&mut self, head: CommitId, expected: Tip) -> PushAnswer {
+        let expected = ExpectedTip::from(expected.commit().map(oid));
+        let started = self.now();
+        let outcome = self
+            .remote
+            .push(&self.repo, &self.cfg.branch, oid(head), expected);
+        let seconds = self.now().saturating_since(started).as_secs_f64();
+        match outcome {
+            Ok(PushOutcome::Accepted) => {
+                self.metrics.push("accepted", seconds);
+                tracing::debug!(branch = %self.cfg.branch, tip = %head, "pushed");
+                PushAnswer::Accepted
+            }
+            Ok(PushOutcome::Rejected { reason }) => {
+                self.metrics.push("rejected", seconds);
+                tracing::info!(branch = %self.cfg.branch, %expected, %reason, "push refused; fetching");
+                PushAnswer::Rejected { reason }
             }
             Err(e) => {
-                let delay = self
-                    .backoff
-                    .next_delay(&mut self.rng)
-                    .min(self.cfg.refresh_interval);
-                tracing::warn!(remote = self.remote.display_url(), branch = %self.cfg.branch, error = %e, "refresh failed");
-                self.refresh_at = now + delay;
+                self.metrics.push("error", seconds);
+                tracing::info!(branch = %self.cfg.branch, error = %e, "push got no answer; looking whether it landed");
+                PushAnswer::Lost(IoFailure::new(e))
             }
         }
     }
 
-    /// Takes note of the remote tip as just read.
-    fn observe(&mut self, tip: Tip) {
-        self.tip_stale = false;
-        if tip == self.remote_tip {
-            return;
-        }
-        let previous = self.remote_tip;
-        if let Tip::At(oid) = tip
-            && !self.own.contains(oid)
-            && previous != Tip::Unknown
-        {
-            tracing::info!(remote = self.remote.display_url(), branch = %self.cfg.branch, tip = %oid, "foreign commit");
-            self.stats.foreign_commits += 1;
-            self.metrics.foreign();
-            self.events.push(WorkerEvent::Foreign(ForeignCommit {
-                tip: oid,
-                previous: previous.oid(),
-            }));
-        }
-        self.remote_tip = tip;
-        // A push whose answer was lost may have landed: if the new tip contains our chain, the
-        // writes in it are published and must not be replayed (never twice).
-        if let (Some(head), Tip::At(oid)) = (self.chain.head, tip)
-            && (head == oid
-                || self
-                    .repo
-                    .git2()
-                    .graph_descendant_of(oid, head)
-                    .unwrap_or(false))
-        {
-            let built = self.chain.built.min(self.pending.len());
-            let through = self.chain.through;
-            self.pending.drain(..built);
-            self.mark_published(through, tip);
-        }
-    }
-
-    fn mark_published(&mut self, through: IntentSeq, tip: Tip) {
-        self.published_through = self.published_through.max(through);
-        self.chain = Chain {
-            base: tip,
-            built: 0,
-            head: None,
-            through: self.published_through,
-        };
-        self.metrics.pending(self.pending.len());
-        if self.flush_through <= self.published_through {
-            self.flush_waiting = false;
-        }
-        self.events.push(WorkerEvent::Published {
-            through: self.published_through,
-            tip: tip.oid(),
-        });
-    }
-
-    fn publish(&mut self, now: SystemTime) -> Result<(), CycleError> {
-        for _ in 0..self.cfg.max_attempts.max(1) {
-            if self.remote_tip == Tip::Unknown || self.tip_stale {
-                let tip = self.remote.fetch(&self.repo, &self.cfg.branch)?;
-                self.observe(Tip::from_remote(tip));
-            }
-            self.build_chain(now)?;
-            let Some(head) = self.chain.head else {
-                // Nothing pending changes the tree: the remote tip already holds it all.
-                self.pending.clear();
-                let (through, tip) = (
-                    self.chain.through.max(self.decided_through),
-                    self.remote_tip,
-                );
-                self.mark_published(through, tip);
-                return Ok(());
-            };
-            let expected = ExpectedTip::from(self.remote_tip.oid());
-            let started = self.clock.now();
-            let outcome = self
-                .remote
-                .push(&self.repo, &self.cfg.branch, head, expected);
-            let seconds = self
-                .clock
-                .now()
-                .duration_since(started)
-                .unwrap_or_default()
-                .as_secs_f64();
-            match outcome {
-                Ok(PushOutcome::Accepted) => {
-                    self.metrics.push("accepted", seconds);
-                    self.stats.pushes_accepted += 1;
-                    tracing::debug!(branch = %self.cfg.branch, tip = %head, writes = self.pending.len(), "pushed");
-                    self.remote_tip = Tip::At(head);
-                    self.pending.clear();
-                    let through = self.chain.through;
-                    self.mark_published(through, Tip::At(head));
-                    self.backoff.reset();
-                    self.push_not_before =
-                        (!self.cfg.push_cooldown.is_zero()).then(|| now + self.cfg.push_cooldown);
-                    return Ok(());
-                }
-                Ok(PushOutcome::Rejected { reason }) => {
-                    self.metrics.push("rejected", seconds);
-                    self.stats.pushes_rejected += 1;
-                    tracing::info!(branch = %self.cfg.branch, expected = %expected, %reason, "push refused; fetching");
-                    let tip = Tip::from_remote(self.remote.fetch(&self.repo, &self.cfg.branch)?);
-                    if tip == Tip::from_remote(expected.oid()) {
-                        // The branch did not move, so replaying cannot help: a hook or a
-                        // protection refused it. Back off and try again later.
-                        self.observe(tip);
-                        return Err(CycleError::Refused(reason));
-                    }
-                    self.observe(tip);
-                    if !self.pending.is_empty() {
-                        self.stats.replays += 1;
-                        self.metrics.replay();
-                    }
-                }
-                Err(e) => {
-                    self.metrics.push("error", seconds);
-                    self.stats.push_errors += 1;
-                    self.tip_stale = true;
-                    return Err(e.into());
-                }
-            }
-        }
-        Err(CycleError::Exhausted(self.cfg.max_attempts.max(1)))
-    }
-
-    /// Extends (or, when the tip moved, rebuilds) the chain so it covers every pending write.
-    fn build_chain(&mut self, now: SystemTime) -> Result<(), RepoError> {
-        if self.chain.base != self.remote_tip {
-            self.chain = Chain {
-                base: self.remote_tip,
-                built: 0,
-                head: None,
-                through: self.published_through,
-            };
-        }
-        let mut parent = self.chain.head.or(self.remote_tip.oid());
+    /// Writes one commit per pending write `from .. from + count`, the first on `parent`.
+    fn build(
+        &mut self,
+        parent: Option<CommitId>,
+        from: usize,
+        count: usize,
+    ) -> Result<BuiltChain, IoFailure> {
+        let mut parent = parent.map(oid);
         let mut tree = match parent {
-            Some(commit) => self.repo.commit_tree(commit)?,
-            None => self.repo.empty_tree()?,
-        };
-        let author = self.cfg.author.as_ref().unwrap_or(&self.cfg.committer);
-        for write in self.pending.iter_mut().skip(self.chain.built) {
-            let mut overlay = Overlay::new(&self.repo, tree);
-            let mut dropped = Vec::new();
-            // The planner sees the whole write at once, so per-tree work (indexing the folder)
-            // is done once per write rather than once per intent.
-            let intents: Vec<&Intent> = write.intents.values().map(|(_, i)| i).collect();
-            let planned = self.planner.plan_all(&overlay, &intents);
-            for ((slot, (seq, intent)), planned) in write.intents.iter().zip(planned) {
-                match planned {
-                    Ok(updates) => {
-                        if !write.screened && !overlay.would_change(&updates)? {
-                            // Git already reads like this: the intent is dropped for good, so it
-                            // can never overwrite a later foreign change on replay.
-                            dropped.push(slot.clone());
-                        } else {
-                            overlay.apply(updates);
-                        }
-                    }
-                    Err(TreeError::Plan(error)) => {
-                        tracing::warn!(target = %intent.target, key = %intent.key, %error, "intent refused by the planner");
-                        self.events.push(WorkerEvent::Refused {
-                            seq: *seq,
-                            target: intent.target.clone(),
-                            key: intent.key.clone(),
-                            error,
-                        });
-                        dropped.push(slot.clone());
-                    }
-                    Err(TreeError::Repo(e)) => return Err(e),
-                }
-            }
-            for slot in dropped {
-                write.intents.remove(&slot);
-            }
-            write.screened = true;
-            let new_tree = overlay.write()?;
+            Some(commit) => self.repo.commit_tree(commit),
+            None => self.repo.empty_tree(),
+        }
+        .map_err(IoFailure::new)?;
+        let now = self.clock.now();
+        let mut chain = BuiltChain::default();
+        let writes = self
+            .core
+            .pending_writes()
+            .get(from..from + count)
+            .unwrap_or_default();
+        for write in writes {
+            let (built, new_tree) = self.build_write(write, tree).map_err(IoFailure::new)?;
+            let mut built = built;
             if new_tree != tree {
+                let author = self.cfg.author.as_ref().unwrap_or(&self.cfg.committer);
                 let message = self.cfg.messages.render(write);
-                let commit = self.repo.write_commit(
-                    new_tree,
-                    parent,
-                    author,
-                    &self.cfg.committer,
-                    now,
-                    &message,
-                )?;
-                self.own.insert(commit);
-                self.stats.commits += 1;
+                let commit = self
+                    .repo
+                    .write_commit(new_tree, parent, author, &self.cfg.committer, now, &message)
+                    .map_err(IoFailure::new)?;
                 self.metrics.commit();
                 parent = Some(commit);
                 tree = new_tree;
-                self.chain.head = Some(commit);
+                built.commit = Some(commit_id(commit));
             }
-            self.chain.through = self.chain.through.max(write.through);
-            self.chain.built += 1;
+            chain.writes.push(built);
         }
-        Ok(())
+        Ok(chain)
+    }
+
+    /// Plans one write on `tree`: what it drops, what the planner refuses, the tree it makes.
+    fn build_write(&self, write: &PendingWrite, tree: Oid) -> Result<(BuiltWrite, Oid), RepoError> {
+        let mut overlay = Overlay::new(&self.repo, tree);
+        let mut built = BuiltWrite::default();
+        // The planner sees the whole write at once, so per-tree work (indexing the folder) is
+        // done once per write rather than once per intent.
+        let intents: Vec<&Intent> = write.intents.values().map(|(_, i)| i).collect();
+        let planned = self.planner.plan_all(&overlay, &intents);
+        for ((slot, (seq, _)), planned) in write.intents.iter().zip(planned) {
+            match planned {
+                Ok(updates) => {
+                    if !write.is_screened() && !overlay.would_change(&updates)? {
+                        // Git already reads like this: the intent is dropped for good, so it
+                        // can never overwrite a later foreign change on replay.
+                        built.unchanged.push(slot.clone());
+                    } else {
+                        overlay.apply(updates);
+                    }
+                }
+                Err(TreeError::Plan(error)) => built.refused.push(RefusedIntent {
+                    slot: slot.clone(),
+                    seq: *seq,
+                    error,
+                }),
+                Err(TreeError::Repo(e)) => return Err(e),
+            }
+        }
+        let new_tree = overlay.write()?;
+        Ok((built, new_tree))
+    }
+}
+
+/// What the last run kept, from the cache's refs. A cache written before these refs existed
+/// falls back to its tracking ref for the tip last seen.
+fn read_durable(repo: &LocalRepo, branch: &str) -> DurableTips {
+    let [seen, pushed] = durable_refs(branch);
+    let read = |name: &str| match repo.read_ref(name) {
+        Ok(tip) => tip.map(commit_id),
+        Err(e) => {
+            tracing::warn!(branch, error = %e, "cannot read the branch's recorded tips; starting without them");
+            None
+        }
+    };
+    DurableTips {
+        seen: read(&seen).or_else(|| read(&tracking_ref(branch))),
+        pushed: read(&pushed),
     }
 }

@@ -117,7 +117,10 @@ async fn run(url_for_worker: String, bare: &Bare, transport: TransportChoice) {
     }
     bare.assert_only_fast_forwards();
     // Whatever foreign tips were reported, none of them was one of our own pushes.
-    while let Ok(f) = foreign_events.try_recv() {
+    while let Ok(notice) = foreign_events.try_recv() {
+        let backflow_git::BranchNotice::Foreign(f) = notice else {
+            panic!("foreign pushes that keep every commit are no divergence: {notice:?}");
+        };
         assert!(
             !our_tips.contains(&f.tip.to_string()),
             "own push {} reported as foreign",

@@ -5,9 +5,10 @@
 //! steady stream still commits. A silence of zero closes it on every intent.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::intent::{Intent, IntentSeq, Slot};
+use crate::moment::Moment;
 
 /// The open commit window of one branch worker. Pure: time is handed in.
 #[derive(Debug, Clone)]
@@ -15,8 +16,8 @@ pub struct CommitWindow {
     silence: Duration,
     max_age: Duration,
     entries: BTreeMap<Slot, (IntentSeq, Intent)>,
-    opened_at: Option<SystemTime>,
-    last_write_at: Option<SystemTime>,
+    opened_at: Option<Moment>,
+    last_write_at: Option<Moment>,
 }
 
 impl CommitWindow {
@@ -47,7 +48,7 @@ impl CommitWindow {
     }
 
     /// Adds an intent; an earlier intent for the same object is replaced.
-    pub fn put(&mut self, seq: IntentSeq, intent: Intent, now: SystemTime) {
+    pub fn put(&mut self, seq: IntentSeq, intent: Intent, now: Moment) {
         if self.opened_at.is_none() {
             self.opened_at = Some(now);
         }
@@ -56,14 +57,14 @@ impl CommitWindow {
     }
 
     /// When the window closes by itself, if it is open.
-    pub fn deadline(&self) -> Option<SystemTime> {
+    pub fn deadline(&self) -> Option<Moment> {
         let opened = self.opened_at?;
         let last = self.last_write_at.unwrap_or(opened);
         Some(std::cmp::min(last + self.silence, opened + self.max_age))
     }
 
     /// Whether the window is open and its deadline has passed.
-    pub fn is_due(&self, now: SystemTime) -> bool {
+    pub fn is_due(&self, now: Moment) -> bool {
         self.deadline().is_some_and(|d| d <= now)
     }
 
@@ -90,7 +91,7 @@ mod tests {
 
     #[test]
     fn silence_rolls_and_max_age_caps() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let t0 = Moment(Duration::from_secs(1000));
         let s = Duration::from_secs(1);
         let mut w = CommitWindow::new(s, Duration::from_secs(5));
         assert_eq!(w.deadline(), None);

@@ -141,7 +141,7 @@ pub struct PendingWrite {
     /// Whether the intents that changed nothing were already dropped. That happens the first time
     /// the write is planned, against the tip known then; on a replay a kept intent is written
     /// again even if the foreign commit changed it, because the API side wins.
-    pub(crate) screened: bool,
+    screened: bool,
 }
 
 impl PendingWrite {
@@ -157,5 +157,22 @@ impl PendingWrite {
             kind,
             screened: false,
         }
+    }
+}
+
+impl PendingWrite {
+    /// Whether the intents that changed nothing were already dropped (see the field's notes):
+    /// the shell screens a write only the first time it builds it.
+    pub fn is_screened(&self) -> bool {
+        self.screened
+    }
+
+    /// Drops the intents the build dropped or the planner refused, and records that the write
+    /// was screened.
+    pub(crate) fn settle_build(&mut self, removed: impl IntoIterator<Item = Slot>) {
+        for slot in removed {
+            self.intents.remove(&slot);
+        }
+        self.screened = true;
     }
 }

@@ -1,0 +1,42 @@
+//! What one branch worker decides, without I/O.
+//!
+//! The branch worker is the one writer of one branch of one remote. Its decisions live here as a
+//! pure state machine, [`BranchCore`]: `step(input, now, rng) -> effects`. It links no Git
+//! library, reads no clock and starts no thread; `backflow-git` runs its effects against real
+//! repositories, and tests and the simulator run them against a model remote.
+//!
+//! Which file owns which decision:
+//!
+//! - [`intent`]: intents ("this object should now read X in target T"), the pending writes they
+//!   are decided into, flush marks.
+//! - [`window`]: when the commit window closes (rolling silence, maximum age).
+//! - [`backoff`]: how long to wait after a failure (jittered exponential backoff).
+//! - [`worker`]: everything else — when to fetch, build, push, replay, back off; what is
+//!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
+//! - [`input`] and [`effect`]: the core's vocabulary with its shell and its owner.
+//! - [`commit`], [`moment`], [`error`]: commit ids, monotonic time, the errors that cross the
+//!   edge.
+
+#![deny(missing_docs)]
+
+pub mod backoff;
+pub mod commit;
+pub mod effect;
+pub mod error;
+pub mod input;
+pub mod intent;
+pub mod moment;
+pub mod window;
+pub mod worker;
+
+pub use backoff::{Backoff, BackoffPolicy};
+pub use commit::{CommitId, ParseCommitIdError, Tip};
+pub use effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
+pub use error::{CycleFailure, IoFailure, PlanError};
+pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
+pub use intent::{
+    FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, Slot, SweepScope, WriteKind,
+};
+pub use moment::Moment;
+pub use window::CommitWindow;
+pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

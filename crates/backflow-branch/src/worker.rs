@@ -1,0 +1,771 @@
+//! The branch worker's decisions: one state machine, no I/O.
+//!
+//! [`BranchCore::step`] takes one [`Input`] (a request, a tick, or the result of I/O the shell
+//! ran) and returns the [`Effect`]s to run next. Time is a [`Moment`] on a monotonic clock and
+//! randomness (backoff jitter) is handed in, so the same inputs give the same effects: tests and
+//! the simulator drive it against a model remote, and `backflow-git` drives it against a real
+//! one.
+//!
+//! # Phases
+//!
+//! The publication cycle is one [`Phase`]: `Idle` → (`Fetching`) → `Building` → `Pushing` →
+//! `Idle`, with `BackingOff` after any failure and `Recovering` after the branch lost
+//! backflow's commits. The commit window fills independently of the phase (intents keep coming
+//! while a push is in flight) and is its own small machine, [`CommitWindow`].
+//!
+//! # Publication
+//!
+//! A closed window becomes a [`PendingWrite`]. Pending writes are built into a chain of commits
+//! on the last known remote tip, one commit per write, and the chain's head is pushed with
+//! compare-and-swap. A write stays pending until a push containing it is known to have landed:
+//! accepted, or found in the remote after an answer was lost (never replayed twice). When the
+//! push is refused because the branch moved, the chain is rebuilt on the new tip from the
+//! intents: the API side's objects win and every other path of the foreign commit survives.
+//!
+//! # What survives a restart
+//!
+//! [`DurableTips`]: the last tip seen and the last commit pushed. On start, a tip other than
+//! the one last seen is a foreign commit (pushed while backflow was stopped), and a tip that
+//! does not contain the last push means the branch lost acknowledged writes: the core emits
+//! [`Event::Diverged`] and publishes nothing until its owner resubmitted every target.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::backoff::{Backoff, BackoffPolicy};
+use crate::commit::{CommitId, Tip};
+use crate::effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
+use crate::error::{CycleFailure, IoFailure};
+use crate::input::{BuiltChain, FetchedTip, Input, PushAnswer};
+use crate::intent::{FlushMark, Intent, IntentSeq, PendingWrite, Slot, WriteKind};
+use crate::moment::Moment;
+use crate::window::CommitWindow;
+
+/// The timing of a branch worker. [`CoreConfig::default`] gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreConfig {
+    /// Rolling silence that closes the commit window; zero makes one commit per intent.
+    pub window: Duration,
+    /// The longest a window stays open under a steady stream of intents.
+    pub max_window_age: Duration,
+    /// After a push, further commits wait this long and go out together in one push. A flush
+    /// ignores it.
+    pub push_cooldown: Duration,
+    /// How often the remote's tip is read without any other reason to (foreign commits).
+    pub refresh_interval: Duration,
+    /// Push attempts per publication cycle before backing off (each refused attempt replays).
+    pub max_attempts: u32,
+    /// Retry pacing after a failed cycle.
+    pub backoff: BackoffPolicy,
+    /// How long publication waits for the owner's resync after a divergence before it goes on
+    /// with what it has.
+    pub recovery_timeout: Duration,
+}
+
+impl Default for CoreConfig {
+    /// 1 s window, 10 s maximum age, no cooldown, refresh every 10 min, 5 attempts, backoff
+    /// 0.5 s doubling to 60 s, 60 s to recover.
+    fn default() -> Self {
+        Self {
+            window: Duration::from_secs(1),
+            max_window_age: Duration::from_secs(10),
+            push_cooldown: Duration::ZERO,
+            refresh_interval: Duration::from_secs(600),
+            max_attempts: 5,
+            backoff: BackoffPolicy::default(),
+            recovery_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where the publication cycle stands. Exactly one I/O effect is in flight in `Fetching`,
+/// `Building` and `Pushing`, none in the others.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    /// Nothing in flight: the next step looks at the remote, commits or pushes when there is a
+    /// reason to.
+    Idle,
+    /// A fetch is in flight.
+    Fetching(FetchPurpose),
+    /// Commits for pending writes `from .. from + count` are being written.
+    Building {
+        /// Index of the first write built.
+        from: usize,
+        /// How many writes.
+        count: usize,
+        /// The push attempt that follows, or `None` when the commits are made ahead of a push
+        /// that must wait (the cooldown).
+        attempt: Option<u32>,
+    },
+    /// The chain's head is being pushed.
+    Pushing {
+        /// The commit pushed.
+        head: CommitId,
+        /// What the remote must still point at.
+        expected: Tip,
+        /// Which attempt of the cycle this is (from 1).
+        attempt: u32,
+    },
+    /// A cycle failed; nothing is tried before `until`.
+    BackingOff {
+        /// When the next attempt is due.
+        until: Moment,
+    },
+    /// The branch lost backflow's commits; nothing is published until the owner has
+    /// resubmitted every target ([`Input::Recovered`]) or `until` passed.
+    Recovering {
+        /// When publication goes on regardless.
+        until: Moment,
+    },
+}
+
+/// Why a fetch is in flight.
+#[derive(Debug, Clone)]
+pub enum FetchPurpose {
+    /// Reading the tip: at start, on a refresh, on a hint, before publishing.
+    Look,
+    /// A push expecting `expected` was refused: where did the branch go?
+    AfterRejection {
+        /// The tip the refused push expected.
+        expected: Tip,
+        /// The attempt that was refused.
+        attempt: u32,
+        /// The remote's reason.
+        reason: String,
+    },
+    /// The push of `head` got no answer: did it land?
+    AfterLostAnswer {
+        /// The commit pushed.
+        head: CommitId,
+        /// The push's error, reported if it did not land.
+        error: IoFailure,
+    },
+}
+
+/// Counters of what the worker did, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Commits written.
+    pub commits: u64,
+    /// Pushes the remote accepted.
+    pub pushes_accepted: u64,
+    /// Pushes the remote refused.
+    pub pushes_rejected: u64,
+    /// Pushes that got no answer.
+    pub push_errors: u64,
+    /// Re-plans of the pending writes onto a moved tip.
+    pub replays: u64,
+    /// Foreign tips seen.
+    pub foreign_commits: u64,
+}
+
+/// Commits built on `base` for the first `built` pending writes.
+#[derive(Debug, Clone)]
+struct Chain {
+    base: Tip,
+    built: usize,
+    head: Option<CommitId>,
+    through: IntentSeq,
+}
+
+/// Commits this worker wrote, to recognise its own pushes by SHA. Bounded; the oldest are
+/// forgotten first (a tip that old is long superseded).
+#[derive(Debug, Default)]
+struct OwnCommits {
+    set: BTreeSet<CommitId>,
+    order: VecDeque<CommitId>,
+}
+
+impl OwnCommits {
+    const CAPACITY: usize = 16_384;
+
+    fn insert(&mut self, id: CommitId) {
+        if self.set.insert(id) {
+            self.order.push_back(id);
+            if self.order.len() > Self::CAPACITY
+                && let Some(old) = self.order.pop_front()
+            {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, id: CommitId) -> bool {
+        self.set.contains(&id)
+    }
+}
+
+/// The branch worker's state machine. See the module documentation.
+#[derive(Debug)]
+pub struct BranchCore {
+    cfg: CoreConfig,
+    phase: Phase,
+    window: CommitWindow,
+    pending: Vec<PendingWrite>,
+    chain: Chain,
+    remote_tip: Tip,
+    durable: DurableTips,
+    own: OwnCommits,
+    last_seq: IntentSeq,
+    decided_through: IntentSeq,
+    published_through: IntentSeq,
+    flush_through: IntentSeq,
+    flush_waiting: bool,
+    push_not_before: Option<Moment>,
+    backoff: Backoff,
+    refresh_at: Moment,
+    stats: WorkerStats,
+}
+
+impl BranchCore {
+    /// A worker starting at `now` with what it kept from its last run. Its first step reads the
+    /// remote.
+    pub fn new(cfg: CoreConfig, durable: DurableTips, now: Moment) -> Self {
+        let mut own = OwnCommits::default();
+        if let Some(pushed) = durable.pushed {
+            own.insert(pushed);
+        }
+        Self {
+            window: CommitWindow::new(cfg.window, cfg.max_window_age),
+            backoff: Backoff::new(cfg.backoff),
+            phase: Phase::Idle,
+            pending: Vec::new(),
+            chain: Chain {
+                base: Tip::Unknown,
+                built: 0,
+                head: None,
+                through: IntentSeq(0),
+            },
+            remote_tip: Tip::Unknown,
+            durable,
+            own,
+            last_seq: IntentSeq(0),
+            decided_through: IntentSeq(0),
+            published_through: IntentSeq(0),
+            flush_through: IntentSeq(0),
+            flush_waiting: false,
+            push_not_before: None,
+            refresh_at: now,
+            stats: WorkerStats::default(),
+            cfg,
+        }
+    }
+
+    /// The timing in force.
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    /// Where the publication cycle stands.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// What the worker believes the remote tip is.
+    pub fn remote_tip(&self) -> Tip {
+        self.remote_tip
+    }
+
+    /// What the worker keeps across restarts, as of now.
+    pub fn durable(&self) -> DurableTips {
+        self.durable
+    }
+
+    /// The last intent received (the one a [`Input::Submit`] just recorded).
+    pub fn last_seq(&self) -> IntentSeq {
+        self.last_seq
+    }
+
+    /// The last intent decided into a pending write: after [`Input::Flush`], the flush mark.
+    pub fn decided_through(&self) -> IntentSeq {
+        self.decided_through
+    }
+
+    /// The flush mark the last [`Input::Flush`] or [`Input::CommitRequest`] took.
+    pub fn flush_mark(&self) -> FlushMark {
+        FlushMark(self.decided_through)
+    }
+
+    /// The last intent known to be on the remote.
+    pub fn published_through(&self) -> IntentSeq {
+        self.published_through
+    }
+
+    /// Decided writes not yet known to be on the remote.
+    pub fn pending_writes(&self) -> &[PendingWrite] {
+        &self.pending
+    }
+
+    /// Objects waiting in the open commit window.
+    pub fn window_len(&self) -> usize {
+        self.window.len()
+    }
+
+    /// Whether anything is unpublished (in the window or pending).
+    pub fn has_unpublished(&self) -> bool {
+        !self.window.is_empty() || !self.pending.is_empty()
+    }
+
+    /// What the worker did so far.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats
+    }
+
+    /// Takes one input at `now` and returns what to do next. The last effect is always a
+    /// [`Effect::WakeAt`].
+    ///
+    /// Requests (submit, resync, flush, commit request, hints) only record what is wanted and
+    /// start no I/O: the work they make due starts at the next [`Input::Tick`], so a burst of
+    /// requests taken together goes out in one push. [`Input::Tick`] and the answers to I/O
+    /// start whatever is due.
+    pub fn step(&mut self, input: Input, now: Moment, rng: &mut impl Rng) -> Vec<Effect> {
+        let mut out = Vec::new();
+        let acts = matches!(
+            input,
+            Input::Tick | Input::Fetched(_) | Input::Built(_) | Input::Pushed(_)
+        );
+        match input {
+            Input::Submit(intent) => self.submit(intent, now),
+            Input::Resync { target, intents } => self.resync(target, intents),
+            Input::Flush => {
+                self.decide(WriteKind::Window);
+                self.take_flush_mark();
+            }
+            Input::CommitRequest { message } => {
+                self.decide(WriteKind::Save { message });
+                self.take_flush_mark();
+            }
+            Input::RemoteMoved => self.refresh_at = self.refresh_at.min(now),
+            Input::Recovered => {
+                if matches!(self.phase, Phase::Recovering { .. }) {
+                    self.phase = Phase::Idle;
+                }
+            }
+            Input::Tick => {}
+            Input::Fetched(result) => self.on_fetched(result, now, rng, &mut out),
+            Input::Built(result) => self.on_built(result, now, rng, &mut out),
+            Input::Pushed(answer) => self.on_pushed(answer, now, &mut out),
+        }
+        if acts {
+            self.advance(now, &mut out);
+        }
+        out.push(Effect::WakeAt(self.next_wake(now)));
+        out
+    }
+
+    fn submit(&mut self, intent: Intent, now: Moment) {
+        let seq = self.next_seq();
+        self.window.put(seq, intent, now);
+        if self.window.is_immediate() {
+            self.decide(WriteKind::Window);
+        }
+    }
+
+    fn resync(&mut self, target: String, intents: Vec<Intent>) {
+        self.decide(WriteKind::Window);
+        let mut map: BTreeMap<Slot, (IntentSeq, Intent)> = BTreeMap::new();
+        for intent in intents {
+            let seq = self.next_seq();
+            map.insert(intent.slot(), (seq, intent));
+        }
+        if !map.is_empty() {
+            self.pending.push(PendingWrite::new(
+                map,
+                WriteKind::Resync { target },
+                self.last_seq,
+            ));
+            self.decided_through = self.last_seq;
+        } else if self.decided_through <= self.published_through {
+            // Nothing to write and nothing pending whose publication would cover the number the
+            // caller reads: without a flush mark no `Published` event would ever report it.
+            self.take_flush_mark();
+        }
+    }
+
+    fn next_seq(&mut self) -> IntentSeq {
+        self.last_seq = IntentSeq(self.last_seq.0 + 1);
+        self.last_seq
+    }
+
+    fn take_flush_mark(&mut self) {
+        self.flush_through = self.flush_through.max(self.decided_through);
+        self.flush_waiting = true;
+    }
+
+    fn decide(&mut self, kind: WriteKind) {
+        let intents = self.window.close();
+        if intents.is_empty() {
+            return;
+        }
+        let through = intents
+            .values()
+            .map(|(seq, _)| *seq)
+            .max()
+            .unwrap_or(self.last_seq);
+        self.pending.push(PendingWrite::new(intents, kind, through));
+        self.decided_through = self.decided_through.max(through);
+    }
+
+    /// Starts whatever is due when nothing is in flight.
+    fn advance(&mut self, now: Moment, out: &mut Vec<Effect>) {
+        if self.window.is_due(now) {
+            self.decide(WriteKind::Window);
+        }
+        match self.phase {
+            Phase::BackingOff { until } | Phase::Recovering { until } if until <= now => {
+                self.phase = Phase::Idle;
+            }
+            _ => {}
+        }
+        if !matches!(self.phase, Phase::Idle) {
+            return;
+        }
+        if self.remote_tip == Tip::Unknown || self.refresh_at <= now {
+            return self.start_fetch(FetchPurpose::Look, out);
+        }
+        let cooled = self.push_not_before.is_none_or(|t| t <= now);
+        if self.has_work() && (self.is_urgent() || cooled) {
+            self.start_build(Some(1), out);
+        } else if self.chain_is_stale() || self.chain.built < self.pending.len() {
+            // Commit decided writes now, even while the push waits for its cooldown: the commit
+            // records when the write was decided, and its intents are screened against the tip
+            // known then.
+            self.start_build(None, out);
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        !self.pending.is_empty() || self.flush_waiting
+    }
+
+    fn is_urgent(&self) -> bool {
+        self.flush_waiting || self.flush_through > self.published_through
+    }
+
+    fn chain_is_stale(&self) -> bool {
+        self.chain.base != self.remote_tip && !self.pending.is_empty()
+    }
+
+    /// When the next [`Input::Tick`] is due.
+    fn next_wake(&self, now: Moment) -> Moment {
+        let mut wake = self.refresh_at;
+        if let Some(deadline) = self.window.deadline() {
+            wake = wake.min(deadline);
+        }
+        match self.phase {
+            Phase::BackingOff { until } | Phase::Recovering { until } => wake = wake.min(until),
+            Phase::Idle if self.remote_tip == Tip::Unknown || self.chain_is_stale() => {
+                wake = now;
+            }
+            Phase::Idle if self.has_work() => {
+                let cooled = self.push_not_before.filter(|_| !self.is_urgent());
+                let unbuilt = self.chain.built < self.pending.len();
+                wake = wake.min(if unbuilt { now } else { cooled.unwrap_or(now) });
+            }
+            _ => {}
+        }
+        wake.max(now)
+    }
+
+    fn checks(&self) -> BTreeSet<CommitId> {
+        self.chain
+            .head
+            .into_iter()
+            .chain(self.durable.pushed)
+            .collect()
+    }
+
+    fn start_fetch(&mut self, purpose: FetchPurpose, out: &mut Vec<Effect>) {
+        self.phase = Phase::Fetching(purpose);
+        out.push(Effect::Fetch {
+            check: self.checks(),
+        });
+    }
+
+    /// Builds what is not built yet on the current tip; with `attempt`, pushes right after.
+    fn start_build(&mut self, attempt: Option<u32>, out: &mut Vec<Effect>) {
+        if self.chain.base != self.remote_tip {
+            self.chain = Chain {
+                base: self.remote_tip,
+                built: 0,
+                head: None,
+                through: self.published_through,
+            };
+        }
+        let from = self.chain.built;
+        let count = self.pending.len().saturating_sub(from);
+        if count == 0 {
+            if let Some(attempt) = attempt {
+                self.try_push(attempt, out);
+            }
+            return;
+        }
+        self.phase = Phase::Building {
+            from,
+            count,
+            attempt,
+        };
+        out.push(Effect::Build {
+            parent: self.chain.head.or(self.remote_tip.commit()),
+            from,
+            count,
+        });
+    }
+
+    fn try_push(&mut self, attempt: u32, out: &mut Vec<Effect>) {
+        let Some(head) = self.chain.head else {
+            // Nothing pending changes the tree: the remote tip already holds it all.
+            self.publish_chain(self.remote_tip, out);
+            return;
+        };
+        let expected = self.remote_tip;
+        self.phase = Phase::Pushing {
+            head,
+            expected,
+            attempt,
+        };
+        out.push(Effect::Push { head, expected });
+    }
+
+    /// The chain (all built writes) is on the remote at `tip`.
+    fn publish_chain(&mut self, tip: Tip, out: &mut Vec<Effect>) {
+        let built = self.chain.built.min(self.pending.len());
+        self.pending.drain(..built);
+        let mut through = self.chain.through;
+        if self.pending.is_empty() && self.window.is_empty() {
+            through = through.max(self.decided_through);
+        }
+        self.published_through = self.published_through.max(through);
+        self.chain = Chain {
+            base: tip,
+            built: 0,
+            head: None,
+            through: self.published_through,
+        };
+        if self.flush_through <= self.published_through {
+            self.flush_waiting = false;
+        }
+        self.phase = Phase::Idle;
+        out.push(Effect::Emit(Event::Published {
+            through: self.published_through,
+            tip: tip.commit(),
+        }));
+    }
+
+    fn fail(
+        &mut self,
+        error: CycleFailure,
+        now: Moment,
+        rng: &mut impl Rng,
+        out: &mut Vec<Effect>,
+    ) {
+        let until = now + self.backoff.next_delay(rng);
+        self.phase = Phase::BackingOff { until };
+        out.push(Effect::Emit(Event::Failed {
+            error,
+            retry_at: until,
+        }));
+    }
+
+    fn on_fetched(
+        &mut self,
+        result: Result<FetchedTip, IoFailure>,
+        now: Moment,
+        rng: &mut impl Rng,
+        out: &mut Vec<Effect>,
+    ) {
+        let Phase::Fetching(purpose) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        let fetched = match result {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                let failure = match purpose {
+                    FetchPurpose::AfterLostAnswer { error, .. } => {
+                        // Whether it landed is unknown: look again before the next push.
+                        self.remote_tip = Tip::Unknown;
+                        CycleFailure::Push(error)
+                    }
+                    _ => CycleFailure::Fetch(error),
+                };
+                return self.fail(failure, now, rng, out);
+            }
+        };
+        self.refresh_at = now + self.cfg.refresh_interval;
+        if self.observe(&fetched, out) {
+            self.phase = Phase::Recovering {
+                until: now + self.cfg.recovery_timeout,
+            };
+            return;
+        }
+        match purpose {
+            FetchPurpose::Look => {}
+            FetchPurpose::AfterRejection {
+                expected,
+                attempt,
+                reason,
+            } => {
+                if fetched.tip == expected {
+                    // The branch did not move, so replaying cannot help: a hook or a protection
+                    // refused it.
+                    return self.fail(CycleFailure::Refused { reason }, now, rng, out);
+                }
+                if attempt >= self.cfg.max_attempts.max(1) {
+                    let failure = CycleFailure::Exhausted { attempts: attempt };
+                    return self.fail(failure, now, rng, out);
+                }
+                if !self.pending.is_empty() {
+                    self.stats.replays += 1;
+                }
+                self.start_build(Some(attempt + 1), out);
+            }
+            FetchPurpose::AfterLostAnswer { head, error } => {
+                if fetched.contains.contains(&head) {
+                    self.backoff.reset();
+                    self.start_cooldown(now);
+                } else {
+                    self.fail(CycleFailure::Push(error), now, rng, out);
+                }
+            }
+        }
+    }
+
+    /// Takes note of the remote tip as just read. Returns whether the branch diverged.
+    fn observe(&mut self, fetched: &FetchedTip, out: &mut Vec<Effect>) -> bool {
+        let before = self.durable;
+        let tip = fetched.tip;
+        let seen = self.durable.seen;
+        let first_ever = seen.is_none() && self.durable.pushed.is_none();
+        if let Tip::At(id) = tip
+            && Some(id) != seen
+            && !self.own.contains(id)
+            && !first_ever
+        {
+            self.stats.foreign_commits += 1;
+            out.push(Effect::Emit(Event::Foreign(ForeignCommit {
+                tip: id,
+                previous: seen,
+            })));
+        }
+        self.remote_tip = tip;
+        self.durable.seen = tip.commit();
+        // A push whose answer was lost may have landed: if the tip contains the chain, the
+        // writes in it are published and must not be replayed (never twice).
+        if let Some(head) = self.chain.head
+            && fetched.contains.contains(&head)
+        {
+            self.durable.pushed = Some(head);
+            self.publish_chain(tip, out);
+        }
+        let diverged = match self.durable.pushed {
+            Some(lost) if tip.commit() != Some(lost) && !fetched.contains.contains(&lost) => {
+                // The new tip is the baseline from now on: the owner's resync restores what was
+                // lost on top of it.
+                self.durable.pushed = tip.commit();
+                out.push(Effect::Emit(Event::Diverged(Divergence {
+                    tip: tip.commit(),
+                    lost,
+                })));
+                true
+            }
+            _ => false,
+        };
+        if self.durable != before {
+            out.push(Effect::Persist(self.durable));
+        }
+        diverged
+    }
+
+    fn on_built(
+        &mut self,
+        result: Result<BuiltChain, IoFailure>,
+        now: Moment,
+        rng: &mut impl Rng,
+        out: &mut Vec<Effect>,
+    ) {
+        let Phase::Building {
+            from,
+            count,
+            attempt,
+        } = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return;
+        };
+        let built = match result {
+            Ok(built) => built,
+            Err(error) => return self.fail(CycleFailure::Build(error), now, rng, out),
+        };
+        for (index, write) in (from..from + count).zip(built.writes) {
+            let Some(pending) = self.pending.get_mut(index) else {
+                break;
+            };
+            for refused in &write.refused {
+                if let Some((_, intent)) = pending.intents.get(&refused.slot) {
+                    out.push(Effect::Emit(Event::Refused {
+                        seq: refused.seq,
+                        target: intent.target.clone(),
+                        key: intent.key.clone(),
+                        error: refused.error.clone(),
+                    }));
+                }
+            }
+            let removed = write.unchanged.into_iter();
+            pending.settle_build(removed.chain(write.refused.into_iter().map(|r| r.slot)));
+            if let Some(commit) = write.commit {
+                self.own.insert(commit);
+                self.chain.head = Some(commit);
+                self.stats.commits += 1;
+            }
+            self.chain.through = self.chain.through.max(pending.through);
+            self.chain.built += 1;
+        }
+        if let Some(attempt) = attempt {
+            self.try_push(attempt, out);
+        }
+    }
+
+    fn on_pushed(&mut self, answer: PushAnswer, now: Moment, out: &mut Vec<Effect>) {
+        let Phase::Pushing {
+            head,
+            expected,
+            attempt,
+        } = std::mem::replace(&mut self.phase, Phase::Idle)
+        else {
+            return;
+        };
+        match answer {
+            PushAnswer::Accepted => {
+                self.stats.pushes_accepted += 1;
+                self.remote_tip = Tip::At(head);
+                self.durable = DurableTips {
+                    seen: Some(head),
+                    pushed: Some(head),
+                };
+                out.push(Effect::Persist(self.durable));
+                self.publish_chain(Tip::At(head), out);
+                self.backoff.reset();
+                self.start_cooldown(now);
+            }
+            PushAnswer::Rejected { reason } => {
+                self.stats.pushes_rejected += 1;
+                let purpose = FetchPurpose::AfterRejection {
+                    expected,
+                    attempt,
+                    reason,
+                };
+                self.start_fetch(purpose, out);
+            }
+            PushAnswer::Lost(error) => {
+                self.stats.push_errors += 1;
+                self.start_fetch(FetchPurpose::AfterLostAnswer { head, error }, out);
+            }
+        }
+    }
+
+    fn start_cooldown(&mut self, now: Moment) {
+        self.push_not_before =
+            (!self.cfg.push_cooldown.is_zero()).then(|| now + self.cfg.push_cooldown);
+    }
+}
