@@ -450,12 +450,15 @@ impl BranchCore {
 
     /// When the next [`Input::Tick`] is due.
     fn next_wake(&self, now: Moment) -> Moment {
-        let mut wake = self.refresh_at;
+        // A refresh that fell due while backing off waits for the backoff like everything else.
+        let mut wake = match self.phase {
+            Phase::BackingOff { until } | Phase::Recovering { until } => until,
+            _ => self.refresh_at,
+        };
         if let Some(deadline) = self.window.deadline() {
             wake = wake.min(deadline);
         }
         match self.phase {
-            Phase::BackingOff { until } | Phase::Recovering { until } => wake = wake.min(until),
             Phase::Idle if self.remote_tip == Tip::Unknown || self.chain_is_stale() => {
                 wake = now;
             }
@@ -585,7 +588,7 @@ impl BranchCore {
                 let failure = match purpose {
                     FetchPurpose::AfterLostAnswer { error, .. } => {
                         // Whether it landed is unknown: look again before the next push.
-                        self.remote_tip = Tip::Unknown;
+                        self.refresh_at = now;
                         CycleFailure::Push(error)
                     }
                     _ => CycleFailure::Fetch(error),
@@ -637,7 +640,10 @@ impl BranchCore {
         let before = self.durable;
         let tip = fetched.tip;
         let seen = self.durable.seen;
-        let first_ever = seen.is_none() && self.durable.pushed.is_none();
+        // A worker that never pushed to this branch nor looked at it before takes the branch as
+        // it finds it; after that, every tip it did not write is foreign.
+        let first_ever =
+            self.remote_tip == Tip::Unknown && seen.is_none() && self.durable.pushed.is_none();
         if let Tip::At(id) = tip
             && Some(id) != seen
             && !self.own.contains(id)

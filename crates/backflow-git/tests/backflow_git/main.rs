@@ -6,5 +6,6 @@ mod driver;
 mod http;
 mod outage;
 mod property;
+mod recovery;
 mod support;
 mod worker;

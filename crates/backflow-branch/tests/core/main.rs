@@ -1,0 +1,9 @@
+//! The branch worker core driven alone, against a model remote (trees in maps): every phase
+//! transition, lost answers, divergence, restarts and crashes between any two effects.
+
+mod model;
+
+mod crash;
+mod layering;
+mod property;
+mod transitions;

@@ -1,0 +1,425 @@
+//! A model remote and a model shell for the core: commits are maps from path to content, the
+//! branch is a pointer, and faults are switches the test flips.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use backflow_api::{GroupResource, ObjectKey};
+use backflow_branch::{
+    BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
+    FetchedTip, Input, Intent, IoFailure, Moment, ObjectState, PlanError, PushAnswer,
+    RefusedIntent, Tip,
+};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+/// A file tree.
+pub type Files = BTreeMap<String, String>;
+
+/// One commit of the model.
+#[derive(Debug, Clone)]
+pub struct ModelCommit {
+    pub parent: Option<CommitId>,
+    pub files: Files,
+    /// Who wrote it: "backflow" or a foreign pusher's name (read in failure traces).
+    #[allow(dead_code)]
+    pub by: String,
+}
+
+/// The remote, and the cache the shell writes commits into before pushing them (one object
+/// store, as a bare cache plus a remote that shares its objects would be).
+#[derive(Debug, Default)]
+pub struct ModelRemote {
+    pub commits: BTreeMap<CommitId, ModelCommit>,
+    pub tip: Option<CommitId>,
+    /// Every tip the branch pointed at, in order, with whether a force-push set it.
+    pub tips: Vec<(Option<CommitId>, bool)>,
+    next: u64,
+}
+
+impl ModelRemote {
+    fn new_id(&mut self) -> CommitId {
+        self.next += 1;
+        let mut bytes = [0u8; 20];
+        bytes[12..].copy_from_slice(&self.next.to_be_bytes());
+        CommitId::from_bytes(bytes)
+    }
+
+    pub fn write_commit(&mut self, parent: Option<CommitId>, files: Files, by: &str) -> CommitId {
+        let id = self.new_id();
+        self.commits.insert(
+            id,
+            ModelCommit {
+                parent,
+                files,
+                by: by.to_string(),
+            },
+        );
+        id
+    }
+
+    pub fn files(&self, commit: Option<CommitId>) -> Files {
+        commit
+            .and_then(|c| self.commits.get(&c))
+            .map(|c| c.files.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn tip_files(&self) -> Files {
+        self.files(self.tip)
+    }
+
+    pub fn contains(&self, tip: Option<CommitId>, commit: CommitId) -> bool {
+        let mut at = tip;
+        while let Some(c) = at {
+            if c == commit {
+                return true;
+            }
+            at = self.commits.get(&c).and_then(|m| m.parent);
+        }
+        false
+    }
+
+    /// Commits from the tip back to the root.
+    pub fn history(&self) -> Vec<CommitId> {
+        let mut out = Vec::new();
+        let mut at = self.tip;
+        while let Some(c) = at {
+            out.push(c);
+            at = self.commits.get(&c).and_then(|m| m.parent);
+        }
+        out
+    }
+
+    fn move_tip(&mut self, tip: Option<CommitId>, forced: bool) {
+        self.tip = tip;
+        self.tips.push((tip, forced));
+    }
+
+    /// Somebody else pushes a commit setting `path` (or removing it) on top of the tip.
+    pub fn foreign_push(&mut self, path: &str, content: Option<&str>) -> CommitId {
+        let mut files = self.tip_files();
+        match content {
+            Some(c) => files.insert(path.to_string(), c.to_string()),
+            None => files.remove(path),
+        };
+        let id = self.write_commit(self.tip, files, "foreign");
+        self.move_tip(Some(id), false);
+        id
+    }
+
+    /// Somebody force-pushes the branch to `tip` (`None` deletes it).
+    pub fn force_push(&mut self, tip: Option<CommitId>) {
+        self.move_tip(tip, true);
+    }
+
+    /// Every tip that was not force-pushed descends from the tip before it.
+    pub fn assert_never_forced_by_backflow(&self) {
+        let mut previous: Option<CommitId> = None;
+        for (tip, forced) in &self.tips {
+            if !forced && let Some(prev) = previous {
+                assert!(
+                    self.contains(*tip, prev),
+                    "a push dropped {prev}: tips {:?}",
+                    self.tips
+                );
+            }
+            previous = *tip;
+        }
+    }
+}
+
+/// Switches that make the next I/O step misbehave.
+#[derive(Debug, Default, Clone)]
+pub struct Faults {
+    /// The next fetch fails.
+    pub fail_fetch: u32,
+    /// The next push fails without reaching the remote.
+    pub fail_push: u32,
+    /// The next push lands but its answer is lost.
+    pub lose_answer: u32,
+    /// The next push is refused by a hook although the branch did not move.
+    pub hook_refuses: u32,
+    /// Before the next push reaches the remote, somebody else pushes this file.
+    pub race: Option<(String, String)>,
+    /// The next build fails.
+    pub fail_build: u32,
+    /// Right after the next push lands, somebody else pushes this file on top of it.
+    pub after_landing: Option<(String, String)>,
+}
+
+/// Where a model file for an intent lives.
+pub fn path_of(intent: &Intent) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        intent.target, intent.key.namespace, intent.key.resource.resource, intent.key.name
+    )
+}
+
+pub fn key(name: &str) -> ObjectKey {
+    ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
+}
+
+pub fn put(name: &str, value: &str) -> Intent {
+    Intent::put("apps", key(name), serde_json::json!(value))
+}
+
+pub fn file(name: &str) -> String {
+    format!("apps/web/configmaps/{name}")
+}
+
+fn render(intent: &Intent) -> Option<String> {
+    match &intent.state {
+        ObjectState::Present(v) => Some(v.as_str().unwrap_or_default().to_string()),
+        ObjectState::Absent | ObjectState::Sweep(_) => None,
+    }
+}
+
+/// The error a fault produces.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub &'static str);
+
+/// Runs the core's effects against the model. Names starting with `bad` are refused by the
+/// model planner.
+pub struct Shell {
+    pub core: BranchCore,
+    pub remote: ModelRemote,
+    pub durable: DurableTips,
+    pub faults: Faults,
+    pub now: Moment,
+    pub wake: Moment,
+    pub rng: StdRng,
+    pub events: Vec<Event>,
+    /// Every effect run, for traces and crash points.
+    pub effects: Vec<String>,
+    /// Commits written by builds (pushed or not).
+    pub built: Vec<CommitId>,
+}
+
+impl Shell {
+    pub fn new(cfg: CoreConfig) -> Self {
+        Self::with(cfg, ModelRemote::default(), DurableTips::default())
+    }
+
+    pub fn with(cfg: CoreConfig, remote: ModelRemote, durable: DurableTips) -> Self {
+        let now = Moment(Duration::from_secs(1_000));
+        Self {
+            core: BranchCore::new(cfg, durable, now),
+            remote,
+            durable,
+            faults: Faults::default(),
+            now,
+            wake: now,
+            rng: StdRng::seed_from_u64(7),
+            events: Vec::new(),
+            effects: Vec::new(),
+            built: Vec::new(),
+        }
+    }
+
+    /// A restart: the core's memory is lost; the remote and the durable tips are kept.
+    pub fn restart(self, cfg: CoreConfig) -> Self {
+        let mut next = Self::with(cfg, self.remote, self.durable);
+        next.now = self.now;
+        next.core = BranchCore::new(next.core.config().clone(), next.durable, next.now);
+        next
+    }
+
+    /// One step with `input`; runs the effects, answering I/O, until nothing is in flight.
+    /// Stops early (returning false) once `budget` effects have run: a crash there.
+    pub fn step_budget(&mut self, input: Input, budget: &mut Option<usize>) -> bool {
+        let mut next = Some(input);
+        while let Some(input) = next.take() {
+            let effects = self.core.step(input, self.now, &mut self.rng);
+            for effect in effects {
+                if let Some(left) = budget {
+                    if *left == 0 {
+                        return false;
+                    }
+                    *left -= 1;
+                }
+                self.effects.push(format!("{effect:?}"));
+                if let Some(answer) = self.run(effect) {
+                    next = Some(answer);
+                }
+            }
+        }
+        true
+    }
+
+    pub fn step(&mut self, input: Input) {
+        self.step_budget(input, &mut None);
+    }
+
+    pub fn submit(&mut self, intent: Intent) {
+        self.step(Input::Submit(intent));
+    }
+
+    pub fn tick(&mut self) {
+        self.step(Input::Tick);
+    }
+
+    /// Moves time to the next wake-up and ticks.
+    pub fn tick_at_wake(&mut self) {
+        self.now = self.now.max(self.wake);
+        self.tick();
+    }
+
+    /// Ticks at every wake-up until nothing is unpublished and nothing is in flight.
+    pub fn settle(&mut self) {
+        for _ in 0..200 {
+            self.tick_at_wake();
+            if !self.core.has_unpublished()
+                && matches!(self.core.phase(), backflow_branch::Phase::Idle)
+            {
+                return;
+            }
+        }
+        panic!(
+            "did not settle: {:?}\n{}",
+            self.core.phase(),
+            self.effects.join("\n")
+        );
+    }
+
+    pub fn advance(&mut self, by: Duration) {
+        self.now = self.now + by;
+    }
+
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn run(&mut self, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::Fetch { check } => Some(Input::Fetched(self.fetch(&check))),
+            Effect::Build {
+                parent,
+                from,
+                count,
+            } => Some(Input::Built(self.build(parent, from, count))),
+            Effect::Push { head, expected } => Some(Input::Pushed(self.push(head, expected))),
+            Effect::Persist(tips) => {
+                self.durable = tips;
+                None
+            }
+            Effect::Emit(event) => {
+                self.events.push(event);
+                None
+            }
+            Effect::WakeAt(at) => {
+                self.wake = at;
+                None
+            }
+        }
+    }
+
+    fn fetch(&mut self, check: &BTreeSet<CommitId>) -> Result<FetchedTip, IoFailure> {
+        if self.faults.fail_fetch > 0 {
+            self.faults.fail_fetch -= 1;
+            return Err(IoFailure::new(ModelError("the remote is unreachable")));
+        }
+        let tip = self.remote.tip;
+        Ok(FetchedTip {
+            tip: Tip::from_remote(tip),
+            contains: check
+                .iter()
+                .copied()
+                .filter(|c| self.remote.contains(tip, *c))
+                .collect(),
+        })
+    }
+
+    fn build(
+        &mut self,
+        parent: Option<CommitId>,
+        from: usize,
+        count: usize,
+    ) -> Result<BuiltChain, IoFailure> {
+        if self.faults.fail_build > 0 {
+            self.faults.fail_build -= 1;
+            return Err(IoFailure::new(ModelError("the disk is full")));
+        }
+        let mut parent = parent;
+        let mut files = self.remote.files(parent);
+        let mut chain = BuiltChain::default();
+        let writes: Vec<_> = self.core.pending_writes()[from..from + count].to_vec();
+        for write in writes {
+            let mut built = BuiltWrite::default();
+            let mut next = files.clone();
+            for (slot, (seq, intent)) in &write.intents {
+                if intent.key.name.starts_with("bad") {
+                    built.refused.push(RefusedIntent {
+                        slot: slot.clone(),
+                        seq: *seq,
+                        error: PlanError::new("names starting with bad are refused"),
+                    });
+                    continue;
+                }
+                let path = path_of(intent);
+                let content = render(intent);
+                if !write.is_screened() && next.get(&path) == content.as_ref() {
+                    built.unchanged.push(slot.clone());
+                    continue;
+                }
+                match content {
+                    Some(c) => next.insert(path, c),
+                    None => next.remove(&path),
+                };
+            }
+            if next != files {
+                let id = self.remote.write_commit(parent, next.clone(), "backflow");
+                self.built.push(id);
+                built.commit = Some(id);
+                parent = Some(id);
+                files = next;
+            }
+            chain.writes.push(built);
+        }
+        Ok(chain)
+    }
+
+    fn push(&mut self, head: CommitId, expected: Tip) -> PushAnswer {
+        if self.faults.fail_push > 0 {
+            self.faults.fail_push -= 1;
+            return PushAnswer::Lost(IoFailure::new(ModelError("connection reset")));
+        }
+        if let Some((path, content)) = self.faults.race.take() {
+            self.remote.foreign_push(&path, Some(&content));
+        }
+        if self.faults.hook_refuses > 0 {
+            self.faults.hook_refuses -= 1;
+            return PushAnswer::Rejected {
+                reason: "pre-receive hook declined".into(),
+            };
+        }
+        if Tip::from_remote(self.remote.tip) != expected {
+            return PushAnswer::Rejected {
+                reason: "stale info".into(),
+            };
+        }
+        self.remote.move_tip(Some(head), false);
+        if let Some((path, content)) = self.faults.after_landing.take() {
+            self.remote.foreign_push(&path, Some(&content));
+        }
+        if self.faults.lose_answer > 0 {
+            self.faults.lose_answer -= 1;
+            return PushAnswer::Lost(IoFailure::new(ModelError("the answer was lost")));
+        }
+        PushAnswer::Accepted
+    }
+}
+
+/// How many commits on the remote's history touched `path` (set it to a new value).
+pub fn commits_touching(remote: &ModelRemote, path: &str) -> usize {
+    let history = remote.history();
+    history
+        .iter()
+        .filter(|c| {
+            let commit = &remote.commits[*c];
+            let before = remote.files(commit.parent);
+            before.get(path) != commit.files.get(path)
+        })
+        .count()
+}

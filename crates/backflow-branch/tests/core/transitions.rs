@@ -1,0 +1,585 @@
+//! Each phase transition of the core, one scenario at a time.
+
+use std::time::Duration;
+
+use backflow_branch::{
+    CoreConfig, CycleFailure, Divergence, Effect, Event, Input, IntentSeq, Phase, Tip,
+};
+
+use crate::model::*;
+
+fn zero_window() -> CoreConfig {
+    CoreConfig {
+        window: Duration::ZERO,
+        ..CoreConfig::default()
+    }
+}
+
+fn published(events: &[Event]) -> Vec<IntentSeq> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Published { through, .. } => Some(*through),
+            _ => None,
+        })
+        .collect()
+}
+
+fn foreign(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Foreign(_)))
+        .count()
+}
+
+fn kinds(effects: &[Effect]) -> Vec<&'static str> {
+    effects
+        .iter()
+        .map(|e| match e {
+            Effect::Fetch { .. } => "fetch",
+            Effect::Build { .. } => "build",
+            Effect::Push { .. } => "push",
+            Effect::Persist(_) => "persist",
+            Effect::Emit(_) => "emit",
+            Effect::WakeAt(_) => "wake",
+        })
+        .collect()
+}
+
+#[test]
+fn requests_record_and_ticks_act_one_io_effect_at_a_time() {
+    let mut s = Shell::new(zero_window());
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+    let now = s.now;
+    let effects = s.core.step(Input::Submit(put("a", "1")), now, &mut rng);
+    assert_eq!(kinds(&effects), ["wake"], "a request starts no I/O");
+    assert!(
+        matches!(effects[0], Effect::WakeAt(at) if at == now),
+        "but asks to be ticked now"
+    );
+    let effects = s.core.step(Input::Tick, now, &mut rng);
+    assert_eq!(
+        kinds(&effects),
+        ["fetch", "wake"],
+        "the tip is unknown at start"
+    );
+    assert!(matches!(s.core.phase(), Phase::Fetching(_)));
+    let effects = s.core.step(
+        Input::Fetched(Ok(backflow_branch::FetchedTip {
+            tip: Tip::Absent,
+            contains: Default::default(),
+        })),
+        now,
+        &mut rng,
+    );
+    assert_eq!(kinds(&effects), ["build", "wake"]);
+    assert!(matches!(
+        s.core.phase(),
+        Phase::Building {
+            from: 0,
+            count: 1,
+            attempt: Some(1)
+        }
+    ));
+}
+
+#[test]
+fn zero_window_commits_and_pushes_each_intent_and_reports_it_published() {
+    let mut s = Shell::new(zero_window());
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        s.submit(put(name, &i.to_string()));
+        s.tick();
+    }
+    let events = s.take_events();
+    assert_eq!(
+        published(&events),
+        [IntentSeq(1), IntentSeq(2), IntentSeq(3)]
+    );
+    assert_eq!(s.remote.history().len(), 3);
+    assert_eq!(
+        s.remote.tip_files().get(&file("b")).map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(foreign(&events), 0, "own pushes are never foreign");
+    assert_eq!(
+        s.durable.pushed, s.remote.tip,
+        "the last push is kept durably"
+    );
+    assert!(matches!(s.core.phase(), Phase::Idle));
+}
+
+#[test]
+fn a_burst_of_requests_taken_together_is_one_push() {
+    let mut s = Shell::new(zero_window());
+    s.tick();
+    for name in ["a", "b", "c"] {
+        s.submit(put(name, "1"));
+    }
+    s.tick();
+    let stats = s.core.stats();
+    assert_eq!((stats.commits, stats.pushes_accepted), (3, 1));
+}
+
+#[test]
+fn window_closes_on_silence_and_cooldown_holds_only_the_push() {
+    let mut s = Shell::new(CoreConfig {
+        window: Duration::from_secs(1),
+        push_cooldown: Duration::from_secs(60),
+        ..CoreConfig::default()
+    });
+    s.submit(put("a", "1"));
+    s.submit(put("a", "2"));
+    s.tick();
+    assert_eq!(s.core.window_len(), 1, "last write wins in the window");
+    assert!(s.remote.tip.is_none());
+    s.advance(Duration::from_secs(1));
+    s.tick();
+    assert_eq!(s.remote.history().len(), 1);
+    let first = s.remote.tip;
+    s.submit(put("b", "1"));
+    s.advance(Duration::from_secs(1));
+    s.tick();
+    assert_eq!(s.remote.tip, first, "the cooldown holds the push");
+    assert_eq!(s.core.stats().commits, 2, "but the commit is made");
+    assert_eq!(
+        s.wake,
+        s.now + Duration::from_secs(59),
+        "and it wakes when the cooldown ends"
+    );
+    s.step(Input::Flush);
+    s.tick();
+    assert_ne!(s.remote.tip, first, "a flush ignores the cooldown");
+    assert_eq!(published(&s.take_events()).last(), Some(&IntentSeq(3)));
+}
+
+#[test]
+fn flush_with_nothing_pending_reports_the_current_tip() {
+    let mut s = Shell::new(zero_window());
+    let foreign_tip = s.remote.foreign_push("x", Some("1"));
+    s.step(Input::Flush);
+    s.tick();
+    let events = s.take_events();
+    assert!(matches!(
+        events.last(),
+        Some(Event::Published { tip: Some(t), .. }) if *t == foreign_tip
+    ));
+}
+
+#[test]
+fn a_refused_push_replays_onto_the_foreign_tip_and_keeps_its_files() {
+    let mut s = Shell::new(zero_window());
+    s.submit(put("a", "1"));
+    s.tick();
+    s.faults.race = Some(("apps/web/configmaps/a".into(), "foreign".into()));
+    s.remote.foreign_push("other/file", Some("kept"));
+    s.submit(put("a", "2"));
+    s.tick();
+    let files = s.remote.tip_files();
+    assert_eq!(
+        files.get(&file("a")).map(String::as_str),
+        Some("2"),
+        "the API side wins"
+    );
+    assert_eq!(files.get("other/file").map(String::as_str), Some("kept"));
+    assert_eq!(s.core.stats().replays, 1);
+    assert_eq!(s.core.stats().pushes_rejected, 1);
+    assert_eq!(
+        foreign(&s.take_events()),
+        1,
+        "the tip the replay found is reported"
+    );
+    s.remote.assert_never_forced_by_backflow();
+}
+
+#[test]
+fn a_hook_refusal_backs_off_and_retries_on_time() {
+    let mut s = Shell::new(zero_window());
+    s.faults.hook_refuses = 1;
+    s.submit(put("a", "1"));
+    s.tick();
+    let events = s.take_events();
+    let retry_at = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Failed {
+                error: CycleFailure::Refused { reason },
+                retry_at,
+            } => {
+                assert!(reason.contains("hook"));
+                Some(*retry_at)
+            }
+            _ => None,
+        })
+        .expect("a failure is reported");
+    assert!(matches!(s.core.phase(), Phase::BackingOff { until } if *until == retry_at));
+    assert_eq!(
+        s.wake, retry_at,
+        "the retry is timed: no new event is needed"
+    );
+    s.tick();
+    assert!(
+        s.remote.tip.is_none(),
+        "nothing is tried before the backoff ends"
+    );
+    s.tick_at_wake();
+    assert!(s.remote.tip.is_some());
+}
+
+#[test]
+fn every_attempt_refused_ends_the_cycle_as_exhausted() {
+    let mut s = Shell::new(CoreConfig {
+        max_attempts: 1,
+        ..zero_window()
+    });
+    s.tick();
+    s.submit(put("a", "1"));
+    s.faults.race = Some(("x".into(), "1".into()));
+    s.tick();
+    assert!(
+        s.take_events().iter().any(|e| matches!(
+            e,
+            Event::Failed {
+                error: CycleFailure::Exhausted { attempts: 1 },
+                ..
+            }
+        )),
+        "one attempt allowed, one refused: the cycle gives up and backs off"
+    );
+    assert!(matches!(s.core.phase(), Phase::BackingOff { .. }));
+    s.tick_at_wake();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("1"),
+        "and publishes on the timed retry"
+    );
+    s.remote.assert_never_forced_by_backflow();
+}
+
+#[test]
+fn a_push_that_landed_with_its_answer_lost_is_published_once() {
+    let mut s = Shell::new(zero_window());
+    s.faults.lose_answer = 1;
+    s.submit(put("a", "1"));
+    s.tick();
+    let events = s.take_events();
+    assert_eq!(
+        published(&events),
+        [IntentSeq(1)],
+        "recognised by looking at the remote"
+    );
+    assert!(!events.iter().any(|e| matches!(e, Event::Failed { .. })));
+    assert_eq!(s.core.stats().push_errors, 1);
+    assert_eq!(s.core.stats().pushes_accepted, 0);
+    assert!(!s.core.has_unpublished());
+    s.submit(put("b", "1"));
+    s.tick();
+    assert_eq!(
+        commits_touching(&s.remote, &file("a")),
+        1,
+        "never replayed twice"
+    );
+    assert_eq!(s.remote.history().len(), 2);
+    assert_eq!(
+        foreign(&s.take_events()),
+        0,
+        "its own lost push is not foreign"
+    );
+    assert_eq!(s.durable.pushed, s.remote.tip);
+}
+
+#[test]
+fn a_landed_push_with_a_lost_answer_never_overwrites_a_later_foreign_edit() {
+    let mut s = Shell::new(zero_window());
+    s.faults.lose_answer = 1;
+    s.faults.after_landing = Some((file("a"), "edited by a person".into()));
+    s.submit(put("a", "1"));
+    s.tick();
+    s.settle();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("edited by a person"),
+        "the write already landed: replaying it would revert the person's later edit"
+    );
+    assert_eq!(commits_touching(&s.remote, &file("a")), 2);
+}
+
+#[test]
+fn a_push_that_did_not_land_is_retried_after_the_backoff() {
+    let mut s = Shell::new(zero_window());
+    s.faults.fail_push = 1;
+    s.submit(put("a", "1"));
+    s.tick();
+    let events = s.take_events();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::Failed {
+            error: CycleFailure::Push(_),
+            ..
+        }
+    )));
+    assert!(s.remote.tip.is_none());
+    s.settle();
+    assert_eq!(commits_touching(&s.remote, &file("a")), 1);
+}
+
+#[test]
+fn a_lost_answer_whose_check_fails_looks_again_before_pushing() {
+    let mut s = Shell::new(zero_window());
+    s.faults.lose_answer = 1;
+    s.faults.fail_fetch = 1;
+    s.submit(put("a", "1"));
+    s.tick();
+    assert!(
+        matches!(s.core.phase(), Phase::BackingOff { .. }),
+        "whether it landed is unknown"
+    );
+    s.settle();
+    assert_eq!(
+        commits_touching(&s.remote, &file("a")),
+        1,
+        "it landed, so nothing is pushed twice"
+    );
+    assert_eq!(s.core.stats().pushes_accepted, 0);
+}
+
+#[test]
+fn refused_intents_are_reported_and_the_rest_of_the_write_goes_on() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.submit(put("bad-name", "1"));
+    s.submit(put("good", "1"));
+    s.step(Input::Flush);
+    s.tick();
+    let events = s.take_events();
+    let refused: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Refused { seq, key, .. } => Some((*seq, key.name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, [(IntentSeq(1), "bad-name".to_string())]);
+    assert_eq!(s.remote.tip_files().len(), 1);
+    assert_eq!(published(&events), [IntentSeq(2)]);
+}
+
+#[test]
+fn intents_git_already_holds_are_dropped_and_never_overwrite_a_later_foreign_change() {
+    let mut s = Shell::new(zero_window());
+    s.remote.foreign_push(&file("a"), Some("1"));
+    s.tick();
+    s.submit(put("a", "1"));
+    s.tick();
+    assert_eq!(s.core.stats().commits, 0, "Git already reads like this");
+    assert!(!s.core.has_unpublished());
+}
+
+#[test]
+fn a_failed_build_backs_off_and_loses_nothing() {
+    let mut s = Shell::new(zero_window());
+    s.faults.fail_build = 1;
+    s.submit(put("a", "1"));
+    s.tick();
+    assert!(s.take_events().iter().any(|e| matches!(
+        e,
+        Event::Failed {
+            error: CycleFailure::Build(_),
+            ..
+        }
+    )));
+    s.settle();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("1")
+    );
+}
+
+#[test]
+fn a_webhook_hint_makes_the_next_tick_look_at_the_remote() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.tick();
+    let tip = s.remote.foreign_push("x", Some("1"));
+    s.advance(Duration::from_secs(1));
+    s.tick();
+    assert_eq!(
+        foreign(&s.take_events()),
+        0,
+        "the refresh is ten minutes away"
+    );
+    s.step(Input::RemoteMoved);
+    assert_eq!(s.wake, s.now, "a hint asks for a tick now");
+    s.tick();
+    let events = s.take_events();
+    assert!(matches!(
+        events.as_slice(),
+        [Event::Foreign(f)] if f.tip == tip && f.previous.is_none()
+    ));
+    assert_eq!(s.durable.seen, Some(tip));
+}
+
+#[test]
+fn the_periodic_refresh_finds_foreign_commits() {
+    let mut s = Shell::new(CoreConfig {
+        refresh_interval: Duration::from_secs(60),
+        ..CoreConfig::default()
+    });
+    s.tick();
+    s.remote.foreign_push("x", Some("1"));
+    assert_eq!(s.wake, s.now + Duration::from_secs(60));
+    s.tick_at_wake();
+    assert_eq!(foreign(&s.take_events()), 1);
+}
+
+#[test]
+fn a_push_made_while_stopped_is_foreign_on_start() {
+    let mut s = Shell::new(zero_window());
+    s.submit(put("a", "1"));
+    s.tick();
+    let ours = s.remote.tip.expect("pushed");
+    let mut s = s.restart(zero_window());
+    s.tick();
+    assert_eq!(
+        foreign(&s.take_events()),
+        0,
+        "an unchanged branch is not foreign"
+    );
+    let mut s = s.restart(zero_window());
+    let theirs = s.remote.foreign_push("x", Some("1"));
+    s.tick();
+    let events = s.take_events();
+    assert!(
+        matches!(events.as_slice(), [Event::Foreign(f)] if f.tip == theirs && f.previous == Some(ours)),
+        "{events:?}"
+    );
+    let mut s = s.restart(zero_window());
+    s.tick();
+    assert_eq!(
+        foreign(&s.take_events()),
+        0,
+        "reported once, not on every start"
+    );
+}
+
+#[test]
+fn a_first_start_takes_the_branch_as_it_finds_it() {
+    let mut s = Shell::new(zero_window());
+    s.remote.foreign_push("x", Some("1"));
+    s.tick();
+    assert!(
+        s.take_events().is_empty(),
+        "backflow never pushed here: nothing is foreign yet"
+    );
+}
+
+fn diverged(events: &[Event]) -> Option<Divergence> {
+    events.iter().find_map(|e| match e {
+        Event::Diverged(d) => Some(*d),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_force_push_that_drops_backflows_commits_waits_for_the_owners_resync() {
+    let mut s = Shell::new(zero_window());
+    s.submit(put("a", "1"));
+    s.tick();
+    let ours = s.remote.tip.expect("pushed");
+    let root = s
+        .remote
+        .write_commit(None, [("x".to_string(), "1".to_string())].into(), "foreign");
+    s.remote.force_push(Some(root));
+    s.submit(put("b", "1"));
+    s.step(Input::RemoteMoved);
+    s.tick();
+    let events = s.take_events();
+    assert_eq!(
+        diverged(&events),
+        Some(Divergence {
+            tip: Some(root),
+            lost: ours
+        })
+    );
+    assert!(matches!(s.core.phase(), Phase::Recovering { .. }));
+    s.tick();
+    assert_eq!(
+        s.remote.tip,
+        Some(root),
+        "nothing is pushed from the pending writes alone"
+    );
+    // The owner resubmits every object of every target, then says so.
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "1"), put("b", "1")],
+    });
+    s.step(Input::Recovered);
+    s.tick();
+    let files = s.remote.tip_files();
+    assert_eq!(
+        files.get(&file("a")).map(String::as_str),
+        Some("1"),
+        "the lost write is back"
+    );
+    assert_eq!(files.get(&file("b")).map(String::as_str), Some("1"));
+    assert_eq!(files.get("x").map(String::as_str), Some("1"));
+    s.advance(Duration::from_secs(3600));
+    s.tick();
+    assert!(diverged(&s.take_events()).is_none(), "reported once");
+}
+
+#[test]
+fn a_deleted_branch_is_diverged_and_recreated_from_the_resync() {
+    let mut s = Shell::new(zero_window());
+    s.submit(put("a", "1"));
+    s.tick();
+    s.remote.force_push(None);
+    let mut s = s.restart(zero_window());
+    s.tick();
+    assert!(matches!(
+        diverged(&s.take_events()),
+        Some(Divergence { tip: None, .. })
+    ));
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "1")],
+    });
+    s.step(Input::Recovered);
+    s.tick();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("1")
+    );
+}
+
+#[test]
+fn without_the_owner_recovery_times_out_and_publication_goes_on() {
+    let cfg = CoreConfig {
+        recovery_timeout: Duration::from_secs(30),
+        ..zero_window()
+    };
+    let mut s = Shell::new(cfg);
+    s.submit(put("a", "1"));
+    s.tick();
+    s.remote.force_push(None);
+    s.submit(put("b", "1"));
+    s.step(Input::RemoteMoved);
+    s.tick();
+    assert!(s.remote.tip.is_none());
+    s.advance(Duration::from_secs(29));
+    s.tick();
+    assert!(s.remote.tip.is_none());
+    s.tick_at_wake();
+    assert!(s.remote.tip.is_some());
+}
+
+#[test]
+fn a_resync_that_changes_nothing_is_reported_published() {
+    let mut s = Shell::new(zero_window());
+    s.submit(put("a", "1"));
+    s.tick();
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![],
+    });
+    let through = s.core.decided_through();
+    s.tick();
+    assert!(published(&s.take_events()).contains(&through));
+}

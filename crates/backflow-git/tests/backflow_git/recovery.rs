@@ -1,0 +1,147 @@
+//! What the worker keeps across restarts and how it meets a branch that lost its commits, with
+//! real repositories: a push made while backflow was stopped, a force-push, a deleted branch,
+//! and a wall clock stepped backwards.
+
+use std::time::Duration;
+
+use backflow_git::{FileRemote, Tip, WorkerEvent};
+
+use crate::support::*;
+
+fn foreign(events: &[WorkerEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            WorkerEvent::Foreign(f) => Some(f.tip.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn diverged(events: &[WorkerEvent]) -> Option<(Option<String>, String)> {
+    events.iter().find_map(|e| match e {
+        WorkerEvent::Diverged(d) => Some((d.tip.map(|t| t.to_string()), d.lost.to_string())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_push_made_while_stopped_is_reported_foreign_on_start_once() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let ours = bare.tip().expect("pushed");
+    drop(w);
+    let person = ForeignClone::new(&bare.url());
+    let theirs = person.commit_and_push(&[("notes.txt", Some("hi"))], "while stopped");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.poll();
+    let events = w.take_events();
+    assert_eq!(foreign(&events), vec![theirs.clone()]);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        WorkerEvent::Foreign(f) if f.previous.map(|p| p.to_string()) == Some(ours.clone())
+    )));
+    drop(w);
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.poll();
+    assert!(
+        foreign(&w.take_events()).is_empty(),
+        "a tip already reported is not reported again on the next start"
+    );
+}
+
+#[test]
+fn a_force_push_that_drops_backflows_commit_holds_publication_until_the_resync() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let ours = bare.tip().expect("pushed");
+    // Somebody rewrites history: a new root commit, force-pushed over ours.
+    let person = ForeignClone::new(&bare.url());
+    let w2 = person.work();
+    std::fs::write(w2.join("x.txt"), "rewritten").expect("write");
+    git(&w2, &["add", "-A"]);
+    git(&w2, &["commit", "--quiet", "-m", "rewrite"]);
+    git(
+        &w2,
+        &[
+            "push",
+            "--quiet",
+            "--force",
+            "origin",
+            "HEAD:refs/heads/main",
+        ],
+    );
+    let theirs = bare.tip().expect("force-pushed");
+    w.submit(put("b", "1"));
+    w.notify_remote_moved();
+    w.poll();
+    let events = w.take_events();
+    assert_eq!(diverged(&events), Some((Some(theirs.clone()), ours)));
+    assert_eq!(
+        bare.tip(),
+        Some(theirs.clone()),
+        "nothing pushed from the pending writes alone"
+    );
+    w.submit_resync("apps", vec![put("a", "1"), put("b", "1")]);
+    w.recovered();
+    w.poll();
+    let files = bare.files("main");
+    assert_eq!(
+        files.get(&path_of("a")),
+        Some(&rendered("1")),
+        "the dropped write is back"
+    );
+    assert_eq!(files.get(&path_of("b")), Some(&rendered("1")));
+    assert_eq!(files.get("x.txt").map(String::as_str), Some("rewritten"));
+    assert!(
+        bare.contains(&theirs),
+        "the rewrite itself is kept: no force-push back"
+    );
+}
+
+#[test]
+fn a_branch_deleted_while_stopped_is_diverged_on_start() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    drop(w);
+    git(&bare.path(), &["update-ref", "-d", "refs/heads/main"]);
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.poll();
+    assert_eq!(w.remote_tip(), Tip::Absent);
+    let (tip, _) = diverged(&w.take_events()).expect("diverged");
+    assert_eq!(tip, None);
+    w.submit_resync("apps", vec![put("a", "1")]);
+    w.recovered();
+    w.poll();
+    assert_eq!(bare.files("main").get(&path_of("a")), Some(&rendered("1")));
+}
+
+#[test]
+fn a_wall_clock_stepped_backwards_does_not_stretch_the_window() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
+        c.window = Duration::from_secs(1);
+    });
+    w.poll();
+    w.submit(put("a", "1"));
+    w.poll();
+    assert_eq!(bare.tip(), None, "the window is open");
+    // NTP steps the clock back an hour, then a second passes.
+    clock.set_wall(start_time() - Duration::from_secs(3600));
+    clock.advance(Duration::from_secs(1));
+    w.poll();
+    assert!(
+        bare.tip().is_some(),
+        "the window closed after one second of real time"
+    );
+}
