@@ -183,8 +183,19 @@ pub fn spawn(
     clock: Arc<dyn Clock>,
     shutdown_timeout: Duration,
 ) -> WorkerHandle {
+    spawn_with_notices(worker, clock, shutdown_timeout).0
+}
+
+/// [`spawn`], with a subscription to the worker's [`BranchNotice`]s taken before its thread
+/// starts, so not even the notices of its first look at the remote (a push made while backflow
+/// was stopped, a branch deleted meanwhile) are missed.
+pub fn spawn_with_notices(
+    worker: BranchWorker,
+    clock: Arc<dyn Clock>,
+    shutdown_timeout: Duration,
+) -> (WorkerHandle, broadcast::Receiver<BranchNotice>) {
     let (tx, rx) = mpsc::channel();
-    let (notices, _) = broadcast::channel(64);
+    let (notices, first_subscriber) = broadcast::channel(64);
     let name = format!("backflow-git:{}", worker.config().branch);
     let mut driver = Driver {
         worker,
@@ -201,7 +212,7 @@ pub fn spawn(
         // Every call on the handle then reports WorkerStopped.
         tracing::error!(error = %e, "could not start the branch worker thread");
     }
-    WorkerHandle { tx, notices }
+    (WorkerHandle { tx, notices }, first_subscriber)
 }
 
 struct Driver {

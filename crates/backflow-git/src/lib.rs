@@ -72,6 +72,7 @@ pub use backflow_branch::{
 };
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
+    spawn_with_notices,
 };
 pub use error::{RepoError, TreeError};
 pub use git2::Oid;

@@ -67,6 +67,15 @@ impl Board {
             .remove(spec);
     }
 
+    /// A stream's state, if it is running.
+    pub fn stream(&self, spec: &StreamSpec) -> Option<StreamState> {
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(spec)
+            .cloned()
+    }
+
     /// The states of a target's streams.
     pub fn streams_of(&self, target: &TargetRef) -> Vec<(StreamSpec, StreamState)> {
         let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());

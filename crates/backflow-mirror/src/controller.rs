@@ -74,6 +74,9 @@ pub struct Controller {
     encryptors: BTreeMap<TargetRef, (Vec<String>, Arc<Encryptor>)>,
     /// Per target, the `EncryptionConfigured` condition of the last reconcile.
     encryption_status: BTreeMap<TargetRef, (ConditionStatus, &'static str, String)>,
+    /// Branches that lost backflow's commits whose streams are replaying their snapshots: once
+    /// every stream of the branch published its resync, its worker is told it recovered.
+    recovering: BTreeSet<BranchKey>,
 }
 
 /// Why a target's encryption is not usable: (reason, message for a person).
@@ -183,6 +186,7 @@ impl Controller {
             last_status: BTreeMap::new(),
             branch_objects: BTreeMap::new(),
             placements_exported: (0, 0, 0),
+            recovering: BTreeSet::new(),
         }
     }
 
@@ -199,9 +203,11 @@ impl Controller {
         ];
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         let mut status_tick = tokio::time::interval(Duration::from_secs(1));
+        let mut divergences = self.workers.take_divergences();
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
+                Some(branch) = next_divergence(&mut divergences) => self.resync_branch(branch),
                 Some(()) = rx.recv() => {
                     // Coalesce a burst of changes into one reconcile.
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -209,6 +215,7 @@ impl Controller {
                 }
                 _ = tick.tick() => {}
                 _ = status_tick.tick() => {
+                    self.report_recoveries();
                     self.write_statuses().await;
                     continue;
                 }
@@ -233,6 +240,52 @@ impl Controller {
             r.task.abort();
         }
         self.write_statuses().await;
+    }
+
+    /// A branch lost backflow's commits: every stream writing to it starts over (a fresh
+    /// snapshot, published as a resync), so nothing acknowledged stays missing from Git. The
+    /// next reconcile starts them again.
+    fn resync_branch(&mut self, branch: BranchKey) {
+        let specs: Vec<StreamSpec> = self
+            .running
+            .iter()
+            .filter(|(_, r)| (&r.url, &r.branch) == (&branch.0, &branch.1))
+            .map(|(s, _)| s.clone())
+            .collect();
+        tracing::warn!(url = %branch.0, branch = %branch.1, streams = specs.len(), "the branch lost backflow's commits; resyncing every target on it");
+        for s in specs {
+            if let Some(r) = self.running.remove(&s) {
+                r.task.abort();
+                self.board.remove_stream(&s);
+            }
+        }
+        self.recovering.insert(branch);
+    }
+
+    /// Tells each recovering branch's worker once every stream on it has published its resync
+    /// (a stream turns `Streaming` right after submitting it).
+    fn report_recoveries(&mut self) {
+        let recovered: Vec<BranchKey> = self
+            .recovering
+            .iter()
+            .filter(|b| {
+                let mut streams = self
+                    .running
+                    .iter()
+                    .filter(|(_, r)| (&r.url, &r.branch) == (&b.0, &b.1))
+                    .peekable();
+                streams.peek().is_some()
+                    && streams.all(|(s, _)| self.board.stream(s) == Some(StreamState::Streaming))
+            })
+            .cloned()
+            .collect();
+        for branch in recovered {
+            self.recovering.remove(&branch);
+            if let Some(worker) = self.workers.get(&branch.0, &branch.1) {
+                tracing::info!(url = %branch.0, branch = %branch.1, "every target on the branch resynced; publishing again");
+                worker.recovered();
+            }
+        }
     }
 
     fn update_kinds(&self) {
@@ -1131,6 +1184,16 @@ impl Controller {
 }
 
 /// Sends a tick on every change to objects of kind `K`.
+/// The next branch that lost backflow's commits; never, once the channel is gone.
+async fn next_divergence(
+    divergences: &mut Option<mpsc::UnboundedReceiver<BranchKey>>,
+) -> Option<BranchKey> {
+    match divergences {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 fn spawn_trigger<K>(client: Client, tx: mpsc::Sender<()>) -> JoinHandle<()>
 where
     K: Resource<DynamicType = ()>

@@ -9,8 +9,12 @@ use backflow_api::Clock;
 use backflow_api::config::GitProvider;
 use backflow_git::metrics::GitMetrics;
 use backflow_git::{
-    BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle,
+    BranchNotice, BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig,
+    WorkerHandle,
 };
+use tokio::sync::{broadcast, mpsc};
+
+use crate::board::BranchKey;
 use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -71,6 +75,8 @@ pub struct Workers {
     running: Mutex<BTreeMap<(String, String), WorkerHandle>>,
     encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
     placement: Mutex<BTreeMap<(String, String), PlacementMap>>,
+    diverged: mpsc::UnboundedSender<BranchKey>,
+    diverged_rx: Mutex<Option<mpsc::UnboundedReceiver<BranchKey>>>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -89,6 +95,7 @@ impl Workers {
         metrics: GitMetrics,
         kinds: KindMap,
     ) -> Self {
+        let (diverged, diverged_rx) = mpsc::unbounded_channel();
         Self {
             data_dir,
             clock,
@@ -97,7 +104,19 @@ impl Workers {
             running: Mutex::new(BTreeMap::new()),
             encryption: Mutex::new(BTreeMap::new()),
             placement: Mutex::new(BTreeMap::new()),
+            diverged,
+            diverged_rx: Mutex::new(Some(diverged_rx)),
         }
+    }
+
+    /// The branches that lost backflow's commits (a force-push, a deleted branch), as their
+    /// workers report them: every target on such a branch must be resynced. Handed out once,
+    /// to the controller.
+    pub fn take_divergences(&self) -> Option<mpsc::UnboundedReceiver<BranchKey>> {
+        self.diverged_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The per-folder encryptors of (url, branch)'s planner, shared with it: the controller
@@ -168,7 +187,13 @@ impl Workers {
             metrics,
         )
         .map_err(|e| format!("cannot open the local cache of {}: {e}", provider.spec.url))?;
-        let handle = backflow_git::spawn(worker, self.clock.clone(), Duration::from_secs(30));
+        let (handle, notices) =
+            backflow_git::spawn_with_notices(worker, self.clock.clone(), Duration::from_secs(30));
+        tokio::spawn(forward_divergences(
+            notices,
+            key.clone(),
+            self.diverged.clone(),
+        ));
         tracing::info!(url = %provider.spec.url, branch, "branch worker started");
         running.insert(key, handle.clone());
         Ok(handle)
@@ -198,6 +223,25 @@ impl Workers {
                     tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished")
                 }
             }
+        }
+    }
+}
+
+/// Passes a worker's divergences on to the controller.
+async fn forward_divergences(
+    mut notices: broadcast::Receiver<BranchNotice>,
+    branch: BranchKey,
+    to: mpsc::UnboundedSender<BranchKey>,
+) {
+    loop {
+        match notices.recv().await {
+            Ok(BranchNotice::Diverged(_)) => {
+                if to.send(branch.clone()).is_err() {
+                    return;
+                }
+            }
+            Ok(BranchNotice::Foreign(_)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }

@@ -431,6 +431,44 @@ fn foreign_commit_survives_a_mirror_push() {
     );
 }
 
+#[test]
+fn a_force_push_that_drops_mirror_commits_is_repaired_by_a_resync() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "acknowledged", &[("count", "1")]));
+    w.wait_present("live/default/configmaps/acknowledged.yaml");
+    w.wait_settled();
+
+    // Somebody rewrites the branch: a new root commit holding only their notes, force-pushed
+    // over every mirror commit.
+    let clone = clone_origin(&w);
+    w.git_in(Some(&clone), &["checkout", "-q", "--orphan", "rewritten"]);
+    w.git_in(Some(&clone), &["rm", "-rq", "--cached", "."]);
+    std::fs::remove_dir_all(clone.join("live")).expect("clear the work tree");
+    std::fs::write(clone.join("NOTES.md"), "rewritten by hand\n").expect("write notes");
+    w.git_in(Some(&clone), &["add", "NOTES.md"]);
+    w.git_in(Some(&clone), &["commit", "-q", "-m", "Start over"]);
+    w.git_in(
+        Some(&clone),
+        &["push", "-q", "--force", "origin", "HEAD:main"],
+    );
+    let rewrite = w
+        .git_in(Some(&clone), &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    assert_eq!(w.show("live/default/configmaps/acknowledged.yaml"), None);
+
+    // The next live edit meets the rewritten branch: the worker sees that its last push is
+    // gone, and every target on the branch is resynced, not just the new edit.
+    w.apply(&configmap("default", "later", &[("count", "2")]));
+    w.wait_present("live/default/configmaps/later.yaml");
+    let restored = w.wait_present("live/default/configmaps/acknowledged.yaml");
+    assert!(restored.contains("count: \"1\""), "{restored}");
+    assert_eq!(w.show("NOTES.md").as_deref(), Some("rewritten by hand\n"));
+    let tip = w.tip().expect("main");
+    // Never forced back: the rewrite is an ancestor of the repaired tip.
+    w.git(&["merge-base", "--is-ancestor", &rewrite, &tip]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Prune modes
 // ---------------------------------------------------------------------------------------------
