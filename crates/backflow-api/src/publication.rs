@@ -16,15 +16,28 @@ pub enum Publication {
     NotMirrored,
     /// Not on the remote yet (timeout, or the remote is unreachable); it will be pushed.
     Pending,
+    /// Stored, but the mirror refuses to place it in Git (an anchor, a foreign file, a
+    /// duplicate identity): it will not be pushed until what is in the way changes. The reason
+    /// is for the client (a `Warning` header).
+    Refused(String),
 }
 
 impl Publication {
-    /// The `X-Backflow-Commit` header value: a SHA, `not-mirrored` or `pending`.
+    /// The `X-Backflow-Commit` header value: a SHA, `not-mirrored`, `pending` or `refused`.
     pub fn header_value(&self) -> &str {
         match self {
             Self::Pushed(sha) => sha,
             Self::NotMirrored => "not-mirrored",
             Self::Pending => "pending",
+            Self::Refused(_) => "refused",
+        }
+    }
+
+    /// What the client should be warned of, if anything.
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            Self::Refused(reason) => Some(format!("stored, but not written to Git: {reason}")),
+            _ => None,
         }
     }
 }

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::board::{Board, StreamState};
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::StreamSpec;
-use crate::tracker::{PublicationRx, Tracker};
+use crate::tracker::{Outcome, PublicationRx, Tracker};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -111,11 +111,11 @@ impl StreamContext {
                     let at = humantime::format_rfc3339_seconds(clock.now()).to_string();
                     board.pushed(&target, sha.clone(), at.clone());
                     board.branch_settled(&branch, Some((sha.clone(), at)));
-                    Ok(sha)
+                    Outcome::Pushed(sha)
                 }
-                Ok(None) => {
-                    Err("the branch does not exist yet and the write changed nothing".to_string())
-                }
+                Ok(None) => Outcome::NotPushed(
+                    "the branch does not exist yet and the write changed nothing".to_string(),
+                ),
                 Err(WriteError::Refused(e)) => {
                     metrics
                         .refusals
@@ -123,11 +123,11 @@ impl StreamContext {
                         .inc();
                     tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
                     board.refused(&target, e.to_string());
-                    Err(format!("refused: {e}"))
+                    Outcome::Refused(e.to_string())
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Outcome::NotPushed(e.to_string()),
             };
-            if outcome.is_err() {
+            if !matches!(outcome, Outcome::Pushed(_)) {
                 board.branch_settled(&branch, None);
             }
             metrics.in_flight.dec();

@@ -10,8 +10,17 @@ use backflow_api::publication::{Publication, PublicationWaiter};
 use backflow_api::{GroupResource, ObjectKey};
 use tokio::sync::{Notify, watch};
 
-/// How a write ended up: pushed in a commit, or refused/failed with a reason.
-pub type Outcome = Result<String, String>;
+/// How a write ended up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// In the commit with this SHA, on the remote.
+    Pushed(String),
+    /// The mirror refuses to place it; the reason says why.
+    Refused(String),
+    /// Not pushed, for this reason (the worker stopped, or it changed nothing on a branch that
+    /// does not exist); a later write of the object may still be.
+    NotPushed(String),
+}
 
 /// A publication in progress: resolves to the commit once pushed.
 pub type PublicationRx = watch::Receiver<Option<Outcome>>;
@@ -28,7 +37,10 @@ struct KeyState {
 #[derive(Debug, Default)]
 pub struct Tracker {
     keys: Mutex<BTreeMap<ObjectKey, KeyState>>,
-    coverage: Mutex<Vec<(GroupResource, Option<String>)>>,
+    /// Which types and namespaces streams watch; `None` until the mirror has read its
+    /// configuration once, so a write made right after start waits instead of being answered
+    /// `not-mirrored`.
+    coverage: Mutex<Option<Vec<(GroupResource, Option<String>)>>>,
     changed: Notify,
 }
 
@@ -64,7 +76,7 @@ impl Tracker {
                 key,
                 KeyState {
                     seen: resource_version,
-                    publication: resolved(Err("not published".into())),
+                    publication: resolved(Outcome::NotPushed("not published".into())),
                 },
             );
         }
@@ -74,15 +86,18 @@ impl Tracker {
 
     /// Which types and namespaces streams currently watch (`None` = every namespace).
     pub fn set_coverage(&self, coverage: Vec<(GroupResource, Option<String>)>) {
-        *self.coverage.lock().unwrap_or_else(|e| e.into_inner()) = coverage;
+        *self.coverage.lock().unwrap_or_else(|e| e.into_inner()) = Some(coverage);
         self.changed.notify_waiters();
     }
 
-    fn covers(&self, key: &ObjectKey) -> bool {
+    /// Whether a stream watches `key`; `None` while that is not known yet.
+    fn covers(&self, key: &ObjectKey) -> Option<bool> {
         let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
-        coverage
-            .iter()
-            .any(|(gr, ns)| *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace))
+        coverage.as_ref().map(|coverage| {
+            coverage.iter().any(|(gr, ns)| {
+                *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace)
+            })
+        })
     }
 
     async fn wait_seen(&self, key: &ObjectKey, resource_version: u64) -> Option<PublicationRx> {
@@ -90,7 +105,7 @@ impl Tracker {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if !self.covers(key) {
+            if self.covers(key) == Some(false) {
                 return None;
             }
             {
@@ -119,8 +134,9 @@ impl Tracker {
             loop {
                 if let Some(outcome) = rx.borrow_and_update().clone() {
                     return match outcome {
-                        Ok(sha) => Publication::Pushed(sha),
-                        Err(_) => Publication::Pending,
+                        Outcome::Pushed(sha) => Publication::Pushed(sha),
+                        Outcome::Refused(reason) => Publication::Refused(reason),
+                        Outcome::NotPushed(_) => Publication::Pending,
                     };
                 }
                 if rx.changed().await.is_err() {

@@ -11,7 +11,8 @@ pub use backflow_api::publication::{Publication, PublicationWaiter};
 
 /// The request header that asks to wait: `pushed` or `pushed;timeout=10s`.
 pub const WAIT_HEADER: &str = "x-backflow-wait";
-/// The response header that reports the commit: a SHA, `pending` or `not-mirrored`.
+/// The response header that reports the commit: a SHA, `pending`, `not-mirrored` or `refused`
+/// (then with a `Warning` header naming the reason).
 pub const COMMIT_HEADER: &str = "x-backflow-commit";
 /// How long a write waits when the header names no timeout.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);

@@ -318,6 +318,9 @@ fn hand_written_bundle_is_edited_in_place() {
     w.apply(&configmap("default", "beta", &[("shape", "round")]));
     let alpha = w.wait_present("live/default/configmaps/alpha.yaml");
     let beta = w.wait_present("live/default/configmaps/beta.yaml");
+    // Clone only once every initial snapshot is pushed, so the person's push below does not
+    // race a resync commit.
+    w.wait_settled();
 
     // A person moves both objects into one commented file.
     let clone = clone_origin(&w);
@@ -815,6 +818,63 @@ fn wait_for_pushed_answers_with_the_commit() {
     );
     assert_eq!(a.status, 201, "{a:?}");
     assert_eq!(a.header("x-backflow-commit"), Some("not-mirrored"), "{a:?}");
+}
+
+#[test]
+fn a_waiting_write_made_right_after_start_waits_for_the_mirror() {
+    let w = World::start(&["--commit-window", "0s"]);
+    // No wait for the mirror's streams: they may not be up yet.
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"early"},"data":{"at":"start"}}"#;
+    let a = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed;timeout=60s"),
+        ],
+        body,
+    );
+    assert_eq!(a.status, 201, "{a:?}");
+    let sha = commit_of(&a);
+    assert_eq!(sha.len(), 40, "a commit SHA, not {sha:?}");
+    assert!(
+        w.show_at(&sha, "live/default/configmaps/early.yaml")
+            .is_some()
+    );
+}
+
+#[test]
+fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "anchored", &[("color", "blue")]));
+    w.wait_present("live/default/configmaps/anchored.yaml");
+    w.wait_settled();
+    // A person rewrites the file with a YAML anchor, which backflow never edits.
+    let clone = clone_origin(&w);
+    std::fs::write(
+        clone.join("live/default/configmaps/anchored.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: anchored\n  namespace: default\n  labels: &shared\n    app: shop\n  annotations: *shared\ndata:\n  color: blue\n",
+    )
+    .expect("write");
+    commit_all_and_push(&w, &clone, "Share labels through an anchor");
+    let a = http(
+        w.addr(),
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/anchored",
+        &[
+            ("Content-Type", "application/merge-patch+json"),
+            ("X-Backflow-Wait", "pushed;timeout=60s"),
+        ],
+        r#"{"data":{"color":"red"}}"#,
+    );
+    assert_eq!(a.status, 200, "the write is stored: {a:?}");
+    assert_eq!(a.header("x-backflow-commit"), Some("refused"), "{a:?}");
+    let warning = a.header("warning").unwrap_or_default();
+    assert!(
+        warning.starts_with("299 - ") && warning.contains("anchor"),
+        "the Warning header names the reason: {a:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -231,6 +231,9 @@ pub async fn serve(
         if let Ok(v) = http::HeaderValue::from_str(outcome.header_value()) {
             resp.headers_mut().insert(COMMIT_HEADER, v);
         }
+        if let Some(warning) = outcome.warning() {
+            resp = with_warnings(resp, &[warning]);
+        }
     }
     resp
 }
