@@ -45,6 +45,41 @@ fn configmap(name: &str, value: &str) -> ConfigMap {
     .expect("configmap")
 }
 
+/// Waits until the branch `main` of `origin` holds every acknowledged ConfigMap with its value.
+fn git_converges(origin: &Path, acknowledged: &BTreeMap<String, (u64, String)>) {
+    let read = |name: &str| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(origin)
+            .args(["show", &format!("main:live/default/configmaps/{name}.yaml")])
+            .output()
+            .expect("git runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let value_in = |file: &str| {
+        file.lines()
+            .find_map(|l| l.trim().strip_prefix("value: "))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    common::wait_for(
+        "Git converging to the store after SIGKILL",
+        || {
+            acknowledged
+                .iter()
+                .filter(|(name, (_, value))| value_in(&read(name)).as_ref() != Some(value))
+                .map(|(name, _)| format!("{name} is missing or stale in Git"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+        || {
+            acknowledged
+                .iter()
+                .all(|(name, (_, value))| value_in(&read(name)).as_ref() == Some(value))
+                .then_some(())
+        },
+    );
+}
+
 fn rv_of(o: &ConfigMap) -> u64 {
     o.resource_version()
         .expect("resourceVersion")
@@ -118,6 +153,10 @@ async fn acknowledged_writes_survive_sigkill() {
     server.kill();
 
     let server = Server::start(&data);
+    // Writes still in the commit window when the process died reach Git after the restart: the
+    // mirror's start-up resync makes Git converge to the store.
+    let origin = data.join("origin.git");
+    tokio::task::block_in_place(|| git_converges(&origin, &acknowledged));
     let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     for (name, (rv, value)) in &acknowledged {
