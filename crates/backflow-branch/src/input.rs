@@ -13,7 +13,9 @@ pub enum Input {
     /// Record an intent in the open commit window; it takes the next [`IntentSeq`]
     /// ([`crate::BranchCore::last_seq`] after the step).
     Submit(Intent),
-    /// Decide a resync of `target` as one write of its own, after closing the open window.
+    /// A resync of `target`: decided after every intent submitted before it, into a write of
+    /// its own, gathered with the target's other resyncs of the same commit window (silence
+    /// and maximum age; at once with a zero window).
     Resync {
         /// The GitTarget resynced.
         target: String,

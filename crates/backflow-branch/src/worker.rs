@@ -203,6 +203,11 @@ pub struct BranchCore {
     cfg: CoreConfig,
     phase: Phase,
     window: CommitWindow,
+    /// Resyncs of each target gathered like a commit window (same silence and maximum age),
+    /// so the snapshots of one target's streams, read at start within moments of each other,
+    /// become one commit. Always decided before the ordinary window, which only holds intents
+    /// submitted after them.
+    resyncs: BTreeMap<String, CommitWindow>,
     pending: Vec<PendingWrite>,
     chain: Chain,
     remote_tip: Tip,
@@ -231,6 +236,7 @@ impl BranchCore {
             window: CommitWindow::new(cfg.window, cfg.max_window_age),
             backoff: Backoff::new(cfg.backoff),
             phase: Phase::Idle,
+            resyncs: BTreeMap::new(),
             pending: Vec::new(),
             chain: Chain {
                 base: Tip::Unknown,
@@ -305,7 +311,7 @@ impl BranchCore {
 
     /// Whether anything is unpublished (in the window or pending).
     pub fn has_unpublished(&self) -> bool {
-        !self.window.is_empty() || !self.pending.is_empty()
+        !self.window.is_empty() || !self.resyncs.is_empty() || !self.pending.is_empty()
     }
 
     /// What the worker did so far.
@@ -328,7 +334,7 @@ impl BranchCore {
         );
         match input {
             Input::Submit(intent) => self.submit(intent, now),
-            Input::Resync { target, intents } => self.resync(target, intents),
+            Input::Resync { target, intents } => self.resync(target, intents, now),
             Input::Flush => {
                 self.decide(WriteKind::Window);
                 self.take_flush_mark();
@@ -363,24 +369,55 @@ impl BranchCore {
         }
     }
 
-    fn resync(&mut self, target: String, intents: Vec<Intent>) {
-        self.decide(WriteKind::Window);
-        let mut map: BTreeMap<Slot, (IntentSeq, Intent)> = BTreeMap::new();
-        for intent in intents {
-            let seq = self.next_seq();
-            map.insert(intent.slot(), (seq, intent));
+    fn resync(&mut self, target: String, intents: Vec<Intent>, now: Moment) {
+        if !self.window.is_empty() {
+            // Intents submitted before this resync are decided before it.
+            self.decide(WriteKind::Window);
         }
-        if !map.is_empty() {
-            self.pending.push(PendingWrite::new(
-                map,
-                WriteKind::Resync { target },
-                self.last_seq,
-            ));
-            self.decided_through = self.last_seq;
-        } else if self.decided_through <= self.published_through {
-            // Nothing to write and nothing pending whose publication would cover the number the
-            // caller reads: without a flush mark no `Published` event would ever report it.
-            self.take_flush_mark();
+        if intents.is_empty() {
+            if self.resyncs.is_empty() && self.decided_through <= self.published_through {
+                // Nothing to write and nothing pending whose publication would cover the number
+                // the caller reads: without a flush mark no `Published` event would report it.
+                self.take_flush_mark();
+            }
+            return;
+        }
+        let window = self
+            .resyncs
+            .entry(target.clone())
+            .or_insert_with(|| CommitWindow::new(self.cfg.window, self.cfg.max_window_age));
+        for intent in intents {
+            self.last_seq = IntentSeq(self.last_seq.0 + 1);
+            window.put(self.last_seq, intent, now);
+        }
+        if self.cfg.window.is_zero() {
+            self.decide_resyncs(|_| true);
+        }
+    }
+
+    /// Decides the resync windows `which` selects, each into a write of its own.
+    fn decide_resyncs(&mut self, which: impl Fn(&CommitWindow) -> bool) {
+        let due: Vec<String> = self
+            .resyncs
+            .iter()
+            .filter(|(_, w)| which(w))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for target in due {
+            if let Some(mut window) = self.resyncs.remove(&target) {
+                let intents = window.close();
+                self.push_write(intents, WriteKind::Resync { target });
+            }
+        }
+    }
+
+    /// The seq a resync's caller waits for: the last intent it recorded, or, when it recorded
+    /// none, the last one decided so far.
+    pub fn resync_receipt(&self) -> IntentSeq {
+        if self.resyncs.is_empty() {
+            self.decided_through
+        } else {
+            self.last_seq
         }
     }
 
@@ -394,8 +431,15 @@ impl BranchCore {
         self.flush_waiting = true;
     }
 
+    /// Closes every window: the resyncs first (their intents are older), then the ordinary
+    /// one as a write of `kind`.
     fn decide(&mut self, kind: WriteKind) {
+        self.decide_resyncs(|_| true);
         let intents = self.window.close();
+        self.push_write(intents, kind);
+    }
+
+    fn push_write(&mut self, intents: BTreeMap<Slot, (IntentSeq, Intent)>, kind: WriteKind) {
         if intents.is_empty() {
             return;
         }
@@ -410,6 +454,7 @@ impl BranchCore {
 
     /// Starts whatever is due when nothing is in flight.
     fn advance(&mut self, now: Moment, out: &mut Vec<Effect>) {
+        self.decide_resyncs(|w| w.is_due(now));
         if self.window.is_due(now) {
             self.decide(WriteKind::Window);
         }
@@ -455,7 +500,8 @@ impl BranchCore {
             Phase::BackingOff { until } | Phase::Recovering { until } => until,
             _ => self.refresh_at,
         };
-        if let Some(deadline) = self.window.deadline() {
+        let windows = std::iter::once(&self.window).chain(self.resyncs.values());
+        for deadline in windows.filter_map(CommitWindow::deadline) {
             wake = wake.min(deadline);
         }
         match self.phase {
@@ -537,7 +583,7 @@ impl BranchCore {
         let built = self.chain.built.min(self.pending.len());
         self.pending.drain(..built);
         let mut through = self.chain.through;
-        if self.pending.is_empty() && self.window.is_empty() {
+        if self.pending.is_empty() && self.window.is_empty() && self.resyncs.is_empty() {
             through = through.max(self.decided_through);
         }
         self.published_through = self.published_through.max(through);

@@ -294,14 +294,16 @@ impl BranchWorker {
         self.core.last_seq()
     }
 
-    /// Decides a resync of `target` as one write of its own (after closing the open window).
-    /// Returns the last sequence number it covers.
+    /// Records a resync of `target`: its own write, decided after every intent submitted before
+    /// it, and gathered with the target's other resyncs of the same commit window (a start's
+    /// snapshots of every type become one commit). Returns the sequence number that, once
+    /// published, covers it.
     pub fn submit_resync(&mut self, target: impl Into<String>, intents: Vec<Intent>) -> IntentSeq {
         self.record(Input::Resync {
             target: target.into(),
             intents,
         });
-        self.core.decided_through()
+        self.core.resync_receipt()
     }
 
     /// Closes the window with the caller's commit message (a CommitRequest) and takes a flush

@@ -365,11 +365,15 @@ impl Controller {
             })
             .map(|(s, _)| s.clone())
             .collect();
+        // One INFO line per target whose streams changed; each stream at DEBUG.
+        let mut stopped: BTreeMap<TargetRef, usize> = BTreeMap::new();
+        let mut started: BTreeMap<TargetRef, (usize, String)> = BTreeMap::new();
         for s in stale {
             if let Some(r) = self.running.remove(&s) {
                 r.task.abort();
                 self.board.remove_stream(&s);
-                tracing::info!(stream = ?s, "watch stream stopped");
+                tracing::debug!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "watch stream stopped");
+                *stopped.entry(s.target.clone()).or_default() += 1;
             }
         }
         for (s, (path, prune, url, branch)) in wanted {
@@ -394,7 +398,11 @@ impl Controller {
             self.board.set_stream(&s, StreamState::Replaying);
             let (barriers, barrier_rx) = mpsc::channel(8);
             let task = tokio::spawn(stream::run(ctx, barrier_rx));
-            tracing::info!(stream = ?s, "watch stream started");
+            tracing::debug!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "watch stream started");
+            let entry = started
+                .entry(s.target.clone())
+                .or_insert_with(|| (0, format!("{url} {branch}:{path}")));
+            entry.0 += 1;
             self.running.insert(
                 s,
                 Running {
@@ -406,6 +414,12 @@ impl Controller {
                     task,
                 },
             );
+        }
+        for (target, count) in stopped {
+            tracing::info!(target = %format!("{}/{}", target.0, target.1), streams = count, "watch streams stopped");
+        }
+        for (target, (count, folder)) in started {
+            tracing::info!(target = %format!("{}/{}", target.0, target.1), streams = count, %folder, "watch streams started");
         }
         self.metrics.streams.set(self.running.len() as i64);
         self.tracker.set_coverage(
@@ -1184,6 +1198,11 @@ impl Controller {
 }
 
 /// Sends a tick on every change to objects of kind `K`.
+/// A stream's GitTarget as `namespace/name`, for logs.
+fn stream_target(s: &StreamSpec) -> String {
+    format!("{}/{}", s.target.0, s.target.1)
+}
+
 /// The next branch that lost backflow's commits; never, once the channel is gone.
 async fn next_divergence(
     divergences: &mut Option<mpsc::UnboundedReceiver<BranchKey>>,

@@ -322,7 +322,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &
             })
             .inc();
     }
-    tracing::info!(stream = ?ctx.spec, objects = count, "initial snapshot read; publishing it as a resync");
+    tracing::debug!(target = %ctx.target_label(), resource = %ctx.spec.served.plural, namespace = ?ctx.spec.namespace, objects = count, "initial snapshot read; publishing it as a resync");
     let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
     // Counted once in flight, so a counted resync that is no longer in flight is published.
     ctx.metrics

@@ -12,6 +12,7 @@ use crate::model::*;
 #[derive(Debug, Clone)]
 enum Op {
     Submit(u8, u8),
+    Resync(u8, u8),
     Tick,
     Wait(u16),
     Flush,
@@ -26,6 +27,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..6, 0u8..50).prop_map(|(n, v)| Op::Submit(n, v)),
+        1 => (0u8..6, 0u8..50).prop_map(|(n, v)| Op::Resync(n, v)),
         3 => Just(Op::Tick),
         2 => (1u16..3000).prop_map(Op::Wait),
         1 => Just(Op::Flush),
@@ -59,6 +61,15 @@ proptest! {
                     let name = format!("o{n}");
                     last.insert(name.clone(), v.to_string());
                     s.submit(put(&name, &v.to_string()));
+                }
+                Op::Resync(n, v) => {
+                    // A fresh snapshot of the object: newer than anything submitted before.
+                    let name = format!("o{n}");
+                    last.insert(name.clone(), v.to_string());
+                    s.step(Input::Resync {
+                        target: "apps".into(),
+                        intents: vec![put(&name, &v.to_string())],
+                    });
                 }
                 Op::Tick => s.tick(),
                 Op::Wait(ms) => {

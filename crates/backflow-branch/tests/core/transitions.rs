@@ -583,3 +583,60 @@ fn a_resync_that_changes_nothing_is_reported_published() {
     s.tick();
     assert!(published(&s.take_events()).contains(&through));
 }
+
+#[test]
+fn the_resyncs_of_one_target_within_a_window_are_one_commit() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.tick();
+    for (name, value) in [("a", "1"), ("b", "1"), ("c", "1")] {
+        s.step(Input::Resync {
+            target: "apps".into(),
+            intents: vec![put(name, value)],
+        });
+        s.advance(Duration::from_millis(300));
+        s.tick();
+    }
+    assert!(s.remote.tip.is_none(), "the window is still open");
+    s.tick_at_wake();
+    assert_eq!(
+        s.remote.history().len(),
+        1,
+        "one commit for the three snapshots"
+    );
+    assert_eq!(s.remote.tip_files().len(), 3);
+    assert!(published(&s.take_events()).contains(&IntentSeq(3)));
+}
+
+#[test]
+fn a_live_edit_after_a_resync_is_never_overwritten_by_it() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.tick();
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "snapshot")],
+    });
+    s.submit(put("a", "edited"));
+    // Another stream's snapshot arrives while the edit waits in the window.
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("b", "snapshot")],
+    });
+    s.settle();
+    let files = s.remote.tip_files();
+    assert_eq!(files.get(&file("a")).map(String::as_str), Some("edited"));
+    assert_eq!(files.get(&file("b")).map(String::as_str), Some("snapshot"));
+}
+
+#[test]
+fn a_zero_window_publishes_each_resync_at_once() {
+    let mut s = Shell::new(zero_window());
+    s.tick();
+    for name in ["a", "b"] {
+        s.step(Input::Resync {
+            target: "apps".into(),
+            intents: vec![put(name, "1")],
+        });
+        s.tick();
+    }
+    assert_eq!(s.remote.history().len(), 2);
+}
