@@ -14,8 +14,8 @@ pub enum Input {
     /// ([`crate::BranchCore::last_seq`] after the step).
     Submit(Intent),
     /// A resync of `target`: decided after every intent submitted before it, into a write of
-    /// its own, gathered with the target's other resyncs of the same commit window (silence
-    /// and maximum age; at once with a zero window).
+    /// its own, gathered with the target's other resyncs arriving within the commit window's
+    /// silence (at most [`crate::CoreConfig::resync_window`]; at once with a zero window).
     Resync {
         /// The GitTarget resynced.
         target: String,

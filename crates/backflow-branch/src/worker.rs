@@ -62,11 +62,14 @@ pub struct CoreConfig {
     /// How long publication waits for the owner's resync after a divergence before it goes on
     /// with what it has.
     pub recovery_timeout: Duration,
+    /// The longest silence that gathers one target's resyncs into one commit (the commit
+    /// window, when shorter). A long commit window does not hold back an initial snapshot.
+    pub resync_window: Duration,
 }
 
 impl Default for CoreConfig {
     /// 1 s window, 10 s maximum age, no cooldown, refresh every 10 min, 5 attempts, backoff
-    /// 0.5 s doubling to 60 s, 60 s to recover.
+    /// 0.5 s doubling to 60 s, 60 s to recover, resyncs gathered for at most 1 s of silence.
     fn default() -> Self {
         Self {
             window: Duration::from_secs(1),
@@ -76,6 +79,7 @@ impl Default for CoreConfig {
             max_attempts: 5,
             backoff: BackoffPolicy::default(),
             recovery_timeout: Duration::from_secs(60),
+            resync_window: Duration::from_secs(1),
         }
     }
 }
@@ -203,9 +207,9 @@ pub struct BranchCore {
     cfg: CoreConfig,
     phase: Phase,
     window: CommitWindow,
-    /// Resyncs of each target gathered like a commit window (same silence and maximum age),
-    /// so the snapshots of one target's streams, read at start within moments of each other,
-    /// become one commit. Always decided before the ordinary window, which only holds intents
+    /// Resyncs of each target gathered like a commit window (the commit window's silence, at
+    /// most `resync_window`), so the snapshots of one target's streams, read at start within
+    /// moments of each other, become one commit. Always decided before the ordinary window, which only holds intents
     /// submitted after them.
     resyncs: BTreeMap<String, CommitWindow>,
     pending: Vec<PendingWrite>,
@@ -382,10 +386,12 @@ impl BranchCore {
             }
             return;
         }
+        let silence = self.cfg.window.min(self.cfg.resync_window);
+        let max_age = self.cfg.max_window_age.min(self.cfg.resync_window * 10);
         let window = self
             .resyncs
             .entry(target.clone())
-            .or_insert_with(|| CommitWindow::new(self.cfg.window, self.cfg.max_window_age));
+            .or_insert_with(|| CommitWindow::new(silence, max_age));
         for intent in intents {
             self.last_seq = IntentSeq(self.last_seq.0 + 1);
             window.put(self.last_seq, intent, now);

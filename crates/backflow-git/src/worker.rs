@@ -55,6 +55,8 @@ pub struct WorkerConfig {
     /// How long publication waits for the owner's resync after the branch lost backflow's
     /// commits ([`WorkerEvent::Diverged`]).
     pub recovery_timeout: Duration,
+    /// The longest silence that gathers one target's resyncs into one commit.
+    pub resync_window: Duration,
     /// Committer of every commit.
     pub committer: Identity,
     /// Author of every commit; the committer when `None`.
@@ -78,6 +80,7 @@ impl WorkerConfig {
             max_attempts: core.max_attempts,
             backoff: core.backoff,
             recovery_timeout: core.recovery_timeout,
+            resync_window: core.resync_window,
             committer: Identity::default(),
             author: None,
             messages: MessageTemplates::default(),
@@ -95,6 +98,7 @@ impl WorkerConfig {
             max_attempts: self.max_attempts,
             backoff: self.backoff,
             recovery_timeout: self.recovery_timeout,
+            resync_window: self.resync_window,
         }
     }
 }

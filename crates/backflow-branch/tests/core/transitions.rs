@@ -640,3 +640,26 @@ fn a_zero_window_publishes_each_resync_at_once() {
     }
     assert_eq!(s.remote.history().len(), 2);
 }
+
+#[test]
+fn a_long_commit_window_does_not_hold_back_a_resync() {
+    let mut s = Shell::new(CoreConfig {
+        window: Duration::from_secs(600),
+        max_window_age: Duration::from_secs(3600),
+        ..CoreConfig::default()
+    });
+    s.tick();
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "1")],
+    });
+    s.submit(put("b", "1"));
+    s.advance(Duration::from_secs(1));
+    s.tick();
+    assert_eq!(
+        s.remote.tip_files().len(),
+        1,
+        "the snapshot is out after a second"
+    );
+    assert_eq!(s.core.window_len(), 1, "the live edit waits for its window");
+}
