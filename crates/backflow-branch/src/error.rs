@@ -82,3 +82,15 @@ pub enum CycleFailure {
         attempts: u32,
     },
 }
+
+/// Why a planner produced no updates for an intent: the intent cannot be placed, or the tree
+/// could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TreeError {
+    /// The store behind the tree view failed (a local fault; the write is retried).
+    #[error(transparent)]
+    Read(#[from] IoFailure),
+    /// The planner refused the intent.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}

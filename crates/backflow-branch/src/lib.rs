@@ -14,6 +14,9 @@
 //! - [`worker`]: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
 //! - [`input`] and [`effect`]: the core's vocabulary with its shell and its owner.
+//! - [`tree`] and [`planner`]: the planner seam — how intents become path updates against a
+//!   read-only view of a tree — which the shell runs for [`Effect::Build`]; the YAML planner
+//!   (`backflow-manifest`) implements it without linking a Git library.
 //! - [`commit`], [`moment`], [`error`]: commit ids, monotonic time, the errors that cross the
 //!   edge.
 
@@ -26,17 +29,21 @@ pub mod error;
 pub mod input;
 pub mod intent;
 pub mod moment;
+pub mod planner;
+pub mod tree;
 pub mod window;
 pub mod worker;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use commit::{CommitId, ParseCommitIdError, Tip};
 pub use effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
-pub use error::{CycleFailure, IoFailure, PlanError};
+pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
 pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
 pub use intent::{
     FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, Slot, SweepScope, WriteKind,
 };
 pub use moment::Moment;
+pub use planner::{FilePerObjectPlanner, Planner};
+pub use tree::{LayeredView, PathUpdate, TreeView};
 pub use window::CommitWindow;
 pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

@@ -1,4 +1,4 @@
-//! Errors of the local repository cache and of planning.
+//! Errors of the local repository cache.
 //!
 //! Remote errors live in [`crate::remote`], next to the transports that produce them.
 
@@ -22,13 +22,10 @@ pub struct RepoError {
     pub source: git2::Error,
 }
 
-/// Reading the base tree on behalf of a planner failed.
-#[derive(Debug, thiserror::Error)]
-pub enum TreeError {
-    /// The object database could not be read.
-    #[error(transparent)]
-    Repo(#[from] RepoError),
-    /// The planner refused the intent.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
+pub use backflow_branch::TreeError;
+
+impl From<RepoError> for backflow_branch::IoFailure {
+    fn from(e: RepoError) -> Self {
+        Self::new(e)
+    }
 }

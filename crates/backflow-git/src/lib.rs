@@ -4,8 +4,8 @@
 //! - [`remote`]: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
-//! - [`planner`], [`tree`]: the planner seam that turns intents ("this object should now read X
-//!   in target T", from `backflow-branch`) into path updates against any base tree.
+//! - [`tree`]: [`Overlay`], the planner's view of a tree in the cache (the planner seam itself,
+//!   [`Planner`] and [`TreeView`], is in `backflow-branch`, free of Git).
 //! - [`message`]: commit message templates.
 //! - [`worker`]: the branch worker's shell. Every decision is made by the pure core
 //!   ([`backflow_branch::BranchCore`]); the shell runs its effects (fetch, build, push, keep
@@ -59,7 +59,6 @@ pub mod driver;
 pub mod error;
 pub mod message;
 pub mod metrics;
-pub mod planner;
 pub mod remote;
 pub mod repo;
 pub mod tree;
@@ -70,6 +69,7 @@ pub use backflow_branch::{
     ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError, SweepScope, Tip,
     WorkerStats, WriteKind,
 };
+pub use backflow_branch::{FilePerObjectPlanner, Planner};
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
     spawn_with_notices,
@@ -77,7 +77,6 @@ pub use driver::{
 pub use error::{RepoError, TreeError};
 pub use git2::Oid;
 pub use message::MessageTemplates;
-pub use planner::{FilePerObjectPlanner, Planner};
 pub use remote::{
     CliRemote, Credentials, ExpectedTip, FileRemote, GitRemote, Libgit2Remote, PushOutcome,
     RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,

@@ -29,10 +29,10 @@ use rand::rngs::StdRng;
 use crate::error::{RepoError, TreeError};
 use crate::message::MessageTemplates;
 use crate::metrics::BranchMetrics;
-use crate::planner::Planner;
 use crate::remote::{ExpectedTip, GitRemote, PushOutcome, RemoteSpec, open_remote};
 use crate::repo::{Identity, LocalRepo, tracking_ref};
 use crate::tree::Overlay;
+use backflow_branch::Planner;
 
 /// How a branch worker behaves. [`WorkerConfig::new`] gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -567,7 +567,7 @@ impl BranchWorker {
             .get(from..from + count)
             .unwrap_or_default();
         for write in writes {
-            let (built, new_tree) = self.build_write(write, tree).map_err(IoFailure::new)?;
+            let (built, new_tree) = self.build_write(write, tree)?;
             let mut built = built;
             if new_tree != tree {
                 let author = self.cfg.author.as_ref().unwrap_or(&self.cfg.committer);
@@ -587,7 +587,7 @@ impl BranchWorker {
     }
 
     /// Plans one write on `tree`: what it drops, what the planner refuses, the tree it makes.
-    fn build_write(&self, write: &PendingWrite, tree: Oid) -> Result<(BuiltWrite, Oid), RepoError> {
+    fn build_write(&self, write: &PendingWrite, tree: Oid) -> Result<(BuiltWrite, Oid), IoFailure> {
         let mut overlay = Overlay::new(&self.repo, tree);
         let mut built = BuiltWrite::default();
         // The planner sees the whole write at once, so per-tree work (indexing the folder) is
@@ -610,7 +610,7 @@ impl BranchWorker {
                     seq: *seq,
                     error,
                 }),
-                Err(TreeError::Repo(e)) => return Err(e),
+                Err(TreeError::Read(e)) => return Err(e),
             }
         }
         let new_tree = overlay.write()?;

@@ -4,7 +4,7 @@
 //! Each is written only when missing: a person may edit them, and backflow never overwrites or
 //! deletes them.
 
-use backflow_git::{PathUpdate, RepoError, TreeView};
+use backflow_branch::{IoFailure, PathUpdate, TreeView};
 
 use crate::layout::join;
 
@@ -39,7 +39,7 @@ pub const GITTARGETIGNORE: &str = "\
 ";
 
 /// The bootstrap files missing from `target` (normalized), as path updates.
-pub fn missing(tree: &dyn TreeView, target: &str) -> Result<Vec<PathUpdate>, RepoError> {
+pub fn missing(tree: &dyn TreeView, target: &str) -> Result<Vec<PathUpdate>, IoFailure> {
     let mut updates = Vec::new();
     for (name, content) in [("README.md", README), (".gittargetignore", GITTARGETIGNORE)] {
         let path = join(target, name);

@@ -157,20 +157,20 @@ pub enum IndexError {
     Refused(#[from] ManifestError),
     /// The tree could not be read.
     #[error(transparent)]
-    Repo(#[from] backflow_git::RepoError),
+    Repo(#[from] backflow_branch::IoFailure),
 }
 
-impl From<IndexError> for backflow_git::TreeError {
+impl From<IndexError> for backflow_branch::TreeError {
     fn from(e: IndexError) -> Self {
         match e {
             IndexError::Refused(refusal) => refusal.into(),
-            IndexError::Repo(repo) => backflow_git::TreeError::Repo(repo),
+            IndexError::Repo(repo) => backflow_branch::TreeError::Read(repo),
         }
     }
 }
 
-impl From<ManifestError> for backflow_git::TreeError {
+impl From<ManifestError> for backflow_branch::TreeError {
     fn from(e: ManifestError) -> Self {
-        backflow_git::TreeError::Plan(backflow_git::PlanError::new(e.to_string()))
+        backflow_branch::TreeError::Plan(backflow_branch::PlanError::new(e.to_string()))
     }
 }

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use backflow_git::TreeView;
-use backflow_git::tree::blob_id;
+use backflow_branch::TreeView;
+use backflow_branch::tree::blob_id;
 
 use crate::document::parse_file;
 use crate::error::{IndexError, ManifestError};
@@ -135,7 +135,7 @@ impl FolderIndex {
             FileClass::Manifests => {}
         }
         let entries: FileEntries = parse_entries(path, bytes).map(Arc::new);
-        cache.insert(path.to_string(), (blob_id(bytes)?, entries.clone()));
+        cache.insert(path.to_string(), (blob_id(bytes), entries.clone()));
         self.insert_entries(path, &entries?)
     }
 
@@ -262,10 +262,10 @@ mod tests {
     struct Mem(BTreeMap<String, Vec<u8>>);
 
     impl TreeView for Mem {
-        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, backflow_git::RepoError> {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, backflow_branch::IoFailure> {
             Ok(self.0.get(path).cloned())
         }
-        fn list(&self, dir: &str) -> Result<Vec<String>, backflow_git::RepoError> {
+        fn list(&self, dir: &str) -> Result<Vec<String>, backflow_branch::IoFailure> {
             Ok(self
                 .0
                 .keys()

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_git::{
+use backflow_branch::{
     Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
 };
 use rand::rngs::StdRng;
@@ -522,7 +522,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use backflow_api::{GroupResource, ManualClock};
-    use backflow_git::RepoError;
+    use backflow_branch::IoFailure;
     use backflow_sops::{Encryptor, decrypt_document, generate_identity, parse_identities};
     use rand::SeedableRng;
     use serde_json::json;
@@ -534,10 +534,10 @@ mod tests {
     struct MemTree(BTreeMap<String, Vec<u8>>);
 
     impl TreeView for MemTree {
-        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, RepoError> {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, IoFailure> {
             Ok(self.0.get(path).cloned())
         }
-        fn list(&self, dir: &str) -> Result<Vec<String>, RepoError> {
+        fn list(&self, dir: &str) -> Result<Vec<String>, IoFailure> {
             let prefix = if dir.is_empty() {
                 String::new()
             } else {
@@ -879,7 +879,7 @@ mod tests {
             let (id, entries) = cache.get(&path).expect("cached");
             assert_eq!(
                 *id,
-                backflow_git::tree::blob_id(tree.text(&path).as_bytes()).expect("id")
+                backflow_branch::tree::blob_id(tree.text(&path).as_bytes())
             );
             assert_eq!(entries.as_ref().expect("parsed").len(), 1);
         }

@@ -3,9 +3,9 @@
 //! The YAML planner (in-place edits, placement by identity) lives with the manifest code; this
 //! crate only defines the seam and a simple planner for tests and benchmarks.
 
-use crate::error::TreeError;
+use crate::error::{PlanError, TreeError};
+use crate::intent::{Intent, ObjectState, SweepScope};
 use crate::tree::{LayeredView, PathUpdate, TreeView};
-use backflow_branch::{Intent, ObjectState, SweepScope};
 
 /// Turns one intent into path updates against `tree`.
 ///
@@ -135,7 +135,7 @@ impl Planner for FilePerObjectPlanner {
             || intent.key.name.starts_with('.')
             || intent.key.name.is_empty()
         {
-            return Err(crate::error::PlanError::new(format!(
+            return Err(PlanError::new(format!(
                 "object name {:?} cannot be a file name",
                 intent.key.name
             ))
@@ -155,13 +155,29 @@ mod tests {
     use backflow_api::{GroupResource, ObjectKey};
 
     use super::*;
-    use crate::repo::LocalRepo;
-    use crate::tree::Overlay;
+    use crate::error::IoFailure;
+
+    /// A tree in memory.
+    struct MemTree(BTreeMap<String, Vec<u8>>);
+
+    impl TreeView for MemTree {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, IoFailure> {
+            Ok(self.0.get(path).cloned())
+        }
+
+        fn list(&self, dir: &str) -> Result<Vec<String>, IoFailure> {
+            let prefix = crate::tree::dir_prefix(dir);
+            Ok(self
+                .0
+                .keys()
+                .filter(|p| p.starts_with(&prefix))
+                .cloned()
+                .collect())
+        }
+    }
 
     #[test]
     fn sweep_removes_only_inside_its_scope() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
         let mut files = BTreeMap::new();
         for path in [
             "apps/web/configmaps/keep.json",
@@ -173,12 +189,9 @@ mod tests {
             "apps/web/apps/configmaps/gone.json",
             "other/web/configmaps/gone.json",
         ] {
-            files.insert(path.to_string(), Some(b"{}".to_vec()));
+            files.insert(path.to_string(), b"{}".to_vec());
         }
-        let base = repo
-            .apply_updates(repo.empty_tree().expect("empty"), &files)
-            .expect("base");
-        let tree = Overlay::new(&repo, base);
+        let tree = MemTree(files);
         let scope = |ns: Option<&str>| SweepScope {
             resource: GroupResource::new("", "configmaps"),
             namespace: ns.map(str::to_string),
