@@ -121,6 +121,59 @@ fn not_found(t: &ResourceType, name: &str) -> ApiError {
 /// Letters Kubernetes uses for `generateName` suffixes (no vowels, no look-alikes).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// What one write is about, shared by its stages.
+struct WriteRequest<'a> {
+    t: &'a ResourceType,
+    /// The namespace (`""` for a cluster-scoped type).
+    namespace: &'a str,
+    part: Part,
+    opts: &'a WriteOptions,
+    /// The request's time, for managedFields and timestamps.
+    now: String,
+}
+
+impl WriteRequest<'_> {
+    fn key(&self, name: &str) -> ObjectKey {
+        Engine::key(self.t, self.namespace, name)
+    }
+}
+
+/// The object a change resolves to, and the managed fields server-side apply computed.
+struct Resolved {
+    object: Value,
+    managed_fields: Option<Vec<Value>>,
+}
+
+/// `old` (at the type's version) with a patch applied.
+fn patched(
+    t: &ResourceType,
+    name: &str,
+    old: &Value,
+    pt: PatchType,
+    body: &Value,
+) -> ApiResult<Value> {
+    let mut target = at_version(old, t);
+    match pt {
+        PatchType::Merge => patch::merge(&mut target, body),
+        PatchType::Strategic => patch::strategic(&mut target, body)?,
+        PatchType::Json => patch::json_patch(&mut target, body).map_err(|e| match e {
+            ApiError::Invalid { causes, .. } => ApiError::Invalid {
+                group: t.group.clone(),
+                kind: t.kind.clone(),
+                name: name.into(),
+                causes,
+            },
+            other => other,
+        })?,
+        PatchType::Apply => {
+            return Err(ApiError::Internal(
+                "apply patches are routed to server-side apply".into(),
+            ));
+        }
+    }
+    Ok(target)
+}
+
 fn generated_suffix() -> String {
     let bytes = uuid::Uuid::new_v4().into_bytes();
     bytes[..5]
@@ -362,7 +415,11 @@ impl Engine {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// One write, as a pipeline of named stages inside the store transaction: resolve the
+    /// change against what is stored, name the object, check its namespace, split off what the
+    /// endpoint does not write (status), prepare the metadata, prune and validate, record
+    /// managed fields, and commit it (or recognise a no-op).
+    #[allow(clippy::too_many_arguments)] // the store closure hands the request over as it came
     fn write_in(
         &self,
         tx: &mut WriteTx<'_>,
@@ -373,44 +430,53 @@ impl Engine {
         change: Change,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
-        let namespace = if t.namespaced() { namespace } else { "" };
-        let now = rfc3339(self.clock.as_ref());
-        let key_for = |n: &str| Self::key(t, namespace, n);
+        let req = WriteRequest {
+            t,
+            namespace: if t.namespaced() { namespace } else { "" },
+            part,
+            opts,
+            now: rfc3339(self.clock.as_ref()),
+        };
         let existing = if name.is_empty() {
             None
         } else {
-            tx.get(&key_for(name))
+            tx.get(&req.key(name))
         };
-        let mut preset_managed_fields: Option<Vec<Value>> = None;
-        let (mut new, precondition) = match (change, &existing) {
+        let old = existing.as_deref();
+        let Resolved {
+            mut object,
+            managed_fields,
+        } = self.resolve(&req, name, change, old)?;
+        let name = Self::name_object(tx, &req, &mut object, old)?;
+        Self::check_namespace(tx, &req, &name, old)?;
+        Self::split_status(&req, &mut object, old, &name)?;
+        self.stamp(tx, t, &mut object, old, req.namespace, &name, &req.now);
+        if is_secret(t) {
+            validation::normalize_secret(&mut object);
+        }
+        object::tidy_metadata(&mut object);
+        let warnings = Self::prune_unknown_fields(&req, &mut object)?;
+        Self::validate_object(&req, &object, old, &name)?;
+        synthesize(t, &mut object, old);
+        let managed = Self::managed_fields(&req, &object, old, managed_fields);
+        set_managed_fields(&mut object, managed);
+        self.commit(tx, &req, object, old, name, warnings)
+    }
+
+    /// Stage 1: the object the change asks for, given what is stored, with its
+    /// resourceVersion precondition checked.
+    fn resolve(
+        &self,
+        req: &WriteRequest<'_>,
+        name: &str,
+        change: Change,
+        existing: Option<&Value>,
+    ) -> ApiResult<Resolved> {
+        let t = req.t;
+        let checked = |body| self.check_body(t, req.namespace, Some(name), body);
+        let (object, precondition) = match (change, existing) {
             (Change::Apply(body, force), _) => {
-                let has_type = body
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .is_some_and(|s| !s.is_empty())
-                    && body
-                        .get("kind")
-                        .and_then(Value::as_str)
-                        .is_some_and(|s| !s.is_empty());
-                if !has_type {
-                    return Err(ApiError::BadRequest(
-                        "an apply configuration must set apiVersion and kind (server-side apply needs the full type)".into(),
-                    ));
-                }
-                let body = self.check_body(t, namespace, Some(name), body)?;
-                let live = existing.as_deref().map(|o| at_version(o, t));
-                let api_version = t.api_version();
-                let req = ApplyRequest {
-                    manager: &opts.field_manager,
-                    force,
-                    api_version: &api_version,
-                    subresource: (part == Part::Status).then_some("status"),
-                    time: &now,
-                };
-                let (merged, mf) =
-                    apply::apply(live.as_ref(), &body, &req, (&t.group, &t.plural), name)?;
-                preset_managed_fields = Some(mf);
-                (merged, None)
+                return self.resolve_apply(req, name, body, force, existing);
             }
             (Change::Create(_), Some(_)) => {
                 return Err(ApiError::AlreadyExists {
@@ -419,62 +485,90 @@ impl Engine {
                     name: name.into(),
                 });
             }
-            (Change::Create(body), _) => (self.check_body(t, namespace, None, body)?, None),
+            (Change::Create(body), None) => (self.check_body(t, req.namespace, None, body)?, None),
             (Change::Replace(body), Some(_)) => {
                 let precondition =
                     Some(object::resource_version(&body).to_string()).filter(|s| !s.is_empty());
-                (
-                    self.check_body(t, namespace, Some(name), body)?,
-                    precondition,
-                )
+                (checked(body)?, precondition)
             }
             (Change::Replace(body), None) => {
-                if part == Part::Status || !object::resource_version(&body).is_empty() {
+                if req.part == Part::Status || !object::resource_version(&body).is_empty() {
                     return Err(not_found(t, name));
                 }
-                (self.check_body(t, namespace, Some(name), body)?, None)
+                (checked(body)?, None)
             }
             (Change::Patch(_, _), None) => return Err(not_found(t, name)),
             (Change::Patch(pt, body), Some(old)) => {
-                let mut target = at_version(old, t);
-                match pt {
-                    PatchType::Merge => patch::merge(&mut target, &body),
-                    PatchType::Strategic => patch::strategic(&mut target, &body)?,
-                    PatchType::Json => {
-                        patch::json_patch(&mut target, &body).map_err(|e| match e {
-                            ApiError::Invalid { causes, .. } => ApiError::Invalid {
-                                group: t.group.clone(),
-                                kind: t.kind.clone(),
-                                name: name.into(),
-                                causes,
-                            },
-                            other => other,
-                        })?
-                    }
-                    PatchType::Apply => {
-                        return Err(ApiError::Internal(
-                            "apply patches are routed to server-side apply".into(),
-                        ));
-                    }
-                }
+                let target = patched(t, name, old, pt, &body)?;
                 let after_rv = object::resource_version(&target).to_string();
                 let precondition = (after_rv != object::resource_version(old)).then_some(after_rv);
-                (
-                    self.check_body(t, namespace, Some(name), target)?,
-                    precondition,
-                )
+                (checked(target)?, precondition)
             }
         };
-        if let (Some(old), Some(rv)) = (&existing, &precondition)
+        if let (Some(old), Some(rv)) = (existing, &precondition)
             && rv != object::resource_version(old)
         {
             return Err(ApiError::stale(&t.group, &t.plural, name));
         }
+        Ok(Resolved {
+            object,
+            managed_fields: None,
+        })
+    }
 
-        // Name: given, or generated from generateName on create.
-        let mut name = object::name(&new).to_string();
+    /// Stage 1 for server-side apply: the merged object and the managed fields it leaves.
+    fn resolve_apply(
+        &self,
+        req: &WriteRequest<'_>,
+        name: &str,
+        body: Value,
+        force: bool,
+        existing: Option<&Value>,
+    ) -> ApiResult<Resolved> {
+        let t = req.t;
+        let names_type = |field: &str| {
+            body.get(field)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        if !(names_type("apiVersion") && names_type("kind")) {
+            return Err(ApiError::BadRequest(
+                "an apply configuration must set apiVersion and kind (server-side apply needs the full type)".into(),
+            ));
+        }
+        let body = self.check_body(t, req.namespace, Some(name), body)?;
+        let live = existing.map(|o| at_version(o, t));
+        let api_version = t.api_version();
+        let apply_req = ApplyRequest {
+            manager: &req.opts.field_manager,
+            force,
+            api_version: &api_version,
+            subresource: (req.part == Part::Status).then_some("status"),
+            time: &req.now,
+        };
+        let (object, managed_fields) = apply::apply(
+            live.as_ref(),
+            &body,
+            &apply_req,
+            (&t.group, &t.plural),
+            name,
+        )?;
+        Ok(Resolved {
+            object,
+            managed_fields: Some(managed_fields),
+        })
+    }
+
+    /// Stage 2: the object's name, given or generated from `generateName` on create.
+    fn name_object(
+        tx: &WriteTx<'_>,
+        req: &WriteRequest<'_>,
+        object: &mut Value,
+        existing: Option<&Value>,
+    ) -> ApiResult<String> {
+        let mut name = object::name(object).to_string();
         if name.is_empty() && existing.is_none() {
-            let prefix = new
+            let prefix = object
                 .pointer("/metadata/generateName")
                 .and_then(Value::as_str)
                 .unwrap_or("")
@@ -482,189 +576,217 @@ impl Engine {
             if !prefix.is_empty() {
                 for _ in 0..8 {
                     let candidate = format!("{prefix}{}", generated_suffix());
-                    if tx.get(&key_for(&candidate)).is_none() {
+                    if tx.get(&req.key(&candidate)).is_none() {
                         name = candidate;
                         break;
                     }
                 }
-                metadata_mut(&mut new).insert("name".into(), json!(name));
+                metadata_mut(object).insert("name".into(), json!(name));
             }
         }
         if name.is_empty() {
             return Err(ApiError::Invalid {
-                group: t.group.clone(),
-                kind: t.kind.clone(),
+                group: req.t.group.clone(),
+                kind: req.t.kind.clone(),
                 name: String::new(),
                 causes: vec![Cause::required("metadata.name")],
             });
         }
-        let key = key_for(&name);
+        Ok(name)
+    }
 
-        if t.namespaced() {
-            match tx.get(&namespace_key(namespace)) {
-                None => {
-                    return Err(ApiError::NotFound {
-                        group: String::new(),
-                        resource: "namespaces".into(),
-                        name: namespace.into(),
-                    });
-                }
-                Some(ns) if existing.is_none() && object::is_deleting(&ns) => {
-                    return Err(ApiError::Forbidden(format!(
-                        "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                        t.plural
-                    )));
-                }
-                Some(_) => {}
+    /// Stage 3: a namespaced object's namespace exists, and takes no new objects while it is
+    /// being terminated.
+    fn check_namespace(
+        tx: &WriteTx<'_>,
+        req: &WriteRequest<'_>,
+        name: &str,
+        existing: Option<&Value>,
+    ) -> ApiResult<()> {
+        if !req.t.namespaced() {
+            return Ok(());
+        }
+        match tx.get(&namespace_key(req.namespace)) {
+            None => Err(ApiError::NotFound {
+                group: String::new(),
+                resource: "namespaces".into(),
+                name: req.namespace.into(),
+            }),
+            Some(ns) if existing.is_none() && object::is_deleting(&ns) => {
+                Err(ApiError::Forbidden(format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
+                    req.t.plural, req.namespace
+                )))
             }
+            Some(_) => Ok(()),
         }
+    }
 
-        // Which parts of the body count depends on the endpoint.
-        if t.status_subresource {
-            match (part, &existing) {
-                (Part::Main, Some(old)) => {
-                    set_or_remove(&mut new, "status", old.get("status").cloned())
+    /// Stage 4: which parts of the body count depends on the endpoint — the main endpoint
+    /// keeps the stored status, the status endpoint keeps everything else.
+    fn split_status(
+        req: &WriteRequest<'_>,
+        object: &mut Value,
+        existing: Option<&Value>,
+        name: &str,
+    ) -> ApiResult<()> {
+        if !req.t.status_subresource {
+            return Ok(());
+        }
+        match (req.part, existing) {
+            (Part::Main, Some(old)) => set_or_remove(object, "status", old.get("status").cloned()),
+            (Part::Main, None) => {
+                if let Some(m) = object.as_object_mut() {
+                    m.remove("status");
                 }
-                (Part::Main, None) => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-                (Part::Status, Some(old)) => {
-                    let status = new.get("status").cloned();
-                    new = at_version(old, t);
-                    set_or_remove(&mut new, "status", status);
-                }
-                (Part::Status, None) => return Err(not_found(t, &name)),
             }
-        }
-
-        self.stamp(tx, t, &mut new, existing.as_deref(), namespace, &name, &now);
-        if is_secret(t) {
-            validation::normalize_secret(&mut new);
-        }
-        object::tidy_metadata(&mut new);
-
-        let mut warnings = Vec::new();
-        if let Some(schema) = &t.schema {
-            let unknown: Vec<String> = schema::prune(schema, &mut new)
-                .iter()
-                .map(|u| format!("unknown field \"{}\"", u.trim_start_matches('.')))
-                .collect();
-            match opts.field_validation {
-                FieldValidation::Strict if !unknown.is_empty() => {
-                    return Err(ApiError::BadRequest(format!(
-                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
-                        unknown.join(", "),
-                        kind = t.kind,
-                        version = t.version,
-                    )));
-                }
-                FieldValidation::Warn => warnings = unknown,
-                _ => {}
+            (Part::Status, Some(old)) => {
+                let status = object.get("status").cloned();
+                *object = at_version(old, req.t);
+                set_or_remove(object, "status", status);
             }
+            (Part::Status, None) => return Err(not_found(req.t, name)),
         }
+        Ok(())
+    }
 
-        let mut causes = validation::validate(t, &new, existing.as_deref());
-        if is_crd(t) {
-            causes.extend(crd::validate(&new));
+    /// Stage 5: fields the kind's schema does not know are dropped, and answered as
+    /// `fieldValidation` asks (warnings, returned; or a 400 under `Strict`).
+    fn prune_unknown_fields(req: &WriteRequest<'_>, object: &mut Value) -> ApiResult<Vec<String>> {
+        let Some(schema) = &req.t.schema else {
+            return Ok(Vec::new());
+        };
+        let unknown: Vec<String> = schema::prune(schema, object)
+            .iter()
+            .map(|u| format!("unknown field \"{}\"", u.trim_start_matches('.')))
+            .collect();
+        match req.opts.field_validation {
+            FieldValidation::Strict if !unknown.is_empty() => Err(ApiError::BadRequest(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                unknown.join(", "),
+                kind = req.t.kind,
+                version = req.t.version,
+            ))),
+            FieldValidation::Warn => Ok(unknown),
+            _ => Ok(Vec::new()),
         }
-        if let Some(old) = &existing
+    }
+
+    /// Stage 6: the object is valid for its kind (and a CRD for what it declares); an object
+    /// being deleted takes no new finalizers.
+    fn validate_object(
+        req: &WriteRequest<'_>,
+        object: &Value,
+        existing: Option<&Value>,
+        name: &str,
+    ) -> ApiResult<()> {
+        let mut causes = validation::validate(req.t, object, existing);
+        if is_crd(req.t) {
+            causes.extend(crd::validate(object));
+        }
+        if let Some(old) = existing
             && object::is_deleting(old)
         {
             let before = object::finalizers(old);
-            for f in object::finalizers(&new) {
+            for f in object::finalizers(object) {
                 if !before.contains(&f) {
                     causes.push(Cause::forbidden("metadata.finalizers", format!("no new finalizers can be added if the object is being deleted, found new finalizers [\"{f}\"]")));
                 }
             }
         }
-        if !causes.is_empty() {
-            return Err(ApiError::Invalid {
-                group: t.group.clone(),
-                kind: t.kind.clone(),
-                name,
-                causes,
-            });
+        if causes.is_empty() {
+            return Ok(());
         }
+        Err(ApiError::Invalid {
+            group: req.t.group.clone(),
+            kind: req.t.kind.clone(),
+            name: name.to_string(),
+            causes,
+        })
+    }
 
-        synthesize(t, &mut new, existing.as_deref());
-
-        let api_version = t.api_version();
+    /// Stage 7: the managedFields the write leaves: server-side apply's own, or an `Update`
+    /// entry for the request's field manager.
+    fn managed_fields(
+        req: &WriteRequest<'_>,
+        object: &Value,
+        existing: Option<&Value>,
+        applied: Option<Vec<Value>>,
+    ) -> Vec<Value> {
+        if let Some(applied) = applied {
+            return applied;
+        }
+        let api_version = req.t.api_version();
         let fw = FieldWrite {
-            manager: &opts.field_manager,
+            manager: &req.opts.field_manager,
             operation: "Update",
             api_version: &api_version,
-            subresource: (part == Part::Status).then_some("status"),
-            time: &now,
+            subresource: (req.part == Part::Status).then_some("status"),
+            time: &req.now,
         };
-        let managed = match (preset_managed_fields, &existing) {
-            (Some(mf), _) => mf,
-            (None, Some(old)) => {
-                // A request that rewrites managedFields itself (kubectl's client-side to
-                // server-side apply upgrade) sets the baseline the update is recorded on.
-                let requested = new
-                    .pointer("/metadata/managedFields")
-                    .filter(|mf| Some(*mf) != old.pointer("/metadata/managedFields"))
-                    .cloned();
-                let mut baseline = (**old).clone();
-                if let Some(mf) = requested {
-                    baseline["metadata"]["managedFields"] = mf;
-                }
-                managed_fields::record_update(Some(&baseline), &new, &fw)
-            }
-            (None, None) => managed_fields::record_update(
-                None,
-                &new,
-                &FieldWrite {
-                    subresource: None,
-                    ..fw
-                },
-            ),
+        let Some(old) = existing else {
+            let fw = FieldWrite {
+                subresource: None,
+                ..fw
+            };
+            return managed_fields::record_update(None, object, &fw);
         };
-        set_managed_fields(&mut new, managed);
-        if let Some(old) = &existing
-            && object::without_server_fields(old) == object::without_server_fields(&new)
-            && managed_fields::without_times(old) == managed_fields::without_times(&new)
+        // A request that rewrites managedFields itself (kubectl's client-side to server-side
+        // apply upgrade) sets the baseline the update is recorded on.
+        let requested = object
+            .pointer("/metadata/managedFields")
+            .filter(|mf| Some(*mf) != old.pointer("/metadata/managedFields"))
+            .cloned();
+        let mut baseline = old.clone();
+        if let Some(mf) = requested {
+            baseline["metadata"]["managedFields"] = mf;
+        }
+        managed_fields::record_update(Some(&baseline), object, &fw)
+    }
+
+    /// Stage 8: store the object — or recognise a write that changes nothing, a dry run, or
+    /// the removal of the last finalizer of an object being deleted (which deletes it).
+    fn commit(
+        &self,
+        tx: &mut WriteTx<'_>,
+        req: &WriteRequest<'_>,
+        mut object: Value,
+        existing: Option<&Value>,
+        name: String,
+        warnings: Vec<String>,
+    ) -> ApiResult<Written> {
+        let written = |object: Value, created: bool| Written {
+            object,
+            created,
+            warnings: warnings.clone(),
+        };
+        if let Some(old) = existing
+            && object::without_server_fields(old) == object::without_server_fields(&object)
+            && managed_fields::without_times(old) == managed_fields::without_times(&object)
         {
             // A write that changes nothing keeps the resourceVersion (kubectl's "no change").
-            return Ok(Written {
-                object: (**old).clone(),
-                created: false,
-                warnings: warnings.clone(),
-            });
+            return Ok(written(old.clone(), false));
         }
-
-        if opts.dry_run {
+        if req.opts.dry_run {
             // Nothing is stored, so an update's would-be object keeps the live resourceVersion,
             // as a real apiserver's dry run does (kubectl diff then shows no resourceVersion
             // change); a dry-run create has none.
-            if let Some(old) = &existing {
+            if let Some(old) = existing {
                 let rv = object::resource_version(old).to_string();
-                metadata_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+                metadata_mut(&mut object).insert("resourceVersion".into(), json!(rv));
             }
-            return Ok(Written {
-                object: new,
-                created: existing.is_none(),
-                warnings: warnings.clone(),
-            });
+            return Ok(written(object, existing.is_none()));
         }
-        // Removing the last finalizer of an object being deleted deletes it.
-        if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
-            let last = tx.delete_as(&key, new).ok_or_else(|| not_found(t, &name))?;
-            self.after_delete(tx, t, &key);
-            return Ok(Written {
-                object: (*last).clone(),
-                created: false,
-                warnings: warnings.clone(),
-            });
+        let key = req.key(&name);
+        if object::is_deleting(&object) && object::finalizers(&object).is_empty() {
+            let last = tx
+                .delete_as(&key, object)
+                .ok_or_else(|| not_found(req.t, &name))?;
+            self.after_delete(tx, req.t, &key);
+            return Ok(written((*last).clone(), false));
         }
-        let stored = tx.put(key, new);
-        Ok(Written {
-            object: (*stored).clone(),
-            created: existing.is_none(),
-            warnings: warnings.clone(),
-        })
+        let stored = tx.put(key, object);
+        Ok(written((*stored).clone(), existing.is_none()))
     }
 
     /// Checks that a body is an object of this type for this place, and fills in namespace/name.
