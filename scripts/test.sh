@@ -47,6 +47,9 @@ else
 fi
 cargo test --workspace --doc
 
+# The workspace's lints ([workspace.lints] in Cargo.toml) stay clean.
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
 # The SOPS codec under libFuzzer: the checked-in seeds and a fixed-seed exploration, the same
 # inputs every run (./scripts/fuzz.sh SECONDS explores further).
 ./scripts/fuzz.sh --check

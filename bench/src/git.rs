@@ -51,7 +51,7 @@ fn commits(quick: bool) -> usize {
     if quick { 200 } else { 2_000 }
 }
 
-/// The value of intent `i`: a ConfigMap whose rendered file is about 1 KiB, different every time.
+/// The value of intent `i`: a `ConfigMap` whose rendered file is about 1 KiB, different every time.
 fn value(i: usize) -> Value {
     json!({
         "apiVersion": "v1",

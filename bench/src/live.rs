@@ -26,9 +26,9 @@ use crate::git::{BRANCH, path_str};
 pub const WAIT: &str = "x-backflow-wait";
 /// The response header naming that commit.
 pub const COMMIT: &str = "x-backflow-commit";
-/// The folder of the default GitTarget (`backflow serve --path`).
+/// The folder of the default `GitTarget` (`backflow serve --path`).
 pub const FOLDER: &str = "live";
-/// Where the default GitTarget puts the ConfigMaps of namespace `default`.
+/// Where the default `GitTarget` puts the `ConfigMaps` of namespace `default`.
 pub const CONFIGMAPS: &str = "live/default/configmaps";
 
 /// A running server, and its mirror once started.
@@ -37,7 +37,7 @@ pub struct Live {
     client: kube::Client,
     mirror: Option<Mirror>,
     data: PathBuf,
-    /// The bare repository the default GitTarget pushes to.
+    /// The bare repository the default `GitTarget` pushes to.
     pub remote: PathBuf,
 }
 
@@ -101,8 +101,8 @@ impl Live {
         Ok(())
     }
 
-    /// Writes probe ConfigMaps with `X-Backflow-Wait: pushed` until one is answered with a commit:
-    /// the mirror then watches ConfigMaps and its branch worker pushes.
+    /// Writes probe `ConfigMaps` with `X-Backflow-Wait: pushed` until one is answered with a commit:
+    /// the mirror then watches `ConfigMaps` and its branch worker pushes.
     pub async fn wait_mirroring(&self) -> Result<Duration, String> {
         let t0 = Instant::now();
         let mut conn = Conn::open(self.addr()).await?;
@@ -176,8 +176,7 @@ pub fn remote_files(remote: &Path, folder: &str) -> Result<BTreeMap<String, Vec<
         };
         let name = path
             .strip_prefix(folder)
-            .map(|s| s.trim_start_matches('/'))
-            .unwrap_or(path)
+            .map_or(path, |s| s.trim_start_matches('/'))
             .to_string();
         names.push(name);
         shas.push_str(sha);
@@ -211,7 +210,7 @@ pub fn remote_files(remote: &Path, folder: &str) -> Result<BTreeMap<String, Vec<
     Ok(files)
 }
 
-/// A ConfigMap file the way a person (or the baseline) writes it: about 1 KiB.
+/// A `ConfigMap` file the way a person (or the baseline) writes it: about 1 KiB.
 pub fn configmap_yaml(name: &str, token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  token: {token}\n  v: {}\n",
@@ -219,7 +218,7 @@ pub fn configmap_yaml(name: &str, token: &str) -> String {
     )
 }
 
-/// A write of ConfigMap `name` in `default` carrying `token`: a create (POST, 201) or a merge
+/// A write of `ConfigMap` `name` in `default` carrying `token`: a create (POST, 201) or a merge
 /// patch of the token (PATCH, 200), as (method, path, content type, body, expected status).
 pub fn configmap_write(
     name: &str,
@@ -273,8 +272,8 @@ pub fn proc_kib(pid: Option<u32>, field: &str) -> Option<u64> {
 
 /// The load averages over 1, 5 and 15 minutes, for the notes.
 pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".into())
+    std::fs::read_to_string("/proc/loadavg").ok().map_or_else(
+        || "unknown".into(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }

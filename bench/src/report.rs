@@ -30,7 +30,7 @@ pub fn machine() -> Value {
         .unwrap_or(0);
     json!({
         "cpu": cpu,
-        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "cores": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "memory_gib": (mem_kib as f64 / 1024.0 / 1024.0).round(),
         "os": std::env::consts::OS,
     })

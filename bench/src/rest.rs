@@ -1,5 +1,5 @@
 //! The `rest-writes` scenario: W concurrent writers, each creating and then updating its own
-//! ConfigMaps (~1 KiB), every write answered only once it is on a local bare remote.
+//! `ConfigMaps` (~1 KiB), every write answered only once it is on a local bare remote.
 //!
 //! - backflow: the API server and the mirror in this process, wired like `backflow serve`
 //!   (default configuration, commit window `0s`), writers POST and PATCH over HTTP with
@@ -457,7 +457,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let dir = tmp.path().join("backflow-16-window-1s");
     let (slow, slow_lost, _) = backflow_level(&dir, w, ops, "1s").await?;
     let sl = slow.latencies();
-    let base16 = at_16.map(|a| a.3).unwrap_or(0.0);
+    let base16 = at_16.map_or(0.0, |a| a.3);
     rows.push(row(
         "pushed writes/s, 16 writers, window 1s (default)",
         slow.rate(),

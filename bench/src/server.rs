@@ -208,10 +208,10 @@ async fn watch_latency(
             let mut buf = Vec::new();
             let mut seen = 0usize;
             while seen < events {
-                let frame = match tokio::time::timeout(Duration::from_secs(30), body.frame()).await
-                {
-                    Ok(Some(Ok(f))) => f,
-                    _ => break,
+                let Ok(Some(Ok(frame))) =
+                    tokio::time::timeout(Duration::from_secs(30), body.frame()).await
+                else {
+                    break;
                 };
                 let Ok(data) = frame.into_data() else {
                     continue;

@@ -3,7 +3,7 @@
 //!
 //! backflow runs in a child process (this benchmark's binary, started with the hidden command
 //! `snapshot-child N DIR`) so its memory is measured alone: the child starts the server with
-//! the mirror off, creates N ConfigMaps (~1 KiB each) over HTTP with 16 connections, reports, resets
+//! the mirror off, creates N `ConfigMaps` (~1 KiB each) over HTTP with 16 connections, reports, resets
 //! its peak RSS (`5` written to `/proc/self/clear_refs`), then applies the default configuration
 //! (`defaults::ensure`, commit window `1s` as `backflow serve` has it; the snapshot is one resync
 //! commit whatever the window) and starts the mirror. The parent times from the child's "mirror"
@@ -137,8 +137,7 @@ fn count_files(repo: &Repository, tip: git2::Oid) -> usize {
         .and_then(|c| c.tree())
         .and_then(|t| t.get_path(Path::new(CONFIGMAPS)))
         .and_then(|e| repo.find_tree(e.id()))
-        .map(|t| t.len())
-        .unwrap_or(0)
+        .map_or(0, |t| t.len())
 }
 
 fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
@@ -206,7 +205,7 @@ fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
         match child.try_wait() {
             Ok(Some(_)) => break,
             Ok(None) if t.elapsed() < Duration::from_secs(10) => {
-                std::thread::sleep(Duration::from_millis(50))
+                std::thread::sleep(Duration::from_millis(50));
             }
             _ => {
                 let _ = child.kill();
@@ -337,34 +336,31 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         }
         let ours = run_child(n, &dir.join("backflow"), give_up)?;
         let process_peak = mib(ours.mirror_peak_kib.max(ours.create_peak_kib));
-        match ours.snapshot_s {
-            Some(s) => {
-                done.push((n, s));
-                rows.push(row(
-                    &format!("snapshot on remote, s, {n} objects"),
-                    s,
-                    fi_s,
-                    false,
-                    fi_is,
-                ));
-                if n == biggest {
-                    let factor = s / fi_s;
-                    aims.push(json!(format!(
-                        "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {fi_s:.2} s, {factor:.1}×, {}.",
-                        if factor <= AIM_TIME_FACTOR { "met" } else { "not met" }
-                    )));
-                }
-            }
-            None => {
-                gave_up_at = Some(n);
-                rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
-                    "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
-                    "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}));
-                notes.push(json!(format!(
-                    "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
-                    give_up.as_secs(), ours.files_seen
+        if let Some(s) = ours.snapshot_s {
+            done.push((n, s));
+            rows.push(row(
+                &format!("snapshot on remote, s, {n} objects"),
+                s,
+                fi_s,
+                false,
+                fi_is,
+            ));
+            if n == biggest {
+                let factor = s / fi_s;
+                aims.push(json!(format!(
+                    "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {fi_s:.2} s, {factor:.1}×, {}.",
+                    if factor <= AIM_TIME_FACTOR { "met" } else { "not met" }
                 )));
             }
+        } else {
+            gave_up_at = Some(n);
+            rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
+                "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
+                "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}));
+            notes.push(json!(format!(
+                "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
+                give_up.as_secs(), ours.files_seen
+            )));
         }
         rows.push(row(
             &format!("peak RSS MiB while mirroring, {n} objects"),
@@ -427,7 +423,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     if done.last().map(|d| d.0) != Some(biggest) {
         aims.insert(0, json!(format!(
             "Aims at {biggest} objects (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
-            done.last().map(|d| d.0.to_string()).unwrap_or_else(|| "none".into())
+            done.last().map_or_else(|| "none".into(), |d| d.0.to_string())
         )));
     }
     let mut all = aims;

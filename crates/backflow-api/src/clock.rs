@@ -48,6 +48,7 @@ struct ManualTimes {
 
 impl ManualClock {
     /// A clock standing at `start`.
+    #[must_use]
     pub fn new(start: SystemTime) -> Self {
         Self {
             times: Mutex::new(ManualTimes {
@@ -58,7 +59,9 @@ impl ManualClock {
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, ManualTimes> {
-        self.times.lock().unwrap_or_else(|e| e.into_inner())
+        self.times
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Moves both readings forward by `by`.

@@ -12,7 +12,7 @@ use crate::ObjectKey;
 pub enum Publication {
     /// The commit that holds the write is on the remote.
     Pushed(String),
-    /// No GitTarget mirrors this object.
+    /// No `GitTarget` mirrors this object.
     NotMirrored,
     /// Not on the remote yet (timeout, or the remote is unreachable); it will be pushed.
     Pending,
@@ -24,6 +24,7 @@ pub enum Publication {
 
 impl Publication {
     /// The `X-Backflow-Commit` header value: a SHA, `not-mirrored`, `pending` or `refused`.
+    #[must_use]
     pub fn header_value(&self) -> &str {
         match self {
             Self::Pushed(sha) => sha,
@@ -34,6 +35,7 @@ impl Publication {
     }
 
     /// What the client should be warned of, if anything.
+    #[must_use]
     pub fn warning(&self) -> Option<String> {
         match self {
             Self::Refused(reason) => Some(format!("stored, but not written to Git: {reason}")),

@@ -1,5 +1,10 @@
 //! The generated CRDs are ones the embedded server (and a real cluster) accepts.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use backflow_api::config::{GROUP, VERSION, crds};
 use serde_json::Value;
 

@@ -31,6 +31,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A fresh backoff.
+    #[must_use]
     pub fn new(policy: BackoffPolicy) -> Self {
         Self {
             policy,
@@ -59,6 +60,7 @@ impl Backoff {
     }
 
     /// How many failures in a row so far.
+    #[must_use]
     pub fn failures(&self) -> u32 {
         self.failures
     }

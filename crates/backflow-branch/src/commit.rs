@@ -10,11 +10,13 @@ pub struct CommitId([u8; 20]);
 
 impl CommitId {
     /// The id with these bytes.
+    #[must_use]
     pub const fn from_bytes(bytes: [u8; 20]) -> Self {
         Self(bytes)
     }
 
     /// The raw bytes.
+    #[must_use]
     pub const fn as_bytes(&self) -> &[u8; 20] {
         &self.0
     }
@@ -74,6 +76,7 @@ pub enum Tip {
 
 impl Tip {
     /// The commit, if the branch is known to exist.
+    #[must_use]
     pub fn commit(self) -> Option<CommitId> {
         match self {
             Self::At(id) => Some(id),

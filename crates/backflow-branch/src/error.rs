@@ -34,6 +34,7 @@ impl IoFailure {
     }
 
     /// The shell's error.
+    #[must_use]
     pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.0
     }

@@ -17,7 +17,7 @@ pub enum Input {
     /// its own, gathered with the target's other resyncs arriving within the commit window's
     /// silence (at most [`crate::CoreConfig::resync_window`]; at once with a zero window).
     Resync {
-        /// The GitTarget resynced.
+        /// The `GitTarget` resynced.
         target: String,
         /// Every object it holds (and its sweeps).
         intents: Vec<Intent>,
@@ -25,7 +25,7 @@ pub enum Input {
     /// Close the window and take the flush mark ([`crate::BranchCore::decided_through`] after
     /// the step): everything up to it is published at once, ignoring the cooldown.
     Flush,
-    /// A CommitRequest: close the window with this message and flush.
+    /// A `CommitRequest`: close the window with this message and flush.
     CommitRequest {
         /// The commit message.
         message: String,

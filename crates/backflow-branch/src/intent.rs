@@ -36,6 +36,7 @@ pub struct SweepScope {
 
 impl SweepScope {
     /// Whether the object `namespace`/`name` (namespace `""` when cluster-scoped) stays.
+    #[must_use]
     pub fn keeps(&self, namespace: &str, name: &str) -> bool {
         self.keep
             .contains(&(namespace.to_string(), name.to_string()))
@@ -49,7 +50,7 @@ impl SweepScope {
 /// touched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Intent {
-    /// The GitTarget (folder) the object belongs to.
+    /// The `GitTarget` (folder) the object belongs to.
     pub target: String,
     /// The object's identity.
     pub key: ObjectKey,
@@ -93,6 +94,7 @@ impl Intent {
     }
 
     /// The slot this intent occupies: one object in one target. Last write wins per slot.
+    #[must_use]
     pub fn slot(&self) -> Slot {
         (self.target.clone(), self.key.clone())
     }
@@ -121,7 +123,7 @@ pub enum WriteKind {
         /// The target resynced.
         target: String,
     },
-    /// An explicit save (CommitRequest) with the caller's message.
+    /// An explicit save (`CommitRequest`) with the caller's message.
     Save {
         /// The commit message, used as is.
         message: String,
@@ -146,6 +148,7 @@ pub struct PendingWrite {
 
 impl PendingWrite {
     /// A write holding `intents` (already last-write-wins per slot).
+    #[must_use]
     pub fn new(
         intents: BTreeMap<Slot, (IntentSeq, Intent)>,
         kind: WriteKind,
@@ -163,6 +166,7 @@ impl PendingWrite {
 impl PendingWrite {
     /// Whether the intents that changed nothing were already dropped (see the field's notes):
     /// the shell screens a write only the first time it builds it.
+    #[must_use]
     pub fn is_screened(&self) -> bool {
         self.screened
     }

@@ -19,6 +19,7 @@ impl Moment {
     pub const ZERO: Self = Self(Duration::ZERO);
 
     /// How long after `earlier` this moment is; zero when it is not after it.
+    #[must_use]
     pub fn saturating_since(self, earlier: Self) -> Duration {
         self.0.saturating_sub(earlier.0)
     }

@@ -42,6 +42,7 @@ pub struct FilePerObjectPlanner;
 
 impl FilePerObjectPlanner {
     /// Where this planner puts an intent's object.
+    #[must_use]
     pub fn path_of(intent: &Intent) -> String {
         let key = &intent.key;
         let ns = if key.namespace.is_empty() {
@@ -67,6 +68,7 @@ impl FilePerObjectPlanner {
     }
 
     /// The bytes this planner writes for a value.
+    #[must_use]
     pub fn render(value: &serde_json::Value) -> Vec<u8> {
         let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
         bytes.push(b'\n');

@@ -6,6 +6,7 @@
 //! before any object is written.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use sha1::{Digest, Sha1};
 
@@ -90,6 +91,7 @@ pub fn changes_in<'c, V>(
 }
 
 /// The folder prefix of `dir` (`"a/b/"`, or `""` for the root) that its files start with.
+#[must_use]
 pub fn dir_prefix(dir: &str) -> String {
     let dir = dir.trim_matches('/');
     if dir.is_empty() {
@@ -101,15 +103,15 @@ pub fn dir_prefix(dir: &str) -> String {
 
 /// The Git blob id of `bytes` (SHA-1 of `blob <length>\0` and the bytes), as a hex string: the
 /// id Git gives the same file.
+#[must_use]
 pub fn blob_id(bytes: &[u8]) -> String {
     let mut hasher = Sha1::new();
     hasher.update(format!("blob {}\0", bytes.len()).as_bytes());
     hasher.update(bytes);
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.finalize().iter().fold(String::new(), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
 }
 
 /// Any tree view plus the updates planned so far on top: what a planner planning a whole write
@@ -150,6 +152,7 @@ impl<'a> LayeredView<'a> {
     }
 
     /// Every recorded result, in the order recorded.
+    #[must_use]
     pub fn into_planned(self) -> Vec<Result<Vec<PathUpdate>, TreeError>> {
         self.planned
     }

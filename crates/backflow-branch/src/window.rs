@@ -22,6 +22,7 @@ pub struct CommitWindow {
 
 impl CommitWindow {
     /// A closed window with these limits.
+    #[must_use]
     pub fn new(silence: Duration, max_age: Duration) -> Self {
         Self {
             silence,
@@ -33,16 +34,19 @@ impl CommitWindow {
     }
 
     /// Whether every intent should be its own commit.
+    #[must_use]
     pub fn is_immediate(&self) -> bool {
         self.silence.is_zero()
     }
 
     /// Whether no intent is waiting.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// How many objects the window holds.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -57,6 +61,7 @@ impl CommitWindow {
     }
 
     /// When the window closes by itself, if it is open.
+    #[must_use]
     pub fn deadline(&self) -> Option<Moment> {
         let opened = self.opened_at?;
         let last = self.last_write_at.unwrap_or(opened);
@@ -64,6 +69,7 @@ impl CommitWindow {
     }
 
     /// Whether the window is open and its deadline has passed.
+    #[must_use]
     pub fn is_due(&self, now: Moment) -> bool {
         self.deadline().is_some_and(|d| d <= now)
     }

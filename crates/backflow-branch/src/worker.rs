@@ -231,6 +231,7 @@ pub struct BranchCore {
 impl BranchCore {
     /// A worker starting at `now` with what it kept from its last run. Its first step reads the
     /// remote.
+    #[must_use]
     pub fn new(cfg: CoreConfig, durable: DurableTips, now: Moment) -> Self {
         let mut own = OwnCommits::default();
         if let Some(pushed) = durable.pushed {
@@ -264,61 +265,73 @@ impl BranchCore {
     }
 
     /// The timing in force.
+    #[must_use]
     pub fn config(&self) -> &CoreConfig {
         &self.cfg
     }
 
     /// Where the publication cycle stands.
+    #[must_use]
     pub fn phase(&self) -> &Phase {
         &self.phase
     }
 
     /// What the worker believes the remote tip is.
+    #[must_use]
     pub fn remote_tip(&self) -> Tip {
         self.remote_tip
     }
 
     /// What the worker keeps across restarts, as of now.
+    #[must_use]
     pub fn durable(&self) -> DurableTips {
         self.durable
     }
 
     /// The last intent received (the one a [`Input::Submit`] just recorded).
+    #[must_use]
     pub fn last_seq(&self) -> IntentSeq {
         self.last_seq
     }
 
     /// The last intent decided into a pending write: after [`Input::Flush`], the flush mark.
+    #[must_use]
     pub fn decided_through(&self) -> IntentSeq {
         self.decided_through
     }
 
     /// The flush mark the last [`Input::Flush`] or [`Input::CommitRequest`] took.
+    #[must_use]
     pub fn flush_mark(&self) -> FlushMark {
         FlushMark(self.decided_through)
     }
 
     /// The last intent known to be on the remote.
+    #[must_use]
     pub fn published_through(&self) -> IntentSeq {
         self.published_through
     }
 
     /// Decided writes not yet known to be on the remote.
+    #[must_use]
     pub fn pending_writes(&self) -> &[PendingWrite] {
         &self.pending
     }
 
     /// Objects waiting in the open commit window.
+    #[must_use]
     pub fn window_len(&self) -> usize {
         self.window.len()
     }
 
     /// Whether anything is unpublished (in the window or pending).
+    #[must_use]
     pub fn has_unpublished(&self) -> bool {
         !self.window.is_empty() || !self.resyncs.is_empty() || !self.pending.is_empty()
     }
 
     /// What the worker did so far.
+    #[must_use]
     pub fn stats(&self) -> WorkerStats {
         self.stats
     }
@@ -419,6 +432,7 @@ impl BranchCore {
 
     /// The seq a resync's caller waits for: the last intent it recorded, or, when it recorded
     /// none, the last one decided so far.
+    #[must_use]
     pub fn resync_receipt(&self) -> IntentSeq {
         if self.resyncs.is_empty() {
             self.decided_through

@@ -112,6 +112,7 @@ pub struct WorkerHandle {
 impl WorkerHandle {
     /// Submits an intent. The returned future resolves once a push containing it succeeded
     /// (`X-Backflow-Wait: pushed`); dropping it does not withdraw the intent.
+    #[must_use]
     pub fn submit(&self, intent: Intent) -> Pushed {
         let (tx, rx) = oneshot::channel();
         // A send error drops `tx`, so the future resolves to WorkerStopped.
@@ -162,6 +163,7 @@ impl WorkerHandle {
 
     /// Foreign commits and divergences seen from now on. A slow subscriber that falls behind
     /// gets `RecvError::Lagged` and should look at the remote itself.
+    #[must_use]
     pub fn subscribe(&self) -> broadcast::Receiver<BranchNotice> {
         self.notices.subscribe()
     }
@@ -338,7 +340,7 @@ impl Driver {
                     pending: self.worker.pending_writes().len(),
                 });
             }
-            let nap = wait.min(deadline - now);
+            let nap = wait.min(deadline.saturating_sub(now));
             std::thread::sleep(nap.max(Duration::from_millis(1)));
         };
         if let Err(e) = &result {

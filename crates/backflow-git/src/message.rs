@@ -29,6 +29,7 @@ impl Default for MessageTemplates {
 
 impl MessageTemplates {
     /// The message for a write, given the intents that actually went into its commit.
+    #[must_use]
     pub fn render(&self, write: &PendingWrite) -> String {
         let template = match &write.kind {
             WriteKind::Save { message } => return message.clone(),
@@ -54,7 +55,7 @@ impl MessageTemplates {
             _ => first.map(|i| i.target.clone()).unwrap_or_default(),
         };
         template
-            .replace("{verb}", first.map(|i| verb(&i.state)).unwrap_or("update"))
+            .replace("{verb}", first.map_or("update", |i| verb(&i.state)))
             .replace(
                 "{object}",
                 &first.map(|i| i.key.to_string()).unwrap_or_default(),

@@ -76,6 +76,7 @@ impl GitMetrics {
     }
 
     /// The handles of one worker.
+    #[must_use]
     pub fn for_branch(&self, remote: &str, branch: &str) -> BranchMetrics {
         BranchMetrics {
             families: Some(self.clone()),
@@ -96,6 +97,7 @@ pub struct BranchMetrics {
 
 impl BranchMetrics {
     /// Metrics that record nothing (tests, benchmarks).
+    #[must_use]
     pub fn disabled() -> Self {
         Self::default()
     }

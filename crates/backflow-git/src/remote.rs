@@ -9,7 +9,7 @@
 //!   sent (push negotiation) and the per-ref status after (`Remote::push` returning `Ok` is not
 //!   success).
 //! - [`CliRemote`]: the `git` program (`git push --force-with-lease=<ref>:<expected>`), for SSH
-//!   with a key and known_hosts, and wherever libgit2 falls short.
+//!   with a key and `known_hosts`, and wherever libgit2 falls short.
 //!
 //! A push either lands exactly on the expected tip or is [`PushOutcome::Rejected`]; a transport
 //! failure is a [`RemoteError`], which the worker treats as transient: everything stays pending
@@ -41,6 +41,7 @@ pub enum ExpectedTip {
 
 impl ExpectedTip {
     /// The expected commit, if any.
+    #[must_use]
     pub fn oid(self) -> Option<Oid> {
         match self {
             Self::Absent => None,
@@ -184,12 +185,12 @@ pub enum Credentials {
         /// Password or token.
         password: String,
     },
-    /// An SSH key, with the known_hosts file the host key must be found in. Always served by
+    /// An SSH key, with the `known_hosts` file the host key must be found in. Always served by
     /// the `git` program and OpenSSH.
     SshKey {
         /// Private key file.
         private_key: PathBuf,
-        /// known_hosts file; the host key is checked strictly against it.
+        /// `known_hosts` file; the host key is checked strictly against it.
         known_hosts: PathBuf,
     },
 }
@@ -257,6 +258,7 @@ fn scheme_of(url: &str) -> &'static str {
 }
 
 /// Opens the transport `spec` asks for.
+#[must_use]
 pub fn open_remote(spec: &RemoteSpec) -> Box<dyn GitRemote> {
     let ssh_key = matches!(spec.credentials, Credentials::SshKey { .. });
     match (spec.transport, scheme_of(&spec.url)) {

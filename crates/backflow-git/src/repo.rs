@@ -13,12 +13,14 @@ use git2::{ObjectType, Oid, Repository, Signature, Time};
 use crate::error::RepoError;
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
+#[must_use]
 pub fn tracking_ref(branch: &str) -> String {
     format!("refs/remotes/origin/{branch}")
 }
 
 /// The ref a push is sent from. libgit2 pushes refs, not bare object ids, so the commit to
 /// publish is named here first.
+#[must_use]
 pub fn outgoing_ref(branch: &str) -> String {
     format!("refs/backflow/outgoing/{branch}")
 }
@@ -58,7 +60,7 @@ impl std::fmt::Debug for LocalRepo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalRepo")
             .field("path", &self.path)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -125,11 +127,13 @@ impl LocalRepo {
     }
 
     /// The cache's directory.
+    #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// The underlying libgit2 repository, for transports.
+    #[must_use]
     pub fn git2(&self) -> &Repository {
         &self.repo
     }
@@ -144,8 +148,9 @@ impl LocalRepo {
     }
 
     /// Whether the object is present in the cache.
+    #[must_use]
     pub fn has_object(&self, oid: Oid) -> bool {
-        self.repo.odb().map(|odb| odb.exists(oid)).unwrap_or(false)
+        self.repo.odb().is_ok_and(|odb| odb.exists(oid))
     }
 
     /// The tree of a commit.
@@ -307,8 +312,7 @@ impl LocalRepo {
     ) -> Result<Oid, RepoError> {
         let secs = at
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+            .map_or(0, |d| d.as_secs() as i64);
         let time = Time::new(secs, 0);
         let author = Signature::new(&author.name, &author.email, &time)
             .map_err(self.err("building the author"))?;
@@ -391,6 +395,7 @@ fn cache_dir_name(url: &str) -> String {
 }
 
 /// `url` with any `user:password@` part removed, for logs, metrics and cache names.
+#[must_use]
 pub fn strip_credentials(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         let (authority, path) = match rest.find('/') {

@@ -21,6 +21,7 @@ pub struct Overlay<'r> {
 
 impl<'r> Overlay<'r> {
     /// A view of `base` with no changes yet.
+    #[must_use]
     pub fn new(repo: &'r LocalRepo, base: Oid) -> Self {
         Self {
             repo,
@@ -53,6 +54,7 @@ impl<'r> Overlay<'r> {
     }
 
     /// The recorded changes, one final state per path.
+    #[must_use]
     pub fn changes(&self) -> &BTreeMap<String, Option<Vec<u8>>> {
         &self.changes
     }

@@ -89,6 +89,7 @@ impl WorkerConfig {
     }
 
     /// The core's share of the settings.
+    #[must_use]
     pub fn core(&self) -> CoreConfig {
         CoreConfig {
             window: self.window,
@@ -160,7 +161,7 @@ pub(crate) fn commit_id(oid: Oid) -> CommitId {
 /// The core's commit id as a git2 object id.
 pub(crate) fn oid(id: CommitId) -> Oid {
     // 20 bytes are always a valid SHA-1 object id.
-    Oid::from_bytes(id.as_bytes()).unwrap_or_else(|_| Oid::ZERO_SHA1)
+    Oid::from_bytes(id.as_bytes()).unwrap_or(Oid::ZERO_SHA1)
 }
 
 /// The branch worker. See the module documentation.
@@ -237,51 +238,61 @@ impl BranchWorker {
     }
 
     /// The configuration.
+    #[must_use]
     pub fn config(&self) -> &WorkerConfig {
         &self.cfg
     }
 
     /// The decisions, for inspection.
+    #[must_use]
     pub fn core(&self) -> &BranchCore {
         &self.core
     }
 
     /// The local cache.
+    #[must_use]
     pub fn repo(&self) -> &LocalRepo {
         &self.repo
     }
 
     /// What the worker believes the remote tip is.
+    #[must_use]
     pub fn remote_tip(&self) -> Tip {
         self.core.remote_tip()
     }
 
     /// The last intent known to be on the remote.
+    #[must_use]
     pub fn published_through(&self) -> IntentSeq {
         self.core.published_through()
     }
 
     /// The last intent received.
+    #[must_use]
     pub fn last_seq(&self) -> IntentSeq {
         self.core.last_seq()
     }
 
     /// Decided writes not yet contained in a successful push.
+    #[must_use]
     pub fn pending_writes(&self) -> &[PendingWrite] {
         self.core.pending_writes()
     }
 
     /// Objects waiting in the open commit window.
+    #[must_use]
     pub fn window_len(&self) -> usize {
         self.core.window_len()
     }
 
     /// Whether anything is unpublished (in the window or pending).
+    #[must_use]
     pub fn has_unpublished(&self) -> bool {
         self.core.has_unpublished()
     }
 
     /// What the worker did so far.
+    #[must_use]
     pub fn stats(&self) -> WorkerStats {
         self.core.stats()
     }
@@ -310,7 +321,7 @@ impl BranchWorker {
         self.core.resync_receipt()
     }
 
-    /// Closes the window with the caller's commit message (a CommitRequest) and takes a flush
+    /// Closes the window with the caller's commit message (a `CommitRequest`) and takes a flush
     /// mark: the save is published at once, ignoring the cooldown.
     pub fn commit_request(&mut self, message: impl Into<String>) -> FlushMark {
         self.record(Input::CommitRequest {

@@ -223,6 +223,7 @@ pub fn remove_document(
 }
 
 /// Appends a canonical document for `desired` to a file, after a `---`.
+#[must_use]
 pub fn append_document(bytes: &[u8], desired: &Value) -> Vec<u8> {
     let text = String::from_utf8_lossy(bytes);
     let rendered = yaml::render(desired);
@@ -294,7 +295,7 @@ fn child(node: &Node, kind: SyntaxKind) -> Option<Node> {
     node.children().find(|n| n.kind() == kind)
 }
 
-/// The node a VALUE (or SEQUENCE_ENTRY) holds: a scalar, mapping or sequence.
+/// The node a VALUE (or `SEQUENCE_ENTRY`) holds: a scalar, mapping or sequence.
 fn content(node: &Node) -> Option<Node> {
     node.children().find(|n| {
         matches!(
@@ -541,32 +542,29 @@ impl Editor<'_> {
         let mut inserts: BTreeMap<usize, String> = BTreeMap::new();
         let mut anchor = self.line_start(to_range(first).start);
         for (j, k) in des_keys.iter().enumerate() {
-            match cur_at.get(k) {
-                Some(&i) => {
-                    let item = &items[i];
-                    anchor = to_range(item).end;
-                    if cur[i] == des[j] {
-                        continue;
-                    }
-                    let edited = match (content(item), &cur[i], &des[j]) {
-                        (Some(m), Value::Object(c), Value::Object(d))
-                            if m.kind() == SyntaxKind::MAPPING =>
-                        {
-                            self.mapping(&m, c, d, false)
-                        }
-                        _ => Err(Replace),
-                    };
-                    if edited.is_err() {
-                        self.replace_item(item, &des[j]);
-                    }
+            if let Some(&i) = cur_at.get(k) {
+                let item = &items[i];
+                anchor = to_range(item).end;
+                if cur[i] == des[j] {
+                    continue;
                 }
-                None => {
-                    let out = inserts.entry(anchor).or_default();
-                    if !self.text[..anchor].ends_with('\n') && out.is_empty() && anchor > 0 {
-                        out.push('\n');
+                let edited = match (content(item), &cur[i], &des[j]) {
+                    (Some(m), Value::Object(c), Value::Object(d))
+                        if m.kind() == SyntaxKind::MAPPING =>
+                    {
+                        self.mapping(&m, c, d, false)
                     }
-                    yaml::write_item(out, &des[j], indent);
+                    _ => Err(Replace),
+                };
+                if edited.is_err() {
+                    self.replace_item(item, &des[j]);
                 }
+            } else {
+                let out = inserts.entry(anchor).or_default();
+                if !self.text[..anchor].ends_with('\n') && out.is_empty() && anchor > 0 {
+                    out.push('\n');
+                }
+                yaml::write_item(out, &des[j], indent);
             }
         }
         for (at, text) in inserts {
@@ -601,7 +599,7 @@ fn styled_string(old: &str, new: &str) -> String {
     if old.starts_with('"') {
         return yaml::double_quoted(new);
     }
-    if old.starts_with('\'') && !new.chars().any(|c| c.is_control()) {
+    if old.starts_with('\'') && !new.chars().any(char::is_control) {
         return format!("'{}'", new.replace('\'', "''"));
     }
     yaml::scalar_string(new)

@@ -19,6 +19,7 @@ use crate::layout::normalize_target;
 pub const SENSITIVE: &[(&str, &str)] = &[("", "secrets")];
 
 /// Whether objects of `resource` are written only encrypted.
+#[must_use]
 pub fn is_sensitive(resource: &GroupResource) -> bool {
     SENSITIVE
         .iter()
@@ -35,6 +36,7 @@ pub const CLEAR_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
 /// The rule backflow encrypts a sensitive object of `resource` with: `data`/`stringData` for
 /// Secrets; for any other type, every top-level field but [`CLEAR_FIELDS`], so a credential
 /// under `spec` (or anywhere else) never reaches Git in plain text.
+#[must_use]
 pub fn rules_for(resource: &GroupResource, object: &Value) -> Rules {
     if is_sensitive(resource) {
         return Rules::default();
@@ -56,6 +58,7 @@ const SECRET_PATH_REGEX: &str = "(^|/)[^/.]+/secrets/[^/]+\\.sops\\.ya?ml$";
 /// rule; every other `*.sops.yaml` gets `unencrypted_regex` over [`CLEAR_FIELDS`], the closest
 /// static rule to [`rules_for`] (it also leaves nested keys of those names readable, where
 /// backflow's own per-file rule encrypts them).
+#[must_use]
 pub fn sops_config(recipients: &[String]) -> String {
     let mut keys = String::from("    key_groups:\n      - age:\n");
     for r in recipients {
@@ -105,7 +108,7 @@ pub enum SecretKeyError {
 }
 
 /// The age identities held by a Secret's `*.agekey` entries (`data`, already decoded from
-/// base64): what a GitTarget's `spec.encryption.age.secretRef` adds, and what reads a
+/// base64): what a `GitTarget`'s `spec.encryption.age.secretRef` adds, and what reads a
 /// `*.sops.yaml` file back into its object with [`backflow_sops::decrypt_document`].
 pub fn identities_from_secret(
     data: &BTreeMap<String, Vec<u8>>,
@@ -132,7 +135,7 @@ pub fn identities_from_secret(
 }
 
 /// Target folder → the encryptor of its sensitive objects, shared between whoever configures
-/// it (the mirror, from each GitTarget's `spec.encryption`) and the planner. Cloning shares the
+/// it (the mirror, from each `GitTarget`'s `spec.encryption`) and the planner. Cloning shares the
 /// map.
 #[derive(Debug, Clone, Default)]
 pub struct EncryptionMap {
@@ -148,6 +151,7 @@ fn folder_key(target: &str) -> String {
 
 impl EncryptionMap {
     /// An empty map: no folder encrypts.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -155,19 +159,28 @@ impl EncryptionMap {
     /// Sensitive objects of `target` are encrypted with `encryptor` from now on.
     pub fn set(&self, target: &str, encryptor: Arc<Encryptor>) {
         // A poisoned lock only means a writer panicked mid-insert of a plain map entry.
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.insert(folder_key(target), encryptor);
     }
 
     /// Sensitive objects of `target` are no longer written.
     pub fn remove(&self, target: &str) {
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(&folder_key(target));
     }
 
     /// Adds `resources` (replacing earlier ones) to the types `target` writes only encrypted.
     pub fn set_sensitive(&self, target: &str, resources: Vec<GroupResource>) {
-        let mut extra = self.extra.write().unwrap_or_else(|e| e.into_inner());
+        let mut extra = self
+            .extra
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if resources.is_empty() {
             extra.remove(&folder_key(target));
         } else {
@@ -177,19 +190,24 @@ impl EncryptionMap {
 
     /// Whether objects of `resource` are written only encrypted in `target`: always for
     /// [`SENSITIVE`] types, and for the types the folder's configuration adds.
+    #[must_use]
     pub fn is_sensitive(&self, target: &str, resource: &GroupResource) -> bool {
         is_sensitive(resource)
             || self
                 .extra
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .get(&folder_key(target))
                 .is_some_and(|r| r.contains(resource))
     }
 
     /// The encryptor of `target`'s sensitive objects, if it encrypts.
+    #[must_use]
     pub fn get(&self, target: &str) -> Option<Arc<Encryptor>> {
-        let map = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let map = self
+            .inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(&folder_key(target)).cloned()
     }
 }

@@ -1,7 +1,7 @@
 //! Why a manifest operation was refused.
 //!
 //! Every message names the file (and document) or object it is about and says what a person can
-//! do about it, because these reasons end up in a GitTarget's status and in logs.
+//! do about it, because these reasons end up in a `GitTarget`'s status and in logs.
 
 /// A refusal from the manifest layer: the folder, a file or an object cannot be handled safely.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

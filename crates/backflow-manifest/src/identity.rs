@@ -56,12 +56,10 @@ impl Identity {
     }
 }
 
-/// The group part of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
+/// The group part of an `apiVersion` (`apps/v1` → `apps`, `v1` → the empty string).
+#[must_use]
 pub fn group_of(api_version: &str) -> &str {
-    api_version
-        .rsplit_once('/')
-        .map(|(group, _)| group)
-        .unwrap_or("")
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
 impl fmt::Display for Identity {

@@ -60,6 +60,7 @@ pub enum FileClass {
 }
 
 /// Classifies a file by its name.
+#[must_use]
 pub fn classify(path: &str) -> FileClass {
     let name = path.rsplit('/').next().unwrap_or(path);
     let lower = name.to_ascii_lowercase();
@@ -194,6 +195,7 @@ impl FolderIndex {
     }
 
     /// Where the document for `identity` lives.
+    #[must_use]
     pub fn get(&self, identity: &Identity) -> Option<&DocRef> {
         self.docs.get(identity)
     }
@@ -204,11 +206,13 @@ impl FolderIndex {
     }
 
     /// How many documents the folder holds.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.docs.len()
     }
 
     /// Whether the folder holds no documents.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }

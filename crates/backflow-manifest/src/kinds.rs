@@ -17,6 +17,7 @@ pub struct KindMap {
 
 impl KindMap {
     /// An empty map.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -25,13 +26,20 @@ impl KindMap {
     pub fn insert(&self, resource: GroupResource, kind: impl Into<String>) {
         // A poisoned lock only means a writer panicked mid-insert of a plain map entry; the
         // map itself is still consistent.
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.insert(resource, kind.into());
     }
 
     /// The kind of `resource` objects, if known.
+    #[must_use]
     pub fn kind_of(&self, resource: &GroupResource) -> Option<String> {
-        let map = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let map = self
+            .inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(resource).cloned()
     }
 }

@@ -115,12 +115,14 @@ pub fn sops_object_path(target: &str, key: &ObjectKey) -> Result<String, Manifes
 
 /// Whether `path` names a SOPS file by its name (`*.sops.yaml`, `*.sops.yml`): the folder's
 /// creation rule makes `sops` treat it as encrypted, so plain text never goes there.
+#[must_use]
 pub fn is_sops_path(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     lower.ends_with(".sops.yaml") || lower.ends_with(".sops.yml")
 }
 
 /// `child` joined under the normalized `target`.
+#[must_use]
 pub fn join(target: &str, child: &str) -> String {
     if target.is_empty() {
         child.to_string()

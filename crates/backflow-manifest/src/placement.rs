@@ -1,4 +1,4 @@
-//! Where a new object's file goes when the GitTarget says so (`spec.placement`): path templates
+//! Where a new object's file goes when the `GitTarget` says so (`spec.placement`): path templates
 //! per type or for every type, before the canonical layout.
 //!
 //! Only new objects are placed: an object with a document anywhere in the folder is edited where
@@ -29,7 +29,7 @@ pub const VARIABLES: &[&str] = &[
     "sensitiveSuffix",
 ];
 
-/// A GitTarget's placement rules.
+/// A `GitTarget`'s placement rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlacementRules {
     /// Per type, keyed `[group/]version/resource` (`v1/configmaps`, `apps/v1/deployments`).
@@ -73,7 +73,7 @@ pub fn validate_template(template: &str) -> Result<(), String> {
 }
 
 /// Placement rules per folder of one branch, shared between the controller (which fills it from
-/// each GitTarget) and the planner. Cloning shares the map.
+/// each `GitTarget`) and the planner. Cloning shares the map.
 #[derive(Debug, Clone, Default)]
 pub struct PlacementMap {
     inner: Arc<RwLock<BTreeMap<String, PlacementRules>>>,
@@ -104,6 +104,7 @@ impl PlacementCounts {
 
 impl PlacementMap {
     /// An empty map: every folder uses the canonical layout.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -111,7 +112,10 @@ impl PlacementMap {
     /// Sets (or, with empty rules, clears) the rules of `target`.
     pub fn set(&self, target: &str, rules: PlacementRules) {
         let key = normalize_target(target).unwrap_or_else(|_| target.to_string());
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if rules == PlacementRules::default() {
             map.remove(&key);
         } else {
@@ -128,7 +132,10 @@ impl PlacementMap {
         object: &Value,
         sensitive: bool,
     ) -> Result<Option<String>, ManifestError> {
-        let map = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let map = self
+            .inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(rules) = map.get(target) else {
             return Ok(None);
         };
@@ -158,6 +165,7 @@ impl PlacementMap {
     }
 
     /// The placement counts of every folder using this map.
+    #[must_use]
     pub fn counts(&self) -> Arc<PlacementCounts> {
         self.counts.clone()
     }

@@ -75,6 +75,7 @@ pub struct YamlPlanner {
 impl YamlPlanner {
     /// A planner that looks kinds up in `kinds` (shared with whoever fills it). It refuses
     /// sensitive objects until given [`YamlPlanner::with_encryption`].
+    #[must_use]
     pub fn new(kinds: KindMap) -> Self {
         Self {
             kinds,
@@ -86,6 +87,7 @@ impl YamlPlanner {
 
     /// Places new objects by the path templates of each folder in `map` (shared with whoever
     /// fills it from `GitTarget.spec.placement`); folders without rules use the canonical layout.
+    #[must_use]
     pub fn with_placement(mut self, map: PlacementMap) -> Self {
         self.placement = map;
         self
@@ -94,6 +96,7 @@ impl YamlPlanner {
     /// Encrypts sensitive objects of the folders in `map` (shared with whoever fills it), with
     /// `clock` for `lastmodified` and `rng` for data keys and IVs. `rng` must be seeded from a
     /// secure source in production (e.g. `StdRng::from_os_rng()`); tests may seed it fixed.
+    #[must_use]
     pub fn with_encryption(
         mut self,
         map: EncryptionMap,
@@ -109,6 +112,7 @@ impl YamlPlanner {
     }
 
     /// The kind map this planner reads.
+    #[must_use]
     pub fn kinds(&self) -> &KindMap {
         &self.kinds
     }
@@ -161,12 +165,11 @@ impl YamlPlanner {
             }
             updates.push(PathUpdate::write(found.path.clone(), edited));
         } else {
-            let path = match self.placement.place(target, key, &object, false)? {
-                Some(placed) => placed,
-                None => {
-                    self.placement.count_canonical();
-                    object_path(target, key)?
-                }
+            let path = if let Some(placed) = self.placement.place(target, key, &object, false)? {
+                placed
+            } else {
+                self.placement.count_canonical();
+                object_path(target, key)?
             };
             if is_sops_path(&path) {
                 // A name like `x.sops` would make a plain file that sops treats as encrypted.
@@ -214,62 +217,62 @@ impl YamlPlanner {
         };
         let crypto = self.crypto.as_ref().ok_or_else(unavailable)?;
         let encryptor = crypto.map.get(target).ok_or_else(unavailable)?;
-        let (path, previous) = match index.get(identity) {
-            Some(found) => {
-                if !found.encrypted {
-                    return Err(ManifestError::PlaintextSecret {
-                        path: found.path.clone(),
-                        doc: found.doc,
-                        object: identity.to_string(),
-                    }
-                    .into());
+        let (path, previous) = if let Some(found) = index.get(identity) {
+            if !found.encrypted {
+                return Err(ManifestError::PlaintextSecret {
+                    path: found.path.clone(),
+                    doc: found.doc,
+                    object: identity.to_string(),
                 }
-                if index
-                    .iter()
-                    .any(|(other, at)| at.path == found.path && other != identity)
-                {
-                    return Err(ManifestError::EncryptedFileConflict {
-                        path: found.path.clone(),
-                        reason: format!(
-                            "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
-                        ),
-                    }
-                    .into());
-                }
-                (found.path.clone(), tree.read(&found.path)?)
+                .into());
             }
-            None => {
-                let path = match self.placement.place(target, key, object, true)? {
-                    Some(placed) if is_sops_path(&placed) => placed,
-                    Some(placed) => {
-                        return Err(ManifestError::EncryptedFileConflict {
-                            path: placed,
-                            reason: format!("{key} is encrypted, so its file must be named *.sops.yaml: end the placement template with {{sensitiveSuffix}}"),
-                        }
-                        .into());
-                    }
-                    None => {
-                        self.placement.count_canonical();
-                        sops_object_path(target, key)?
-                    }
-                };
-                if tree.read(&path)?.is_some() {
+            if index
+                .iter()
+                .any(|(other, at)| at.path == found.path && other != identity)
+            {
+                return Err(ManifestError::EncryptedFileConflict {
+                    path: found.path.clone(),
+                    reason: format!(
+                        "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
+                    ),
+                }
+                .into());
+            }
+            (found.path.clone(), tree.read(&found.path)?)
+        } else {
+            let path = match self.placement.place(target, key, object, true)? {
+                Some(placed) if is_sops_path(&placed) => placed,
+                Some(placed) => {
                     return Err(ManifestError::EncryptedFileConflict {
-                        path,
-                        reason: format!(
-                            "already exists and does not hold {identity}; an encrypted object is never appended to a file, so move that file"
-                        ),
+                        path: placed,
+                        reason: format!("{key} is encrypted, so its file must be named *.sops.yaml: end the placement template with {{sensitiveSuffix}}"),
                     }
                     .into());
                 }
-                (path, None)
+                None => {
+                    self.placement.count_canonical();
+                    sops_object_path(target, key)?
+                }
+            };
+            if tree.read(&path)?.is_some() {
+                return Err(ManifestError::EncryptedFileConflict {
+                    path,
+                    reason: format!(
+                        "already exists and does not hold {identity}; an encrypted object is never appended to a file, so move that file"
+                    ),
+                }
+                .into());
             }
+            (path, None)
         };
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
         let encrypted = {
-            let mut rng = crypto.rng.lock().unwrap_or_else(|e| e.into_inner());
+            let mut rng = crypto
+                .rng
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             encryptor
                 .encrypt_document(
                     object,
@@ -290,7 +293,7 @@ impl YamlPlanner {
         let recipients: Vec<String> = encryptor
             .recipients()
             .iter()
-            .map(|r| r.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         let config_path = join(target, ".sops.yaml");
         let config = sops_config(&recipients);
@@ -320,31 +323,30 @@ impl YamlPlanner {
         key: &ObjectKey,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         check_key(key)?;
-        let found = match self.kinds.kind_of(&key.resource) {
-            Some(kind) => index
+        let found = if let Some(kind) = self.kinds.kind_of(&key.resource) {
+            index
                 .get(&Identity {
                     group: key.resource.group.clone(),
                     kind,
                     namespace: key.namespace.clone(),
                     name: key.name.clone(),
                 })
-                .cloned(),
-            None => {
-                // No kind known: only a document at the layout path with this group,
-                // namespace and name can be this object.
-                let path = object_path(target, key)?;
-                let sops_path = sops_object_path(target, key)?;
-                index
-                    .iter()
-                    .filter(|(id, at)| {
-                        (at.path == path || at.path == sops_path)
-                            && id.group == key.resource.group
-                            && id.namespace == key.namespace
-                            && id.name == key.name
-                    })
-                    .map(|(_, at)| at.clone())
-                    .next()
-            }
+                .cloned()
+        } else {
+            // No kind known: only a document at the layout path with this group,
+            // namespace and name can be this object.
+            let path = object_path(target, key)?;
+            let sops_path = sops_object_path(target, key)?;
+            index
+                .iter()
+                .filter(|(id, at)| {
+                    (at.path == path || at.path == sops_path)
+                        && id.group == key.resource.group
+                        && id.namespace == key.namespace
+                        && id.name == key.name
+                })
+                .map(|(_, at)| at.clone())
+                .next()
         };
         let Some(found) = found else {
             return Ok(Vec::new());
@@ -435,7 +437,10 @@ fn in_folder(path: &str, target: &str) -> bool {
 impl YamlPlanner {
     /// The index of `target` in `tree`, parsing only files not seen before.
     fn index(&self, tree: &dyn TreeView, target: &str) -> Result<FolderIndex, IndexError> {
-        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parsed = self
+            .parsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cache = parsed.entry(target.to_string()).or_default();
         FolderIndex::build_cached(tree, target, cache)
     }
@@ -485,13 +490,16 @@ impl Planner for YamlPlanner {
                 .into()),
             };
             for u in view.record(planned) {
-                for (folder, cached) in indexes.iter_mut() {
+                for (folder, cached) in &mut indexes {
                     if !in_folder(&u.path, folder) {
                         continue;
                     }
                     let refreshed = match cached {
                         CachedIndex::Ready(index) => {
-                            let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut parsed = self
+                                .parsed
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
                             let cache = parsed.entry(folder.clone()).or_default();
                             index.refresh_cached(&u.path, u.content.as_deref(), cache)
                         }

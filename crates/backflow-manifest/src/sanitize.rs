@@ -1,7 +1,7 @@
 //! Sanitization: the object as it should read in Git.
 //!
 //! A denylist, not an allowlist: everything a user can set survives (Secret `immutable`,
-//! StorageClass `provisioner`, RBAC `rules`, fields of kinds nobody has heard of yet), and only
+//! `StorageClass` `provisioner`, RBAC `rules`, fields of kinds nobody has heard of yet), and only
 //! what the server or a controller writes is removed. Keeping a server-written field would make
 //! the live object and the committed file disagree forever, so every apply of that file would
 //! produce a commit (the "no loops" invariant); dropping a user field would lose intent.
@@ -73,6 +73,7 @@ const FLUX_INTENT_ANNOTATIONS: &[&str] = &[
 ];
 
 /// Whether a label is controller bookkeeping that must not reach Git.
+#[must_use]
 pub fn is_bookkeeping_label(key: &str) -> bool {
     BOOKKEEPING_LABELS.contains(&key)
         || BOOKKEEPING_LABEL_PREFIXES
@@ -84,6 +85,7 @@ pub fn is_bookkeeping_label(key: &str) -> bool {
 ///
 /// Under `argocd.argoproj.io/` only the exact tracking keys go: `sync-wave`, `sync-options`,
 /// `hook` and `compare-options` are user intent.
+#[must_use]
 pub fn is_bookkeeping_annotation(key: &str) -> bool {
     if BOOKKEEPING_ANNOTATIONS.contains(&key)
         || BOOKKEEPING_ANNOTATION_PREFIXES

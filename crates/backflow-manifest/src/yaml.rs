@@ -18,6 +18,7 @@
 use serde_json::{Map, Value};
 
 /// Renders a whole document (an object) in canonical form, ending with a newline.
+#[must_use]
 pub fn render(object: &Value) -> String {
     let mut out = String::new();
     match object {
@@ -225,6 +226,7 @@ const RESERVED_WORDS: &[&str] = &[
 
 /// Whether a one-line string would be read as something other than this string if written
 /// plain, by a YAML 1.1 or 1.2 reader. Errs on the side of quoting.
+#[must_use]
 pub fn needs_quotes(s: &str) -> bool {
     let Some(first) = s.chars().next() else {
         return true;
@@ -272,6 +274,7 @@ fn plain_safe_char(c: char) -> bool {
 }
 
 /// A double-quoted scalar with escapes for everything that is not printable.
+#[must_use]
 pub fn double_quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');

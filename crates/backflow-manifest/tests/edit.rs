@@ -1,5 +1,10 @@
 //! In-place edits: exact bytes for a hand-written file, and properties for arbitrary objects.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod support;
 
 use backflow_manifest::{ManifestError, append_document, edit_document, remove_document, render};

@@ -1,5 +1,10 @@
 //! Canonical rendering reads back as the value it was rendered from.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod support;
 
 use backflow_manifest::render;

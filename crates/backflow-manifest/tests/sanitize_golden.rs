@@ -1,6 +1,11 @@
 //! Golden tests: `tests/golden/sanitize/<case>.in.yaml` sanitized and rendered must equal
 //! `<case>.out.yaml` byte for byte.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::Path;
 
 use backflow_manifest::{render, sanitize};

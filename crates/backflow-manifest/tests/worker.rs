@@ -1,6 +1,11 @@
 //! The YAML planner driving a real branch worker (window 0) against a bare repository, with the
 //! results read back through the `git` program.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -55,7 +55,7 @@ impl Board {
     pub fn set_stream(&self, spec: &StreamSpec, state: StreamState) {
         self.streams
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(spec.clone(), state);
     }
 
@@ -63,7 +63,7 @@ impl Board {
     pub fn remove_stream(&self, spec: &StreamSpec) {
         self.streams
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(spec);
     }
 
@@ -71,14 +71,17 @@ impl Board {
     pub fn stream(&self, spec: &StreamSpec) -> Option<StreamState> {
         self.streams
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(spec)
             .cloned()
     }
 
     /// The states of a target's streams.
     pub fn streams_of(&self, target: &TargetRef) -> Vec<(StreamSpec, StreamState)> {
-        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         streams
             .iter()
             .filter(|(s, _)| &s.target == target)
@@ -88,7 +91,10 @@ impl Board {
 
     /// Records a pushed commit holding a change of `target`.
     pub fn pushed(&self, target: &TargetRef, sha: String, now: String) {
-        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut targets = self
+            .targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let a = targets.entry(target.clone()).or_default();
         a.last_commit = Some(sha);
         a.last_push_time = Some(now);
@@ -98,7 +104,7 @@ impl Board {
     pub fn refused(&self, target: &TargetRef, message: String) {
         self.targets
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(target.clone())
             .or_default()
             .last_refusal = Some(message);
@@ -108,7 +114,7 @@ impl Board {
     pub fn branch_submitted(&self, branch: &BranchKey) {
         self.branches
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(branch.clone())
             .or_default()
             .pending += 1;
@@ -116,7 +122,10 @@ impl Board {
 
     /// Records the end of a submitted write, and the commit that published it if it was pushed.
     pub fn branch_settled(&self, branch: &BranchKey, pushed: Option<(String, String)>) {
-        let mut branches = self.branches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut branches = self
+            .branches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let b = branches.entry(branch.clone()).or_default();
         b.pending = b.pending.saturating_sub(1);
         if let Some((sha, at)) = pushed {
@@ -129,7 +138,7 @@ impl Board {
     pub fn branch(&self, branch: &BranchKey) -> BranchActivity {
         self.branches
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(branch)
             .cloned()
             .unwrap_or_default()
@@ -139,7 +148,7 @@ impl Board {
     pub fn activity(&self, target: &TargetRef) -> TargetActivity {
         self.targets
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(target)
             .cloned()
             .unwrap_or_default()

@@ -1,5 +1,5 @@
 //! The mirror's control loop: reads the configuration kinds and the served types, keeps one
-//! watch stream per (GitTarget, type, namespace scope) running, and reports status.
+//! watch stream per (`GitTarget`, type, namespace scope) running, and reports status.
 //!
 //! Level-triggered: any change to a configuration object or a CRD (or a 30 s tick, which also
 //! refreshes discovery) recomputes the whole plan and diffs it with what runs.
@@ -62,7 +62,7 @@ pub struct Controller {
     running: BTreeMap<StreamSpec, Running>,
     committed_requests: BTreeSet<String>,
     last_status: BTreeMap<String, serde_json::Value>,
-    /// The GitBranch object (namespace, name) reporting each branch in use.
+    /// The `GitBranch` object (namespace, name) reporting each branch in use.
     branch_objects: BTreeMap<BranchKey, (String, String)>,
     /// Placement totals already added to the counter.
     placements_exported: (u64, u64, u64),
@@ -226,7 +226,7 @@ impl Controller {
                     self.update_kinds();
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "discovery failed; keeping the previous view of served types")
+                    tracing::warn!(error = %e, "discovery failed; keeping the previous view of served types");
                 }
             }
             if let Err(e) = self.reconcile().await {
@@ -693,7 +693,7 @@ impl Controller {
                 self.last_status.insert(id, comparable);
             }
             Err(e) => {
-                tracing::debug!(object = %id, error = %e, "status update failed; retrying later")
+                tracing::debug!(object = %id, error = %e, "status update failed; retrying later");
             }
         }
     }
@@ -718,7 +718,7 @@ impl Controller {
             let ready = crate::workers::worker_config(g, "main", 0)
                 .map(|_| ())
                 .map_err(|m| ("InvalidConfig", m, true))
-                .and_then(|_| {
+                .and_then(|()| {
                     if g.spec.url.trim().is_empty() {
                         Err(("InvalidConfig", "spec.url is empty".to_string(), true))
                     } else {
@@ -798,15 +798,12 @@ impl Controller {
                 };
                 summary(&mut st.conditions, ready, &now, generation);
                 let status = serde_json::to_value(&st).unwrap_or_default();
-                match (kind, &ns) {
-                    ("WatchRule", Some(ns)) => {
-                        let api = Api::<WatchRule>::namespaced(self.client.clone(), ns);
-                        self.patch_status(api, Some(ns), &name, status).await;
-                    }
-                    _ => {
-                        let api = Api::<ClusterWatchRule>::all(self.client.clone());
-                        self.patch_status(api, None, &name, status).await;
-                    }
+                if let ("WatchRule", Some(ns)) = (kind, &ns) {
+                    let api = Api::<WatchRule>::namespaced(self.client.clone(), ns);
+                    self.patch_status(api, Some(ns), &name, status).await;
+                } else {
+                    let api = Api::<ClusterWatchRule>::all(self.client.clone());
+                    self.patch_status(api, None, &name, status).await;
                 }
             }
         }
@@ -857,8 +854,8 @@ impl Controller {
         }
         let activity = self.board.activity(&tref);
         if activity.last_commit.is_some() {
-            st.last_commit = activity.last_commit.clone();
-            st.last_push_time = activity.last_push_time.clone();
+            st.last_commit.clone_from(&activity.last_commit);
+            st.last_push_time.clone_from(&activity.last_push_time);
         }
         let validated = match &problem {
             Some((reason, message)) => cond(
@@ -1003,7 +1000,7 @@ impl Controller {
     }
 
     /// Refreshes target statuses from the board (streams settle and pushes land between changes).
-    /// Creates the GitBranch that reports `branch` of `provider`'s repository, once.
+    /// Creates the `GitBranch` that reports `branch` of `provider`'s repository, once.
     async fn ensure_branch_object(&mut self, provider: &GitProvider, branch: &str) {
         let key: BranchKey = (provider.spec.url.clone(), branch.to_string());
         if self.branch_objects.contains_key(&key) {
@@ -1033,12 +1030,12 @@ impl Controller {
                 self.branch_objects.insert(key, (ns, name));
             }
             Err(e) => {
-                tracing::warn!(gitbranch = %format!("{ns}/{name}"), error = %e, "cannot create the GitBranch status object; retrying later")
+                tracing::warn!(gitbranch = %format!("{ns}/{name}"), error = %e, "cannot create the GitBranch status object; retrying later");
             }
         }
     }
 
-    /// Reports each branch's tip, last push and pending writes on its GitBranch.
+    /// Reports each branch's tip, last push and pending writes on its `GitBranch`.
     async fn write_branch_statuses(&mut self) {
         let now = now(self.clock.as_ref());
         let objects: Vec<(BranchKey, (String, String))> = self
@@ -1112,7 +1109,7 @@ impl Controller {
         }
     }
 
-    /// Saves for every new CommitRequest: close the window with its message, report the SHA.
+    /// Saves for every new `CommitRequest`: close the window with its message, report the SHA.
     async fn commit_requests(&mut self, p: &Plan) {
         let Ok(list) = Api::<CommitRequest>::all(self.client.clone())
             .list(&ListParams::default())
@@ -1198,7 +1195,7 @@ impl Controller {
 }
 
 /// Sends a tick on every change to objects of kind `K`.
-/// A stream's GitTarget as `namespace/name`, for logs.
+/// A stream's `GitTarget` as `namespace/name`, for logs.
 fn stream_target(s: &StreamSpec) -> String {
     format!("{}/{}", s.target.0, s.target.1)
 }
@@ -1235,7 +1232,7 @@ where
     })
 }
 
-/// The GitBranch name for a provider's branch: `{provider}-{branch}`, made a DNS subdomain.
+/// The `GitBranch` name for a provider's branch: `{provider}-{branch}`, made a DNS subdomain.
 fn branch_object_name(provider: &str, branch: &str) -> String {
     let raw = format!("{provider}-{branch}").to_ascii_lowercase();
     let cleaned: String = raw

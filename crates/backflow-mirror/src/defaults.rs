@@ -32,7 +32,7 @@ pub struct DefaultSetup {
     /// Commit window (`1s`, `0s`).
     pub commit_window: String,
     /// age recipients Secrets are encrypted to (`spec.encryption.age.recipients`); with none,
-    /// the default GitTarget gets no encryption and Secrets are not mirrored.
+    /// the default `GitTarget` gets no encryption and Secrets are not mirrored.
     pub recipients: Vec<String>,
 }
 
@@ -70,7 +70,7 @@ pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
     Ok(())
 }
 
-/// Applies the default GitProvider, GitTarget, WatchRule (every namespace) and ClusterWatchRule
+/// Applies the default `GitProvider`, `GitTarget`, `WatchRule` (every namespace) and `ClusterWatchRule`
 /// (cluster-scoped types). Objects a user changed keep their other fields; the flags' fields are
 /// set again.
 pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::Error> {

@@ -2,7 +2,7 @@
 //!
 //! - [`plan`]: which watch streams the configuration asks for (pure).
 //! - [`discovery`]: the types the live API serves.
-//! - [`stream`]: one watch per (GitTarget, type, namespace scope): snapshot → resync, then
+//! - [`stream`]: one watch per (`GitTarget`, type, namespace scope): snapshot → resync, then
 //!   live changes → intents for the branch worker.
 //! - [`workers`]: one branch worker per (repository, branch).
 //! - [`controller`]: the control loop and status.
@@ -37,7 +37,7 @@ pub use tracker::{Tracker, TrackerWaiter};
 pub struct MirrorOptions {
     /// Where branch workers keep their repository caches.
     pub data_dir: PathBuf,
-    /// age identities handed to every GitTarget's encryptor (never used to encrypt): with
+    /// age identities handed to every `GitTarget`'s encryptor (never used to encrypt): with
     /// them, a restart reuses the data keys of existing SOPS files instead of re-encrypting.
     pub identities: Vec<backflow_sops::Identity>,
 }
@@ -94,16 +94,20 @@ impl Mirror {
     }
 
     /// Answers `X-Backflow-Wait: pushed` for the API server.
+    #[must_use]
     pub fn waiter(&self) -> TrackerWaiter {
         TrackerWaiter(self.tracker.clone())
     }
 
-    /// Renders every metric (mirror and branch workers) as OpenMetrics text.
+    /// Renders every metric (mirror and branch workers) as `OpenMetrics` text.
+    #[must_use]
     pub fn metrics_renderer(&self) -> Arc<dyn Fn() -> String + Send + Sync> {
         let registry = self.registry.clone();
         Arc::new(move || {
             let mut out = String::new();
-            let registry = registry.lock().unwrap_or_else(|e| e.into_inner());
+            let registry = registry
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
                 out = "# metrics could not be encoded\n# EOF\n".into();
             }

@@ -1,5 +1,5 @@
 //! What to watch and where it goes: a pure function from the configuration objects and the
-//! served types to a set of watch streams per GitTarget.
+//! served types to a set of watch streams per `GitTarget`.
 //!
 //! Kept free of I/O so the controller can recompute it on every change and diff the result.
 
@@ -32,6 +32,7 @@ pub struct ServedType {
 
 impl ServedType {
     /// The storage identity.
+    #[must_use]
     pub fn group_resource(&self) -> GroupResource {
         GroupResource::new(&self.group, &self.plural)
     }
@@ -54,11 +55,11 @@ pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
 ];
 
 /// Types whose objects hold secrets: never written to Git in plaintext, so mirrored only into
-/// GitTargets with `spec.encryption` (the controller also drops them when its recipients cannot
+/// `GitTargets` with `spec.encryption` (the controller also drops them when its recipients cannot
 /// be resolved).
 pub use backflow_manifest::SENSITIVE;
 
-/// A GitTarget, by namespace and name.
+/// A `GitTarget`, by namespace and name.
 pub type TargetRef = (String, String);
 
 /// One watch: a type in one namespace (or all), for one target.
@@ -97,6 +98,7 @@ pub struct TargetPlan {
 
 impl TargetPlan {
     /// Whether objects of `resource` are written only encrypted into this target.
+    #[must_use]
     pub fn is_sensitive(&self, resource: &GroupResource) -> bool {
         SENSITIVE.contains(&(resource.group.as_str(), resource.resource.as_str()))
             || self.sensitive.contains(resource)
@@ -104,6 +106,7 @@ impl TargetPlan {
 }
 
 /// Parses `resource` or `resource.group` (the group is everything after the first dot).
+#[must_use]
 pub fn parse_group_resource(s: &str) -> GroupResource {
     match s.split_once('.') {
         Some((resource, group)) => GroupResource::new(group, resource),
@@ -220,6 +223,7 @@ fn describe(t: &ServedType) -> String {
 }
 
 /// Computes the plan.
+#[must_use]
 pub fn plan(
     providers: &[GitProvider],
     targets: &[GitTarget],

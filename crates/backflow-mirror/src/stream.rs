@@ -1,4 +1,4 @@
-//! One watch stream: a type in a namespace scope, for one GitTarget.
+//! One watch stream: a type in a namespace scope, for one `GitTarget`.
 //!
 //! It reads the initial snapshot (streaming list with the end bookmark, or LIST+WATCH where the
 //! API does not stream lists), publishes it as one resync (upsert all, sweep by prune mode), then
@@ -37,7 +37,7 @@ pub struct StreamContext {
     pub prune: PruneMode,
     /// The branch worker of the target's branch.
     pub worker: WorkerHandle,
-    /// The target's branch (repository URL, branch), for its GitBranch status.
+    /// The target's branch (repository URL, branch), for its `GitBranch` status.
     pub branch: crate::board::BranchKey,
     /// Publication tracking for `X-Backflow-Wait`.
     pub tracker: Arc<Tracker>,
@@ -226,7 +226,6 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
         if fall_back {
             tracing::info!(stream = ?ctx.spec, "the API does not stream lists; using LIST+WATCH");
             streaming = false;
-            continue;
         }
         // The watcher stream never ends on its own; if it does, start over.
     }

@@ -22,6 +22,9 @@ pub enum Outcome {
     NotPushed(String),
 }
 
+/// The types and namespaces streams watch (`None`: every namespace).
+type Coverage = Vec<(GroupResource, Option<String>)>;
+
 /// A publication in progress: resolves to the commit once pushed.
 pub type PublicationRx = watch::Receiver<Option<Outcome>>;
 
@@ -40,11 +43,12 @@ pub struct Tracker {
     /// Which types and namespaces streams watch; `None` until the mirror has read its
     /// configuration once, so a write made right after start waits instead of being answered
     /// `not-mirrored`.
-    coverage: Mutex<Option<Vec<(GroupResource, Option<String>)>>>,
+    coverage: Mutex<Option<Coverage>>,
     changed: Notify,
 }
 
 /// A publication that is already done.
+#[must_use]
 pub fn resolved(outcome: Outcome) -> PublicationRx {
     watch::channel(Some(outcome)).1
 }
@@ -52,7 +56,10 @@ pub fn resolved(outcome: Outcome) -> PublicationRx {
 impl Tracker {
     /// Records that the mirror handled `key` at `resource_version`, published by `publication`.
     pub fn record(&self, key: ObjectKey, resource_version: u64, publication: PublicationRx) {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = keys.entry(key).or_insert_with(|| KeyState {
             seen: 0,
             publication: publication.clone(),
@@ -68,7 +75,10 @@ impl Tracker {
     /// Records that the mirror handled `key` at `resource_version` without changing what Git
     /// should hold (a no-op): it is held by the object's last publication.
     pub fn record_unchanged(&self, key: ObjectKey, resource_version: u64) {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(entry) = keys.get_mut(&key) {
             entry.seen = entry.seen.max(resource_version);
         } else {
@@ -86,13 +96,19 @@ impl Tracker {
 
     /// Which types and namespaces streams currently watch (`None` = every namespace).
     pub fn set_coverage(&self, coverage: Vec<(GroupResource, Option<String>)>) {
-        *self.coverage.lock().unwrap_or_else(|e| e.into_inner()) = Some(coverage);
+        *self
+            .coverage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(coverage);
         self.changed.notify_waiters();
     }
 
     /// Whether a stream watches `key`; `None` while that is not known yet.
     fn covers(&self, key: &ObjectKey) -> Option<bool> {
-        let coverage = self.coverage.lock().unwrap_or_else(|e| e.into_inner());
+        let coverage = self
+            .coverage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         coverage.as_ref().map(|coverage| {
             coverage.iter().any(|(gr, ns)| {
                 *gr == key.resource && ns.as_deref().is_none_or(|n| n == key.namespace)
@@ -109,7 +125,10 @@ impl Tracker {
                 return None;
             }
             {
-                let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                let keys = self
+                    .keys
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if let Some(state) = keys.get(key)
                     && state.seen >= resource_version
                 {

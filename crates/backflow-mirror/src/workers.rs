@@ -1,4 +1,4 @@
-//! The branch workers: one per (repository URL, branch), started when a GitTarget first needs it.
+//! The branch workers: one per (repository URL, branch), started when a `GitTarget` first needs it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-/// The worker settings a GitProvider asks for.
+/// The worker settings a `GitProvider` asks for.
 pub fn worker_config(
     provider: &GitProvider,
     branch: &str,
@@ -115,28 +115,28 @@ impl Workers {
     pub fn take_divergences(&self) -> Option<mpsc::UnboundedReceiver<BranchKey>> {
         self.diverged_rx
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
     }
 
     /// The per-folder encryptors of (url, branch)'s planner, shared with it: the controller
-    /// fills it from each GitTarget's `spec.encryption`. Keyed per branch so that two
+    /// fills it from each `GitTarget`'s `spec.encryption`. Keyed per branch so that two
     /// repositories with the same folder name never share an encryptor.
     pub fn encryption(&self, url: &str, branch: &str) -> EncryptionMap {
         self.encryption
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry((url.to_string(), branch.to_string()))
             .or_default()
             .clone()
     }
 
     /// The per-folder placement rules of (url, branch)'s planner, shared with it: the controller
-    /// fills it from each GitTarget's `spec.placement`.
+    /// fills it from each `GitTarget`'s `spec.placement`.
     pub fn placement(&self, url: &str, branch: &str) -> PlacementMap {
         self.placement
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry((url.to_string(), branch.to_string()))
             .or_default()
             .clone()
@@ -144,7 +144,10 @@ impl Workers {
 
     /// `(by_type, default, canonical)` placements of every branch so far.
     pub fn placement_totals(&self) -> (u64, u64, u64) {
-        let maps = self.placement.lock().unwrap_or_else(|e| e.into_inner());
+        let maps = self
+            .placement
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         maps.values()
             .map(|m| m.counts().snapshot())
             .fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
@@ -159,7 +162,10 @@ impl Workers {
         credentials: Credentials,
     ) -> Result<WorkerHandle, String> {
         let key = (provider.spec.url.clone(), branch.to_string());
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut running = self
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(h) = running.get(&key) {
             return Ok(h.clone());
         }
@@ -203,24 +209,28 @@ impl Workers {
     pub fn get(&self, url: &str, branch: &str) -> Option<WorkerHandle> {
         self.running
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&(url.to_string(), branch.to_string()))
             .cloned()
     }
 
     /// Flushes and stops every worker.
     pub async fn shutdown(&self) {
-        let handles: Vec<((String, String), WorkerHandle)> =
-            std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner()))
-                .into_iter()
-                .collect();
+        let handles: Vec<((String, String), WorkerHandle)> = std::mem::take(
+            &mut *self
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_iter()
+        .collect();
         for ((url, branch), h) in handles {
             match h.shutdown().await {
                 Ok(tip) => {
-                    tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped")
+                    tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped");
                 }
                 Err(e) => {
-                    tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished")
+                    tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished");
                 }
             }
         }

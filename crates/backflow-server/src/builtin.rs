@@ -172,6 +172,7 @@ const BUILTINS: &[Builtin] = &[
 ];
 
 /// The built-in resource types.
+#[must_use]
 pub fn types() -> Vec<ResourceType> {
     BUILTINS
         .iter()
@@ -183,7 +184,11 @@ pub fn types() -> Vec<ResourceType> {
             kind: b.kind.into(),
             list_kind: format!("{}List", b.kind),
             scope: b.scope,
-            short_names: b.short.iter().map(|s| s.to_string()).collect(),
+            short_names: b
+                .short
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             categories: if b.all { vec!["all".into()] } else { vec![] },
             status_subresource: b.status,
             scale: b.scale.then(|| ScalePaths {

@@ -1,4 +1,4 @@
-//! CustomResourceDefinitions: validation, the status the server reports, and the types they add.
+//! `CustomResourceDefinitions`: validation, the status the server reports, and the types they add.
 
 use serde_json::{Value, json};
 
@@ -160,11 +160,9 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
         return vec![];
     }
     let singular = str_at(crd, "/spec/names/singular")
-        .map(str::to_string)
-        .unwrap_or_else(|| kind.to_ascii_lowercase());
-    let list_kind = str_at(crd, "/spec/names/listKind")
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{kind}List"));
+        .map_or_else(|| kind.to_ascii_lowercase(), str::to_string);
+    let list_kind =
+        str_at(crd, "/spec/names/listKind").map_or_else(|| format!("{kind}List"), str::to_string);
     let scope = if str_at(crd, "/spec/scope") == Some("Cluster") {
         Scope::Cluster
     } else {

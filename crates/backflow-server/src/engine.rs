@@ -35,7 +35,7 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
 }
 
-/// Options of a delete (query parameters and the DeleteOptions body).
+/// Options of a delete (query parameters and the `DeleteOptions` body).
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
     /// `dryRun: [All]`.
@@ -211,33 +211,38 @@ impl Engine {
     }
 
     /// The current time, from the injected clock.
+    #[must_use]
     pub fn now(&self) -> std::time::SystemTime {
         self.clock.now()
     }
 
     /// The injected clock itself (for answers computed later, such as watch Tables).
+    #[must_use]
     pub fn clock(&self) -> Arc<dyn Clock> {
         self.clock.clone()
     }
 
     /// The store underneath.
+    #[must_use]
     pub fn store(&self) -> &Store {
         &self.store
     }
 
     /// A snapshot of the registry (discovery, routing).
+    #[must_use]
     pub fn registry(&self) -> Registry {
         self.registry
             .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
     /// One served type.
+    #[must_use]
     pub fn resource_type(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
         self.registry
             .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(group, version, plural)
             .cloned()
     }
@@ -251,13 +256,16 @@ impl Engine {
             .read(|s| s.list(&gr, None).map(|(_, v)| (**v).clone()).collect());
         self.registry
             .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .set_custom(&crds);
     }
 
     /// Every namespaced type, once (at the version its objects are stored under).
     fn storage_types(&self) -> Vec<ResourceType> {
-        let reg = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        let reg = self
+            .registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let resources: std::collections::BTreeSet<GroupResource> = reg
             .all()
             .filter(|t| t.namespaced())
@@ -864,10 +872,9 @@ impl Engine {
         let storage = self
             .registry
             .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .storage_type(&t.group_resource())
-            .map(ResourceType::api_version)
-            .unwrap_or_else(|| t.api_version());
+            .map_or_else(|| t.api_version(), ResourceType::api_version);
         if let Some(m) = new.as_object_mut() {
             m.insert("apiVersion".into(), json!(storage));
             m.insert("kind".into(), json!(t.kind));
@@ -893,37 +900,34 @@ impl Engine {
         }
         meta.remove("resourceVersion");
         meta.remove("selfLink");
-        match old {
-            Some(old) => {
-                for field in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generateName",
-                ] {
-                    match old.pointer(&format!("/metadata/{field}")) {
-                        Some(v) => {
-                            meta.insert(field.into(), v.clone());
-                        }
-                        None => {
-                            meta.remove(field);
-                        }
+        if let Some(old) = old {
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generateName",
+            ] {
+                match old.pointer(&format!("/metadata/{field}")) {
+                    Some(v) => {
+                        meta.insert(field.into(), v.clone());
+                    }
+                    None => {
+                        meta.remove(field);
                     }
                 }
-                if meta.get("managedFields").is_none()
-                    && let Some(mf) = old.pointer("/metadata/managedFields")
-                {
-                    meta.insert("managedFields".into(), mf.clone());
-                }
             }
-            None => {
-                meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-                meta.insert("creationTimestamp".into(), json!(now));
-                meta.remove("deletionTimestamp");
-                meta.remove("deletionGracePeriodSeconds");
-                meta.remove("managedFields");
+            if meta.get("managedFields").is_none()
+                && let Some(mf) = old.pointer("/metadata/managedFields")
+            {
+                meta.insert("managedFields".into(), mf.clone());
             }
+        } else {
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now));
+            meta.remove("deletionTimestamp");
+            meta.remove("deletionGracePeriodSeconds");
+            meta.remove("managedFields");
         }
         if tracks_generation(t) {
             meta.insert("generation".into(), json!(generation));
@@ -1109,7 +1113,7 @@ impl Engine {
         if is_crd(t) && !opts.dry_run {
             self.refresh_custom_types();
         }
-        let rv = self.store.read(|s| s.resource_version());
+        let rv = self.store.read(super::store::State::resource_version);
         let items: Vec<Value> = items.iter().map(|o| at_version(o, t)).collect();
         Ok(
             json!({"apiVersion": t.api_version(), "kind": t.list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
@@ -1201,6 +1205,7 @@ fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
 
 /// The object as a client of `t`'s version sees it (CRDs serve every version from one storage
 /// version with no conversion, like `conversion: None`).
+#[must_use]
 pub fn at_version(obj: &Value, t: &ResourceType) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {
@@ -1236,7 +1241,7 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
 
 /// Whether objects of `t` carry `metadata.generation`, as on a real API server: custom resources
 /// and the workload and policy types of the named groups do; the core group's types do not
-/// (ConfigMaps, Secrets, Services, Namespaces, ServiceAccounts…), except ReplicationControllers.
+/// (`ConfigMaps`, Secrets, Services, Namespaces, `ServiceAccounts`…), except `ReplicationControllers`.
 fn tracks_generation(t: &ResourceType) -> bool {
     !t.group.is_empty() || t.plural == "replicationcontrollers"
 }

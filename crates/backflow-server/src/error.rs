@@ -53,8 +53,11 @@ pub enum ApiError {
     /// 404: the object does not exist. `resource` is the plural (with group: `widgets.example.com`).
     #[error("{resource} \"{name}\" not found")]
     NotFound {
+        /// API group of the type (empty for the core group).
         group: String,
+        /// Plural resource name (with its group when it has one).
         resource: String,
+        /// Name of the object concerned.
         name: String,
     },
     /// 404: no such path or resource type.
@@ -63,33 +66,49 @@ pub enum ApiError {
     /// 409: create of an existing name.
     #[error("{resource} \"{name}\" already exists")]
     AlreadyExists {
+        /// API group of the type (empty for the core group).
         group: String,
+        /// Plural resource name (with its group when it has one).
         resource: String,
+        /// Name of the object concerned.
         name: String,
     },
     /// 409: stale resourceVersion or failed precondition.
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
     Conflict {
+        /// API group of the type (empty for the core group).
         group: String,
+        /// Plural resource name (with its group when it has one).
         resource: String,
+        /// Name of the object concerned.
         name: String,
+        /// What went wrong, for a person.
         message: String,
     },
     /// 409: server-side apply found fields another manager owns; `message` lists them.
     #[error("{message}")]
     ApplyConflict {
+        /// API group of the type (empty for the core group).
         group: String,
+        /// Plural resource name (with its group when it has one).
         resource: String,
+        /// Name of the object concerned.
         name: String,
+        /// What went wrong, for a person.
         message: String,
+        /// The fields at fault.
         causes: Vec<Cause>,
     },
     /// 422: the object breaks validation; `kind` is the Kind as kubectl prints it.
     #[error("{kind} \"{name}\" is invalid: {}", causes_text(.causes))]
     Invalid {
+        /// API group of the type (empty for the core group).
         group: String,
+        /// Kind of the object, as kubectl prints it.
         kind: String,
+        /// Name of the object concerned.
         name: String,
+        /// The fields at fault.
         causes: Vec<Cause>,
     },
     /// 400: the request itself is malformed.
@@ -131,6 +150,7 @@ fn causes_text(causes: &[Cause]) -> String {
 
 impl ApiError {
     /// The HTTP status code of this error.
+    #[must_use]
     pub fn code(&self) -> StatusCode {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => StatusCode::NOT_FOUND,
@@ -151,6 +171,7 @@ impl ApiError {
     }
 
     /// The `Status.reason` Kubernetes uses for this error.
+    #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => "NotFound",
@@ -170,6 +191,7 @@ impl ApiError {
     }
 
     /// A conflict on a stale resourceVersion, worded as the real API server words it.
+    #[must_use]
     pub fn stale(group: &str, resource: &str, name: &str) -> Self {
         Self::Conflict {
             group: group.into(),
@@ -181,6 +203,7 @@ impl ApiError {
     }
 
     /// The `Status` object for this error.
+    #[must_use]
     pub fn to_status(&self) -> Value {
         let details = match self {
             Self::NotFound {
@@ -315,6 +338,7 @@ impl IntoResponse for ApiError {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 /// The `Status` a successful delete answers when there is no object to return.
+#[must_use]
 pub fn success_status(group: &str, resource: &str, name: &str, uid: &str) -> Value {
     let mut details = json!({"name": name, "kind": resource, "uid": uid});
     if !group.is_empty() {

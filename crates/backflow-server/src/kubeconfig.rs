@@ -14,6 +14,7 @@ pub struct ClientAccess {
 }
 
 /// Renders a kubeconfig with one cluster, user and context, all named `backflow`.
+#[must_use]
 pub fn render(access: &ClientAccess) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     let mut cluster = format!("    server: {}\n", access.server_url);

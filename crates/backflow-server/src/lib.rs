@@ -2,7 +2,7 @@
 //!
 //! It is the live side backflow mirrors into Git: a durable store (redb) with one global
 //! resourceVersion, watches that resume from a bounded history, discovery, CRUD, patches and
-//! CustomResourceDefinitions, spoken over the Kubernetes REST protocol so kubectl and kube-rs
+//! `CustomResourceDefinitions`, spoken over the Kubernetes REST protocol so kubectl and kube-rs
 //! drive it unmodified. It knows nothing about Git.
 
 pub mod apply;

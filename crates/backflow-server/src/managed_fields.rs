@@ -22,6 +22,7 @@ const SERVER_METADATA: &[&str] = &[
 ];
 
 /// The merge key of a list field, for lists Kubernetes merges by key.
+#[must_use]
 pub fn merge_key(field: &str) -> Option<&'static str> {
     match field {
         "containers"
@@ -53,6 +54,7 @@ fn item_key(field: &str, item: &Value) -> Option<String> {
 }
 
 /// Every field set in `value`, as a field set.
+#[must_use]
 pub fn fields_of(value: &Value) -> Map<String, Value> {
     fields_of_at(value, true)
 }
@@ -117,6 +119,7 @@ fn child_fields(field: &str, v: &Value) -> Map<String, Value> {
 }
 
 /// The fields that are new or different in `new` compared to `old`.
+#[must_use]
 pub fn changed_fields(old: &Value, new: &Value) -> Map<String, Value> {
     changed_at(old, new, true)
 }
@@ -196,6 +199,7 @@ fn changed_at(old: &Value, new: &Value, top: bool) -> Map<String, Value> {
 }
 
 /// `a ∪ b`.
+#[must_use]
 pub fn union(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, Value> {
     let mut out = a.clone();
     for (k, bv) in b {
@@ -213,6 +217,7 @@ pub fn union(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, Valu
 }
 
 /// `a` without the leaves of `b` (a parent stays owned while any child of it stays).
+#[must_use]
 pub fn subtract(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for (k, av) in a {
@@ -240,6 +245,7 @@ pub fn subtract(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, V
 }
 
 /// Keeps only the fields that still exist in `value`.
+#[must_use]
 pub fn prune(set: &Map<String, Value>, value: &Value) -> Map<String, Value> {
     let present = fields_of(value);
     intersect(set, &present)
@@ -392,7 +398,7 @@ mod tests {
 
     const T: &str = "2026-01-01T00:00:00Z";
 
-    fn w<'a>(manager: &'a str) -> FieldWrite<'a> {
+    fn w(manager: &str) -> FieldWrite<'_> {
         FieldWrite {
             manager,
             operation: "Update",

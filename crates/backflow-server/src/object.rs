@@ -43,6 +43,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 /// Whether a delete has been requested (`metadata.deletionTimestamp` is set).
+#[must_use]
 pub fn is_deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
@@ -85,6 +86,7 @@ pub fn without_server_fields(obj: &Value) -> Value {
 }
 
 /// The object without `metadata` and `status`: what `generation` tracks.
+#[must_use]
 pub fn spec_part(obj: &Value) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {

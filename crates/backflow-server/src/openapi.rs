@@ -1,4 +1,4 @@
-//! A minimal OpenAPI v3: enough for kubectl's default (server-side) validation and `kubectl explain`.
+//! A minimal `OpenAPI` v3: enough for kubectl's default (server-side) validation and `kubectl explain`.
 //!
 //! Each group-version document lists one `patch` operation per resource advertising the
 //! `fieldValidation` parameter, which tells kubectl to let the server validate. Kinds with a schema
@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::registry::{Registry, ResourceType};
 
 /// The path key of a group-version in the index (`api/v1`, `apis/apps/v1`).
+#[must_use]
 pub fn group_version_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
@@ -43,6 +44,7 @@ fn gvk(t: &ResourceType) -> Value {
 }
 
 /// The document for one group-version, or `None` if the registry has no such group-version.
+#[must_use]
 pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     if !reg.has_group_version(group, version) {
         return None;
@@ -97,16 +99,18 @@ pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
 }
 
 /// A short, stable content hash for cache-busting URLs (FNV-1a, 64 bits).
+#[must_use]
 pub fn content_hash(v: &Value) -> String {
-    let mut h: u64 = 0xcbf29ce484222325;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in v.to_string().as_bytes() {
         h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016X}")
 }
 
 /// The index at `/openapi/v3`.
+#[must_use]
 pub fn index(reg: &Registry) -> Value {
     let mut paths = Map::new();
     for (group, versions) in reg.groups() {

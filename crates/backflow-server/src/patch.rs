@@ -20,6 +20,7 @@ pub enum PatchType {
 
 impl PatchType {
     /// Reads the patch type from a Content-Type header value.
+    #[must_use]
     pub fn from_content_type(ct: &str) -> Option<Self> {
         let base = ct.split(';').next().unwrap_or("").trim();
         match base {
@@ -33,6 +34,7 @@ impl PatchType {
 }
 
 /// The 415 answer naming the accepted patch media types.
+#[must_use]
 pub fn unsupported(accepted_strategic: bool) -> ApiError {
     let mut types = vec![
         "application/json-patch+json",

@@ -112,7 +112,7 @@ fn map_entry(m: &mut Map<String, Value>, key: &str, b: &[u8], bytes: bool) -> Re
         match (n, f) {
             (1, Field::Bytes(x)) => k = text(x)?,
             (2, Field::Bytes(x)) if bytes => {
-                v = json!(base64::engine::general_purpose::STANDARD.encode(x))
+                v = json!(base64::engine::general_purpose::STANDARD.encode(x));
             }
             (2, Field::Bytes(x)) => v = json!(text(x)?),
             _ => {}
@@ -145,7 +145,7 @@ fn int_or_string(b: &[u8]) -> Result<Value, ApiError> {
     for (n, f) in fields(b)? {
         match (n, f) {
             (1, Field::Varint(v)) => kind = v,
-            (2, Field::Varint(v)) => int = v as i32 as i64,
+            (2, Field::Varint(v)) => int = i64::from(v as i32),
             (3, Field::Bytes(x)) => s = text(x)?,
             _ => {}
         }

@@ -1,4 +1,4 @@
-//! The resource types the server serves: built-in kinds plus those CustomResourceDefinitions add.
+//! The resource types the server serves: built-in kinds plus those `CustomResourceDefinitions` add.
 //!
 //! Discovery, routing and validation all read from here; a CRD write rebuilds the custom part so
 //! new kinds appear (and deleted ones vanish) at once.
@@ -57,9 +57,9 @@ pub struct ResourceType {
     pub scale: Option<ScalePaths>,
     /// Whether this is the version objects are stored at (CRDs), or the preferred one (built-ins).
     pub storage_version: bool,
-    /// Whether the type comes from a CustomResourceDefinition.
+    /// Whether the type comes from a `CustomResourceDefinition`.
     pub custom: bool,
-    /// The CRD's OpenAPI v3 schema for this version, when it has one.
+    /// The CRD's `OpenAPI` v3 schema for this version, when it has one.
     pub schema: Option<Value>,
     /// The CRD's `additionalPrinterColumns` for this version.
     pub printer_columns: Vec<Value>,
@@ -67,6 +67,7 @@ pub struct ResourceType {
 
 impl ResourceType {
     /// The `apiVersion` string of objects of this type.
+    #[must_use]
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
@@ -76,16 +77,19 @@ impl ResourceType {
     }
 
     /// The group-resource pair (the storage identity).
+    #[must_use]
     pub fn group_resource(&self) -> GroupResource {
         GroupResource::new(&self.group, &self.plural)
     }
 
     /// Whether objects live in namespaces.
+    #[must_use]
     pub fn namespaced(&self) -> bool {
         self.scope == Scope::Namespaced
     }
 
     /// The verbs served on this type.
+    #[must_use]
     pub fn verbs(&self) -> Vec<&'static str> {
         vec![
             "create",
@@ -108,6 +112,7 @@ pub struct Registry {
 
 impl Registry {
     /// The built-in kinds only.
+    #[must_use]
     pub fn builtin() -> Self {
         let mut r = Self::default();
         for t in builtin::types() {
@@ -134,6 +139,7 @@ impl Registry {
     }
 
     /// Looks up a type by group, version and plural.
+    #[must_use]
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
         self.types
             .get(&(group.to_string(), version.to_string(), plural.to_string()))
@@ -143,6 +149,7 @@ impl Registry {
     ///
     /// A CRD may mark an unserved version as its storage version; objects are then stored at the
     /// first served one, since no unserved version is routed.
+    #[must_use]
     pub fn storage_type(&self, gr: &GroupResource) -> Option<&ResourceType> {
         let mut of_type = self
             .types
@@ -153,6 +160,7 @@ impl Registry {
     }
 
     /// Whether a group/version exists at all (for `/apis/G/V`).
+    #[must_use]
     pub fn has_group_version(&self, group: &str, version: &str) -> bool {
         self.types
             .keys()
@@ -165,6 +173,7 @@ impl Registry {
     }
 
     /// Groups with their versions, preferred version first (built-in order, then CRD order).
+    #[must_use]
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
         for t in self.types.values() {
@@ -185,11 +194,12 @@ impl Registry {
 }
 
 /// Orders versions as Kubernetes does: GA over beta over alpha, higher numbers first.
+#[must_use]
 pub fn version_priority(v: &str) -> (u8, u32, u32) {
     let Some(rest) = v.strip_prefix('v') else {
         return (0, 0, 0);
     };
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     let Ok(major) = digits.parse::<u32>() else {
         return (0, 0, 0);
     };

@@ -24,7 +24,7 @@ impl FieldValidation {
     /// Parses the query parameter; an unknown value is a 400.
     pub fn parse(v: Option<&str>) -> Result<Self, ApiError> {
         match v {
-            None | Some("") | Some("Warn") => Ok(Self::Warn),
+            None | Some("" | "Warn") => Ok(Self::Warn),
             Some("Ignore") => Ok(Self::Ignore),
             Some("Strict") => Ok(Self::Strict),
             Some(other) => Err(ApiError::BadRequest(format!(
@@ -74,16 +74,13 @@ fn prune_at(schema: &Value, obj: &mut Value, path: &str, root: bool, unknown: &m
                     Some(s @ Value::Object(_)) => Some(s),
                     _ => None,
                 });
-                match sub {
-                    Some(s) => {
-                        if let Some(v) = map.get_mut(&k) {
-                            prune_at(s, v, &child_path, false, unknown);
-                        }
+                if let Some(s) = sub {
+                    if let Some(v) = map.get_mut(&k) {
+                        prune_at(s, v, &child_path, false, unknown);
                     }
-                    None => {
-                        map.remove(&k);
-                        unknown.push(child_path);
-                    }
+                } else {
+                    map.remove(&k);
+                    unknown.push(child_path);
                 }
             }
         }

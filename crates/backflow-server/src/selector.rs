@@ -147,6 +147,7 @@ impl FieldSelector {
     }
 
     /// Whether the object satisfies every requirement.
+    #[must_use]
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, eq, value)| {
             let actual = match field.as_str() {

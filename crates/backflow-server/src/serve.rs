@@ -61,7 +61,9 @@ pub enum StartError {
     /// The data directory could not be created.
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// The store could not be opened.
@@ -75,20 +77,29 @@ pub enum StartError {
     Tls(#[from] TlsError),
     /// The token file could not be read or is empty.
     #[error("cannot use the token file {path}: {message}")]
-    Token { path: PathBuf, message: String },
+    Token {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What went wrong, for a person.
+        message: String,
+    },
     /// Only one of the certificate and key was given.
     #[error("--tls-cert-file and --tls-private-key-file go together; give both or neither")]
     HalfTls,
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address that was asked for.
         addr: SocketAddr,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// The kubeconfig could not be written.
     #[error("cannot write the kubeconfig {path}: {source}")]
     Kubeconfig {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
 }
@@ -156,6 +167,7 @@ fn generated_token(data_dir: &Path) -> Result<String, StartError> {
 }
 
 /// The path of the kubeconfig the server writes into `data_dir`.
+#[must_use]
 pub fn kubeconfig_path(data_dir: &Path) -> PathBuf {
     data_dir.join("kubeconfig")
 }
@@ -380,7 +392,7 @@ async fn accept_loop(
     drop(listener);
     // Watches end on the shutdown signal; give in-flight requests a bounded time to finish.
     tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("connections still open after 10s; closing them"),
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("connections still open after 10s; closing them"),
     }
 }

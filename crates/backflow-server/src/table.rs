@@ -19,6 +19,7 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Reads `includeObject`; unknown values fall back to the default.
+    #[must_use]
     pub fn parse(v: Option<&str>) -> Self {
         match v {
             Some("None") => Self::None,
@@ -29,6 +30,7 @@ impl IncludeObject {
 }
 
 /// Whether an Accept header asks for a Table.
+#[must_use]
 pub fn wants_table(accept: &str) -> bool {
     accept
         .split(',')
@@ -70,6 +72,7 @@ const AGE_DESCRIPTION: &str =
     "CreationTimestamp is a timestamp representing the server time when this object was created.";
 
 /// Formats a duration as Go's `duration.HumanDuration` does (kubectl's AGE column).
+#[must_use]
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
     if s < 120 {
@@ -135,9 +138,7 @@ fn age(obj: &Value, now: SystemTime) -> String {
 }
 
 fn count(v: Option<&Value>) -> i64 {
-    v.and_then(Value::as_object)
-        .map(|m| m.len() as i64)
-        .unwrap_or(0)
+    v.and_then(Value::as_object).map_or(0, |m| m.len() as i64)
 }
 
 fn str_at(obj: &Value, ptr: &str) -> String {
@@ -182,7 +183,10 @@ fn ports(obj: &Value) -> String {
     }
     ps.iter()
         .map(|p| {
-            let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
+            let port = p
+                .get("port")
+                .map(std::string::ToString::to_string)
+                .unwrap_or_default();
             let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
             match p.get("nodePort") {
                 Some(n) => format!("{port}:{n}/{proto}"),
@@ -201,7 +205,7 @@ fn or_none(s: String) -> Value {
     }
 }
 
-/// One step of a printer column's JSONPath.
+/// One step of a printer column's `JSONPath`.
 #[derive(Debug, PartialEq)]
 enum Step {
     Field(String),
@@ -243,7 +247,7 @@ fn steps(path: &str) -> Vec<Step> {
     out
 }
 
-/// Evaluates a printer column's JSONPath: fields, indexes and `[?(@.key=="value")]` filters
+/// Evaluates a printer column's `JSONPath`: fields, indexes and `[?(@.key=="value")]` filters
 /// (what `kubectl` and CRDs use for conditions).
 fn json_path(obj: &Value, path: &str) -> Value {
     let mut cur = obj;
@@ -438,7 +442,7 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                     .get("priority")
                     .and_then(Value::as_u64)
                     .unwrap_or(0)
-                    .min(u8::MAX as u64) as u8;
+                    .min(u64::from(u8::MAX)) as u8;
                 cols.push(col(
                     c.get("name").and_then(Value::as_str).unwrap_or(""),
                     kind,
@@ -496,6 +500,7 @@ fn column_definitions(cols: &[Column]) -> Value {
 }
 
 /// A Table of the objects, with the list's metadata (resourceVersion, continue).
+#[must_use]
 pub fn table(
     t: &ResourceType,
     objects: &[Value],

@@ -17,13 +17,21 @@ pub enum TlsError {
     /// A certificate or key file could not be read or written.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done.
         action: &'static str,
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// The PEM file holds no usable certificate or key.
     #[error("{path} holds no {what} in PEM form")]
-    Pem { path: PathBuf, what: &'static str },
+    Pem {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What the file should have held.
+        what: &'static str,
+    },
     /// Generating the certificate failed.
     #[error("cannot generate the self-signed certificate: {0}")]
     Generate(#[from] rcgen::Error),

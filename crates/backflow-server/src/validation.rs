@@ -8,6 +8,7 @@ use crate::error::Cause;
 use crate::registry::ResourceType;
 
 /// An RFC 1123 label: lowercase alphanumerics and `-`, at most 63 characters.
+#[must_use]
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
@@ -32,6 +33,7 @@ fn is_label_value(s: &str) -> bool {
 }
 
 /// A qualified name (`prefix/name` or `name`) as label and annotation keys use.
+#[must_use]
 pub fn is_qualified_name(s: &str) -> bool {
     let (prefix, name) = match s.split_once('/') {
         Some((p, n)) => (Some(p), n),
@@ -203,8 +205,7 @@ fn immutable(obj: &Value, old: Option<&Value>, ptr: &str, field: &str, causes: &
     {
         let shown = obj
             .pointer(ptr)
-            .map(Value::to_string)
-            .unwrap_or_else(|| "null".into());
+            .map_or_else(|| "null".into(), Value::to_string);
         causes.push(Cause::invalid(field, &shown, "field is immutable"));
     }
 }
@@ -272,7 +273,7 @@ fn validate_configmap(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>)
     }
 }
 
-/// `immutable: true` on a ConfigMap or Secret freezes its data and itself.
+/// `immutable: true` on a `ConfigMap` or Secret freezes its data and itself.
 fn immutable_data(obj: &Value, old: &Value, fields: &[&str], causes: &mut Vec<Cause>) {
     if old.get("immutable").and_then(Value::as_bool) != Some(true) {
         return;

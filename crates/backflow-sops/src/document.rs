@@ -63,7 +63,7 @@ impl Encryptor {
             .into_iter()
             .map(|r| r.as_ref().parse::<Recipient>())
             .collect::<Result<Vec<_>, _>>()?;
-        parsed.sort_by_key(|r| r.to_string());
+        parsed.sort_by_key(std::string::ToString::to_string);
         parsed.dedup();
         if parsed.is_empty() {
             return Err(SopsError::NoRecipients);
@@ -77,6 +77,7 @@ impl Encryptor {
 
     /// Also use these identities to open the previous file's data key when it is not in memory
     /// (after a restart, or for a file sops wrote). They are never used to encrypt.
+    #[must_use]
     pub fn with_identities(mut self, identities: Vec<Identity>) -> Self {
         self.identities = identities;
         self
@@ -117,39 +118,40 @@ impl Encryptor {
         let matcher = rules.compile()?;
         let previous = previous.and_then(|text| self.open_previous(text));
 
-        let ours: Vec<String> = self.recipients.iter().map(|r| r.to_string()).collect();
+        let ours: Vec<String> = self
+            .recipients
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         let reusable = previous
             .filter(|p| p.recipients().iter().all(|r| ours.contains(r)))
             .filter(|p| !p.mac_only_encrypted);
 
-        let (key, mut stash, entries, lastmodified) = match reusable {
-            Some(p) => {
-                let mut entries = Vec::with_capacity(ours.len());
-                for (recipient, parsed) in ours.iter().zip(&self.recipients) {
-                    match p.age.iter().find(|e| &e.recipient == recipient) {
-                        Some(existing) => entries.push(existing.clone()),
-                        None => entries.push(wrap(parsed, &p.key)?),
-                    }
+        let (key, mut stash, entries, lastmodified) = if let Some(p) = reusable {
+            let mut entries = Vec::with_capacity(ours.len());
+            for (recipient, parsed) in ours.iter().zip(&self.recipients) {
+                match p.age.iter().find(|e| &e.recipient == recipient) {
+                    Some(existing) => entries.push(existing.clone()),
+                    None => entries.push(wrap(parsed, &p.key)?),
                 }
-                let unchanged = p.rules == *rules
-                    && serde_json::to_string(&p.plain).ok() == serde_json::to_string(doc).ok();
-                let lastmodified = if unchanged {
-                    p.lastmodified
-                } else {
-                    rfc3339(now)?
-                };
-                (p.key, p.stash, entries, lastmodified)
             }
-            None => {
-                let mut key: DataKey = Zeroizing::new([0u8; 32]);
-                rng.fill_bytes(key.as_mut());
-                let entries = self
-                    .recipients
-                    .iter()
-                    .map(|r| wrap(r, &key))
-                    .collect::<Result<Vec<_>, _>>()?;
-                (key, Stash::default(), entries, rfc3339(now)?)
-            }
+            let unchanged = p.rules == *rules
+                && serde_json::to_string(&p.plain).ok() == serde_json::to_string(doc).ok();
+            let lastmodified = if unchanged {
+                p.lastmodified
+            } else {
+                rfc3339(now)?
+            };
+            (p.key, p.stash, entries, lastmodified)
+        } else {
+            let mut key: DataKey = Zeroizing::new([0u8; 32]);
+            rng.fill_bytes(key.as_mut());
+            let entries = self
+                .recipients
+                .iter()
+                .map(|r| wrap(r, &key))
+                .collect::<Result<Vec<_>, _>>()?;
+            (key, Stash::default(), entries, rfc3339(now)?)
         };
 
         let walk = Walk {

@@ -80,11 +80,13 @@ impl Identity {
     }
 
     /// The public recipient that this identity opens.
+    #[must_use]
     pub fn recipient(&self) -> Recipient {
         Recipient(self.0.to_public())
     }
 
     /// The secret key in its text form, `AGE-SECRET-KEY-1…`, for storing in a Secret.
+    #[must_use]
     pub fn to_secret_string(&self) -> Zeroizing<String> {
         Zeroizing::new(self.0.to_string().expose_secret().to_owned())
     }

@@ -40,6 +40,7 @@ impl Rules {
     ///
     /// sops has no rule for "top level only"; this one is exact for the document it was made
     /// for and is stored in the file, so sops and this codec agree on it.
+    #[must_use]
     pub fn encrypt_all_but(
         doc: &serde_json::Map<String, serde_json::Value>,
         clear: &[&str],
@@ -58,6 +59,7 @@ impl Rules {
     }
 
     /// The metadata key this rule is stored under in the `sops` map.
+    #[must_use]
     pub fn metadata_key(&self) -> &'static str {
         match self {
             Rules::EncryptedRegex(_) => "encrypted_regex",
@@ -68,6 +70,7 @@ impl Rules {
     }
 
     /// The regex or suffix, as written in the file.
+    #[must_use]
     pub fn pattern(&self) -> &str {
         match self {
             Rules::EncryptedRegex(p)

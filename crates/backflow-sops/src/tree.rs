@@ -5,6 +5,7 @@
 //! neither encrypted nor hashed; an empty string is "encrypted" as itself.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use rand::CryptoRng;
 use serde_json::{Map, Number, Value};
@@ -89,11 +90,10 @@ impl Mac {
     }
 
     pub(crate) fn finish(self) -> String {
-        self.0
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect()
+        self.0.finalize().iter().fold(String::new(), |mut hex, b| {
+            let _ = write!(hex, "{b:02X}");
+            hex
+        })
     }
 }
 

@@ -31,9 +31,9 @@ enum Command {
     /// Print the kubeconfig of a server's data directory (the same file `serve` writes there).
     Kubeconfig(KubeconfigArgs),
     /// Run the mirror against another Kubernetes API (a real cluster): installs the backflow.dev
-    /// CRDs there if missing, then mirrors what its GitTargets and WatchRules select.
+    /// CRDs there if missing, then mirrors what its `GitTargets` and `WatchRules` select.
     Operator(OperatorArgs),
-    /// Print the CustomResourceDefinitions of the configuration kinds as one JSON List, for
+    /// Print the `CustomResourceDefinitions` of the configuration kinds as one JSON List, for
     /// `kubectl apply -f -`.
     Crds,
 }
@@ -65,11 +65,11 @@ struct ServeArgs {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     bookmark_interval: Duration,
     /// Repository the default mirror writes to (file://, https://, ssh://); default: a bare
-    /// repository created at <data-dir>/origin.git. Applied as GitProvider
+    /// repository created at <data-dir>/origin.git. Applied as `GitProvider`
     /// backflow-system/default on every start.
     #[arg(long, env = "BACKFLOW_REPO")]
     repo: Option<String>,
-    /// Branch of the default mirror (GitTarget backflow-system/default).
+    /// Branch of the default mirror (`GitTarget` backflow-system/default).
     #[arg(long, default_value = "main")]
     branch: String,
     /// Folder of the default mirror inside the repository ("." for the root).
@@ -144,7 +144,7 @@ async fn wait_for_signal() {
 /// The server's own age identity, `<data-dir>/age.key` (age key-file format, mode 0600),
 /// generated on first start. Returns the file, its public recipient and the identities in it.
 ///
-/// Secrets of the default GitTarget are encrypted to it, and handing the identities to the mirror
+/// Secrets of the default `GitTarget` are encrypted to it, and handing the identities to the mirror
 /// lets a restart keep the data keys of existing files (no re-encryption, no commit).
 fn age_key(
     data_dir: &std::path::Path,

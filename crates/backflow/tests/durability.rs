@@ -1,6 +1,11 @@
 //! The real `backflow serve` binary: acknowledged writes survive SIGKILL, and SIGTERM stops it
 //! cleanly even with a watch open.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -45,7 +50,7 @@ fn configmap(name: &str, value: &str) -> ConfigMap {
     .expect("configmap")
 }
 
-/// Waits until the branch `main` of `origin` holds every acknowledged ConfigMap with its value.
+/// Waits until the branch `main` of `origin` holds every acknowledged `ConfigMap` with its value.
 fn git_converges(origin: &Path, acknowledged: &BTreeMap<String, (u64, String)>) {
     let read = |name: &str| {
         let out = std::process::Command::new("git")
@@ -175,7 +180,7 @@ async fn acknowledged_writes_survive_sigkill() {
             "{name} was deleted before the crash and stays deleted"
         );
     }
-    let listed = guard("list", api.list(&Default::default()))
+    let listed = guard("list", api.list(&kube::api::ListParams::default()))
         .await
         .expect("list");
     assert_eq!(listed.items.len(), acknowledged.len());

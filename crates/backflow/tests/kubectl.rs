@@ -10,6 +10,11 @@
 //! data dir, `HOME`, `KUBECONFIG` and `--cache-dir` (kubectl caches discovery on disk). Every
 //! kubectl run is bounded by a hang guard, but no assertion depends on timing.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::io::Read;
@@ -41,9 +46,10 @@ fn kubectl_dir() -> PathBuf {
         .expect("no kubectl on PATH: the kubectl conformance tests need one");
     let real = std::fs::canonicalize(&found)
         .unwrap_or_else(|e| panic!("cannot resolve {}: {e}", found.display()));
-    real.parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| panic!("{} has no parent directory", real.display()))
+    real.parent().map_or_else(
+        || panic!("{} has no parent directory", real.display()),
+        Path::to_path_buf,
+    )
 }
 
 /// The bundled binary of `version`, or `None` (after saying so) when it is not installed.
@@ -173,7 +179,7 @@ impl Running {
             match self.child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
+                    std::thread::sleep(Duration::from_millis(10));
                 }
                 Ok(None) => {
                     let _ = self.child.kill();
@@ -385,7 +391,7 @@ data:
   a: "1"
 "#;
 
-const MULTI: &str = r#"apiVersion: v1
+const MULTI: &str = r"apiVersion: v1
 kind: ConfigMap
 metadata:
   name: m1
@@ -405,9 +411,9 @@ metadata:
   name: s1
 stringData:
   password: hunter2
-"#;
+";
 
-const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+const WIDGET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: widgets.example.com
@@ -456,16 +462,16 @@ spec:
             properties:
               phase:
                 type: string
-"#;
+";
 
-const WIDGET: &str = r#"apiVersion: example.com/v1
+const WIDGET: &str = r"apiVersion: example.com/v1
 kind: Widget
 metadata:
   name: w1
 spec:
   size: 3
   color: red
-"#;
+";
 
 // ---------------------------------------------------------------------------------------------
 // Command groups

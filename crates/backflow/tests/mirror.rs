@@ -7,6 +7,11 @@
 //! show that something did *not* happen (a file kept, no commit made), it makes a later change
 //! that travels the same path and asserts on the state once that later change has landed.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -58,7 +63,7 @@ fn widget_crd() -> String {
 
 fn widget(size: u32) -> String {
     format!(
-        r#"apiVersion: example.com/v1
+        r"apiVersion: example.com/v1
 kind: Widget
 metadata:
   name: gear
@@ -67,13 +72,13 @@ spec:
   size: {size}
 status:
   phase: Spinning
-"#
+"
     )
 }
 
 fn deployment(name: &str, image: &str) -> String {
     format!(
-        r#"apiVersion: apps/v1
+        r"apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: {name}
@@ -93,7 +98,7 @@ spec:
       containers:
       - name: web
         image: {image}
-"#
+"
     )
 }
 
@@ -753,7 +758,7 @@ fn commit_of(a: &Answer) -> String {
         .to_string()
 }
 
-/// The document of ConfigMap `waited` in commit `sha`.
+/// The document of `ConfigMap` `waited` in commit `sha`.
 fn waited_at(w: &World, sha: &str) -> Value {
     yaml(
         &w.show_at(sha, "live/default/configmaps/waited.yaml")

@@ -2,6 +2,11 @@
 //! stands in for the cluster (a real one cannot run here), reached over TCP through its
 //! kubeconfig exactly as a cluster would be.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,11 @@
 //! Secrets end to end: the real `backflow serve` binary driven by the real `kubectl`, the
 //! result read from the remote repository by the real `git` and decrypted by the real `sops`.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::path::PathBuf;
@@ -98,8 +103,8 @@ fn server_recipient(w: &World) -> String {
         .to_string()
 }
 
-/// Namespace `ns` and a GitTarget `name` (folder `name`) encrypting to `recipient` with
-/// `sensitive` listed in `sensitiveResources`, fed by a WatchRule for `rule` in `ns`.
+/// Namespace `ns` and a `GitTarget` `name` (folder `name`) encrypting to `recipient` with
+/// `sensitive` listed in `sensitiveResources`, fed by a `WatchRule` for `rule` in `ns`.
 fn encrypted_target(ns: &str, name: &str, recipient: &str, sensitive: &str, rule: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -129,7 +134,7 @@ spec:
     )
 }
 
-/// The status of condition `type_` of a GitTarget in backflow-system: (status, reason).
+/// The status of condition `type_` of a `GitTarget` in backflow-system: (status, reason).
 fn target_condition(w: &World, name: &str, type_: &str) -> Option<(String, String)> {
     let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
     t.pointer("/status/conditions")
@@ -467,7 +472,7 @@ fn sensitive_custom_types_and_peoples_sops_files_are_encrypted() {
         "nested-metadata-token-3318",
     ];
     w.apply(&format!(
-        r#"apiVersion: example.com/v1
+        r"apiVersion: example.com/v1
 kind: Credential
 metadata: {{name: registry, namespace: team-d}}
 spec:
@@ -475,7 +480,7 @@ spec:
   source: {{kind: {}}}
   template:
     metadata: {{annotations: {{token: {}}}}}
-"#,
+",
         secrets[0], secrets[1], secrets[2]
     ));
     let path = "vault/team-d/example.com/credentials/registry.sops.yaml";

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::LocalReference;
 use super::condition::Condition;
 
-/// A branch backflow writes; created by backflow for every branch a GitTarget names.
+/// A branch backflow writes; created by backflow for every branch a `GitTarget` names.
 #[derive(
     CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
 )]
@@ -26,7 +26,7 @@ use super::condition::Condition;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GitBranchSpec {
-    /// The GitProvider (same namespace).
+    /// The `GitProvider` (same namespace).
     pub provider_ref: LocalReference,
     /// The branch name.
     pub branch: String,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::LocalReference;
 use super::condition::Condition;
 
-/// A one-shot save of a GitTarget's pending changes.
+/// A one-shot save of a `GitTarget`'s pending changes.
 #[derive(
     CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
 )]
@@ -27,14 +27,14 @@ use super::condition::Condition;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CommitRequestSpec {
-    /// The GitTarget (same namespace) whose branch is saved.
+    /// The `GitTarget` (same namespace) whose branch is saved.
     pub target_ref: LocalReference,
     /// The commit message, used as is; default `Save requested by CommitRequest <name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
 
-/// The outcome of a CommitRequest.
+/// The outcome of a `CommitRequest`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitRequestStatus {

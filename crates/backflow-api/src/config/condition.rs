@@ -60,7 +60,8 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(old) => {
             if old.status == new.status {
-                new.last_transition_time = old.last_transition_time.clone();
+                new.last_transition_time
+                    .clone_from(&old.last_transition_time);
             }
             *old = new;
         }

@@ -43,7 +43,8 @@ pub struct LocalReference {
     pub name: String,
 }
 
-/// The CustomResourceDefinitions of every configuration kind, generated from the Rust types.
+/// The `CustomResourceDefinitions` of every configuration kind, generated from the Rust types.
+#[must_use]
 pub fn crds() -> Vec<serde_json::Value> {
     [
         GitProvider::crd(),

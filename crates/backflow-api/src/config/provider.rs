@@ -89,7 +89,7 @@ pub struct GitProviderSpec {
     /// Credentials, if the remote needs them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
-    /// Branch patterns (globs) GitTargets may write; default `["*"]`.
+    /// Branch patterns (globs) `GitTargets` may write; default `["*"]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_branches: Vec<String>,
     /// Commit window and push pacing.
@@ -100,7 +100,7 @@ pub struct GitProviderSpec {
     pub commit: Option<CommitPolicy>,
 }
 
-/// What backflow observed of a GitProvider.
+/// What backflow observed of a `GitProvider`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitProviderStatus {

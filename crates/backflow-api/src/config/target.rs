@@ -46,7 +46,7 @@ pub struct Placement {
 
 /// How sensitive objects (Secrets) are encrypted before they reach Git.
 ///
-/// Without it, a GitTarget never mirrors Secrets: there is no plaintext fallback.
+/// Without it, a `GitTarget` never mirrors Secrets: there is no plaintext fallback.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Encryption {
@@ -68,7 +68,7 @@ pub struct AgeEncryption {
     /// Public age recipients (`age1…`), e.g. one per person or machine that may decrypt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recipients: Vec<String>,
-    /// A Secret in the GitTarget's namespace whose keys ending in `.agekey` each hold age
+    /// A Secret in the `GitTarget`'s namespace whose keys ending in `.agekey` each hold age
     /// identities (`AGE-SECRET-KEY-1…`, one per line, as `age-keygen` writes them). Their
     /// recipients are added to `recipients`, and backflow uses the identities to keep the data
     /// key of unchanged files across restarts. The identities never reach Git or logs.
@@ -100,7 +100,7 @@ pub struct AgeEncryption {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GitTargetSpec {
-    /// The GitProvider (same namespace) whose repository holds the folder.
+    /// The `GitProvider` (same namespace) whose repository holds the folder.
     pub provider_ref: LocalReference,
     /// The branch; must match the provider's `allowedBranches`.
     pub branch: String,
@@ -130,7 +130,7 @@ pub struct StreamSummary {
     pub blocked: u32,
 }
 
-/// What backflow observed of a GitTarget.
+/// What backflow observed of a `GitTarget`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitTargetStatus {

@@ -1,4 +1,4 @@
-//! `WatchRule` and `ClusterWatchRule`: which live objects a GitTarget mirrors.
+//! `WatchRule` and `ClusterWatchRule`: which live objects a `GitTarget` mirrors.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::LocalReference;
 use super::condition::Condition;
 
-/// One rule: the resources it selects (rules of a WatchRule are ORed).
+/// One rule: the resources it selects (rules of a `WatchRule` are `ORed`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRule {
@@ -19,12 +19,12 @@ pub struct ResourceRule {
     pub api_versions: Vec<String>,
     /// Plural resources, or `*`; subresources (`a/b`) are not allowed.
     pub resources: Vec<String>,
-    /// For a WatchRule: the namespace to watch (default: the rule's own; `*`: every namespace).
+    /// For a `WatchRule`: the namespace to watch (default: the rule's own; `*`: every namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_namespace: Option<String>,
 }
 
-/// Namespaced resources mirrored into a GitTarget of the same namespace.
+/// Namespaced resources mirrored into a `GitTarget` of the same namespace.
 #[derive(
     CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
 )]
@@ -42,13 +42,13 @@ pub struct ResourceRule {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WatchRuleSpec {
-    /// The GitTarget (same namespace).
+    /// The `GitTarget` (same namespace).
     pub target_ref: LocalReference,
-    /// The rules, ORed.
+    /// The rules, `ORed`.
     pub rules: Vec<ResourceRule>,
 }
 
-/// What backflow observed of a WatchRule or ClusterWatchRule.
+/// What backflow observed of a `WatchRule` or `ClusterWatchRule`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WatchRuleStatus {
@@ -63,16 +63,16 @@ pub struct WatchRuleStatus {
     pub resolved: Vec<String>,
 }
 
-/// A GitTarget in any namespace.
+/// A `GitTarget` in any namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterTargetReference {
-    /// The GitTarget's name.
+    /// The `GitTarget`'s name.
     pub name: String,
-    /// The GitTarget's namespace.
+    /// The `GitTarget`'s namespace.
     pub namespace: String,
 }
 
-/// Cluster-scoped resources mirrored into a GitTarget.
+/// Cluster-scoped resources mirrored into a `GitTarget`.
 #[derive(
     CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
 )]
@@ -89,8 +89,8 @@ pub struct ClusterTargetReference {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterWatchRuleSpec {
-    /// The GitTarget.
+    /// The `GitTarget`.
     pub target_ref: ClusterTargetReference,
-    /// The rules, ORed (`sourceNamespace` is ignored).
+    /// The rules, `ORed` (`sourceNamespace` is ignored).
     pub rules: Vec<ResourceRule>,
 }

@@ -67,7 +67,7 @@ fn requests_record_and_ticks_act_one_io_effect_at_a_time() {
     let effects = s.core.step(
         Input::Fetched(Ok(backflow_branch::FetchedTip {
             tip: Tip::Absent,
-            contains: Default::default(),
+            contains: std::collections::BTreeSet::default(),
         })),
         now,
         &mut rng,

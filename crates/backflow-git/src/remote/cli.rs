@@ -1,4 +1,4 @@
-//! The `git` program behind the same trait: SSH with a key and known_hosts, and anything else
+//! The `git` program behind the same trait: SSH with a key and `known_hosts`, and anything else
 //! libgit2 cannot do.
 
 use std::path::Path;
@@ -16,7 +16,7 @@ use crate::repo::{LocalRepo, strip_credentials, tracking_ref};
 ///
 /// Credentials never appear on a command line: HTTP basic authentication is passed as an
 /// `http.extraHeader` through `GIT_CONFIG_*` variables, an SSH key through `GIT_SSH_COMMAND`
-/// with `StrictHostKeyChecking=yes` against the configured known_hosts.
+/// with `StrictHostKeyChecking=yes` against the configured `known_hosts`.
 pub struct CliRemote {
     url: String,
     display: String,
@@ -26,6 +26,7 @@ pub struct CliRemote {
 
 impl CliRemote {
     /// A remote at `url` using the `git` found on `PATH`.
+    #[must_use]
     pub fn new(url: &str, credentials: Credentials) -> Self {
         Self {
             url: url.to_string(),

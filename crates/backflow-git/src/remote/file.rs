@@ -25,6 +25,7 @@ pub struct FileRemote {
 
 impl FileRemote {
     /// A remote for `url` (`file:///path` or `/path`). Nothing is opened yet.
+    #[must_use]
     pub fn new(url: &str) -> Self {
         let path = url
             .strip_prefix("file://localhost")
@@ -214,7 +215,7 @@ impl Copier<'_> {
         }
         let t = self.src.find_tree(tree)?;
         let base = base.map(|b| self.src.find_tree(b)).transpose()?;
-        for entry in t.iter() {
+        for entry in &t {
             let old = base
                 .as_ref()
                 .and_then(|b| b.get_name_bytes(entry.name_bytes()))
@@ -228,10 +229,10 @@ impl Copier<'_> {
                     let old_tree = old
                         .filter(|(_, kind)| *kind == Some(ObjectType::Tree))
                         .map(|(id, _)| id);
-                    self.tree(entry.id(), old_tree)?
+                    self.tree(entry.id(), old_tree)?;
                 }
                 Some(ObjectType::Blob) if !self.dst_odb.exists(entry.id()) => {
-                    self.object(entry.id())?
+                    self.object(entry.id())?;
                 }
                 // Blobs already there, and submodule commits (not ours to copy).
                 _ => {}

@@ -22,6 +22,7 @@ pub struct Libgit2Remote {
 
 impl Libgit2Remote {
     /// A remote at `url`, authenticating with `credentials` when asked.
+    #[must_use]
     pub fn new(url: &str, credentials: Credentials) -> Self {
         Self {
             url: url.to_string(),
@@ -79,7 +80,10 @@ impl Libgit2Remote {
             .map_err(|e| self.error(op, &e, &asked))?;
         let name = format!("refs/heads/{branch}");
         let heads = conn.list().map_err(|e| self.error(op, &e, &asked))?;
-        Ok(heads.iter().find(|h| h.name() == name).map(|h| h.oid()))
+        Ok(heads
+            .iter()
+            .find(|h| h.name() == name)
+            .map(git2::RemoteHead::oid))
     }
 }
 

@@ -46,7 +46,7 @@ pub struct AppState {
 pub struct Extensions {
     /// Answers `X-Backflow-Wait: pushed`.
     pub waiter: std::sync::OnceLock<Arc<dyn crate::publication::PublicationWaiter>>,
-    /// Renders the OpenMetrics text served at `/metrics`.
+    /// Renders the `OpenMetrics` text served at `/metrics`.
     pub metrics: std::sync::OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
 }
 
@@ -60,6 +60,7 @@ impl std::fmt::Debug for Extensions {
 }
 
 /// The version the server reports: minor 32 makes kubectl's dispatcher pick kubectl 1.32.
+#[must_use]
 pub fn version_info() -> serde_json::Value {
     json!({
         "major": "1", "minor": "32",
@@ -159,8 +160,7 @@ async fn metrics(State(s): State<AppState>) -> Response {
         .extensions
         .metrics
         .get()
-        .map(|render| render())
-        .unwrap_or_else(|| "# EOF\n".to_string());
+        .map_or_else(|| "# EOF\n".to_string(), |render| render());
     (
         [(
             header::CONTENT_TYPE,

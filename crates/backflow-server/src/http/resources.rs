@@ -179,11 +179,8 @@ fn list_options(q: &Query, t: &ResourceType) -> ApiResult<ListOptions> {
         _ => 0,
     };
     Ok(ListOptions {
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?,
-        fields: FieldSelector::parse(
-            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
-            &t.kind,
-        )?,
+        labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?,
+        fields: FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), &t.kind)?,
         limit,
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
     })
@@ -647,8 +644,7 @@ async fn scale(
     let spec_path = t
         .scale
         .as_ref()
-        .map(|p| p.spec_replicas.clone())
-        .unwrap_or_else(|| ".spec.replicas".into());
+        .map_or_else(|| ".spec.replicas".into(), |p| p.spec_replicas.clone());
     let mut merge = json!(replicas);
     for seg in spec_path.trim_start_matches('.').split('.').rev() {
         merge = json!({ seg: merge });

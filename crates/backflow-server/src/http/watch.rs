@@ -276,7 +276,7 @@ pub fn stream(
             }
             let deadline = s.deadline;
             tokio::select! {
-                _ = async move {
+                () = async move {
                     match deadline {
                         Some(d) => tokio::time::sleep_until(d).await,
                         None => std::future::pending().await,
@@ -294,7 +294,7 @@ pub fn stream(
                         s.collect();
                     }
                 }
-                _ = tokio::time::sleep_until(s.next_bookmark) => {
+                () = tokio::time::sleep_until(s.next_bookmark) => {
                     s.next_bookmark = Instant::now() + s.bookmark_interval;
                     if s.req.bookmarks {
                         let b = bookmark(&s.req.resource_type, s.last, false);

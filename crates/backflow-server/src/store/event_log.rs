@@ -20,6 +20,7 @@ pub enum EventType {
 
 impl EventType {
     /// The watch event `type` string.
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Added => "ADDED",
@@ -70,6 +71,7 @@ pub struct EventLog {
 
 impl EventLog {
     /// An empty log that starts after `resource_version` and keeps at most `capacity` events.
+    #[must_use]
     pub fn new(capacity: usize, resource_version: u64) -> Self {
         Self {
             inner: Mutex::new(Inner {
@@ -86,7 +88,10 @@ impl EventLog {
             return;
         };
         {
-            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let mut inner = self
+                .inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for e in events {
                 inner.events.push_back(Arc::new(e));
             }
@@ -101,7 +106,10 @@ impl EventLog {
 
     /// Every event after `resource_version`, or [`Expired`] if some of them are gone.
     pub fn since(&self, resource_version: u64) -> Result<Vec<Arc<WatchEvent>>, Expired> {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if resource_version < inner.floor {
             return Err(Expired {
                 requested: resource_version,

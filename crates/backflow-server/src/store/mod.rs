@@ -33,16 +33,25 @@ pub enum StoreError {
     /// The database file could not be opened or created.
     #[error("cannot open the store at {path}: {source}")]
     Open {
+        /// The file or directory concerned.
         path: String,
+        /// The underlying error.
         source: Box<redb::DatabaseError>,
     },
     /// Reading the stored objects at start-up failed.
     #[error("cannot read the store at {path}: {message}")]
-    Load { path: String, message: String },
+    Load {
+        /// The file or directory concerned.
+        path: String,
+        /// What went wrong, for a person.
+        message: String,
+    },
     /// A stored object is not valid JSON.
     #[error("stored object {key} is corrupt: {source}")]
     Corrupt {
+        /// Key of the stored object.
         key: String,
+        /// The underlying error.
         source: serde_json::Error,
     },
     /// The writer thread could not be started.
@@ -59,11 +68,13 @@ pub struct State {
 
 impl State {
     /// The resourceVersion of the last committed write.
+    #[must_use]
     pub fn resource_version(&self) -> u64 {
         self.resource_version
     }
 
     /// One object.
+    #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
         self.objects.get(key)
     }
@@ -145,8 +156,7 @@ impl Store {
         state.resource_version = meta
             .get(RESOURCE_VERSION)
             .map_err(|e| load(e.to_string()))?
-            .map(|g| g.value())
-            .unwrap_or(0);
+            .map_or(0, |g| g.value());
         let objects = r.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
         for item in objects.iter().map_err(|e| load(e.to_string()))? {
             let (k, v) = item.map_err(|e| load(e.to_string()))?;
@@ -218,11 +228,15 @@ impl Store {
 
     /// Reads the committed state.
     pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        let guard = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&guard)
     }
 
     /// The event log watches read from.
+    #[must_use]
     pub fn events(&self) -> &Arc<EventLog> {
         &self.log
     }
@@ -233,7 +247,11 @@ impl Store {
     pub async fn close(&self) {
         // Dropping the only sender ends the writer's loop once the queue is drained.
         self.jobs.write().unwrap_or_else(|e| e.into_inner()).take();
-        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(writer) = writer {
             let joined = tokio::task::spawn_blocking(move || writer.join()).await;
             if !matches!(joined, Ok(Ok(()))) {
@@ -268,7 +286,10 @@ impl Writer {
 
     fn commit_batch(&self, jobs: Vec<Job>) {
         let (changes, events, completions) = {
-            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self
+                .state
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut tx = WriteTx::new(&state);
             let completions: Vec<Completion> = jobs.into_iter().map(|job| job(&mut tx)).collect();
             let (changes, events) = tx.into_parts();
@@ -280,7 +301,7 @@ impl Writer {
             }
             return;
         }
-        let last_rv = events.last().map(|e| e.resource_version).unwrap_or(0);
+        let last_rv = events.last().map_or(0, |e| e.resource_version);
         if let Err(e) = self.persist(&changes, last_rv) {
             tracing::error!(error = %e, "store commit failed; the writes in this batch were not acknowledged");
             for c in completions {
@@ -291,7 +312,10 @@ impl Writer {
             return;
         }
         {
-            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut state = self
+                .state
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (key, value) in changes {
                 match value {
                     Some(v) => state.objects.insert(key, v),

@@ -57,11 +57,13 @@ impl<'a> WriteTx<'a> {
     }
 
     /// The resourceVersion of the latest change seen so far (committed or in this batch).
+    #[must_use]
     pub fn resource_version(&self) -> u64 {
         self.next_rv
     }
 
     /// One object as this write sees it.
+    #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
         if let Some(v) = self.op.get(key) {
             return v.clone();
@@ -73,6 +75,7 @@ impl<'a> WriteTx<'a> {
     }
 
     /// The objects of one type (in one namespace, or all), as this write sees them.
+    #[must_use]
     pub fn list(
         &self,
         resource: &GroupResource,

@@ -134,7 +134,7 @@ async fn configmap_crud(t: Transport) {
         listed
             .items
             .iter()
-            .map(|c| c.name_any())
+            .map(kube::ResourceExt::name_any)
             .collect::<Vec<_>>(),
         ["cm1"]
     );
@@ -283,7 +283,7 @@ async fn namespace_lifecycle(t: Transport) {
         .expect("list namespaces")
         .items
         .iter()
-        .map(|n| n.name_any())
+        .map(kube::ResourceExt::name_any)
         .collect();
     assert!(names.iter().any(|n| n == "default"), "seeded: {names:?}");
 

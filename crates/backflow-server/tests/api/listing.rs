@@ -32,7 +32,7 @@ async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
         .unwrap_or_else(|e| panic!("list with {lp:?}: {e}"))
         .items
         .iter()
-        .map(|c| c.name_any())
+        .map(kube::ResourceExt::name_any)
         .collect();
     n.sort();
     n
@@ -156,7 +156,7 @@ async fn pagination_returns_every_item_once(t: Transport) {
         // Every page reports the resourceVersion the first one was cut at.
         let this_rv = page.metadata.resource_version.clone();
         assert_eq!(*list_rv.get_or_insert(this_rv.clone()), this_rv);
-        seen.extend(page.items.iter().map(|c| c.name_any()));
+        seen.extend(page.items.iter().map(kube::ResourceExt::name_any));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(next) => {
                 assert!(

@@ -2,6 +2,11 @@
 //! and controllers rely on (CRUD, CRDs, conflicts, watches, finalizers, selectors, pagination,
 //! dry-run, error Status objects, authentication).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 mod crud;
 mod errors;

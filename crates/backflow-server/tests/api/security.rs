@@ -6,7 +6,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, Config};
 use serde_json::{Value, json};
 
 use crate::common::{client_from_kubeconfig, guard, status_of, store_rv};
@@ -54,7 +54,7 @@ async fn assert_token_required(kubeconfig: &std::path::Path) {
         .expect("the kubeconfig's client is let in")
         .items
         .iter()
-        .map(|n| n.name_any())
+        .map(kube::ResourceExt::name_any)
         .collect();
     assert!(namespaces.iter().any(|n| n == "default"), "{namespaces:?}");
     let before = store_rv(&client).await;

@@ -354,7 +354,7 @@ async fn expired_resource_version_gets_410_and_the_watcher_relists(t: Transport)
     }
     match next(&mut w, "the expired watch").await {
         Err(watcher::Error::WatchError(st)) => {
-            assert_eq!((st.code, st.reason.as_str()), (410, "Expired"))
+            assert_eq!((st.code, st.reason.as_str()), (410, "Expired"));
         }
         other => panic!("expected a 410 watch error, got {other:?}"),
     }

@@ -43,7 +43,11 @@ fn recipients_are_sorted_and_deduplicated() {
     let e = Encryptor::new([&b, &a, &b]).unwrap();
     let mut expected = vec![a, b];
     expected.sort();
-    let got: Vec<String> = e.recipients().iter().map(|r| r.to_string()).collect();
+    let got: Vec<String> = e
+        .recipients()
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     assert_eq!(got, expected);
 }
 

@@ -326,7 +326,7 @@ fn flip_ciphertext(text: &str, key: &str) -> String {
     let mut tampered = line.to_owned();
     let c = tampered.as_bytes()[start];
     let flipped = if c == b'A' { "B" } else { "A" };
-    tampered.replace_range(start..start + 1, flipped);
+    tampered.replace_range(start..=start, flipped);
     replace_once(text, line, &tampered)
 }
 

@@ -106,12 +106,11 @@ pub fn wait_for<T>(
         if let Some(v) = check() {
             return v;
         }
-        if Instant::now() >= deadline {
-            panic!(
-                "hung: {what} did not happen within {HANG_GUARD:?}\n{}",
-                state()
-            );
-        }
+        assert!(
+            Instant::now() < deadline,
+            "hung: {what} did not happen within {HANG_GUARD:?}\n{}",
+            state()
+        );
         std::thread::sleep(POLL);
     }
 }
@@ -631,7 +630,7 @@ impl World {
             &format!("{path} gone from the remote"),
             || self.describe_remote(),
             || (self.tip().is_some() && self.show(path).is_none()).then_some(()),
-        )
+        );
     }
 
     // --- the API -----------------------------------------------------------------------------
@@ -680,7 +679,7 @@ impl World {
         )
     }
 
-    /// Waits until the GitTarget's status describes its current generation and says Ready.
+    /// Waits until the `GitTarget`'s status describes its current generation and says Ready.
     pub fn wait_target_ready(&self, name: &str) {
         wait_for(
             &format!("GitTarget {name} Ready"),
@@ -733,7 +732,7 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-/// A ConfigMap manifest with string `data`.
+/// A `ConfigMap` manifest with string `data`.
 pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
     let mut s = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n"
@@ -744,11 +743,11 @@ pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
     s
 }
 
-/// A namespaced CustomResourceDefinition `{plural}.{group}` served at `v1`, whose schema keeps
+/// A namespaced `CustomResourceDefinition` `{plural}.{group}` served at `v1`, whose schema keeps
 /// every field.
 pub fn schemaless_crd(group: &str, plural: &str, singular: &str, kind: &str) -> String {
     format!(
-        r#"apiVersion: apiextensions.k8s.io/v1
+        r"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: {plural}.{group}
@@ -768,6 +767,6 @@ spec:
       openAPIV3Schema:
         type: object
         x-kubernetes-preserve-unknown-fields: true
-"#
+"
     )
 }
