@@ -211,12 +211,11 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                 Ok(Event::Apply(obj)) => apply(&ctx, &gr, &obj, &mut last),
                 Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj, &mut last),
                 Err(e) => {
-                    let message = e.to_string();
-                    // Older API servers reject streaming lists; LIST+WATCH does the same job.
-                    if streaming && message.contains("sendInitialEvents") {
+                    if streaming && refuses_streaming_lists(&e) {
                         fall_back = true;
                         break;
                     }
+                    let message = e.to_string();
                     tracing::warn!(stream = ?ctx.spec, error = %message, "watch failed; retrying with backoff");
                     ctx.board
                         .set_stream(&ctx.spec, StreamState::Blocked(message));
@@ -229,6 +228,19 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
         }
         // The watcher stream never ends on its own; if it does, start over.
     }
+}
+
+/// Whether the API refused the streaming list itself: starting the watch with
+/// `sendInitialEvents` was answered 400 (Bad Request) or 422 (Invalid), as API servers without
+/// the WatchList feature answer it. LIST+WATCH does the same job there. Decided by the status,
+/// never by the message, which differs between servers and versions.
+fn refuses_streaming_lists(e: &watcher::Error) -> bool {
+    let status = match e {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status,
+        watcher::Error::WatchError(status) => status,
+        _ => return false,
+    };
+    matches!(status.code, 400 | 422)
 }
 
 /// Lists the scope now and submits whatever differs from what this stream last submitted, so a
@@ -384,4 +396,34 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &m
             .submit(Intent::delete(ctx.path.clone(), key.clone())),
     );
     ctx.tracker.record(key, rv, rx);
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn status(code: u16, message: &str) -> Box<Status> {
+        Box::new(Status::failure(message, "Invalid").with_code(code))
+    }
+
+    #[test]
+    fn the_streaming_list_fallback_follows_the_status_not_the_message() {
+        let refused = watcher::Error::WatchStartFailed(kube::Error::Api(status(
+            422,
+            "ListOptions.meta.k8s.io is invalid: the WatchList feature is disabled",
+        )));
+        assert!(refuses_streaming_lists(&refused), "no mention of sendInitialEvents needed");
+        let bad_request = watcher::Error::WatchError(status(400, "bad request"));
+        assert!(refuses_streaming_lists(&bad_request));
+        for code in [403, 404, 410, 500] {
+            let other = watcher::Error::WatchStartFailed(kube::Error::Api(status(
+                code,
+                "sendInitialEvents is mentioned but the status says otherwise",
+            )));
+            assert!(!refuses_streaming_lists(&other), "{code}");
+        }
+        assert!(!refuses_streaming_lists(&watcher::Error::NoResourceVersion));
+    }
 }
