@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::board::{Board, BranchKey, StreamState};
 use crate::discovery::served_types;
+use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
 use crate::plan::{Plan, ServedType, StreamSpec, TargetRef, plan};
 use crate::stream::{self, StreamContext};
@@ -319,7 +320,7 @@ impl Controller {
             StreamSpec,
             (String, backflow_api::config::PruneMode, String, String),
         > = BTreeMap::new();
-        let mut worker_problems: BTreeMap<TargetRef, String> = BTreeMap::new();
+        let mut worker_problems: BTreeMap<TargetRef, MirrorError> = BTreeMap::new();
         for (tref, tp) in &p.targets {
             let Some(provider) = providers.iter().find(|g| {
                 g.namespace().as_deref() == Some(tp.provider.0.as_str())
@@ -630,21 +631,26 @@ impl Controller {
     }
 
     /// Reads a provider's credentials Secret: `username`/`password` for HTTP(S).
-    async fn credentials(&self, provider: &GitProvider) -> Result<Credentials, String> {
+    async fn credentials(&self, provider: &GitProvider) -> Result<Credentials, MirrorError> {
         let Some(r) = &provider.spec.secret_ref else {
             return Ok(Credentials::None);
         };
-        let ns = provider.namespace().unwrap_or_default();
-        let secret = Api::<Secret>::namespaced(self.client.clone(), &ns)
-            .get_opt(&r.name)
+        let namespace = provider.namespace().unwrap_or_default();
+        let name = r.name.clone();
+        let secret = match Api::<Secret>::namespaced(self.client.clone(), &namespace)
+            .get_opt(&name)
             .await
-            .map_err(|e| format!("cannot read Secret {ns}/{}: {e}", r.name))?
-            .ok_or_else(|| {
-                format!(
-                    "Secret {ns}/{} named by spec.secretRef does not exist",
-                    r.name
-                )
-            })?;
+        {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return Err(MirrorError::SecretMissing { namespace, name }),
+            Err(source) => {
+                return Err(MirrorError::SecretUnreadable {
+                    namespace,
+                    name,
+                    source,
+                });
+            }
+        };
         let data = secret.data.unwrap_or_default();
         let text = |k: &str| {
             data.get(k)
@@ -652,10 +658,7 @@ impl Controller {
         };
         match (text("username"), text("password")) {
             (Some(username), Some(password)) => Ok(Credentials::Basic { username, password }),
-            _ => Err(format!(
-                "Secret {ns}/{} must hold the keys `username` and `password`",
-                r.name
-            )),
+            _ => Err(MirrorError::SecretKeys { namespace, name }),
         }
     }
 
@@ -705,7 +708,7 @@ impl Controller {
         targets: &[GitTarget],
         rules: &[WatchRule],
         cluster_rules: &[ClusterWatchRule],
-        worker_problems: &BTreeMap<TargetRef, String>,
+        worker_problems: &BTreeMap<TargetRef, MirrorError>,
     ) {
         let now = now(self.clock.as_ref());
         for g in providers {
@@ -717,7 +720,7 @@ impl Controller {
             let generation = g.metadata.generation;
             let ready = crate::workers::worker_config(g, "main", 0)
                 .map(|_| ())
-                .map_err(|m| ("InvalidConfig", m, true))
+                .map_err(|e| ("InvalidConfig", e.to_string(), true))
                 .and_then(|()| {
                     if g.spec.url.trim().is_empty() {
                         Err(("InvalidConfig", "spec.url is empty".to_string(), true))
@@ -817,7 +820,7 @@ impl Controller {
                     .or_else(|| {
                         worker_problems
                             .get(&tref)
-                            .map(|m| ("WorkerUnavailable", m.clone()))
+                            .map(|e| ("WorkerUnavailable", e.to_string()))
                     }),
                 &now,
             );

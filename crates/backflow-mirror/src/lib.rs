@@ -6,6 +6,7 @@
 //!   live changes → intents for the branch worker.
 //! - [`workers`]: one branch worker per (repository, branch).
 //! - [`controller`]: the control loop and status.
+//! - [`error`]: why a `GitProvider` or `GitTarget` cannot be served, typed.
 //! - [`tracker`]: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
 
@@ -13,6 +14,7 @@ pub mod board;
 pub mod controller;
 pub mod defaults;
 pub mod discovery;
+pub mod error;
 pub mod metrics;
 pub mod plan;
 pub mod stream;

@@ -232,7 +232,7 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
 
 /// Whether the API refused the streaming list itself: starting the watch with
 /// `sendInitialEvents` was answered 400 (Bad Request) or 422 (Invalid), as API servers without
-/// the WatchList feature answer it. LIST+WATCH does the same job there. Decided by the status,
+/// the `WatchList` feature answer it. LIST+WATCH does the same job there. Decided by the status,
 /// never by the message, which differs between servers and versions.
 fn refuses_streaming_lists(e: &watcher::Error) -> bool {
     let status = match e {
@@ -414,7 +414,10 @@ mod tests {
             422,
             "ListOptions.meta.k8s.io is invalid: the WatchList feature is disabled",
         )));
-        assert!(refuses_streaming_lists(&refused), "no mention of sendInitialEvents needed");
+        assert!(
+            refuses_streaming_lists(&refused),
+            "no mention of sendInitialEvents needed"
+        );
         let bad_request = watcher::Error::WatchError(status(400, "bad request"));
         assert!(refuses_streaming_lists(&bad_request));
         for code in [403, 404, 410, 500] {

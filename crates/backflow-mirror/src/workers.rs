@@ -15,6 +15,7 @@ use backflow_git::{
 use tokio::sync::{broadcast, mpsc};
 
 use crate::board::BranchKey;
+use crate::error::MirrorError;
 use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -24,14 +25,16 @@ pub fn worker_config(
     provider: &GitProvider,
     branch: &str,
     seed: u64,
-) -> Result<WorkerConfig, String> {
+) -> Result<WorkerConfig, MirrorError> {
     let mut cfg = WorkerConfig::new(branch);
     cfg.seed = seed;
-    let duration = |field: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
+    let duration = |field: &'static str, v: &Option<String>| {
         v.as_deref()
             .map(|s| {
-                humantime::parse_duration(s).map_err(|e| {
-                    format!("spec.push.{field} {s:?} is not a duration like 1s or 500ms: {e}")
+                humantime::parse_duration(s).map_err(|source| MirrorError::Duration {
+                    field,
+                    value: s.to_string(),
+                    source,
                 })
             })
             .transpose()
@@ -50,7 +53,7 @@ pub fn worker_config(
     if let Some(commit) = &provider.spec.commit {
         if let Some(p) = &commit.committer {
             if p.name.trim().is_empty() || p.email.trim().is_empty() {
-                return Err("spec.commit.committer needs both name and email".into());
+                return Err(MirrorError::Committer);
             }
             cfg.committer = Identity::new(p.name.clone(), p.email.clone());
         }
@@ -160,7 +163,7 @@ impl Workers {
         provider: &GitProvider,
         branch: &str,
         credentials: Credentials,
-    ) -> Result<WorkerHandle, String> {
+    ) -> Result<WorkerHandle, MirrorError> {
         let key = (provider.spec.url.clone(), branch.to_string());
         let mut running = self
             .running
@@ -192,7 +195,10 @@ impl Workers {
             self.clock.clone(),
             metrics,
         )
-        .map_err(|e| format!("cannot open the local cache of {}: {e}", provider.spec.url))?;
+        .map_err(|source| MirrorError::Cache {
+            url: provider.spec.url.clone(),
+            source,
+        })?;
         let (handle, notices) =
             backflow_git::spawn_with_notices(worker, self.clock.clone(), Duration::from_secs(30));
         tokio::spawn(forward_divergences(

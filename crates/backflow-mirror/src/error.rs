@@ -1,0 +1,59 @@
+//! Why the mirror cannot serve a `GitProvider` or `GitTarget`: each reason typed, with what it is
+//! about, so status conditions and logs say exactly what to fix.
+
+use backflow_git::RepoError;
+
+/// Why a branch worker for a `GitTarget` cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    /// A `GitProvider` duration does not parse.
+    #[error("spec.push.{field} {value:?} is not a duration like 1s or 500ms: {source}")]
+    Duration {
+        /// The field, under `spec.push`.
+        field: &'static str,
+        /// What it holds.
+        value: String,
+        /// Why it does not parse.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// `spec.commit.committer` lacks a name or an email.
+    #[error("spec.commit.committer needs both name and email")]
+    Committer,
+    /// The Secret named by `spec.secretRef` could not be read.
+    #[error("cannot read Secret {namespace}/{name}: {source}")]
+    SecretUnreadable {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// What the API said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Secret named by `spec.secretRef` does not exist.
+    #[error("Secret {namespace}/{name} named by spec.secretRef does not exist")]
+    SecretMissing {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The Secret lacks the keys credentials are read from.
+    #[error("Secret {namespace}/{name} must hold the keys `username` and `password`")]
+    SecretKeys {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The local cache of the repository could not be opened.
+    #[error("cannot open the local cache of {url}: {source}")]
+    Cache {
+        /// The repository.
+        url: String,
+        /// What the cache said.
+        #[source]
+        source: RepoError,
+    },
+}
