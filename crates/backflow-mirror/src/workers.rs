@@ -261,3 +261,47 @@ async fn forward_divergences(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use backflow_api::config::GitProvider;
+    use serde_json::json;
+
+    use super::*;
+
+    fn provider(spec: serde_json::Value) -> GitProvider {
+        serde_json::from_value(json!({
+            "apiVersion": "backflow.dev/v1alpha1",
+            "kind": "GitProvider",
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": spec,
+        }))
+        .expect("a GitProvider")
+    }
+
+    #[test]
+    fn provider_settings_that_do_not_parse_name_the_field() {
+        let bad = provider(json!({"url": "file:///r.git", "push": {"maxWindowAge": "soon"}}));
+        let err = worker_config(&bad, "main", 0).expect_err("refused");
+        assert!(matches!(
+            &err,
+            MirrorError::Duration { field: "maxWindowAge", value, .. } if value == "soon"
+        ));
+        assert!(
+            err.to_string()
+                .starts_with("spec.push.maxWindowAge \"soon\" is not a duration"),
+            "{err}"
+        );
+        let nameless = provider(json!({
+            "url": "file:///r.git",
+            "commit": {"committer": {"name": " ", "email": "a@b"}},
+        }));
+        assert!(matches!(
+            worker_config(&nameless, "main", 0),
+            Err(MirrorError::Committer)
+        ));
+        let good = provider(json!({"url": "file:///r.git", "push": {"commitWindow": "250ms"}}));
+        let cfg = worker_config(&good, "main", 0).expect("valid");
+        assert_eq!(cfg.window, Duration::from_millis(250));
+    }
+}
