@@ -32,7 +32,9 @@ use crate::board::{Board, BranchKey, StreamState};
 use crate::discovery::served_types;
 use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
-use crate::plan::{Plan, ServedType, StreamSpec, TargetRef, plan};
+use crate::plan::{
+    Plan, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams, plan,
+};
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
@@ -40,12 +42,9 @@ use crate::workers::Workers;
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "backflow-mirror";
 
-/// A running stream and the settings it was started with (a change restarts it).
+/// A running stream and where it writes (a change restarts it).
 struct Running {
-    path: String,
-    prune: backflow_api::config::PruneMode,
-    url: String,
-    branch: String,
+    placement: StreamPlacement,
     barriers: mpsc::Sender<stream::Barrier>,
     task: JoinHandle<()>,
 }
@@ -250,7 +249,7 @@ impl Controller {
         let specs: Vec<StreamSpec> = self
             .running
             .iter()
-            .filter(|(_, r)| (&r.url, &r.branch) == (&branch.0, &branch.1))
+            .filter(|(_, r)| r.placement.is_on(&branch.0, &branch.1))
             .map(|(s, _)| s.clone())
             .collect();
         tracing::warn!(url = %branch.0, branch = %branch.1, streams = specs.len(), "the branch lost backflow's commits; resyncing every target on it");
@@ -273,7 +272,7 @@ impl Controller {
                 let mut streams = self
                     .running
                     .iter()
-                    .filter(|(_, r)| (&r.url, &r.branch) == (&b.0, &b.1))
+                    .filter(|(_, r)| r.placement.is_on(&b.0, &b.1))
                     .peekable();
                 streams.peek().is_some()
                     && streams.all(|(s, _)| self.board.stream(s) == Some(StreamState::Streaming))
@@ -297,79 +296,83 @@ impl Controller {
     }
 
     async fn reconcile(&mut self) -> Result<(), kube::Error> {
-        let lp = ListParams::default();
-        let providers = Api::<GitProvider>::all(self.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let targets = Api::<GitTarget>::all(self.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let rules = Api::<WatchRule>::all(self.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let cluster_rules = Api::<ClusterWatchRule>::all(self.client.clone())
-            .list(&lp)
-            .await?
-            .items;
-        let p = plan(&providers, &targets, &rules, &cluster_rules, &self.served);
+        let config = Configuration::list(&self.client).await?;
+        let p = plan(
+            &config.providers,
+            &config.targets,
+            &config.rules,
+            &config.cluster_rules,
+            &self.served,
+        );
+        let (wanted, worker_problems) = self.wanted_streams(&p, &config).await;
+        let running: BTreeMap<StreamSpec, StreamPlacement> = self
+            .running
+            .iter()
+            .map(|(s, r)| (s.clone(), r.placement.clone()))
+            .collect();
+        self.apply_stream_changes(diff_streams(&wanted, &running));
+        self.write_config_statuses(
+            &p,
+            &config.providers,
+            &config.targets,
+            &config.rules,
+            &config.cluster_rules,
+            &worker_problems,
+        )
+        .await;
+        self.commit_requests(&p).await;
+        Ok(())
+    }
 
-        let mut wanted: BTreeMap<
-            StreamSpec,
-            (String, backflow_api::config::PruneMode, String, String),
-        > = BTreeMap::new();
-        let mut worker_problems: BTreeMap<TargetRef, MirrorError> = BTreeMap::new();
+    /// Starts the branch worker of every target that can be served, and says which streams
+    /// should run and where they write; targets whose worker cannot run get their reason.
+    async fn wanted_streams(
+        &mut self,
+        p: &Plan,
+        config: &Configuration,
+    ) -> (
+        BTreeMap<StreamSpec, StreamPlacement>,
+        BTreeMap<TargetRef, MirrorError>,
+    ) {
+        let mut wanted = BTreeMap::new();
+        let mut worker_problems = BTreeMap::new();
         for (tref, tp) in &p.targets {
-            let Some(provider) = providers.iter().find(|g| {
+            let Some(provider) = config.providers.iter().find(|g| {
                 g.namespace().as_deref() == Some(tp.provider.0.as_str())
                     && g.name_any() == tp.provider.1
             }) else {
                 continue;
             };
-            let credentials = match self.credentials(provider).await {
-                Ok(c) => c,
-                Err(m) => {
-                    worker_problems.insert(tref.clone(), m);
-                    continue;
-                }
+            let started = match self.credentials(provider).await {
+                Ok(credentials) => self.workers.get_or_start(provider, &tp.branch, credentials),
+                Err(e) => Err(e),
             };
-            if let Err(m) = self.workers.get_or_start(provider, &tp.branch, credentials) {
-                worker_problems.insert(tref.clone(), m);
+            if let Err(e) = started {
+                worker_problems.insert(tref.clone(), e);
                 continue;
             }
             self.ensure_branch_object(provider, &tp.branch).await;
             self.workers
                 .placement(&tp.url, &tp.branch)
                 .set(&tp.path, tp.placement.clone());
-            let encrypts = self.configure_encryption(tref, tp, &targets).await;
+            let encrypts = self.configure_encryption(tref, tp, &config.targets).await;
             for s in &tp.streams {
                 if !encrypts && tp.is_sensitive(&s.served.group_resource()) {
                     // Never plain text: without a usable recipient, sensitive types are not watched.
                     continue;
                 }
-                wanted.insert(
-                    s.clone(),
-                    (tp.path.clone(), tp.prune, tp.url.clone(), tp.branch.clone()),
-                );
+                wanted.insert(s.clone(), StreamPlacement::of(tp));
             }
         }
-        // Stop what is no longer wanted, or wanted differently.
-        let stale: Vec<StreamSpec> = self
-            .running
-            .iter()
-            .filter(|(s, r)| {
-                wanted.get(*s).is_none_or(|(path, prune, url, branch)| {
-                    (&r.path, &r.prune, &r.url, &r.branch) != (path, prune, url, branch)
-                })
-            })
-            .map(|(s, _)| s.clone())
-            .collect();
-        // One INFO line per target whose streams changed; each stream at DEBUG.
+        (wanted, worker_problems)
+    }
+
+    /// Stops and starts streams as `changes` says, logging one INFO line per target whose
+    /// streams changed (each stream at DEBUG), and tells the tracker what is now watched.
+    fn apply_stream_changes(&mut self, changes: StreamChanges) {
         let mut stopped: BTreeMap<TargetRef, usize> = BTreeMap::new();
         let mut started: BTreeMap<TargetRef, (usize, String)> = BTreeMap::new();
-        for s in stale {
+        for s in changes.stop {
             if let Some(r) = self.running.remove(&s) {
                 r.task.abort();
                 self.board.remove_stream(&s);
@@ -377,44 +380,19 @@ impl Controller {
                 *stopped.entry(s.target.clone()).or_default() += 1;
             }
         }
-        for (s, (path, prune, url, branch)) in wanted {
-            if self.running.contains_key(&s) {
-                continue;
-            }
-            let Some(worker) = self.workers.get(&url, &branch) else {
+        for (s, placement) in changes.start {
+            let Some(running) = self.start_stream(&s, &placement) else {
                 continue;
             };
-            let ctx = StreamContext {
-                client: self.client.clone(),
-                spec: s.clone(),
-                path: path.clone(),
-                prune,
-                worker,
-                branch: (url.clone(), branch.clone()),
-                tracker: self.tracker.clone(),
-                board: self.board.clone(),
-                metrics: self.metrics.clone(),
-                clock: self.clock.clone(),
-            };
-            self.board.set_stream(&s, StreamState::Replaying);
-            let (barriers, barrier_rx) = mpsc::channel(8);
-            let task = tokio::spawn(stream::run(ctx, barrier_rx));
             tracing::debug!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "watch stream started");
-            let entry = started
-                .entry(s.target.clone())
-                .or_insert_with(|| (0, format!("{url} {branch}:{path}")));
+            let entry = started.entry(s.target.clone()).or_insert_with(|| {
+                let StreamPlacement {
+                    url, branch, path, ..
+                } = &placement;
+                (0, format!("{url} {branch}:{path}"))
+            });
             entry.0 += 1;
-            self.running.insert(
-                s,
-                Running {
-                    path,
-                    prune,
-                    url,
-                    branch,
-                    barriers,
-                    task,
-                },
-            );
+            self.running.insert(s, running);
         }
         for (target, count) in stopped {
             tracing::info!(target = %format!("{}/{}", target.0, target.1), streams = count, "watch streams stopped");
@@ -434,18 +412,31 @@ impl Controller {
                 })
                 .collect(),
         );
+    }
 
-        self.write_config_statuses(
-            &p,
-            &providers,
-            &targets,
-            &rules,
-            &cluster_rules,
-            &worker_problems,
-        )
-        .await;
-        self.commit_requests(&p).await;
-        Ok(())
+    /// Starts one stream; `None` when its branch worker is not running.
+    fn start_stream(&self, s: &StreamSpec, placement: &StreamPlacement) -> Option<Running> {
+        let worker = self.workers.get(&placement.url, &placement.branch)?;
+        let ctx = StreamContext {
+            client: self.client.clone(),
+            spec: s.clone(),
+            path: placement.path.clone(),
+            prune: placement.prune,
+            worker,
+            branch: (placement.url.clone(), placement.branch.clone()),
+            tracker: self.tracker.clone(),
+            board: self.board.clone(),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+        };
+        self.board.set_stream(s, StreamState::Replaying);
+        let (barriers, barrier_rx) = mpsc::channel(8);
+        let task = tokio::spawn(stream::run(ctx, barrier_rx));
+        Some(Running {
+            placement: placement.clone(),
+            barriers,
+            task,
+        })
     }
 
     /// Resolves a target's encryption, hands its encryptor to the planner of its branch and
@@ -1197,7 +1188,32 @@ impl Controller {
     }
 }
 
-/// Sends a tick on every change to objects of kind `K`.
+/// The configuration objects the mirror reads, listed together.
+struct Configuration {
+    providers: Vec<GitProvider>,
+    targets: Vec<GitTarget>,
+    rules: Vec<WatchRule>,
+    cluster_rules: Vec<ClusterWatchRule>,
+}
+
+impl Configuration {
+    async fn list(client: &Client) -> Result<Self, kube::Error> {
+        let lp = ListParams::default();
+        Ok(Self {
+            providers: Api::<GitProvider>::all(client.clone())
+                .list(&lp)
+                .await?
+                .items,
+            targets: Api::<GitTarget>::all(client.clone()).list(&lp).await?.items,
+            rules: Api::<WatchRule>::all(client.clone()).list(&lp).await?.items,
+            cluster_rules: Api::<ClusterWatchRule>::all(client.clone())
+                .list(&lp)
+                .await?
+                .items,
+        })
+    }
+}
+
 /// A stream's `GitTarget` as `namespace/name`, for logs.
 fn stream_target(s: &StreamSpec) -> String {
     format!("{}/{}", s.target.0, s.target.1)
@@ -1213,6 +1229,7 @@ async fn next_divergence(
     }
 }
 
+/// Sends a tick on every change to objects of kind `K`.
 fn spawn_trigger<K>(client: Client, tx: mpsc::Sender<()>) -> JoinHandle<()>
 where
     K: Resource<DynamicType = ()>

@@ -105,6 +105,67 @@ impl TargetPlan {
     }
 }
 
+/// Where a stream's changes go: what a running stream was started with. A stream whose
+/// placement changes is restarted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamPlacement {
+    /// The target's folder.
+    pub path: String,
+    /// The target's deletion policy.
+    pub prune: PruneMode,
+    /// The repository URL.
+    pub url: String,
+    /// The branch.
+    pub branch: String,
+}
+
+impl StreamPlacement {
+    /// Where the streams of `target` write.
+    #[must_use]
+    pub fn of(target: &TargetPlan) -> Self {
+        Self {
+            path: target.path.clone(),
+            prune: target.prune,
+            url: target.url.clone(),
+            branch: target.branch.clone(),
+        }
+    }
+
+    /// Whether it writes to the branch `url`, `branch`.
+    #[must_use]
+    pub fn is_on(&self, url: &str, branch: &str) -> bool {
+        self.url == url && self.branch == branch
+    }
+}
+
+/// What to do to the running streams to reach the wanted ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamChanges {
+    /// Streams to stop: no longer wanted, or wanted with another placement.
+    pub stop: Vec<StreamSpec>,
+    /// Streams to start (after the stops): new, or restarted with a new placement.
+    pub start: BTreeMap<StreamSpec, StreamPlacement>,
+}
+
+/// The changes that turn `running` into `wanted`.
+#[must_use]
+pub fn diff_streams(
+    wanted: &BTreeMap<StreamSpec, StreamPlacement>,
+    running: &BTreeMap<StreamSpec, StreamPlacement>,
+) -> StreamChanges {
+    let stop = running
+        .iter()
+        .filter(|(spec, placement)| wanted.get(*spec) != Some(*placement))
+        .map(|(spec, _)| spec.clone())
+        .collect();
+    let start = wanted
+        .iter()
+        .filter(|(spec, placement)| running.get(*spec) != Some(*placement))
+        .map(|(spec, placement)| (spec.clone(), placement.clone()))
+        .collect();
+    StreamChanges { stop, start }
+}
+
 /// Parses `resource` or `resource.group` (the group is everything after the first dot).
 #[must_use]
 pub fn parse_group_resource(s: &str) -> GroupResource {
@@ -446,6 +507,45 @@ mod tests {
     use backflow_api::config::{
         Encryption, GitProviderSpec, GitTargetSpec, LocalReference, WatchRuleSpec,
     };
+
+    #[test]
+    fn stream_diff_starts_new_restarts_moved_and_stops_unwanted() {
+        let spec = |plural: &str| StreamSpec {
+            target: ("team".into(), "t".into()),
+            served: served()
+                .into_iter()
+                .find(|s| s.plural == plural)
+                .expect("served"),
+            namespace: None,
+        };
+        let at = |path: &str| StreamPlacement {
+            path: path.into(),
+            prune: PruneMode::OnEvent,
+            url: "file:///r.git".into(),
+            branch: "main".into(),
+        };
+        let running = BTreeMap::from([
+            (spec("configmaps"), at("live")),
+            (spec("deployments"), at("live")),
+            (spec("namespaces"), at("live")),
+        ]);
+        let wanted = BTreeMap::from([
+            (spec("configmaps"), at("live")),
+            (spec("deployments"), at("moved")),
+            (spec("secrets"), at("live")),
+        ]);
+        let changes = diff_streams(&wanted, &running);
+        // In the running streams' order: the core group sorts first.
+        assert_eq!(changes.stop, vec![spec("namespaces"), spec("deployments")]);
+        assert_eq!(
+            changes.start,
+            BTreeMap::from([
+                (spec("deployments"), at("moved")),
+                (spec("secrets"), at("live"))
+            ])
+        );
+        assert_eq!(diff_streams(&wanted, &wanted), StreamChanges::default());
+    }
 
     fn served() -> Vec<ServedType> {
         let t = |g: &str, p: &str, k: &str, ns: bool| ServedType {
