@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use backflow_api::config::condition::set_condition;
 use backflow_api::config::{
-    ClusterWatchRule, CommitRequest, Condition, ConditionStatus, GitBranch, GitBranchSpec,
-    GitBranchStatus, GitProvider, GitTarget, GitTargetStatus, LocalReference, StreamSummary,
-    WatchRule, WatchRuleStatus,
+    ClusterWatchRule, CommitRequest, ConditionStatus, GitBranch, GitBranchSpec, GitBranchStatus,
+    GitProvider, GitTarget, LocalReference, WatchRule, WatchRuleStatus,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -33,8 +32,10 @@ use crate::discovery::served_types;
 use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
 use crate::plan::{
-    Plan, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams, plan,
+    Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
+    plan,
 };
+use crate::status::{self, ConditionReport, NotReady, TargetSnapshot, cond, summary};
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
@@ -73,7 +74,7 @@ pub struct Controller {
     /// they do not change, since the encryptor remembers the data keys of files it wrote.
     encryptors: BTreeMap<TargetRef, (Vec<String>, Arc<Encryptor>)>,
     /// Per target, the `EncryptionConfigured` condition of the last reconcile.
-    encryption_status: BTreeMap<TargetRef, (ConditionStatus, &'static str, String)>,
+    encryption_status: BTreeMap<TargetRef, ConditionReport>,
     /// Branches that lost backflow's commits whose streams are replaying their snapshots: once
     /// every stream of the branch published its resync, its worker is told it recovered.
     recovering: BTreeSet<BranchKey>,
@@ -87,75 +88,6 @@ pub const GENERATED_IDENTITY_KEY: &str = "identity.agekey";
 
 fn now(clock: &dyn Clock) -> String {
     humantime::format_rfc3339_seconds(clock.now()).to_string()
-}
-
-fn cond(
-    type_: &str,
-    status: ConditionStatus,
-    reason: &str,
-    message: impl Into<String>,
-    now: &str,
-    generation: Option<i64>,
-) -> Condition {
-    Condition {
-        observed_generation: generation,
-        ..Condition::new(type_, status, reason, message, now)
-    }
-}
-
-/// kstatus: Ready plus the abnormal-true Reconciling / Stalled.
-fn summary(
-    conditions: &mut Vec<Condition>,
-    ready: Result<(), (&str, String, bool)>,
-    now: &str,
-    generation: Option<i64>,
-) {
-    match ready {
-        Ok(()) => {
-            set_condition(
-                conditions,
-                cond(
-                    "Ready",
-                    ConditionStatus::True,
-                    "Succeeded",
-                    "",
-                    now,
-                    generation,
-                ),
-            );
-            conditions.retain(|c| c.type_ != "Reconciling" && c.type_ != "Stalled");
-        }
-        Err((reason, message, stalled)) => {
-            set_condition(
-                conditions,
-                cond(
-                    "Ready",
-                    ConditionStatus::False,
-                    reason,
-                    message.clone(),
-                    now,
-                    generation,
-                ),
-            );
-            let (keep, drop) = if stalled {
-                ("Stalled", "Reconciling")
-            } else {
-                ("Reconciling", "Stalled")
-            };
-            set_condition(
-                conditions,
-                cond(
-                    keep,
-                    ConditionStatus::True,
-                    reason,
-                    message,
-                    now,
-                    generation,
-                ),
-            );
-            conditions.retain(|c| c.type_ != drop);
-        }
-    }
 }
 
 impl Controller {
@@ -477,14 +409,14 @@ impl Controller {
                         map.set_sensitive(&tp.path, tp.sensitive.clone());
                         self.encryption_status.insert(
                             tref.clone(),
-                            (
-                                ConditionStatus::True,
-                                "Configured",
-                                format!(
+                            ConditionReport {
+                                status: ConditionStatus::True,
+                                reason: "Configured",
+                                message: format!(
                                     "Secrets are written SOPS-encrypted to {} age recipient(s)",
                                     recipients.len()
                                 ),
-                            ),
+                            },
                         );
                         true
                     }
@@ -514,8 +446,12 @@ impl Controller {
         if reason != "NotConfigured" {
             tracing::warn!(target = %format!("{}/{}", tref.0, tref.1), reason, %message, "Secrets are not mirrored");
         }
-        self.encryption_status
-            .insert(tref.clone(), (ConditionStatus::False, reason, message));
+        let report = ConditionReport {
+            status: ConditionStatus::False,
+            reason,
+            message,
+        };
+        self.encryption_status.insert(tref.clone(), report);
     }
 
     /// The recipients of `age` (inline, plus those of the identities in its Secret, created
@@ -711,10 +647,10 @@ impl Controller {
             let generation = g.metadata.generation;
             let ready = crate::workers::worker_config(g, "main", 0)
                 .map(|_| ())
-                .map_err(|e| ("InvalidConfig", e.to_string(), true))
+                .map_err(|e| NotReady::stalled("InvalidConfig", e.to_string()))
                 .and_then(|()| {
                     if g.spec.url.trim().is_empty() {
-                        Err(("InvalidConfig", "spec.url is empty".to_string(), true))
+                        Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
                     } else {
                         Ok(())
                     }
@@ -786,9 +722,9 @@ impl Controller {
                                 generation,
                             ),
                         );
-                        Err((problem.reason, problem.message.clone(), true))
+                        Err(NotReady::stalled(problem.reason, problem.message.clone()))
                     }
-                    None => Err(("Progressing", "not evaluated yet".to_string(), false)),
+                    None => Err(NotReady::progressing("Progressing", "not evaluated yet")),
                 };
                 summary(&mut st.conditions, ready, &now, generation);
                 let status = serde_json::to_value(&st).unwrap_or_default();
@@ -805,14 +741,12 @@ impl Controller {
             let tref = (t.namespace().unwrap_or_default(), t.name_any());
             let status = self.target_status(
                 t,
-                p.target_problems
-                    .get(&tref)
-                    .map(|x| (x.reason, x.message.clone()))
-                    .or_else(|| {
-                        worker_problems
-                            .get(&tref)
-                            .map(|e| ("WorkerUnavailable", e.to_string()))
-                    }),
+                p.target_problems.get(&tref).cloned().or_else(|| {
+                    worker_problems.get(&tref).map(|e| Problem {
+                        reason: "WorkerUnavailable",
+                        message: e.to_string(),
+                    })
+                }),
                 &now,
             );
             let api = Api::<GitTarget>::namespaced(self.client.clone(), &tref.0);
@@ -820,177 +754,30 @@ impl Controller {
         }
     }
 
+    /// What `t`'s status is computed from, as the board and this reconcile show it.
+    fn target_snapshot(&self, t: &GitTarget, problem: Option<Problem>) -> TargetSnapshot {
+        let tref = (t.namespace().unwrap_or_default(), t.name_any());
+        TargetSnapshot {
+            streams: self
+                .board
+                .streams_of(&tref)
+                .into_iter()
+                .map(|(_, state)| state)
+                .collect(),
+            activity: self.board.activity(&tref),
+            problem,
+            encryption: self.encryption_status.get(&tref).cloned(),
+        }
+    }
+
     fn target_status(
         &self,
         t: &GitTarget,
-        problem: Option<(&'static str, String)>,
+        problem: Option<Problem>,
         now: &str,
     ) -> serde_json::Value {
-        let tref = (t.namespace().unwrap_or_default(), t.name_any());
-        let generation = t.metadata.generation;
-        let mut st: GitTargetStatus = t.status.clone().unwrap_or_default();
-        st.observed_generation = generation;
-        let streams = self.board.streams_of(&tref);
-        let mut sum = StreamSummary {
-            total: streams.len() as u32,
-            ..Default::default()
-        };
-        let mut blocked = None;
-        for (_, state) in &streams {
-            match state {
-                StreamState::Replaying => sum.replaying += 1,
-                StreamState::Streaming => sum.ready += 1,
-                StreamState::Blocked(m) => {
-                    sum.blocked += 1;
-                    blocked.get_or_insert(m.clone());
-                }
-            }
-        }
-        let activity = self.board.activity(&tref);
-        if activity.last_commit.is_some() {
-            st.last_commit.clone_from(&activity.last_commit);
-            st.last_push_time.clone_from(&activity.last_push_time);
-        }
-        let validated = match &problem {
-            Some((reason, message)) => cond(
-                "Validated",
-                ConditionStatus::False,
-                reason,
-                message.clone(),
-                now,
-                generation,
-            ),
-            None => cond(
-                "Validated",
-                ConditionStatus::True,
-                "Validated",
-                "",
-                now,
-                generation,
-            ),
-        };
-        set_condition(&mut st.conditions, validated);
-        let ready = match (&problem, &blocked) {
-            (Some((reason, message)), _) => Err((*reason, message.clone(), true)),
-            (None, Some(m)) => {
-                set_condition(
-                    &mut st.conditions,
-                    cond(
-                        "StreamsRunning",
-                        ConditionStatus::False,
-                        "WatchError",
-                        m.clone(),
-                        now,
-                        generation,
-                    ),
-                );
-                Err((
-                    "WatchError",
-                    format!(
-                        "{} of {} watch streams cannot watch: {m}",
-                        sum.blocked, sum.total
-                    ),
-                    false,
-                ))
-            }
-            (None, None) => {
-                if sum.total == 0 {
-                    set_condition(
-                        &mut st.conditions,
-                        cond(
-                            "StreamsRunning",
-                            ConditionStatus::False,
-                            "NoResolvedTypes",
-                            "no WatchRule or ClusterWatchRule selects anything for this target",
-                            now,
-                            generation,
-                        ),
-                    );
-                    Err((
-                        "NoResolvedTypes",
-                        "no WatchRule or ClusterWatchRule selects anything for this target yet"
-                            .to_string(),
-                        false,
-                    ))
-                } else if sum.replaying > 0 {
-                    set_condition(
-                        &mut st.conditions,
-                        cond(
-                            "StreamsRunning",
-                            ConditionStatus::False,
-                            "Replaying",
-                            format!(
-                                "{} of {} streams are publishing their initial snapshot",
-                                sum.replaying, sum.total
-                            ),
-                            now,
-                            generation,
-                        ),
-                    );
-                    Err((
-                        "Progressing",
-                        format!(
-                            "{} of {} streams are publishing their initial snapshot",
-                            sum.replaying, sum.total
-                        ),
-                        false,
-                    ))
-                } else {
-                    set_condition(
-                        &mut st.conditions,
-                        cond(
-                            "StreamsRunning",
-                            ConditionStatus::True,
-                            "AllStreamsReady",
-                            format!("{} streams", sum.total),
-                            now,
-                            generation,
-                        ),
-                    );
-                    Ok(())
-                }
-            }
-        };
-        match &activity.last_refusal {
-            Some(m) => set_condition(
-                &mut st.conditions,
-                cond(
-                    "GitPathAccepted",
-                    ConditionStatus::False,
-                    "WriteRefused",
-                    m.clone(),
-                    now,
-                    generation,
-                ),
-            ),
-            None => set_condition(
-                &mut st.conditions,
-                cond(
-                    "GitPathAccepted",
-                    ConditionStatus::True,
-                    "GitPathAccepted",
-                    "",
-                    now,
-                    generation,
-                ),
-            ),
-        }
-        if let Some((status, reason, message)) = self.encryption_status.get(&tref) {
-            set_condition(
-                &mut st.conditions,
-                cond(
-                    "EncryptionConfigured",
-                    *status,
-                    reason,
-                    message.clone(),
-                    now,
-                    generation,
-                ),
-            );
-        }
-        summary(&mut st.conditions, ready, now, generation);
-        st.streams = Some(sum);
-        serde_json::to_value(&st).unwrap_or_default()
+        let snapshot = self.target_snapshot(t, problem);
+        serde_json::to_value(status::target_status(t, &snapshot, now)).unwrap_or_default()
     }
 
     /// Refreshes target statuses from the board (streams settle and pushes land between changes).

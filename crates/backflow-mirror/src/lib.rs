@@ -5,7 +5,9 @@
 //! - [`stream`]: one watch per (`GitTarget`, type, namespace scope): snapshot → resync, then
 //!   live changes → intents for the branch worker.
 //! - [`workers`]: one branch worker per (repository, branch).
-//! - [`controller`]: the control loop and status.
+//! - [`controller`]: the control loop: reads the configuration, starts workers and streams,
+//!   patches statuses.
+//! - [`status`]: every status computed from a snapshot (pure).
 //! - [`error`]: why a `GitProvider` or `GitTarget` cannot be served, typed.
 //! - [`tracker`]: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
@@ -17,6 +19,7 @@ pub mod discovery;
 pub mod error;
 pub mod metrics;
 pub mod plan;
+pub mod status;
 pub mod stream;
 pub mod tracker;
 pub mod workers;

@@ -1,0 +1,367 @@
+//! The status of the configuration kinds, computed from a snapshot: pure functions, no API
+//! calls. The controller gathers the snapshot (the board, the plan, the reconcile's findings)
+//! and patches what these functions return.
+
+use backflow_api::config::condition::set_condition;
+use backflow_api::config::{Condition, ConditionStatus, GitTarget, GitTargetStatus, StreamSummary};
+
+use crate::board::{StreamState, TargetActivity};
+use crate::plan::Problem;
+
+/// A condition stamped with the time and the generation it describes.
+pub(crate) fn cond(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+    now: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        observed_generation: generation,
+        ..Condition::new(type_, status, reason, message, now)
+    }
+}
+
+/// Why an object is not Ready, and whether waiting can help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NotReady {
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// Whether only a change of the object can help (Stalled) rather than time (Reconciling).
+    pub stalled: bool,
+}
+
+impl NotReady {
+    /// Not ready until the object changes.
+    pub fn stalled(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            stalled: true,
+        }
+    }
+
+    /// Not ready yet; it is being worked on.
+    pub fn progressing(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            stalled: false,
+        }
+    }
+}
+
+/// kstatus: Ready plus the abnormal-true Reconciling / Stalled.
+pub(crate) fn summary(
+    conditions: &mut Vec<Condition>,
+    ready: Result<(), NotReady>,
+    now: &str,
+    generation: Option<i64>,
+) {
+    let ready = match ready {
+        Ok(()) => {
+            let c = cond(
+                "Ready",
+                ConditionStatus::True,
+                "Succeeded",
+                "",
+                now,
+                generation,
+            );
+            set_condition(conditions, c);
+            conditions.retain(|c| c.type_ != "Reconciling" && c.type_ != "Stalled");
+            return;
+        }
+        Err(not_ready) => not_ready,
+    };
+    let NotReady {
+        reason,
+        message,
+        stalled,
+    } = ready;
+    let c = cond(
+        "Ready",
+        ConditionStatus::False,
+        reason,
+        message.clone(),
+        now,
+        generation,
+    );
+    set_condition(conditions, c);
+    let (keep, drop) = if stalled {
+        ("Stalled", "Reconciling")
+    } else {
+        ("Reconciling", "Stalled")
+    };
+    set_condition(
+        conditions,
+        cond(
+            keep,
+            ConditionStatus::True,
+            reason,
+            message,
+            now,
+            generation,
+        ),
+    );
+    conditions.retain(|c| c.type_ != drop);
+}
+
+/// A condition as the reconcile found it, before it is stamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConditionReport {
+    /// True or False.
+    pub status: ConditionStatus,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// For a person.
+    pub message: String,
+}
+
+/// What a `GitTarget`'s status is computed from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TargetSnapshot {
+    /// The states of its watch streams.
+    pub streams: Vec<StreamState>,
+    /// What it did lately (pushes, refusals).
+    pub activity: TargetActivity,
+    /// Why it cannot be served, if it cannot.
+    pub problem: Option<Problem>,
+    /// Its `EncryptionConfigured` condition, once encryption was resolved.
+    pub encryption: Option<ConditionReport>,
+}
+
+/// The status of `t` as `snapshot` shows it at `now`.
+pub(crate) fn target_status(
+    t: &GitTarget,
+    snapshot: &TargetSnapshot,
+    now: &str,
+) -> GitTargetStatus {
+    let generation = t.metadata.generation;
+    let mut st: GitTargetStatus = t.status.clone().unwrap_or_default();
+    st.observed_generation = generation;
+    let stamp = |type_: &str, status, reason: &str, message: String| {
+        cond(type_, status, reason, message, now, generation)
+    };
+    let (sum, blocked) = summarize(&snapshot.streams);
+    let activity = &snapshot.activity;
+    if activity.last_commit.is_some() {
+        st.last_commit.clone_from(&activity.last_commit);
+        st.last_push_time.clone_from(&activity.last_push_time);
+    }
+    let validated = match &snapshot.problem {
+        Some(p) => stamp(
+            "Validated",
+            ConditionStatus::False,
+            p.reason,
+            p.message.clone(),
+        ),
+        None => stamp(
+            "Validated",
+            ConditionStatus::True,
+            "Validated",
+            String::new(),
+        ),
+    };
+    set_condition(&mut st.conditions, validated);
+    let ready = if let Some(p) = &snapshot.problem {
+        Err(NotReady::stalled(p.reason, p.message.clone()))
+    } else {
+        let (running, ready) = streams_running(&sum, blocked.as_deref());
+        set_condition(
+            &mut st.conditions,
+            stamp(
+                "StreamsRunning",
+                running.status,
+                running.reason,
+                running.message,
+            ),
+        );
+        ready
+    };
+    let accepted = match &activity.last_refusal {
+        Some(m) => stamp(
+            "GitPathAccepted",
+            ConditionStatus::False,
+            "WriteRefused",
+            m.clone(),
+        ),
+        None => stamp(
+            "GitPathAccepted",
+            ConditionStatus::True,
+            "GitPathAccepted",
+            String::new(),
+        ),
+    };
+    set_condition(&mut st.conditions, accepted);
+    if let Some(e) = &snapshot.encryption {
+        set_condition(
+            &mut st.conditions,
+            stamp(
+                "EncryptionConfigured",
+                e.status,
+                e.reason,
+                e.message.clone(),
+            ),
+        );
+    }
+    summary(&mut st.conditions, ready, now, generation);
+    st.streams = Some(sum);
+    st
+}
+
+/// How many streams are in each state, and the first reason one cannot watch.
+fn summarize(streams: &[StreamState]) -> (StreamSummary, Option<String>) {
+    let mut sum = StreamSummary {
+        total: u32::try_from(streams.len()).unwrap_or(u32::MAX),
+        ..StreamSummary::default()
+    };
+    let mut blocked = None;
+    for state in streams {
+        match state {
+            StreamState::Replaying => sum.replaying += 1,
+            StreamState::Streaming => sum.ready += 1,
+            StreamState::Blocked(m) => {
+                sum.blocked += 1;
+                blocked.get_or_insert_with(|| m.clone());
+            }
+        }
+    }
+    (sum, blocked)
+}
+
+/// The `StreamsRunning` condition and what it means for Ready.
+fn streams_running(
+    sum: &StreamSummary,
+    blocked: Option<&str>,
+) -> (ConditionReport, Result<(), NotReady>) {
+    let report = |status, reason, message: String| ConditionReport {
+        status,
+        reason,
+        message,
+    };
+    if let Some(m) = blocked {
+        let message = format!(
+            "{} of {} watch streams cannot watch: {m}",
+            sum.blocked, sum.total
+        );
+        return (
+            report(ConditionStatus::False, "WatchError", m.to_string()),
+            Err(NotReady::progressing("WatchError", message)),
+        );
+    }
+    if sum.total == 0 {
+        return (
+            report(
+                ConditionStatus::False,
+                "NoResolvedTypes",
+                "no WatchRule or ClusterWatchRule selects anything for this target".into(),
+            ),
+            Err(NotReady::progressing(
+                "NoResolvedTypes",
+                "no WatchRule or ClusterWatchRule selects anything for this target yet",
+            )),
+        );
+    }
+    if sum.replaying > 0 {
+        let message = format!(
+            "{} of {} streams are publishing their initial snapshot",
+            sum.replaying, sum.total
+        );
+        return (
+            report(ConditionStatus::False, "Replaying", message.clone()),
+            Err(NotReady::progressing("Progressing", message)),
+        );
+    }
+    (
+        report(
+            ConditionStatus::True,
+            "AllStreamsReady",
+            format!("{} streams", sum.total),
+        ),
+        Ok(()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> GitTarget {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "backflow.dev/v1alpha1",
+            "kind": "GitTarget",
+            "metadata": {"name": "t", "namespace": "team", "generation": 3},
+            "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"},
+        }))
+        .expect("a GitTarget")
+    }
+
+    fn condition<'a>(st: &'a GitTargetStatus, type_: &str) -> &'a Condition {
+        st.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_}: {:#?}", st.conditions))
+    }
+
+    fn ready_reason(streams: Vec<StreamState>) -> (ConditionStatus, String) {
+        let snapshot = TargetSnapshot {
+            streams,
+            ..TargetSnapshot::default()
+        };
+        let st = target_status(&target(), &snapshot, "2026-12-01T00:00:00Z");
+        let ready = condition(&st, "Ready");
+        (ready.status, ready.reason.clone())
+    }
+
+    #[test]
+    fn ready_follows_the_streams() {
+        use StreamState::{Blocked, Replaying, Streaming};
+        assert_eq!(
+            ready_reason(vec![Streaming, Streaming]),
+            (ConditionStatus::True, "Succeeded".into())
+        );
+        assert_eq!(
+            ready_reason(vec![Streaming, Replaying]),
+            (ConditionStatus::False, "Progressing".into())
+        );
+        assert_eq!(
+            ready_reason(vec![Replaying, Blocked("forbidden".into())]),
+            (ConditionStatus::False, "WatchError".into())
+        );
+        assert_eq!(
+            ready_reason(vec![]),
+            (ConditionStatus::False, "NoResolvedTypes".into())
+        );
+    }
+
+    #[test]
+    fn a_problem_stalls_and_a_refusal_is_reported() {
+        let snapshot = TargetSnapshot {
+            streams: vec![StreamState::Streaming],
+            problem: Some(Problem {
+                reason: "BranchNotAllowed",
+                message: "branch main is not allowed".into(),
+            }),
+            activity: TargetActivity {
+                last_refusal: Some("anchors in live/a.yaml".into()),
+                ..TargetActivity::default()
+            },
+            encryption: None,
+        };
+        let st = target_status(&target(), &snapshot, "2026-12-01T00:00:00Z");
+        assert_eq!(condition(&st, "Validated").status, ConditionStatus::False);
+        assert_eq!(condition(&st, "Stalled").reason, "BranchNotAllowed");
+        assert!(st.conditions.iter().all(|c| c.type_ != "Reconciling"));
+        let accepted = condition(&st, "GitPathAccepted");
+        assert_eq!(
+            (accepted.status, accepted.reason.as_str()),
+            (ConditionStatus::False, "WriteRefused")
+        );
+        assert_eq!(st.observed_generation, Some(3));
+        assert_eq!(condition(&st, "Ready").observed_generation, Some(3));
+    }
+}
