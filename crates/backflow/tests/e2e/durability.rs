@@ -1,17 +1,10 @@
 //! The real `backflow serve` binary: acknowledged writes survive SIGKILL, and SIGTERM stops it
 //! cleanly even with a watch open.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test fails loudly on what it did not expect"
-)]
-
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{HANG_GUARD, Server};
+use crate::common::{HANG_GUARD, Server};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
@@ -66,7 +59,7 @@ fn git_converges(origin: &Path, acknowledged: &BTreeMap<String, (u64, String)>) 
             .find_map(|l| l.trim().strip_prefix("value: "))
             .map(|v| v.trim_matches('"').to_string())
     };
-    common::wait_for(
+    crate::common::wait_for(
         "Git converging to the store after SIGKILL",
         || {
             acknowledged

@@ -7,16 +7,9 @@
 //! show that something did *not* happen (a file kept, no commit made), it makes a later change
 //! that travels the same path and asserts on the state once that later change has landed.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test fails loudly on what it did not expect"
-)]
-
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{Answer, World, configmap, http, metric_sum, schemaless_crd, wait_for};
+use crate::common::{Answer, World, configmap, http, metric_sum, schemaless_crd, wait_for};
 use serde_json::Value;
 
 fn yaml(text: &str) -> Value {

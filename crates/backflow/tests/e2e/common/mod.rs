@@ -2,9 +2,7 @@
 //! real `backflow serve`, running child processes (kubectl, git) in an isolated environment,
 //! polling with a hang guard, and small HTTP requests.
 //!
-//! Each test file includes this with `mod common;` and so compiles its own copy.
-// Every test file is its own crate and uses only some of these helpers.
-#![allow(dead_code)]
+//! Every test module of the `e2e` crate uses it, so it compiles once.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -2,17 +2,10 @@
 //! stands in for the cluster (a real one cannot run here), reached over TCP through its
 //! kubeconfig exactly as a cluster would be.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test fails loudly on what it did not expect"
-)]
-
-mod common;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{HANG_GUARD, Sandbox, Server, run_bounded, wait_for};
+use crate::common::{HANG_GUARD, Sandbox, Server, run_bounded, wait_for};
 
 /// The operator process, stopped by its own PID.
 struct Operator(Child);

@@ -10,24 +10,17 @@
 //! data dir, `HOME`, `KUBECONFIG` and `--cache-dir` (kubectl caches discovery on disk). Every
 //! kubectl run is bounded by a hang guard, but no assertion depends on timing.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "a test fails loudly on what it did not expect"
-)]
-
-mod common;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{Out, Sandbox, Server};
+use crate::common::{Out, Sandbox, Server};
 use serde_json::Value;
 
 /// How long any child process, and the server's start and stop, may take before the test is
-/// declared hung (and the child killed); longer than [`common::HANG_GUARD`].
+/// declared hung (and the child killed); longer than [`crate::common::HANG_GUARD`].
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// The kubectl versions covered.

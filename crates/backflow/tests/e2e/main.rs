@@ -1,0 +1,16 @@
+//! The `backflow` binary end to end, in one test crate so the shared helpers compile once:
+//! durability across SIGKILL and SIGTERM (`durability`), kubectl of every version on the
+//! machine (`kubectl`), the mirror (`mirror`), secrets through the real `sops` (`secrets`), and
+//! the operator against another API server (`operator`).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
+mod common;
+mod durability;
+mod kubectl;
+mod mirror;
+mod operator;
+mod secrets;
