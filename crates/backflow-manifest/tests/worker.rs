@@ -7,8 +7,7 @@
 )]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -20,28 +19,7 @@ use backflow_git::{
 use backflow_manifest::{KindMap, YamlPlanner, render};
 use serde_json::{Value, json};
 
-/// `git` with no user or system configuration and a fixed identity.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "A Person")
-        .env("GIT_AUTHOR_EMAIL", "person@example.com")
-        .env("GIT_COMMITTER_NAME", "A Person")
-        .env("GIT_COMMITTER_EMAIL", "person@example.com")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use backflow_testkit::git_out as git;
 
 struct Setup {
     dir: tempfile::TempDir,
@@ -90,14 +68,14 @@ impl Setup {
     }
 
     fn files(&self) -> BTreeSet<String> {
-        git(&self.remote(), &["ls-tree", "-r", "--name-only", "main"])
+        git(self.remote(), &["ls-tree", "-r", "--name-only", "main"])
             .lines()
             .map(str::to_string)
             .collect()
     }
 
     fn show(&self, path: &str) -> String {
-        git(&self.remote(), &["show", &format!("main:{path}")])
+        git(self.remote(), &["show", &format!("main:{path}")])
     }
 
     /// Pushes files as a person would, through a clone.
@@ -114,7 +92,7 @@ impl Setup {
                 ],
             );
         }
-        if !git(&self.remote(), &["branch", "--list", "main"])
+        if !git(self.remote(), &["branch", "--list", "main"])
             .trim()
             .is_empty()
         {
@@ -273,7 +251,7 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
     }
 
     // A name that would leave the folder is refused and nothing is written.
-    let tip = git(&s.remote(), &["rev-parse", "main"]);
+    let tip = git(s.remote(), &["rev-parse", "main"]);
     let events = s.submit(Intent::put(
         "apps",
         cm_key("web", "../x"),
@@ -282,7 +260,7 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
     let reasons = refused(&events);
     assert_eq!(reasons.len(), 1, "{events:?}");
     assert!(reasons[0].contains("../x"), "{reasons:?}");
-    assert_eq!(git(&s.remote(), &["rev-parse", "main"]), tip);
+    assert_eq!(git(s.remote(), &["rev-parse", "main"]), tip);
 
     // A delete of a type whose kind is unknown falls back to the layout path.
     let unknown = ObjectKey::new(GroupResource::new("example.com", "widgets"), "web", "w");
@@ -325,7 +303,7 @@ fn foreign_files_and_duplicates_refuse_the_folder() {
         cm("web", "a", json!({"x": "1"})),
     ));
     s.push_by_hand(&[("apps/run.sh", "echo hi\n")]);
-    let tip = git(&s.remote(), &["rev-parse", "main"]);
+    let tip = git(s.remote(), &["rev-parse", "main"]);
     let events = s.submit(Intent::put(
         "apps",
         cm_key("web", "a"),
@@ -336,7 +314,7 @@ fn foreign_files_and_duplicates_refuse_the_folder() {
         reasons.iter().any(|r| r.contains("apps/run.sh")),
         "{reasons:?}"
     );
-    assert_eq!(git(&s.remote(), &["rev-parse", "main"]), tip);
+    assert_eq!(git(s.remote(), &["rev-parse", "main"]), tip);
     let a = render(
         &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "web"}, "data": {"x": "1"}}),
     );

@@ -113,7 +113,7 @@ fn a_branch_deleted_while_stopped_is_diverged_on_start() {
     w.submit(put("a", "1"));
     w.poll();
     drop(w);
-    git(&bare.path(), &["update-ref", "-d", "refs/heads/main"]);
+    git(bare.path(), &["update-ref", "-d", "refs/heads/main"]);
     let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
     w.poll();
     assert_eq!(w.remote_tip(), Tip::Absent);

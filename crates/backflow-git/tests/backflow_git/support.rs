@@ -18,42 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
 
-/// Runs `git` with no user or system configuration and a fixed identity.
-pub fn git_cmd(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Foreign Author")
-        .env("GIT_AUTHOR_EMAIL", "foreign@example.com")
-        .env("GIT_COMMITTER_NAME", "Foreign Author")
-        .env("GIT_COMMITTER_EMAIL", "foreign@example.com")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Runs `git args` in `dir` and returns stdout; panics with stderr on failure.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_cmd(dir).args(args).output().expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `git args`, returning whether it succeeded.
-pub fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    git_cmd(dir)
-        .args(args)
-        .output()
-        .expect("run git")
-        .status
-        .success()
-}
+pub use backflow_testkit::{git as git_cmd, git_ok, git_out as git};
 
 /// A bare repository in a temporary directory, with branch `main` absent until the first push.
 pub struct Bare {
@@ -69,7 +34,7 @@ impl Bare {
         );
         // Every ref update is logged, so tests can check each one was a fast-forward.
         git(
-            &dir.path().join("remote.git"),
+            dir.path().join("remote.git"),
             &["config", "core.logAllRefUpdates", "always"],
         );
         Self { dir }
@@ -85,7 +50,7 @@ impl Bare {
 
     /// The tip of `main`, via `git rev-parse`.
     pub fn tip(&self) -> Option<String> {
-        let out = git_cmd(&self.path())
+        let out = git_cmd(self.path())
             .args(["rev-parse", "--verify", "--quiet", "refs/heads/main"])
             .output()
             .expect("git");
@@ -97,11 +62,8 @@ impl Bare {
     /// Every file at `rev`, with its content, via `git ls-tree` and `git cat-file`.
     pub fn files(&self, rev: &str) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for line in git(&self.path(), &["ls-tree", "-r", "--name-only", rev]).lines() {
-            let content = git(
-                &self.path(),
-                &["cat-file", "blob", &format!("{rev}:{line}")],
-            );
+        for line in git(self.path(), &["ls-tree", "-r", "--name-only", rev]).lines() {
+            let content = git(self.path(), &["cat-file", "blob", &format!("{rev}:{line}")]);
             out.insert(line.to_string(), content);
         }
         out
@@ -109,7 +71,7 @@ impl Bare {
 
     /// Commit subjects on `main`, newest first.
     pub fn subjects(&self) -> Vec<String> {
-        git(&self.path(), &["log", "--format=%s", "main"])
+        git(self.path(), &["log", "--format=%s", "main"])
             .lines()
             .map(str::to_string)
             .collect()
@@ -118,7 +80,7 @@ impl Bare {
     /// Whether `ancestor` is in the history of `main`.
     pub fn contains(&self, ancestor: &str) -> bool {
         git_ok(
-            &self.path(),
+            self.path(),
             &["merge-base", "--is-ancestor", ancestor, "main"],
         )
     }
@@ -126,7 +88,7 @@ impl Bare {
     /// Checks from the reflog that every update of `main` was a fast-forward.
     pub fn assert_only_fast_forwards(&self) {
         let log = git(
-            &self.path(),
+            self.path(),
             &["reflog", "show", "--format=%H", "refs/heads/main"],
         );
         let tips: Vec<&str> = log.lines().collect();
@@ -134,7 +96,7 @@ impl Bare {
         for pair in tips.windows(2) {
             let (newer, older) = (pair[0], pair[1]);
             assert!(
-                git_ok(&self.path(), &["merge-base", "--is-ancestor", older, newer]),
+                git_ok(self.path(), &["merge-base", "--is-ancestor", older, newer]),
                 "update {older} -> {newer} was not a fast-forward"
             );
         }
@@ -151,7 +113,7 @@ impl ForeignClone {
         let dir = tempfile::tempdir().expect("tempdir");
         git(dir.path(), &["init", "--quiet", "-b", "main", "w"]);
         let c = Self { dir };
-        git(&c.work(), &["remote", "add", "origin", url]);
+        git(c.work(), &["remote", "add", "origin", url]);
         c
     }
 

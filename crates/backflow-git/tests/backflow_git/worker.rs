@@ -64,7 +64,7 @@ fn zero_window_makes_one_commit_and_push_per_intent() {
     // Author and committer come from the configuration.
     assert_eq!(
         git(
-            &bare.path(),
+            bare.path(),
             &["log", "-1", "--format=%an <%ae>|%cn", "main"]
         )
         .trim(),
@@ -281,7 +281,7 @@ fn commit_request_uses_the_callers_message() {
     let mark = w.commit_request("release 2024.1\n\nrequested by alice");
     w.poll();
     assert_eq!(
-        git(&bare.path(), &["log", "-1", "--format=%B", "main"]).trim(),
+        git(bare.path(), &["log", "-1", "--format=%B", "main"]).trim(),
         "release 2024.1\n\nrequested by alice"
     );
     let tip = bare.tip();

@@ -46,7 +46,7 @@ fn configmap(name: &str, value: &str) -> ConfigMap {
 /// Waits until the branch `main` of `origin` holds every acknowledged `ConfigMap` with its value.
 fn git_converges(origin: &Path, acknowledged: &BTreeMap<String, (u64, String)>) {
     let read = |name: &str| {
-        let out = std::process::Command::new("git")
+        let out = backflow_testkit::git(std::env::temp_dir())
             .arg("--git-dir")
             .arg(origin)
             .args(["show", &format!("main:live/default/configmaps/{name}.yaml")])

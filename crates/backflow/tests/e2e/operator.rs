@@ -25,8 +25,7 @@ impl Drop for Operator {
 }
 
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
+    let out = backflow_testkit::git(std::env::temp_dir())
         .args(args)
         .output()
         .ok()?;

@@ -535,22 +535,13 @@ impl World {
     /// git on the remote (`None`) or in a work tree, with this world's `HOME`, no system or
     /// user config of the machine's, and a fixed identity.
     pub fn git_command(&self, dir: Option<&Path>, args: &[&str]) -> Command {
-        let mut cmd = Command::new("git");
-        if let Some(d) = dir {
-            cmd.current_dir(d);
-        } else {
+        let mut cmd = backflow_testkit::git(dir.unwrap_or(&self.dirs.work));
+        if dir.is_none() {
             cmd.arg("--git-dir").arg(self.origin());
         }
         cmd.args(args)
             .env("HOME", &self.dirs.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", self.dirs.home.join(".gitconfig"))
-            .env("GIT_AUTHOR_NAME", "Pat Person")
-            .env("GIT_AUTHOR_EMAIL", "pat@example.com")
-            .env("GIT_COMMITTER_NAME", "Pat Person")
-            .env("GIT_COMMITTER_EMAIL", "pat@example.com")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE");
+            .env("GIT_CONFIG_GLOBAL", self.dirs.home.join(".gitconfig"));
         cmd
     }
 
