@@ -7,7 +7,9 @@ pub mod clock;
 pub mod compact;
 pub mod config;
 pub mod identity;
+pub mod ids;
 pub mod publication;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};
+pub use ids::{IdSource, SequentialIds};

@@ -1,6 +1,6 @@
 //! The built-in kinds: core and the common groups, stored schemaless.
 
-use crate::registry::{ResourceType, ScalePaths, Scope};
+use crate::registry::{KindBehavior, ResourceType, ScalePaths, Scope};
 
 struct Builtin {
     group: &'static str,
@@ -200,6 +200,8 @@ pub fn types() -> Vec<ResourceType> {
             custom: false,
             schema: None,
             printer_columns: vec![],
+            behavior: KindBehavior::of_builtin(b.group, b.plural),
+            tracks_generation: !b.group.is_empty() || b.plural == "replicationcontrollers",
         })
         .collect()
 }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::error::Cause;
-use crate::registry::{ResourceType, ScalePaths, Scope};
+use crate::registry::{KindBehavior, ResourceType, ScalePaths, Scope};
 use crate::validation::{is_dns_label, is_dns_subdomain};
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
@@ -219,6 +219,8 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default(),
+                behavior: KindBehavior::Plain,
+                tracks_generation: true,
             })
         })
         .collect()

@@ -6,7 +6,8 @@
 
 use std::sync::{Arc, RwLock};
 
-use backflow_api::{Clock, GroupResource, ObjectKey};
+use backflow_api::ids::NAME_ALPHABET;
+use backflow_api::{Clock, GroupResource, IdSource, ObjectKey};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -16,7 +17,7 @@ use crate::error::{ApiError, ApiResult, Cause};
 use crate::managed_fields::{self, FieldWrite};
 use crate::object::{self, metadata_mut};
 use crate::patch::{self, PatchType};
-use crate::registry::{Registry, ResourceType};
+use crate::registry::{KindBehavior, Registry, ResourceType};
 use crate::schema::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Store, WriteTx};
@@ -94,6 +95,7 @@ pub struct Engine {
     store: Store,
     registry: Arc<RwLock<Registry>>,
     clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdSource>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -117,9 +119,6 @@ fn not_found(t: &ResourceType, name: &str) -> ApiError {
         name: name.into(),
     }
 }
-
-/// Letters Kubernetes uses for `generateName` suffixes (no vowels, no look-alikes).
-const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// What one write is about, shared by its stages.
 struct WriteRequest<'a> {
@@ -174,21 +173,42 @@ fn patched(
     Ok(target)
 }
 
-fn generated_suffix() -> String {
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    bytes[..5]
-        .iter()
-        .map(|b| NAME_ALPHABET[*b as usize % NAME_ALPHABET.len()] as char)
-        .collect()
+/// Random identifiers, as a real API server hands out: UUID v4 UIDs and random name suffixes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn uid(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+
+    fn name_suffix(&self) -> String {
+        let bytes = uuid::Uuid::new_v4().into_bytes();
+        bytes[..5]
+            .iter()
+            .map(|b| NAME_ALPHABET[*b as usize % NAME_ALPHABET.len()] as char)
+            .collect()
+    }
 }
 
 impl Engine {
     /// Wraps a store, seeding the initial namespaces and loading stored CRDs into the registry.
+    /// UIDs and generated names are random ([`RandomIds`]).
     pub async fn new(store: Store, clock: Arc<dyn Clock>) -> ApiResult<Self> {
+        Self::with_ids(store, clock, Arc::new(RandomIds)).await
+    }
+
+    /// [`Engine::new`] with UIDs and generated names from `ids`.
+    pub async fn with_ids(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+    ) -> ApiResult<Self> {
         let engine = Self {
             store,
             registry: Arc::new(RwLock::new(Registry::builtin())),
             clock,
+            ids,
         };
         engine.refresh_custom_types();
         for ns in INITIAL_NAMESPACES {
@@ -455,7 +475,7 @@ impl Engine {
             mut object,
             managed_fields,
         } = self.resolve(&req, name, change, old)?;
-        let name = Self::name_object(tx, &req, &mut object, old)?;
+        let name = self.name_object(tx, &req, &mut object, old)?;
         Self::check_namespace(tx, &req, &name, old)?;
         Self::split_status(&req, &mut object, old, &name)?;
         self.stamp(tx, t, &mut object, old, req.namespace, &name, &req.now);
@@ -569,6 +589,7 @@ impl Engine {
 
     /// Stage 2: the object's name, given or generated from `generateName` on create.
     fn name_object(
+        &self,
         tx: &WriteTx<'_>,
         req: &WriteRequest<'_>,
         object: &mut Value,
@@ -583,7 +604,7 @@ impl Engine {
                 .to_string();
             if !prefix.is_empty() {
                 for _ in 0..8 {
-                    let candidate = format!("{prefix}{}", generated_suffix());
+                    let candidate = format!("{prefix}{}", self.ids.name_suffix());
                     if tx.get(&req.key(&candidate)).is_none() {
                         name = candidate;
                         break;
@@ -857,7 +878,7 @@ impl Engine {
     }
 
     /// Fills in the fields the server owns: kind, apiVersion, uid, creationTimestamp, generation
-    /// (for the types that have one, see [`tracks_generation`]).
+    /// (for the types that have one, see [`ResourceType::tracks_generation`]).
     #[allow(clippy::too_many_arguments)]
     fn stamp(
         &self,
@@ -923,13 +944,13 @@ impl Engine {
                 meta.insert("managedFields".into(), mf.clone());
             }
         } else {
-            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("uid".into(), json!(self.ids.uid()));
             meta.insert("creationTimestamp".into(), json!(now));
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
             meta.remove("managedFields");
         }
-        if tracks_generation(t) {
+        if t.tracks_generation {
             meta.insert("generation".into(), json!(generation));
         } else {
             meta.remove("generation");
@@ -1144,21 +1165,21 @@ fn set_managed_fields(obj: &mut Value, mf: Vec<Value>) {
 }
 
 fn is_crd(t: &ResourceType) -> bool {
-    t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions"
+    t.behavior == KindBehavior::CustomResourceDefinition
 }
 
 fn is_secret(t: &ResourceType) -> bool {
-    t.group.is_empty() && t.plural == "secrets"
+    t.behavior == KindBehavior::Secret
 }
 
 fn is_namespace(t: &ResourceType) -> bool {
-    t.group.is_empty() && t.plural == "namespaces"
+    t.behavior == KindBehavior::Namespace
 }
 
 /// Status that a controller would write, synthesized because no controller runs here.
 fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
-    match (t.group.as_str(), t.plural.as_str()) {
-        ("", "namespaces") => {
+    match t.behavior {
+        KindBehavior::Namespace => {
             if !object::is_deleting(obj) {
                 obj["status"] = json!({"phase": "Active"});
             }
@@ -1166,8 +1187,8 @@ fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
                 obj["spec"] = json!({"finalizers": ["kubernetes"]});
             }
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => crd::complete(obj),
-        ("apps", "deployments") => {
+        KindBehavior::CustomResourceDefinition => crd::complete(obj),
+        KindBehavior::Deployment => {
             let replicas = obj
                 .pointer("/spec/replicas")
                 .and_then(Value::as_i64)
@@ -1199,7 +1220,7 @@ fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
                 ],
             });
         }
-        _ => {}
+        KindBehavior::Plain | KindBehavior::Secret => {}
     }
 }
 
@@ -1239,9 +1260,74 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
     Ok((rv, start))
 }
 
-/// Whether objects of `t` carry `metadata.generation`, as on a real API server: custom resources
-/// and the workload and policy types of the named groups do; the core group's types do not
-/// (`ConfigMaps`, Secrets, Services, Namespaces, `ServiceAccounts`…), except `ReplicationControllers`.
-fn tracks_generation(t: &ResourceType) -> bool {
-    !t.group.is_empty() || t.plural == "replicationcontrollers"
+#[cfg(test)]
+mod tests {
+    use backflow_api::{ManualClock, SequentialIds};
+
+    use super::*;
+
+    async fn engine(ids: Arc<dyn IdSource>) -> (Engine, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(&dir.path().join("store.redb"), 100).expect("store");
+        let clock = Arc::new(ManualClock::new(std::time::UNIX_EPOCH));
+        (
+            Engine::with_ids(store, clock, ids).await.expect("engine"),
+            dir,
+        )
+    }
+
+    #[tokio::test]
+    async fn uids_and_generated_names_come_from_the_injected_source() {
+        let run = || async {
+            let (engine, _dir) = engine(Arc::new(SequentialIds::default())).await;
+            let t = engine
+                .resource_type("", "v1", "configmaps")
+                .expect("configmaps");
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"generateName": "cache-"}, "data": {"a": "1"}});
+            let written = engine
+                .create(&t, "default", body, &WriteOptions::default())
+                .await
+                .expect("created");
+            (
+                object::name(&written.object).to_string(),
+                written.object["metadata"]["uid"].clone(),
+            )
+        };
+        let (first, again) = (run().await, run().await);
+        assert_eq!(first, again, "the same source gives the same identifiers");
+        assert!(first.0.starts_with("cache-") && first.0.len() == "cache-".len() + 5);
+        assert!(
+            first
+                .1
+                .as_str()
+                .is_some_and(|u| u.starts_with("00000000-0000-4000-8000-")),
+            "{first:?}"
+        );
+    }
+
+    #[test]
+    fn kinds_carry_their_behaviour() {
+        let registry = Registry::builtin();
+        let behavior = |g: &str, p: &str| {
+            registry
+                .all()
+                .find(|t| t.group == g && t.plural == p)
+                .map(|t| (t.behavior, t.tracks_generation))
+                .expect("a built-in type")
+        };
+        assert_eq!(behavior("", "secrets"), (KindBehavior::Secret, false));
+        assert_eq!(behavior("", "namespaces"), (KindBehavior::Namespace, false));
+        assert_eq!(behavior("", "configmaps"), (KindBehavior::Plain, false));
+        assert_eq!(behavior("", "services"), (KindBehavior::Plain, false));
+        assert_eq!(behavior("batch", "jobs"), (KindBehavior::Plain, true));
+        assert_eq!(
+            behavior("apps", "deployments"),
+            (KindBehavior::Deployment, true)
+        );
+        assert_eq!(
+            behavior("apiextensions.k8s.io", "customresourcedefinitions"),
+            (KindBehavior::CustomResourceDefinition, true)
+        );
+    }
 }

@@ -30,7 +30,44 @@ pub struct ScalePaths {
     pub label_selector: Option<String>,
 }
 
+/// What objects of a type do beyond the semantics every type shares. Held by the type, so the
+/// engine asks the type instead of comparing group and resource names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KindBehavior {
+    /// Nothing beyond the common semantics.
+    #[default]
+    Plain,
+    /// Secrets: `stringData` folds into `data` on write.
+    Secret,
+    /// Namespaces: hold namespaced objects; an `Active` phase and the `kubernetes` finalizer;
+    /// deleting one deletes what it holds.
+    Namespace,
+    /// `CustomResourceDefinitions`: register the kinds they declare, validated and completed;
+    /// deleting one deletes its objects.
+    CustomResourceDefinition,
+    /// Deployments: a status as a controller would write it (no controller runs here).
+    Deployment,
+}
+
+impl KindBehavior {
+    /// The behaviour of the built-in type `group`/`plural`.
+    #[must_use]
+    pub fn of_builtin(group: &str, plural: &str) -> Self {
+        match (group, plural) {
+            ("", "secrets") => Self::Secret,
+            ("", "namespaces") => Self::Namespace,
+            ("apiextensions.k8s.io", "customresourcedefinitions") => Self::CustomResourceDefinition,
+            ("apps", "deployments") => Self::Deployment,
+            _ => Self::Plain,
+        }
+    }
+}
+
 /// One served resource type at one version.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a type, as discovery reports them"
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceType {
     /// API group; empty for core.
@@ -63,6 +100,12 @@ pub struct ResourceType {
     pub schema: Option<Value>,
     /// The CRD's `additionalPrinterColumns` for this version.
     pub printer_columns: Vec<Value>,
+    /// What its objects do beyond the common semantics.
+    pub behavior: KindBehavior,
+    /// Whether its objects carry `metadata.generation`, as on a real API server: custom
+    /// resources and the types of the named groups do; the core group's types do not
+    /// (`ConfigMaps`, Secrets, Services, Namespaces…), except `ReplicationControllers`.
+    pub tracks_generation: bool,
 }
 
 impl ResourceType {
