@@ -8,10 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use backflow_api::config::condition::set_condition;
 use backflow_api::config::{
     ClusterWatchRule, CommitRequest, ConditionStatus, GitBranch, GitBranchSpec, GitBranchStatus,
-    GitProvider, GitTarget, LocalReference, WatchRule, WatchRuleStatus,
+    GitProvider, GitTarget, LocalReference, WatchRule,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -35,7 +34,7 @@ use crate::plan::{
     Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
     plan,
 };
-use crate::status::{self, ConditionReport, NotReady, TargetSnapshot, cond, summary};
+use crate::status::{self, ConditionReport, TargetSnapshot, cond, summary};
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
@@ -243,15 +242,8 @@ impl Controller {
             .map(|(s, r)| (s.clone(), r.placement.clone()))
             .collect();
         self.apply_stream_changes(diff_streams(&wanted, &running));
-        self.write_config_statuses(
-            &p,
-            &config.providers,
-            &config.targets,
-            &config.rules,
-            &config.cluster_rules,
-            &worker_problems,
-        )
-        .await;
+        self.write_config_statuses(&p, &config, &worker_problems)
+            .await;
         self.commit_requests(&p).await;
         Ok(())
     }
@@ -631,124 +623,52 @@ impl Controller {
     async fn write_config_statuses(
         &mut self,
         p: &Plan,
-        providers: &[GitProvider],
-        targets: &[GitTarget],
-        rules: &[WatchRule],
-        cluster_rules: &[ClusterWatchRule],
+        config: &Configuration,
         worker_problems: &BTreeMap<TargetRef, MirrorError>,
     ) {
         let now = now(self.clock.as_ref());
-        for g in providers {
-            let mut conditions = g
-                .status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default();
-            let generation = g.metadata.generation;
-            let ready = crate::workers::worker_config(g, "main", 0)
-                .map(|_| ())
-                .map_err(|e| NotReady::stalled("InvalidConfig", e.to_string()))
-                .and_then(|()| {
-                    if g.spec.url.trim().is_empty() {
-                        Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
-                    } else {
-                        Ok(())
-                    }
-                });
-            summary(&mut conditions, ready, &now, generation);
-            let status = json!({"observedGeneration": generation, "conditions": conditions});
+        for g in &config.providers {
+            let status = status::provider_status(g, &now);
             let ns = g.namespace().unwrap_or_default();
             let api = Api::<GitProvider>::namespaced(self.client.clone(), &ns);
             self.patch_status(api, Some(&ns), &g.name_any(), status)
                 .await;
         }
-        for (kind, list) in [
-            (
-                "WatchRule",
-                rules
-                    .iter()
-                    .map(|r| {
-                        (
-                            r.namespace(),
-                            r.name_any(),
-                            r.metadata.generation,
-                            r.status.clone(),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-            (
-                "ClusterWatchRule",
-                cluster_rules
-                    .iter()
-                    .map(|r| (None, r.name_any(), r.metadata.generation, r.status.clone()))
-                    .collect(),
-            ),
-        ] {
-            for (ns, name, generation, old) in list {
-                let key = (
-                    kind.to_string(),
-                    ns.clone().unwrap_or_default(),
-                    name.clone(),
-                );
-                let mut st: WatchRuleStatus = old.unwrap_or_default();
-                st.observed_generation = generation;
-                let ready = match p.rules.get(&key) {
-                    Some(Ok(resolved)) => {
-                        st.resolved = resolved.clone();
-                        set_condition(
-                            &mut st.conditions,
-                            cond(
-                                "ResourcesResolved",
-                                ConditionStatus::True,
-                                "Resolved",
-                                format!("{} types", resolved.len()),
-                                &now,
-                                generation,
-                            ),
-                        );
-                        Ok(())
-                    }
-                    Some(Err(problem)) => {
-                        st.resolved.clear();
-                        set_condition(
-                            &mut st.conditions,
-                            cond(
-                                "ResourcesResolved",
-                                ConditionStatus::False,
-                                problem.reason,
-                                problem.message.clone(),
-                                &now,
-                                generation,
-                            ),
-                        );
-                        Err(NotReady::stalled(problem.reason, problem.message.clone()))
-                    }
-                    None => Err(NotReady::progressing("Progressing", "not evaluated yet")),
-                };
-                summary(&mut st.conditions, ready, &now, generation);
-                let status = serde_json::to_value(&st).unwrap_or_default();
-                if let ("WatchRule", Some(ns)) = (kind, &ns) {
-                    let api = Api::<WatchRule>::namespaced(self.client.clone(), ns);
-                    self.patch_status(api, Some(ns), &name, status).await;
-                } else {
-                    let api = Api::<ClusterWatchRule>::all(self.client.clone());
-                    self.patch_status(api, None, &name, status).await;
-                }
-            }
-        }
-        for t in targets {
-            let tref = (t.namespace().unwrap_or_default(), t.name_any());
-            let status = self.target_status(
-                t,
-                p.target_problems.get(&tref).cloned().or_else(|| {
-                    worker_problems.get(&tref).map(|e| Problem {
-                        reason: "WorkerUnavailable",
-                        message: e.to_string(),
-                    })
-                }),
+        for r in &config.rules {
+            let ns = r.namespace().unwrap_or_default();
+            let key = ("WatchRule".to_string(), ns.clone(), r.name_any());
+            let st = status::rule_status(
+                r.status.clone(),
+                r.metadata.generation,
+                p.rules.get(&key),
                 &now,
             );
+            let api = Api::<WatchRule>::namespaced(self.client.clone(), &ns);
+            let status = serde_json::to_value(&st).unwrap_or_default();
+            self.patch_status(api, Some(&ns), &r.name_any(), status)
+                .await;
+        }
+        for r in &config.cluster_rules {
+            let key = ("ClusterWatchRule".to_string(), String::new(), r.name_any());
+            let st = status::rule_status(
+                r.status.clone(),
+                r.metadata.generation,
+                p.rules.get(&key),
+                &now,
+            );
+            let api = Api::<ClusterWatchRule>::all(self.client.clone());
+            let status = serde_json::to_value(&st).unwrap_or_default();
+            self.patch_status(api, None, &r.name_any(), status).await;
+        }
+        for t in &config.targets {
+            let tref = (t.namespace().unwrap_or_default(), t.name_any());
+            let problem = p.target_problems.get(&tref).cloned().or_else(|| {
+                worker_problems.get(&tref).map(|e| Problem {
+                    reason: "WorkerUnavailable",
+                    message: e.to_string(),
+                })
+            });
+            let status = self.target_status(t, problem, &now);
             let api = Api::<GitTarget>::namespaced(self.client.clone(), &tref.0);
             self.patch_status(api, Some(&tref.0), &tref.1, status).await;
         }

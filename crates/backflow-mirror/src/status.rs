@@ -3,7 +3,10 @@
 //! and patches what these functions return.
 
 use backflow_api::config::condition::set_condition;
-use backflow_api::config::{Condition, ConditionStatus, GitTarget, GitTargetStatus, StreamSummary};
+use backflow_api::config::{
+    Condition, ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
+    WatchRuleStatus,
+};
 
 use crate::board::{StreamState, TargetActivity};
 use crate::plan::Problem;
@@ -108,6 +111,71 @@ pub(crate) fn summary(
         ),
     );
     conditions.retain(|c| c.type_ != drop);
+}
+
+/// A `GitProvider`'s status: Ready when its settings parse and it names a URL.
+pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
+    let mut conditions = g
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = g.metadata.generation;
+    let ready = match crate::workers::worker_config(g, "main", 0) {
+        Err(e) => Err(NotReady::stalled("InvalidConfig", e.to_string())),
+        Ok(_) if g.spec.url.trim().is_empty() => {
+            Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
+        }
+        Ok(_) => Ok(()),
+    };
+    summary(&mut conditions, ready, now, generation);
+    serde_json::json!({"observedGeneration": generation, "conditions": conditions})
+}
+
+/// A `WatchRule`'s or `ClusterWatchRule`'s status, from what the plan resolved for it (`None`:
+/// not evaluated yet).
+pub(crate) fn rule_status(
+    old: Option<WatchRuleStatus>,
+    generation: Option<i64>,
+    resolved: Option<&Result<Vec<String>, Problem>>,
+    now: &str,
+) -> WatchRuleStatus {
+    let mut st = old.unwrap_or_default();
+    st.observed_generation = generation;
+    let stamp = |status, reason: &str, message: String| {
+        cond(
+            "ResourcesResolved",
+            status,
+            reason,
+            message,
+            now,
+            generation,
+        )
+    };
+    let ready = match resolved {
+        Some(Ok(types)) => {
+            st.resolved.clone_from(types);
+            let message = format!("{} types", types.len());
+            set_condition(
+                &mut st.conditions,
+                stamp(ConditionStatus::True, "Resolved", message),
+            );
+            Ok(())
+        }
+        Some(Err(problem)) => {
+            st.resolved.clear();
+            let c = stamp(
+                ConditionStatus::False,
+                problem.reason,
+                problem.message.clone(),
+            );
+            set_condition(&mut st.conditions, c);
+            Err(NotReady::stalled(problem.reason, problem.message.clone()))
+        }
+        None => Err(NotReady::progressing("Progressing", "not evaluated yet")),
+    };
+    summary(&mut st.conditions, ready, now, generation);
+    st
 }
 
 /// A condition as the reconcile found it, before it is stamped.
@@ -315,6 +383,26 @@ mod tests {
         let st = target_status(&target(), &snapshot, "2026-12-01T00:00:00Z");
         let ready = condition(&st, "Ready");
         (ready.status, ready.reason.clone())
+    }
+
+    #[test]
+    fn a_rule_that_resolves_nothing_stalls_and_one_not_evaluated_progresses() {
+        let problem = Err(Problem {
+            reason: "NoMatchingTypes",
+            message: "no served type matches widgets".into(),
+        });
+        let st = rule_status(None, Some(2), Some(&problem), "t");
+        let ready = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Stalled")
+            .expect("stalled");
+        assert_eq!(ready.reason, "NoMatchingTypes");
+        let st = rule_status(Some(st), Some(2), Some(&Ok(vec!["configmaps".into()])), "t");
+        assert_eq!(st.resolved, vec!["configmaps".to_string()]);
+        assert!(st.conditions.iter().all(|c| c.type_ != "Stalled"));
+        let st = rule_status(None, None, None, "t");
+        assert!(st.conditions.iter().any(|c| c.type_ == "Reconciling"));
     }
 
     #[test]
