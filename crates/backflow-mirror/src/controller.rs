@@ -34,7 +34,7 @@ use crate::plan::{
     Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
     plan,
 };
-use crate::status::{self, ConditionReport, TargetSnapshot, cond, summary};
+use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot, summary};
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
@@ -859,26 +859,19 @@ impl Controller {
                         let _ = tokio::time::timeout(Duration::from_secs(60), wait).await;
                     }
                 }
-                let now = || now(clock.as_ref());
-                let status = match (target, worker) {
+                let outcome = match (target, worker) {
                     (Some(t), Some(w)) => match w.commit_request(message).await {
-                        Ok(Some(tip)) => {
-                            json!({"observedGeneration": generation, "branch": t.branch, "sha": tip.to_string(), "conditions": [
-                            cond("Ready", ConditionStatus::True, "Committed", "every change made before the request is in this commit, on the remote", &now(), generation),
-                            cond("Pushed", ConditionStatus::True, "Pushed", "", &now(), generation)]})
-                        }
-                        Ok(None) => {
-                            json!({"observedGeneration": generation, "branch": t.branch, "conditions": [
-                            cond("Ready", ConditionStatus::True, "NothingToCommit", "the branch does not exist and nothing was pending", &now(), generation)]})
-                        }
-                        Err(e) => json!({"observedGeneration": generation, "conditions": [
-                            cond("Ready", ConditionStatus::False, "PushFailed", e.to_string(), &now(), generation),
-                            cond("Stalled", ConditionStatus::True, "PushFailed", e.to_string(), &now(), generation)]}),
+                        Ok(Some(tip)) => CommitOutcome::Committed {
+                            branch: t.branch,
+                            sha: tip.to_string(),
+                        },
+                        Ok(None) => CommitOutcome::NothingToCommit { branch: t.branch },
+                        Err(e) => CommitOutcome::PushFailed(e.to_string()),
                     },
-                    _ => json!({"observedGeneration": generation, "conditions": [
-                        cond("Ready", ConditionStatus::False, "TargetNotFound", format!("GitTarget {}/{} does not exist or is not ready", tref.0, tref.1), &now(), generation),
-                        cond("Stalled", ConditionStatus::True, "TargetNotFound", "create the GitTarget, then a new CommitRequest", &now(), generation)]}),
+                    _ => CommitOutcome::TargetNotFound(tref),
                 };
+                let status =
+                    status::commit_request_status(&outcome, generation, &now(clock.as_ref()));
                 let api = Api::<CommitRequest>::namespaced(client, &ns);
                 if let Err(e) = api
                     .patch_status(

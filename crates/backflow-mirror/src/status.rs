@@ -9,7 +9,7 @@ use backflow_api::config::{
 };
 
 use crate::board::{StreamState, TargetActivity};
-use crate::plan::Problem;
+use crate::plan::{Problem, TargetRef};
 
 /// A condition stamped with the time and the generation it describes.
 pub(crate) fn cond(
@@ -176,6 +176,63 @@ pub(crate) fn rule_status(
     };
     summary(&mut st.conditions, ready, now, generation);
     st
+}
+
+/// How a `CommitRequest` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommitOutcome {
+    /// Every change made before it is in commit `sha` of `branch`, on the remote.
+    Committed {
+        /// The branch.
+        branch: String,
+        /// The pushed commit.
+        sha: String,
+    },
+    /// The branch does not exist and nothing was pending.
+    NothingToCommit {
+        /// The branch.
+        branch: String,
+    },
+    /// The worker stopped before the save was pushed.
+    PushFailed(String),
+    /// The `GitTarget` it names does not exist or is not ready.
+    TargetNotFound(TargetRef),
+}
+
+/// A `CommitRequest`'s status once it ended.
+pub(crate) fn commit_request_status(
+    outcome: &CommitOutcome,
+    generation: Option<i64>,
+    now: &str,
+) -> serde_json::Value {
+    let c = |type_: &str, status, reason: &str, message: String| {
+        cond(type_, status, reason, message, now, generation)
+    };
+    let (yes, no) = (ConditionStatus::True, ConditionStatus::False);
+    match outcome {
+        CommitOutcome::Committed { branch, sha } => serde_json::json!({
+            "observedGeneration": generation, "branch": branch, "sha": sha,
+            "conditions": [
+                c("Ready", yes, "Committed", "every change made before the request is in this commit, on the remote".into()),
+                c("Pushed", yes, "Pushed", String::new()),
+            ],
+        }),
+        CommitOutcome::NothingToCommit { branch } => serde_json::json!({
+            "observedGeneration": generation, "branch": branch,
+            "conditions": [c("Ready", yes, "NothingToCommit", "the branch does not exist and nothing was pending".into())],
+        }),
+        CommitOutcome::PushFailed(e) => serde_json::json!({
+            "observedGeneration": generation,
+            "conditions": [c("Ready", no, "PushFailed", e.clone()), c("Stalled", yes, "PushFailed", e.clone())],
+        }),
+        CommitOutcome::TargetNotFound((ns, name)) => serde_json::json!({
+            "observedGeneration": generation,
+            "conditions": [
+                c("Ready", no, "TargetNotFound", format!("GitTarget {ns}/{name} does not exist or is not ready")),
+                c("Stalled", yes, "TargetNotFound", "create the GitTarget, then a new CommitRequest".into()),
+            ],
+        }),
+    }
 }
 
 /// A condition as the reconcile found it, before it is stamped.
