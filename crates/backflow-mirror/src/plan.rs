@@ -294,74 +294,8 @@ pub fn plan(
 ) -> Plan {
     let mut out = Plan::default();
     for t in targets {
-        let ns = t.namespace().unwrap_or_default();
-        let key = (ns.clone(), t.name_any());
-        let provider = providers.iter().find(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.name_any() == t.spec.provider_ref.name
-        });
-        let problem = |reason, message: String| Problem { reason, message };
-        let result = match provider {
-            None => Err(problem(
-                "ProviderNotFound",
-                format!(
-                    "GitProvider {:?} does not exist in namespace {ns:?}; create it or fix spec.providerRef.name",
-                    t.spec.provider_ref.name
-                ),
-            )),
-            Some(p) if p.spec.url.trim().is_empty() => Err(problem(
-                "InvalidConfig",
-                format!("GitProvider {:?} has an empty spec.url", p.name_any()),
-            )),
-            Some(p) => {
-                let allowed = if p.spec.allowed_branches.is_empty() {
-                    vec!["*".to_string()]
-                } else {
-                    p.spec.allowed_branches.clone()
-                };
-                if t.spec.branch.is_empty() {
-                    Err(problem("InvalidConfig", "spec.branch is empty".into()))
-                } else if !allowed.iter().any(|a| glob_match(a, &t.spec.branch)) {
-                    Err(problem(
-                        "BranchNotAllowed",
-                        format!(
-                            "branch {:?} is not in GitProvider {:?} allowedBranches {:?}",
-                            t.spec.branch,
-                            p.name_any(),
-                            allowed
-                        ),
-                    ))
-                } else {
-                    match validate_path(&t.spec.path)
-                        .and_then(|path| placement_rules(t).map(|rules| (path, rules)))
-                    {
-                        Err(m) => Err(problem("InvalidConfig", m)),
-                        Ok((path, placement)) => Ok(TargetPlan {
-                            path,
-                            url: p.spec.url.clone(),
-                            branch: t.spec.branch.clone(),
-                            provider: (ns.clone(), p.name_any()),
-                            prune: t.spec.prune.mode,
-                            streams: BTreeSet::new(),
-                            encryption: t.spec.encryption.as_ref().and_then(|e| e.age.clone()),
-                            placement,
-                            sensitive: t
-                                .spec
-                                .encryption
-                                .as_ref()
-                                .map(|e| {
-                                    e.sensitive_resources
-                                        .iter()
-                                        .map(|r| parse_group_resource(r))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
-                        }),
-                    }
-                }
-            }
-        };
-        match result {
+        let key = (t.namespace().unwrap_or_default(), t.name_any());
+        match plan_target(t, providers) {
             Ok(tp) => {
                 out.targets.insert(key, tp);
             }
@@ -370,7 +304,100 @@ pub fn plan(
             }
         }
     }
-    // Two targets may not share a folder of one branch: their writes would fight.
+    refuse_shared_folders(&mut out);
+    for r in rules {
+        let ns = r.namespace().unwrap_or_default();
+        let rule_key = ("WatchRule".to_string(), ns.clone(), r.name_any());
+        let target = (ns.clone(), r.spec.target_ref.name.clone());
+        let scope = |rule: &ResourceRule| match rule.source_namespace.as_deref() {
+            None | Some("") => Some(ns.clone()),
+            Some("*") => None,
+            Some(other) => Some(other.to_string()),
+        };
+        let resolved = add_streams(&mut out, &target, &r.spec.rules, served, false, scope);
+        let outcome = rule_outcome(resolved, &target, &out.targets, &out.target_problems);
+        out.rules.insert(rule_key, outcome);
+    }
+    for r in cluster_rules {
+        let rule_key = ("ClusterWatchRule".to_string(), String::new(), r.name_any());
+        let target = (
+            r.spec.target_ref.namespace.clone(),
+            r.spec.target_ref.name.clone(),
+        );
+        let resolved = add_streams(&mut out, &target, &r.spec.rules, served, true, |_| None);
+        let outcome = rule_outcome(resolved, &target, &out.targets, &out.target_problems);
+        out.rules.insert(rule_key, outcome);
+    }
+    drop_covered_streams(&mut out);
+    out
+}
+
+/// Where one `GitTarget` writes, or why it cannot be served.
+fn plan_target(t: &GitTarget, providers: &[GitProvider]) -> Result<TargetPlan, Problem> {
+    let ns = t.namespace().unwrap_or_default();
+    let problem = |reason, message: String| Problem { reason, message };
+    let Some(p) = providers.iter().find(|p| {
+        p.namespace().as_deref() == Some(ns.as_str()) && p.name_any() == t.spec.provider_ref.name
+    }) else {
+        return Err(problem(
+            "ProviderNotFound",
+            format!(
+                "GitProvider {:?} does not exist in namespace {ns:?}; create it or fix spec.providerRef.name",
+                t.spec.provider_ref.name
+            ),
+        ));
+    };
+    if p.spec.url.trim().is_empty() {
+        return Err(problem(
+            "InvalidConfig",
+            format!("GitProvider {:?} has an empty spec.url", p.name_any()),
+        ));
+    }
+    let allowed = if p.spec.allowed_branches.is_empty() {
+        vec!["*".to_string()]
+    } else {
+        p.spec.allowed_branches.clone()
+    };
+    if t.spec.branch.is_empty() {
+        return Err(problem("InvalidConfig", "spec.branch is empty".into()));
+    }
+    if !allowed.iter().any(|a| glob_match(a, &t.spec.branch)) {
+        return Err(problem(
+            "BranchNotAllowed",
+            format!(
+                "branch {:?} is not in GitProvider {:?} allowedBranches {:?}",
+                t.spec.branch,
+                p.name_any(),
+                allowed
+            ),
+        ));
+    }
+    let path = validate_path(&t.spec.path).map_err(|m| problem("InvalidConfig", m))?;
+    let placement = placement_rules(t).map_err(|m| problem("InvalidConfig", m))?;
+    let encryption = t.spec.encryption.as_ref();
+    Ok(TargetPlan {
+        path,
+        url: p.spec.url.clone(),
+        branch: t.spec.branch.clone(),
+        provider: (ns.clone(), p.name_any()),
+        prune: t.spec.prune.mode,
+        streams: BTreeSet::new(),
+        encryption: encryption.and_then(|e| e.age.clone()),
+        placement,
+        sensitive: encryption
+            .map(|e| {
+                e.sensitive_resources
+                    .iter()
+                    .map(|r| parse_group_resource(r))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
+/// Two targets may not share a folder of one branch: their writes would fight. The first (in
+/// name order) keeps it.
+fn refuse_shared_folders(out: &mut Plan) {
     let mut seen: BTreeMap<(String, String, String), TargetRef> = BTreeMap::new();
     let keys: Vec<TargetRef> = out.targets.keys().cloned().collect();
     for k in keys {
@@ -395,67 +422,41 @@ pub fn plan(
             seen.insert(slot, k);
         }
     }
+}
 
-    for r in rules {
-        let ns = r.namespace().unwrap_or_default();
-        let rule_key = ("WatchRule".to_string(), ns.clone(), r.name_any());
-        let target = (ns.clone(), r.spec.target_ref.name.clone());
-        let mut resolved = Vec::new();
-        for rule in &r.spec.rules {
-            let scope = match rule.source_namespace.as_deref() {
-                None | Some("") => Some(ns.clone()),
-                Some("*") => None,
-                Some(other) => Some(other.to_string()),
-            };
-            let encrypted = out
-                .targets
-                .get(&target)
-                .is_some_and(|t| t.encryption.is_some());
-            for st in resolve_rule(rule, served, false, encrypted) {
-                resolved.push(describe(&st));
-                if let Some(tp) = out.targets.get_mut(&target) {
-                    tp.streams.insert(StreamSpec {
-                        target: target.clone(),
-                        served: st,
-                        namespace: scope.clone(),
-                    });
-                }
+/// Adds to `target` a stream per type the `rules` resolve to, each in the namespace scope
+/// `scope` gives its rule; returns the resolved types, described.
+fn add_streams(
+    out: &mut Plan,
+    target: &TargetRef,
+    rules: &[ResourceRule],
+    served: &[ServedType],
+    cluster: bool,
+    scope: impl Fn(&ResourceRule) -> Option<String>,
+) -> Vec<String> {
+    let mut resolved = Vec::new();
+    let encrypted = out
+        .targets
+        .get(target)
+        .is_some_and(|t| t.encryption.is_some());
+    for rule in rules {
+        let namespace = scope(rule);
+        for st in resolve_rule(rule, served, cluster, encrypted) {
+            resolved.push(describe(&st));
+            if let Some(tp) = out.targets.get_mut(target) {
+                tp.streams.insert(StreamSpec {
+                    target: target.clone(),
+                    served: st,
+                    namespace: namespace.clone(),
+                });
             }
         }
-        out.rules.insert(
-            rule_key,
-            rule_outcome(resolved, &target, &out.targets, &out.target_problems),
-        );
     }
-    for r in cluster_rules {
-        let rule_key = ("ClusterWatchRule".to_string(), String::new(), r.name_any());
-        let target = (
-            r.spec.target_ref.namespace.clone(),
-            r.spec.target_ref.name.clone(),
-        );
-        let mut resolved = Vec::new();
-        for rule in &r.spec.rules {
-            let encrypted = out
-                .targets
-                .get(&target)
-                .is_some_and(|t| t.encryption.is_some());
-            for st in resolve_rule(rule, served, true, encrypted) {
-                resolved.push(describe(&st));
-                if let Some(tp) = out.targets.get_mut(&target) {
-                    tp.streams.insert(StreamSpec {
-                        target: target.clone(),
-                        served: st,
-                        namespace: None,
-                    });
-                }
-            }
-        }
-        out.rules.insert(
-            rule_key,
-            rule_outcome(resolved, &target, &out.targets, &out.target_problems),
-        );
-    }
-    // A namespace-wide stream covers the per-namespace ones of the same type and target.
+    resolved
+}
+
+/// A namespace-wide stream covers the per-namespace ones of the same type and target.
+fn drop_covered_streams(out: &mut Plan) {
     for tp in out.targets.values_mut() {
         let wide: BTreeSet<(TargetRef, ServedType)> = tp
             .streams
@@ -467,7 +468,6 @@ pub fn plan(
             s.namespace.is_none() || !wide.contains(&(s.target.clone(), s.served.clone()))
         });
     }
-    out
 }
 
 fn rule_outcome(
