@@ -22,6 +22,7 @@ fn strings_at(v: &Value, ptr: &str) -> Vec<String> {
 }
 
 /// Checks a CRD as the API server would; the causes name each broken field.
+// Long on purpose: one check per CRD rule, in the API server's order.
 pub fn validate(crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let group = str_at(crd, "/spec/group").unwrap_or("");

@@ -203,6 +203,8 @@ impl ApiError {
     }
 
     /// The `Status` object for this error.
+    // Long on purpose: one arm per variant, so the mapping of every error to its Status
+    // (reason, code, details) reads whole.
     #[must_use]
     pub fn to_status(&self) -> Value {
         let details = match self {

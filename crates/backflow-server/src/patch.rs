@@ -95,6 +95,9 @@ pub fn strategic(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
     strategic_at(target, patch, "")
 }
 
+// Long on purpose: the strategic-merge directives (`$patch`, `$retainKeys`,
+// `$setElementOrder`, `$deleteFromPrimitiveList`) act on one map in a fixed order, kept visible
+// in one function.
 fn strategic_at(target: &mut Value, patch: &Value, field: &str) -> Result<(), ApiError> {
     let Value::Object(p) = patch else {
         *target = patch.clone();

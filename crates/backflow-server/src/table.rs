@@ -269,6 +269,8 @@ fn json_path(obj: &Value, path: &str) -> Value {
     cur.clone()
 }
 
+// Long on purpose: one arm per kind, each the columns kubectl prints for it, so the whole table
+// of kinds reads in one place as the API server's printers list it.
 fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
     let name = json!(crate::object::name(obj));
     let age_col = || col("Age", "string", 0, AGE_DESCRIPTION);

@@ -72,6 +72,8 @@ fn is_path_segment_name(s: &str) -> bool {
 /// Validates an object's metadata and kind-specific rules on create or update.
 ///
 /// `old` is the stored object on update. Returns every problem found, not just the first.
+// Long on purpose: the checks in the API server's order, each collecting its causes, so the list
+// reads like the rules it implements.
 pub fn validate(t: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let meta = obj.get("metadata").and_then(Value::as_object);
