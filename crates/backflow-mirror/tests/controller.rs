@@ -1,0 +1,222 @@
+//! The mirror's controller against the embedded API server in process: configuration goes in
+//! through a kube `Client`, statuses and the repository's content come out.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backflow_api::SystemClock;
+use backflow_mirror::{Mirror, MirrorOptions};
+use backflow_server::{InProcess, ServerConfig};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+/// A configuration kind of `backflow.dev/v1alpha1`.
+fn kind(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "backflow.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "backflow.dev/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// The API in process, a client of it, and a bare repository for the mirror to write.
+struct World {
+    client: Client,
+    server: InProcess,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = ServerConfig::new(dir.path().join("api"));
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        let server = InProcess::open(&config).await.expect("server");
+        let client = Client::new(server.router.clone(), "default");
+        backflow_mirror::defaults::install_crds(&client)
+            .await
+            .expect("CRDs");
+        backflow_testkit::git_out(
+            dir.path(),
+            &["init", "-q", "--bare", "-b", "main", "origin.git"],
+        );
+        Self {
+            client,
+            server,
+            dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.dir.path().join("origin.git").display())
+    }
+
+    fn api(&self, kind_name: &str, plural: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), "team", &kind(kind_name, plural))
+    }
+
+    async fn create(&self, kind_name: &str, plural: &str, body: Value) {
+        let ar = kind(kind_name, plural);
+        let mut object: DynamicObject = serde_json::from_value(body).expect("object");
+        object.types = Some(kube::core::TypeMeta {
+            api_version: ar.api_version.clone(),
+            kind: ar.kind.clone(),
+        });
+        self.api(kind_name, plural)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create {kind_name}: {e}"));
+    }
+
+    /// The `Ready` condition of GitTarget `team/t` as (status, reason, message), once it has one.
+    async fn target_ready(&self) -> Option<(String, String, String)> {
+        let t = self.api("GitTarget", "gittargets").get("t").await.ok()?;
+        let conditions = t.data.pointer("/status/conditions")?.as_array()?.clone();
+        let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+        Some((
+            ready["status"].as_str()?.to_string(),
+            ready["reason"].as_str()?.to_string(),
+            ready["message"].as_str()?.to_string(),
+        ))
+    }
+
+    /// Annotates the GitProvider, which wakes the controller at once (it does not watch
+    /// Secrets).
+    async fn touch_provider(&self, n: u32) {
+        let stamp = json!({"metadata": {"annotations": {"test/touched": n.to_string()}}});
+        self.api("GitProvider", "gitproviders")
+            .patch("p", &PatchParams::default(), &Patch::Merge(&stamp))
+            .await
+            .expect("touch the provider");
+    }
+}
+
+/// Polls `check` until it gives a value, for at most 30 s.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "hung: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirrors() {
+    let w = World::start().await;
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
+    Api::<Namespace>::all(w.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("namespace team");
+    w.create(
+        "GitProvider",
+        "gitproviders",
+        json!({"metadata": {"name": "p"},
+               "spec": {"url": w.url(), "secretRef": {"name": "creds"},
+                        "push": {"commitWindow": "0s"}}}),
+    )
+    .await;
+    w.create(
+        "GitTarget",
+        "gittargets",
+        json!({"metadata": {"name": "t"},
+               "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
+    )
+    .await;
+    w.create(
+        "WatchRule",
+        "watchrules",
+        json!({"metadata": {"name": "r"},
+               "spec": {"targetRef": {"name": "t"},
+                        "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
+    )
+    .await;
+    let data = tempfile::tempdir().expect("data dir");
+    let mirror = Mirror::start(
+        w.client.clone(),
+        MirrorOptions {
+            data_dir: data.path().to_path_buf(),
+            identities: Vec::new(),
+        },
+        Arc::new(SystemClock),
+    );
+
+    let (status, _, message) = eventually("the missing Secret reported", || async {
+        w.target_ready()
+            .await
+            .filter(|r| r.1 == "WorkerUnavailable")
+    })
+    .await;
+    assert_eq!(status, "False");
+    assert_eq!(
+        message,
+        "Secret team/creds named by spec.secretRef does not exist"
+    );
+
+    // A Secret without the keys credentials are read from.
+    let secrets: Api<Secret> = Api::namespaced(w.client.clone(), "team");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"}, "stringData": {"token": "t0ken"}}))
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
+    w.touch_provider(1).await;
+    eventually("the incomplete Secret reported", || async {
+        w.target_ready()
+            .await
+            .filter(|r| r.2.contains("must hold the keys `username` and `password`"))
+    })
+    .await;
+
+    // Fixed: the worker starts and the folder follows the namespace.
+    let fixed = json!({"stringData": {"username": "git", "password": "secret"}});
+    secrets
+        .patch("creds", &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .expect("fix the secret");
+    w.touch_provider(2).await;
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "settings"}, "data": {"color": "blue"}}))
+    .expect("configmap");
+    Api::<ConfigMap>::namespaced(w.client.clone(), "team")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("configmap");
+    let origin = w.dir.path().join("origin.git");
+    let file = eventually("the ConfigMap in Git", || async {
+        let out = backflow_testkit::git(&origin)
+            .args(["show", "main:live/team/configmaps/settings.yaml"])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await;
+    assert!(file.contains("color: blue"), "{file}");
+    eventually("the target Ready", || async {
+        w.target_ready().await.filter(|r| r.0 == "True")
+    })
+    .await;
+    mirror.shutdown().await;
+    w.server.shutdown();
+}
