@@ -78,7 +78,7 @@ impl World {
             .unwrap_or_else(|e| panic!("create {kind_name}: {e}"));
     }
 
-    /// The `Ready` condition of GitTarget `team/t` as (status, reason, message), once it has one.
+    /// The `Ready` condition of `GitTarget` `team/t` as (status, reason, message), once it has one.
     async fn target_ready(&self) -> Option<(String, String, String)> {
         let t = self.api("GitTarget", "gittargets").get("t").await.ok()?;
         let conditions = t.data.pointer("/status/conditions")?.as_array()?.clone();
@@ -90,7 +90,7 @@ impl World {
         ))
     }
 
-    /// Annotates the GitProvider, which wakes the controller at once (it does not watch
+    /// Annotates the `GitProvider`, which wakes the controller at once (it does not watch
     /// Secrets).
     async fn touch_provider(&self, n: u32) {
         let stamp = json!({"metadata": {"annotations": {"test/touched": n.to_string()}}});
