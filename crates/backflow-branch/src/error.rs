@@ -6,21 +6,61 @@ use std::sync::Arc;
 
 /// The planner refused an intent: it cannot be placed safely (an anchor, a foreign file, a
 /// duplicate identity, a name that is no file name). The intent is dropped and never published.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct PlanError {
-    /// What is wrong and, where it helps, how to fix it.
-    pub message: String,
-}
+///
+/// It keeps the planner's own error whole (the file, document and path it names stay
+/// reachable through [`PlanError::downcast_ref`]); two refusals are equal when they read the
+/// same.
+#[derive(Clone)]
+pub struct PlanError(Arc<dyn std::error::Error + Send + Sync>);
+
+/// A refusal given as text.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refusal(String);
 
 impl PlanError {
-    /// An error with this message.
+    /// A refusal with this message.
     pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+        Self(Arc::new(Refusal(message.into())))
+    }
+
+    /// A refusal that is the planner's own error.
+    pub fn from_error(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(error))
+    }
+
+    /// The planner's own error, if it is an `E`.
+    #[must_use]
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref::<E>()
     }
 }
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for PlanError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for PlanError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for PlanError {}
 
 /// The error of one I/O step the shell ran for the core (a fetch, a build, a push), kept whole:
 /// its source chain is still there for whoever logs it.

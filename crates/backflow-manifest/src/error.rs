@@ -171,6 +171,6 @@ impl From<IndexError> for backflow_branch::TreeError {
 
 impl From<ManifestError> for backflow_branch::TreeError {
     fn from(e: ManifestError) -> Self {
-        backflow_branch::TreeError::Plan(backflow_branch::PlanError::new(e.to_string()))
+        backflow_branch::TreeError::Plan(backflow_branch::PlanError::from_error(e))
     }
 }

@@ -817,6 +817,18 @@ mod tests {
         );
         let err = put(&s, &tree, "db", "aHVudGVy", "b").expect_err("refused");
         assert!(err.to_string().contains("plain text"), "{err}");
+        // The refusal keeps the planner's own error: the file and document it is about.
+        let TreeError::Plan(refusal) = &err else {
+            panic!("a refusal, not a read error: {err}");
+        };
+        assert!(
+            matches!(
+                refusal.downcast_ref::<ManifestError>(),
+                Some(ManifestError::PlaintextSecret { path, doc: 0, .. })
+                    if path == "live/web/secrets/db.yaml"
+            ),
+            "{refusal:?}"
+        );
 
         // A secret is never appended to an existing file.
         let mut tree = MemTree::default();
