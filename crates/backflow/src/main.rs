@@ -206,49 +206,85 @@ fn default_repository(data_dir: &std::path::Path, branch: &str) -> Result<String
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.listen = args.listen;
-    config.token_file = args.token_file;
-    config.tls_cert_file = args.tls_cert_file;
-    config.tls_key_file = args.tls_private_key_file;
+    config.token_file = args.token_file.clone();
+    config.tls_cert_file = args.tls_cert_file.clone();
+    config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
     config.bookmark_interval = args.bookmark_interval;
     let server = serve::start(config).await.map_err(|e| e.to_string())?;
     let mirror = if args.no_mirror {
         None
     } else {
-        let client = kube::Client::new(server.internal_router.clone(), "default");
-        let url = match args.repo {
-            Some(url) => url,
-            None => default_repository(&args.data_dir, &args.branch)?,
-        };
-        backflow_mirror::defaults::install_crds(&client)
-            .await
-            .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
-        let (key_path, recipient, identities) = age_key(&args.data_dir)?;
-        let setup = DefaultSetup {
-            url: url.clone(),
-            branch: args.branch.clone(),
-            path: args.path.clone(),
-            commit_window: args.commit_window,
-            recipients: vec![recipient.clone()],
-        };
-        backflow_mirror::defaults::ensure(&client, &setup)
-            .await
-            .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
-        let mirror = Mirror::start(
-            client,
-            MirrorOptions {
-                data_dir: args.data_dir.join("git"),
-                identities,
-            },
-            Arc::new(SystemClock),
-        );
-        let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
-        let _ = server.extensions.metrics.set(mirror.metrics_renderer());
-        let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
-        Some((mirror, url, key_path, recipient))
+        Some(start_default_mirror(&args, &server).await?)
     };
+    print_banner(&args, &server, mirror.as_ref());
+    tracing::info!(addr = %server.addr, "serving");
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    if let Some(running) = mirror {
+        // Pending writes are pushed before the API goes away.
+        running.mirror.shutdown().await;
+    }
+    server.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
 
-    let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir);
+/// The mirror `serve` runs by default, and what its banner says about it.
+struct DefaultMirror {
+    mirror: Mirror,
+    url: String,
+    key_path: PathBuf,
+    recipient: String,
+}
+
+/// Installs the CRDs and the default configuration into the embedded API and starts the mirror
+/// on it, answering `X-Backflow-Wait` and serving its metrics through the server.
+async fn start_default_mirror(
+    args: &ServeArgs,
+    server: &serve::RunningServer,
+) -> Result<DefaultMirror, String> {
+    let client = kube::Client::new(server.internal_router.clone(), "default");
+    let url = match &args.repo {
+        Some(url) => url.clone(),
+        None => default_repository(&args.data_dir, &args.branch)?,
+    };
+    backflow_mirror::defaults::install_crds(&client)
+        .await
+        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
+    let (key_path, recipient, identities) = age_key(&args.data_dir)?;
+    let setup = DefaultSetup {
+        url: url.clone(),
+        branch: args.branch.clone(),
+        path: args.path.clone(),
+        commit_window: args.commit_window.clone(),
+        recipients: vec![recipient.clone()],
+    };
+    backflow_mirror::defaults::ensure(&client, &setup)
+        .await
+        .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
+    let mirror = Mirror::start(
+        client,
+        MirrorOptions {
+            data_dir: args.data_dir.join("git"),
+            identities,
+        },
+        Arc::new(SystemClock),
+    );
+    let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
+    let _ = server.extensions.metrics.set(mirror.metrics_renderer());
+    let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
+    Ok(DefaultMirror {
+        mirror,
+        url,
+        key_path,
+        recipient,
+    })
+}
+
+/// Where the API, the data and the kubeconfig are, and what the mirror does.
+fn print_banner(args: &ServeArgs, server: &serve::RunningServer, mirror: Option<&DefaultMirror>) {
+    let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir.clone());
     let kubeconfig =
         std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
     println!(
@@ -260,16 +296,16 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     if server.access.token.is_some() {
         println!("  auth:       bearer token required (it is in the kubeconfig)");
     }
-    match &mirror {
-        Some((_, url, key_path, recipient)) => {
+    match mirror {
+        Some(m) => {
             println!(
-                "  mirror:     every namespace -> {url}, branch {}, folder {} (GitTarget backflow-system/default)",
-                args.branch, args.path
+                "  mirror:     every namespace -> {}, branch {}, folder {} (GitTarget backflow-system/default)",
+                m.url, args.branch, args.path
             );
-            println!("  secrets:    SOPS-encrypted to {recipient}");
+            println!("  secrets:    SOPS-encrypted to {}", m.recipient);
             println!(
                 "  age key:    {} (SOPS_AGE_KEY_FILE for `sops -d`; keep it private)",
-                key_path.display()
+                m.key_path.display()
             );
         }
         None => println!("  mirror:     off (--no-mirror)"),
@@ -278,16 +314,6 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         "  try:        KUBECONFIG={} kubectl get namespaces",
         kubeconfig.display()
     );
-    tracing::info!(addr = %server.addr, "serving");
-    wait_for_signal().await;
-    tracing::info!("stopping");
-    if let Some((mirror, ..)) = mirror {
-        // Pending writes are pushed before the API goes away.
-        mirror.shutdown().await;
-    }
-    server.shutdown().await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 async fn run_operator(args: OperatorArgs) -> Result<(), String> {
