@@ -177,6 +177,47 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
     start_with_clock(config, Arc::new(SystemClock)).await
 }
 
+/// The certificate the server presents: the one given, or one generated (with its CA) into the
+/// data dir when listening beyond loopback; none on loopback.
+fn tls_material(
+    config: &ServerConfig,
+    data_dir: &std::path::Path,
+) -> Result<Option<TlsMaterial>, StartError> {
+    let loopback = config.listen.ip().is_loopback();
+    match (&config.tls_cert_file, &config.tls_key_file) {
+        (Some(c), Some(k)) => Ok(Some(TlsMaterial {
+            cert_file: c.clone(),
+            key_file: k.clone(),
+            ca_pem: std::fs::read_to_string(c).map_err(|e| TlsError::Io {
+                action: "cannot read",
+                path: c.clone(),
+                source: e,
+            })?,
+        })),
+        (None, None) if !loopback => {
+            let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+            if !config.listen.ip().is_unspecified() {
+                hosts.push(config.listen.ip().to_string());
+            }
+            Ok(Some(tls::generated(&data_dir.join("tls"), &hosts)?))
+        }
+        (None, None) => Ok(None),
+        _ => Err(StartError::HalfTls),
+    }
+}
+
+/// The host clients reach a listener bound to `addr` at (loopback for an unspecified address,
+/// bracketed for IPv6).
+fn client_host(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    }
+}
+
 /// [`start`] with an injected clock.
 pub async fn start_with_clock(
     config: ServerConfig,
@@ -194,26 +235,7 @@ pub async fn start_with_clock(
         (None, false) => Some(generated_token(&data_dir)?),
         (None, true) => None,
     };
-    let tls: Option<TlsMaterial> = match (&config.tls_cert_file, &config.tls_key_file) {
-        (Some(c), Some(k)) => Some(TlsMaterial {
-            cert_file: c.clone(),
-            key_file: k.clone(),
-            ca_pem: std::fs::read_to_string(c).map_err(|e| TlsError::Io {
-                action: "cannot read",
-                path: c.clone(),
-                source: e,
-            })?,
-        }),
-        (None, None) if !loopback => {
-            let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-            if !config.listen.ip().is_unspecified() {
-                hosts.push(config.listen.ip().to_string());
-            }
-            Some(tls::generated(&data_dir.join("tls"), &hosts)?)
-        }
-        (None, None) => None,
-        _ => return Err(StartError::HalfTls),
-    };
+    let tls = tls_material(&config, &data_dir)?;
     let acceptor = match &tls {
         Some(m) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(m)?)),
         None => None,
@@ -234,16 +256,7 @@ pub async fn start_with_clock(
         addr: config.listen,
         source: e,
     })?;
-    let host = if addr.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        addr.ip().to_string()
-    };
-    let host = if addr.is_ipv6() && !addr.ip().is_unspecified() {
-        format!("[{host}]")
-    } else {
-        host
-    };
+    let host = client_host(addr);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let access = ClientAccess {
         server_url: format!("{scheme}://{host}:{}", addr.port()),
