@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use backflow_api::{GroupResource, ObjectKey, SystemClock};
-use backflow_git::metrics::BranchMetrics;
+use backflow_git::BranchMetrics;
 use backflow_git::{
     BranchWorker, FilePerObjectPlanner, Intent, RemoteSpec, WorkerConfig, WorkerEvent,
 };

@@ -7,43 +7,49 @@
 //!
 //! Which file owns which decision:
 //!
-//! - [`intent`]: intents ("this object should now read X in target T"), the pending writes they
+//! - `intent.rs`: intents ("this object should now read X in target T"), the pending writes they
 //!   are decided into, flush marks.
-//! - [`window`]: when the commit window closes (rolling silence, maximum age).
-//! - [`backoff`]: how long to wait after a failure (jittered exponential backoff).
-//! - [`worker`]: everything else — when to fetch, build, push, replay, back off; what is
+//! - `window.rs`: when the commit window closes (rolling silence, maximum age).
+//! - `backoff.rs`: how long to wait after a failure (jittered exponential backoff).
+//! - `worker.rs`: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
-//! - [`input`] and [`effect`]: the core's vocabulary with its shell and its owner.
-//! - [`tree`] and [`planner`]: the planner seam — how intents become path updates against a
+//! - `input.rs` and `effect.rs`: the core's vocabulary with its shell and its owner.
+//! - `tree.rs` and `planner.rs`: the planner seam — how intents become path updates against a
 //!   read-only view of a tree — which the shell runs for [`Effect::Build`]; the YAML planner
 //!   (`backflow-manifest`) implements it without linking a Git library.
-//! - [`commit`], [`moment`], [`error`]: commit ids, monotonic time, the errors that cross the
+//! - `commit.rs`, `moment.rs`, `error.rs`: commit ids, monotonic time, the errors that cross the
 //!   edge.
 
 #![deny(missing_docs)]
 
-pub mod backoff;
-pub mod commit;
-pub mod effect;
-pub mod error;
-pub mod input;
-pub mod intent;
-pub mod moment;
-pub mod planner;
-pub mod tree;
-pub mod window;
-pub mod worker;
+mod backoff;
+mod commit;
+mod effect;
+mod error;
+#[cfg(feature = "testing")]
+mod file_planner;
+mod input;
+mod intent;
+mod moment;
+mod planner;
+mod tree;
+mod window;
+mod worker;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use commit::{CommitId, ParseCommitIdError, Tip};
 pub use effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
 pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
+#[cfg(feature = "testing")]
+pub use file_planner::FilePerObjectPlanner;
 pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
 pub use intent::{
     FlushMark, Intent, IntentSeq, ObjectState, PendingWrite, Slot, SweepScope, WriteKind,
 };
 pub use moment::Moment;
-pub use planner::{FilePerObjectPlanner, Planner};
-pub use tree::{LayeredView, PathUpdate, TreeView};
+pub use planner::Planner;
+pub use tree::{
+    LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
+};
 pub use window::CommitWindow;
 pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

@@ -4,8 +4,6 @@
 
 use std::path::PathBuf;
 
-pub use backflow_branch::PlanError;
-
 /// A failure inside the local bare cache: reading or writing objects and refs.
 ///
 /// These are local faults (disk, corruption), not "the remote moved"; the branch worker keeps its

@@ -1,17 +1,17 @@
 //! The Git publication engine: many writers, one branch, nothing lost, nothing forced.
 //!
-//! - [`repo`]: the local bare cache per remote; trees and commits built with no worktree.
-//! - [`remote`]: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
+//! - `repo.rs`: the local bare cache per remote; trees and commits built with no worktree.
+//! - `remote/`: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
-//! - [`tree`]: [`Overlay`], the planner's view of a tree in the cache (the planner seam itself,
+//! - `tree.rs`: [`Overlay`], the planner's view of a tree in the cache (the planner seam itself,
 //!   [`Planner`] and [`TreeView`], is in `backflow-branch`, free of Git).
-//! - [`message`]: commit message templates.
-//! - [`worker`]: the branch worker's shell. Every decision is made by the pure core
+//! - `message.rs`: commit message templates.
+//! - `worker.rs`: the branch worker's shell. Every decision is made by the pure core
 //!   ([`backflow_branch::BranchCore`]); the shell runs its effects (fetch, build, push, keep
-//!   the tips it must remember) against the cache and the remote. [`driver`] runs it on a
+//!   the tips it must remember) against the cache and the remote. `driver.rs` runs it on a
 //!   thread behind an async [`WorkerHandle`].
-//! - [`metrics`]: Prometheus metrics on a registry handed in.
+//! - `metrics.rs`: Prometheus metrics on a registry handed in.
 //!
 //! # Running a worker
 //!
@@ -19,8 +19,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use backflow_api::{GroupResource, ObjectKey, SystemClock};
-//! use backflow_git::{BranchWorker, FilePerObjectPlanner, Intent, RemoteSpec, WorkerConfig};
-//! use backflow_git::metrics::BranchMetrics;
+//! use backflow_git::{BranchMetrics, BranchWorker, Intent, RemoteSpec, WorkerConfig};
+//! use backflow_branch::FilePerObjectPlanner; // a planner for examples and tests
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let clock = Arc::new(SystemClock);
@@ -55,21 +55,23 @@
 
 #![deny(missing_docs)]
 
-pub mod driver;
-pub mod error;
-pub mod message;
-pub mod metrics;
-pub mod remote;
-pub mod repo;
-pub mod tree;
-pub mod worker;
+mod driver;
+mod error;
+mod message;
+mod metrics;
+mod remote;
+mod repo;
+mod tree;
+mod worker;
 
+#[cfg(feature = "testing")]
+pub use backflow_branch::FilePerObjectPlanner;
+pub use backflow_branch::Planner;
 pub use backflow_branch::{
     BackoffPolicy, CommitId, CommitWindow, CoreConfig, CycleFailure, Divergence, FlushMark,
     ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError, SweepScope, Tip,
     WorkerStats, WriteKind,
 };
-pub use backflow_branch::{FilePerObjectPlanner, Planner};
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
     spawn_with_notices,
@@ -77,10 +79,11 @@ pub use driver::{
 pub use error::{RepoError, TreeError};
 pub use git2::Oid;
 pub use message::MessageTemplates;
+pub use metrics::{BranchMetrics, GitMetrics};
 pub use remote::{
     CliRemote, Credentials, ExpectedTip, FileRemote, GitRemote, Libgit2Remote, PushOutcome,
     RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,
 };
 pub use repo::{Identity, LocalRepo};
-pub use tree::{LayeredView, Overlay, PathUpdate, TreeView};
+pub use tree::{LayeredView, Overlay, PathUpdate, TreeView, blob_id};
 pub use worker::{BranchWorker, WorkerConfig, WorkerEvent};

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use backflow_branch::IoFailure;
 use git2::Oid;
 
-pub use backflow_branch::tree::{LayeredView, PathUpdate, TreeView, blob_id};
-use backflow_branch::tree::{changes_in, dir_prefix, files_with_changes};
+pub use backflow_branch::{LayeredView, PathUpdate, TreeView, blob_id};
+use backflow_branch::{changes_in, dir_prefix, files_with_changes};
 
 use crate::error::RepoError;
 use crate::repo::LocalRepo;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use backflow_branch::TreeView;
-use backflow_branch::tree::blob_id;
+use backflow_branch::blob_id;
 
 use crate::document::parse_file;
 use crate::error::{IndexError, ManifestError};

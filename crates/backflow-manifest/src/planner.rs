@@ -897,10 +897,7 @@ mod tests {
         for name in ["a", "b"] {
             let path = format!("live/default/configmaps/{name}.yaml");
             let (id, entries) = cache.get(&path).expect("cached");
-            assert_eq!(
-                *id,
-                backflow_branch::tree::blob_id(tree.text(&path).as_bytes())
-            );
+            assert_eq!(*id, backflow_branch::blob_id(tree.text(&path).as_bytes()));
             assert_eq!(entries.as_ref().expect("parsed").len(), 1);
         }
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{GroupResource, ManualClock, ObjectKey};
-use backflow_git::metrics::BranchMetrics;
+use backflow_git::BranchMetrics;
 use backflow_git::{
     BranchWorker, FileRemote, Identity, Intent, LocalRepo, SweepScope, WorkerConfig, WorkerEvent,
 };

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use backflow_api::Clock;
-use backflow_git::metrics::GitMetrics;
+use backflow_git::GitMetrics;
 use backflow_manifest::KindMap;
 use kube::Client;
 use prometheus_client::registry::Registry;

@@ -155,7 +155,7 @@ type Fingerprint = String;
 fn fingerprint(value: &Value) -> Fingerprint {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     // Hashing in memory does not fail; an empty fingerprint only makes the next event look changed.
-    backflow_git::tree::blob_id(&bytes)
+    backflow_git::blob_id(&bytes)
 }
 
 /// A request to catch up: every change stored before it is submitted when it is answered.

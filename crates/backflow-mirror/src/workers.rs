@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::GitProvider;
-use backflow_git::metrics::GitMetrics;
+use backflow_git::GitMetrics;
 use backflow_git::{
     BranchNotice, BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig,
     WorkerHandle,

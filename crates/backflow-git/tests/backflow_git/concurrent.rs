@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::SystemClock;
-use backflow_git::metrics::BranchMetrics;
-use backflow_git::{
-    BranchWorker, FilePerObjectPlanner, Identity, RemoteSpec, TransportChoice, WorkerConfig, spawn,
-};
+use backflow_branch::FilePerObjectPlanner;
+use backflow_git::BranchMetrics;
+use backflow_git::{BranchWorker, Identity, RemoteSpec, TransportChoice, WorkerConfig, spawn};
 
 use crate::support::*;
 

@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::SystemClock;
-use backflow_git::metrics::{BranchMetrics, GitMetrics};
-use backflow_git::{
-    BranchWorker, FilePerObjectPlanner, Identity, RemoteSpec, WorkerConfig, WriteError, spawn,
-};
+use backflow_branch::FilePerObjectPlanner;
+use backflow_git::{BranchMetrics, GitMetrics};
+use backflow_git::{BranchWorker, Identity, RemoteSpec, WorkerConfig, WriteError, spawn};
 
 use crate::support::*;
 

@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{GroupResource, ManualClock, ObjectKey};
-use backflow_git::metrics::BranchMetrics;
-use backflow_git::{
-    BranchWorker, FilePerObjectPlanner, GitRemote, Identity, Intent, LocalRepo, WorkerConfig,
-};
+use backflow_branch::FilePerObjectPlanner;
+use backflow_git::BranchMetrics;
+use backflow_git::{BranchWorker, GitRemote, Identity, Intent, LocalRepo, WorkerConfig};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
