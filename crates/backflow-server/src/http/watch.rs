@@ -258,50 +258,58 @@ pub fn stream(
         state.collect();
     }
     futures::stream::unfold(state, |mut s| async move {
+        s.next_line().await.map(|b| (Ok(b), s))
+    })
+}
+
+impl WatchState {
+    /// The next line to send: the initial objects first, then what was collected; otherwise it
+    /// waits for a change, a bookmark, the timeout or shutdown. `None` when the watch ends.
+    async fn next_line(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(o) = s.initial.pop_front() {
+            if let Some(o) = self.initial.pop_front() {
                 let object = event_object(
-                    &s.req.resource_type,
-                    s.req.table.as_ref(),
-                    &mut s.sent_columns,
+                    &self.req.resource_type,
+                    self.req.table.as_ref(),
+                    &mut self.sent_columns,
                     &o,
                 );
-                return Some((Ok(line("ADDED", &object)), s));
+                return Some(line("ADDED", &object));
             }
-            if let Some(b) = s.pending.pop_front() {
-                return Some((Ok(b), s));
+            if let Some(b) = self.pending.pop_front() {
+                return Some(b);
             }
-            if s.done {
+            if self.done {
                 return None;
             }
-            let deadline = s.deadline;
+            let deadline = self.deadline;
             tokio::select! {
                 () = async move {
                     match deadline {
                         Some(d) => tokio::time::sleep_until(d).await,
                         None => std::future::pending().await,
                     }
-                } => s.done = true,
-                r = s.shutdown.changed() => {
-                    if r.is_err() || *s.shutdown.borrow() {
-                        s.done = true;
+                } => self.done = true,
+                r = self.shutdown.changed() => {
+                    if r.is_err() || *self.shutdown.borrow() {
+                        self.done = true;
                     }
                 }
-                r = s.latest.changed() => {
+                r = self.latest.changed() => {
                     if r.is_err() {
-                        s.done = true;
+                        self.done = true;
                     } else {
-                        s.collect();
+                        self.collect();
                     }
                 }
-                () = tokio::time::sleep_until(s.next_bookmark) => {
-                    s.next_bookmark = Instant::now() + s.bookmark_interval;
-                    if s.req.bookmarks {
-                        let b = bookmark(&s.req.resource_type, s.last, false);
-                        s.pending.push_back(b);
+                () = tokio::time::sleep_until(self.next_bookmark) => {
+                    self.next_bookmark = Instant::now() + self.bookmark_interval;
+                    if self.req.bookmarks {
+                        let b = bookmark(&self.req.resource_type, self.last, false);
+                        self.pending.push_back(b);
                     }
                 }
             }
         }
-    })
+    }
 }
