@@ -285,6 +285,79 @@ async fn route(
     }
 }
 
+/// A watch of the collection, answered as a stream of events.
+fn start_watch(
+    state: &AppState,
+    t: &ResourceType,
+    p: &ResourcePath,
+    q: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let engine = &state.engine;
+    let send_initial_events = flag(q, "sendInitialEvents");
+    if send_initial_events {
+        check_streaming_list(q)?;
+    }
+    let timeout = match q.get("timeoutSeconds") {
+        Some(s) if !s.is_empty() => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("timeoutSeconds must be an integer, got {s:?}"))
+        })?)),
+        _ => None,
+    };
+    let req = WatchRequest {
+        resource_type: t.clone(),
+        namespace: p.namespace.clone(),
+        filter: list_options(q, t)?,
+        resource_version: resource_version_param(q)?,
+        send_initial_events,
+        bookmarks: flag(q, "allowWatchBookmarks"),
+        timeout,
+        table: wants_table(headers).then(|| watch::TableEvents {
+            include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
+            clock: engine.clock(),
+        }),
+    };
+    let s = watch::stream(
+        engine.store().clone(),
+        req,
+        state.shutdown.clone(),
+        state.bookmark_interval,
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from_stream(s))
+        .map_err(|e| ApiError::Internal(format!("cannot build the watch response: {e}")))
+}
+
+/// A streaming list (`sendInitialEvents`) needs `resourceVersionMatch=NotOlderThan` and
+/// bookmarks, as on kube-apiserver (422 `ListOptions` otherwise).
+fn check_streaming_list(q: &Query) -> ApiResult<()> {
+    let mut causes = Vec::new();
+    if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        causes.push(crate::error::Cause::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !flag(q, "allowWatchBookmarks") {
+        causes.push(crate::error::Cause::forbidden(
+            "allowWatchBookmarks",
+            "sendInitialEvents requires setting allowWatchBookmarks to true",
+        ));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Invalid {
+        group: String::new(),
+        kind: "ListOptions".into(),
+        name: String::new(),
+        causes,
+    })
+}
+
 async fn collection(
     state: &AppState,
     method: &Method,
@@ -296,67 +369,7 @@ async fn collection(
 ) -> ApiResult<Response> {
     let engine = &state.engine;
     match *method {
-        Method::GET if flag(q, "watch") => {
-            let send_initial_events = flag(q, "sendInitialEvents");
-            if send_initial_events {
-                let mut causes = Vec::new();
-                if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
-                    causes.push(crate::error::Cause::forbidden(
-                        "resourceVersionMatch",
-                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                    ));
-                }
-                if !flag(q, "allowWatchBookmarks") {
-                    causes.push(crate::error::Cause::forbidden(
-                        "allowWatchBookmarks",
-                        "sendInitialEvents requires setting allowWatchBookmarks to true",
-                    ));
-                }
-                if !causes.is_empty() {
-                    return Err(ApiError::Invalid {
-                        group: String::new(),
-                        kind: "ListOptions".into(),
-                        name: String::new(),
-                        causes,
-                    });
-                }
-            }
-            let timeout = match q.get("timeoutSeconds") {
-                Some(s) if !s.is_empty() => {
-                    Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-                        ApiError::BadRequest(format!(
-                            "timeoutSeconds must be an integer, got {s:?}"
-                        ))
-                    })?))
-                }
-                _ => None,
-            };
-            let req = WatchRequest {
-                resource_type: t.clone(),
-                namespace: p.namespace.clone(),
-                filter: list_options(q, t)?,
-                resource_version: resource_version_param(q)?,
-                send_initial_events,
-                bookmarks: flag(q, "allowWatchBookmarks"),
-                timeout,
-                table: wants_table(headers).then(|| watch::TableEvents {
-                    include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
-                    clock: engine.clock(),
-                }),
-            };
-            let s = watch::stream(
-                engine.store().clone(),
-                req,
-                state.shutdown.clone(),
-                state.bookmark_interval,
-            );
-            Ok(Response::builder()
-                .status(StatusCode::OK)
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::CACHE_CONTROL, "no-cache, private")
-                .body(Body::from_stream(s))
-                .map_err(|e| ApiError::Internal(format!("cannot build the watch response: {e}")))?)
-        }
+        Method::GET if flag(q, "watch") => start_watch(state, t, p, q, headers),
         Method::GET => {
             resource_version_param(q)?;
             let list = engine.list(t, p.namespace.as_deref(), &list_options(q, t)?)?;
