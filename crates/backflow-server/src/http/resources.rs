@@ -450,6 +450,29 @@ fn delete_options(q: &Query, bytes: &[u8]) -> ApiResult<DeleteOptions> {
     Ok(opts)
 }
 
+/// A PATCH's type (from its content type) and body: an apply configuration (YAML or JSON, with
+/// a field manager) or a JSON patch document.
+fn patch_request(
+    t: &ResourceType,
+    q: &Query,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> ApiResult<(PatchType, Value)> {
+    let pt = PatchType::from_content_type(content_type(headers))
+        .ok_or_else(|| patch::unsupported(!t.custom))?;
+    let body = if pt == PatchType::Apply {
+        if !q.contains_key("fieldManager") {
+            return Err(ApiError::BadRequest(
+                "fieldManager is required for apply requests".into(),
+            ));
+        }
+        crate::apply::parse_body(bytes)?
+    } else {
+        parse_json(bytes, "patch")?
+    };
+    Ok((pt, body))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn object(
     engine: &Engine,
@@ -487,18 +510,7 @@ async fn object(
         }
         Method::PATCH => {
             let bytes = read_body(body).await?;
-            let pt = PatchType::from_content_type(content_type(headers))
-                .ok_or_else(|| patch::unsupported(!t.custom))?;
-            let patch_body = if pt == PatchType::Apply {
-                if !q.contains_key("fieldManager") {
-                    return Err(ApiError::BadRequest(
-                        "fieldManager is required for apply requests".into(),
-                    ));
-                }
-                crate::apply::parse_body(&bytes)?
-            } else {
-                parse_json(&bytes, "patch")?
-            };
+            let (pt, patch_body) = patch_request(t, q, headers, &bytes)?;
             let opts = write_options(q, headers)?;
             let w = engine
                 .patch(t, ns, name, part, pt, patch_body, &opts)
