@@ -161,6 +161,66 @@ pub struct ApplyRequest<'a> {
     pub time: &'a str,
 }
 
+/// The 409 of an apply that sets fields other managers own to other values.
+fn conflict_error(
+    conflicts: &[(String, FieldPath)],
+    req: &ApplyRequest<'_>,
+    resource: (&str, &str),
+    name: &str,
+) -> ApiError {
+    let causes: Vec<Cause> = conflicts
+        .iter()
+        .map(|(m, p)| Cause {
+            reason: "FieldManagerConflict",
+            field: display_path(p),
+            message: format!("conflict with \"{m}\" using {}", req.api_version),
+        })
+        .collect();
+    let list = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.message, c.field))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let n = causes.len();
+    ApiError::ApplyConflict {
+        group: resource.0.into(),
+        resource: resource.1.into(),
+        name: name.into(),
+        message: format!(
+            "Apply failed with {n} conflict{}: {list}",
+            if n == 1 { "" } else { "s" }
+        ),
+        causes,
+    }
+}
+
+/// The manager's `Apply` entry in managedFields, keeping the previous entry's time when its
+/// ownership did not change, so a repeated apply is a no-op.
+fn apply_entry(
+    req: &ApplyRequest<'_>,
+    applied: Map<String, Value>,
+    previous: Option<&Value>,
+) -> Value {
+    let mut e = json!({
+        "manager": req.manager,
+        "operation": "Apply",
+        "apiVersion": req.api_version,
+        "time": req.time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": Value::Object(applied),
+    });
+    if let Some(s) = req.subresource {
+        e["subresource"] = json!(s);
+    }
+    if let Some(old) = previous
+        && old.get("fieldsV1") == e.get("fieldsV1")
+        && let Some(t) = old.get("time")
+    {
+        e["time"] = t.clone();
+    }
+    e
+}
+
 /// Merges an applied configuration into the live object (or creates it) and computes the new
 /// `managedFields`. Fails with 409 on fields another manager owns with a different value, unless
 /// forced. The group, plural and name only shape the error.
@@ -218,30 +278,7 @@ pub fn apply(
         }
     }
     if !conflicts.is_empty() && !req.force {
-        let causes: Vec<Cause> = conflicts
-            .iter()
-            .map(|(m, p)| Cause {
-                reason: "FieldManagerConflict",
-                field: display_path(p),
-                message: format!("conflict with \"{m}\" using {}", req.api_version),
-            })
-            .collect();
-        let list = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.message, c.field))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let n = causes.len();
-        return Err(ApiError::ApplyConflict {
-            group: resource.0.into(),
-            resource: resource.1.into(),
-            name: name.into(),
-            message: format!(
-                "Apply failed with {n} conflict{}: {list}",
-                if n == 1 { "" } else { "s" }
-            ),
-            causes,
-        });
+        return Err(conflict_error(&conflicts, req, resource, name));
     }
 
     // Fields this manager applied before and no longer applies go, unless someone else owns them.
@@ -267,25 +304,8 @@ pub fn apply(
 
     let mut managed = others;
     if !applied_set.is_empty() {
-        let mut e = json!({
-            "manager": req.manager,
-            "operation": "Apply",
-            "apiVersion": req.api_version,
-            "time": req.time,
-            "fieldsType": "FieldsV1",
-            "fieldsV1": Value::Object(applied_set),
-        });
-        if let Some(s) = req.subresource {
-            e["subresource"] = json!(s);
-        }
-        // Keep the previous time when ownership did not change, so a repeated apply is a no-op.
-        if let Some(old) = entries.iter().find(|e| is_mine(e))
-            && old.get("fieldsV1") == e.get("fieldsV1")
-            && let Some(t) = old.get("time")
-        {
-            e["time"] = t.clone();
-        }
-        managed.push(e);
+        let previous_entry = entries.iter().find(|e| is_mine(e));
+        managed.push(apply_entry(req, applied_set, previous_entry));
     }
     Ok((merged, managed))
 }
