@@ -217,54 +217,7 @@ impl YamlPlanner {
         };
         let crypto = self.crypto.as_ref().ok_or_else(unavailable)?;
         let encryptor = crypto.map.get(target).ok_or_else(unavailable)?;
-        let (path, previous) = if let Some(found) = index.get(identity) {
-            if !found.encrypted {
-                return Err(ManifestError::PlaintextSecret {
-                    path: found.path.clone(),
-                    doc: found.doc,
-                    object: identity.to_string(),
-                }
-                .into());
-            }
-            if index
-                .iter()
-                .any(|(other, at)| at.path == found.path && other != identity)
-            {
-                return Err(ManifestError::EncryptedFileConflict {
-                    path: found.path.clone(),
-                    reason: format!(
-                        "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
-                    ),
-                }
-                .into());
-            }
-            (found.path.clone(), tree.read(&found.path)?)
-        } else {
-            let path = match self.placement.place(target, key, object, true)? {
-                Some(placed) if is_sops_path(&placed) => placed,
-                Some(placed) => {
-                    return Err(ManifestError::EncryptedFileConflict {
-                        path: placed,
-                        reason: format!("{key} is encrypted, so its file must be named *.sops.yaml: end the placement template with {{sensitiveSuffix}}"),
-                    }
-                    .into());
-                }
-                None => {
-                    self.placement.count_canonical();
-                    sops_object_path(target, key)?
-                }
-            };
-            if tree.read(&path)?.is_some() {
-                return Err(ManifestError::EncryptedFileConflict {
-                    path,
-                    reason: format!(
-                        "already exists and does not hold {identity}; an encrypted object is never appended to a file, so move that file"
-                    ),
-                }
-                .into());
-            }
-            (path, None)
-        };
+        let (path, previous) = self.sensitive_file(tree, target, key, object, identity, index)?;
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
@@ -290,29 +243,72 @@ impl YamlPlanner {
         if previous.as_deref() != Some(encrypted.as_bytes()) {
             updates.push(PathUpdate::write(path, encrypted));
         }
-        let recipients: Vec<String> = encryptor
-            .recipients()
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect();
-        let config_path = join(target, ".sops.yaml");
-        let config = sops_config(&recipients);
-        match tree.read(&config_path)? {
-            None => updates.push(PathUpdate::write(config_path, config)),
-            Some(current)
-                if current.starts_with(SOPS_CONFIG_MARKER.as_bytes())
-                    && current != config.as_bytes() =>
-            {
-                updates.push(PathUpdate::write(config_path, config));
-            }
-            // A person's own `.sops.yaml` (no marker) is theirs to keep.
-            Some(_) => {}
-        }
+        updates.extend(sops_config_update(tree, target, &encryptor)?);
         if updates.is_empty() {
             return Ok(updates);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
+    }
+
+    /// The file a sensitive object goes to and what it holds now: its own encrypted file,
+    /// or a new `*.sops.yaml` file that does not exist yet.
+    fn sensitive_file(
+        &self,
+        tree: &dyn TreeView,
+        target: &str,
+        key: &ObjectKey,
+        object: &Value,
+        identity: &Identity,
+        index: &FolderIndex,
+    ) -> Result<(String, Option<Vec<u8>>), TreeError> {
+        if let Some(found) = index.get(identity) {
+            if !found.encrypted {
+                return Err(ManifestError::PlaintextSecret {
+                    path: found.path.clone(),
+                    doc: found.doc,
+                    object: identity.to_string(),
+                }
+                .into());
+            }
+            if index
+                .iter()
+                .any(|(other, at)| at.path == found.path && other != identity)
+            {
+                return Err(ManifestError::EncryptedFileConflict {
+                    path: found.path.clone(),
+                    reason: format!(
+                        "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
+                    ),
+                }
+                .into());
+            }
+            return Ok((found.path.clone(), tree.read(&found.path)?));
+        }
+        let path = match self.placement.place(target, key, object, true)? {
+            Some(placed) if is_sops_path(&placed) => placed,
+            Some(placed) => {
+                return Err(ManifestError::EncryptedFileConflict {
+                    path: placed,
+                    reason: format!("{key} is encrypted, so its file must be named *.sops.yaml: end the placement template with {{sensitiveSuffix}}"),
+                }
+                .into());
+            }
+            None => {
+                self.placement.count_canonical();
+                sops_object_path(target, key)?
+            }
+        };
+        if tree.read(&path)?.is_some() {
+            return Err(ManifestError::EncryptedFileConflict {
+                path,
+                reason: format!(
+                    "already exists and does not hold {identity}; an encrypted object is never appended to a file, so move that file"
+                ),
+            }
+            .into());
+        }
+        Ok((path, None))
     }
 
     fn absent(
@@ -522,6 +518,32 @@ impl Planner for YamlPlanner {
         }
         view.into_planned()
     }
+}
+
+/// The folder's `.sops.yaml` update for `encryptor`'s recipients: written when missing or when
+/// backflow's own (marked) file lists other recipients; a person's own file is theirs to keep.
+fn sops_config_update(
+    tree: &dyn TreeView,
+    target: &str,
+    encryptor: &backflow_sops::Encryptor,
+) -> Result<Option<PathUpdate>, TreeError> {
+    let recipients: Vec<String> = encryptor
+        .recipients()
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
+    let config_path = join(target, ".sops.yaml");
+    let config = sops_config(&recipients);
+    Ok(match tree.read(&config_path)? {
+        None => Some(PathUpdate::write(config_path, config)),
+        Some(current)
+            if current.starts_with(SOPS_CONFIG_MARKER.as_bytes())
+                && current != config.as_bytes() =>
+        {
+            Some(PathUpdate::write(config_path, config))
+        }
+        Some(_) => None,
+    })
 }
 
 #[cfg(test)]
