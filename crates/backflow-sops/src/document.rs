@@ -170,31 +170,7 @@ impl Encryptor {
                 }
             })?;
 
-        let mut meta = Map::new();
-        meta.insert(
-            "age".to_owned(),
-            Value::Array(
-                entries
-                    .iter()
-                    .map(|e| {
-                        let mut m = Map::new();
-                        m.insert("recipient".to_owned(), Value::String(e.recipient.clone()));
-                        m.insert("enc".to_owned(), Value::String(e.enc.clone()));
-                        Value::Object(m)
-                    })
-                    .collect(),
-            ),
-        );
-        meta.insert("lastmodified".to_owned(), Value::String(lastmodified));
-        meta.insert("mac".to_owned(), Value::String(mac));
-        meta.insert(
-            rules.metadata_key().to_owned(),
-            Value::String(rules.pattern().to_owned()),
-        );
-        meta.insert(
-            "version".to_owned(),
-            Value::String(FORMAT_VERSION.to_owned()),
-        );
+        let meta = metadata(&entries, lastmodified, mac, rules);
         out.insert(METADATA_KEY.to_owned(), Value::Object(meta));
 
         self.remember(&entries, &key);
@@ -315,6 +291,38 @@ fn parse_file(text: &str) -> Result<(Map<String, Value>, Metadata), SopsError> {
         None => return Err(SopsError::MissingMetadata),
     };
     Ok((doc, meta))
+}
+
+/// The `sops` map of a file: the wrapped data keys, when it was last changed, the encrypted MAC,
+/// the rule that chose what is encrypted, and the format version.
+fn metadata(
+    entries: &[AgeEntry],
+    lastmodified: String,
+    mac: String,
+    rules: &Rules,
+) -> Map<String, Value> {
+    let age = entries
+        .iter()
+        .map(|e| {
+            let mut m = Map::new();
+            m.insert("recipient".to_owned(), Value::String(e.recipient.clone()));
+            m.insert("enc".to_owned(), Value::String(e.enc.clone()));
+            Value::Object(m)
+        })
+        .collect();
+    let mut meta = Map::new();
+    meta.insert("age".to_owned(), Value::Array(age));
+    meta.insert("lastmodified".to_owned(), Value::String(lastmodified));
+    meta.insert("mac".to_owned(), Value::String(mac));
+    meta.insert(
+        rules.metadata_key().to_owned(),
+        Value::String(rules.pattern().to_owned()),
+    );
+    meta.insert(
+        "version".to_owned(),
+        Value::String(FORMAT_VERSION.to_owned()),
+    );
+    meta
 }
 
 fn parse_metadata(meta: &Map<String, Value>) -> Result<Metadata, SopsError> {
