@@ -325,6 +325,7 @@ fn metadata(
     meta
 }
 
+// Long on purpose: one check per metadata field sops writes, each naming what is wrong.
 fn parse_metadata(meta: &Map<String, Value>) -> Result<Metadata, SopsError> {
     let invalid = |s: &str| SopsError::InvalidMetadata(s.to_owned());
     let string = |key: &str| -> Result<Option<&str>, SopsError> {
