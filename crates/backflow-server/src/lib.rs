@@ -5,30 +5,33 @@
 //! `CustomResourceDefinitions`, spoken over the Kubernetes REST protocol so kubectl and kube-rs
 //! drive it unmodified. It knows nothing about Git.
 
-pub mod apply;
-pub mod builtin;
-pub mod crd;
-pub mod engine;
-pub mod error;
-pub mod http;
-pub mod kubeconfig;
-pub mod managed_fields;
-pub mod object;
-pub mod openapi;
-pub mod patch;
-pub mod protobuf;
-pub mod publication;
-pub mod registry;
-pub mod schema;
-pub mod selector;
-pub mod serve;
-pub mod store;
-pub mod table;
-pub mod tls;
-pub mod validation;
+mod apply;
+mod builtin;
+mod crd;
+mod engine;
+mod error;
+mod http;
+mod kubeconfig;
+mod managed_fields;
+mod object;
+mod openapi;
+mod patch;
+mod protobuf;
+mod publication;
+mod registry;
+mod schema;
+mod selector;
+mod serve;
+mod store;
+mod table;
+mod tls;
+mod validation;
 
 pub use engine::Engine;
 pub use error::{ApiError, ApiResult};
 pub use http::Extensions;
-pub use serve::{InProcess, RunningServer, ServerConfig, StartError, start, start_with_clock};
+pub use serve::{
+    InProcess, RunningServer, ServerConfig, StartError, kubeconfig_path, start, start_with_clock,
+};
+pub use tls::{TlsMaterial, generated as generate_certificate};
 pub use store::Store;

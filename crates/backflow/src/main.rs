@@ -10,7 +10,7 @@ use std::time::Duration;
 use backflow_api::{Clock, SystemClock};
 use backflow_mirror::defaults::DefaultSetup;
 use backflow_mirror::{Mirror, MirrorOptions};
-use backflow_server::{ServerConfig, serve};
+use backflow_server::{RunningServer, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
@@ -211,7 +211,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
     config.bookmark_interval = args.bookmark_interval;
-    let server = serve::start(config).await.map_err(|e| e.to_string())?;
+    let server = backflow_server::start(config).await.map_err(|e| e.to_string())?;
     let mirror = if args.no_mirror {
         None
     } else {
@@ -242,7 +242,7 @@ struct DefaultMirror {
 /// on it, answering `X-Backflow-Wait` and serving its metrics through the server.
 async fn start_default_mirror(
     args: &ServeArgs,
-    server: &serve::RunningServer,
+    server: &RunningServer,
 ) -> Result<DefaultMirror, String> {
     let client = kube::Client::new(server.internal_router.clone(), "default");
     let url = match &args.repo {
@@ -283,7 +283,7 @@ async fn start_default_mirror(
 }
 
 /// Where the API, the data and the kubeconfig are, and what the mirror does.
-fn print_banner(args: &ServeArgs, server: &serve::RunningServer, mirror: Option<&DefaultMirror>) {
+fn print_banner(args: &ServeArgs, server: &RunningServer, mirror: Option<&DefaultMirror>) {
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir.clone());
     let kubeconfig =
         std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
@@ -374,7 +374,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Kubeconfig(args) => {
-            let path = serve::kubeconfig_path(&args.data_dir);
+            let path = backflow_server::kubeconfig_path(&args.data_dir);
             match std::fs::read_to_string(&path) {
                 Ok(s) => {
                     print!("{s}");

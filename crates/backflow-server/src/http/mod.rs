@@ -21,8 +21,6 @@ use subtle::ConstantTimeEq;
 use crate::engine::Engine;
 use crate::error::ApiError;
 
-pub use discovery::AGGREGATED_CONTENT_TYPE;
-pub use resources::MAX_BODY_BYTES;
 
 /// What every handler shares.
 #[derive(Clone)]

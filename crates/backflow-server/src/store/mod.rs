@@ -18,7 +18,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-pub use event_log::{EventLog, EventType, Expired, WatchEvent};
+pub use event_log::{EventLog, EventType, WatchEvent};
 pub use write_tx::WriteTx;
 
 use crate::error::{ApiError, ApiResult};

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use backflow_server::serve::{InProcess, RunningServer, ServerConfig, start};
+use backflow_server::{InProcess, RunningServer, ServerConfig, start};
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -1,6 +1,6 @@
 //! Authentication and TLS: what turns them on, and that clients without the token are refused.
 
-use backflow_server::serve::{ServerConfig, start};
+use backflow_server::{ServerConfig, start};
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -172,7 +172,7 @@ async fn token_file_on_loopback_requires_the_token() {
 #[tokio::test]
 async fn given_certificate_turns_on_tls_on_loopback() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let material = backflow_server::tls::generated(
+    let material = backflow_server::generate_certificate(
         &dir.path().join("own-tls"),
         &["localhost".to_string(), "127.0.0.1".to_string()],
     )
