@@ -1,33 +1,33 @@
 //! Manifests: how Kubernetes objects read in Git and how their files are edited.
 //!
-//! - [`sanitize`]: the object as it should read in Git (server fields and controller
+//! - `sanitize.rs`: the object as it should read in Git (server fields and controller
 //!   bookkeeping removed, user intent kept).
-//! - [`yaml`]: canonical YAML for new files and the quoting every write uses.
-//! - [`layout`]: where a new object's file goes; names can never leave the folder.
-//! - [`index`]: every manifest document of a folder by identity, and the folder's acceptance
+//! - `yaml.rs`: canonical YAML for new files and the quoting every write uses.
+//! - `layout.rs`: where a new object's file goes; names can never leave the folder.
+//! - `index.rs`: every manifest document of a folder by identity, and the folder's acceptance
 //!   check.
-//! - [`edit`]: in-place edits of one document, keeping comments, order and other documents.
-//! - [`encryption`]: which objects are sensitive and how each folder encrypts them (SOPS).
-//! - [`bootstrap`]: the README and ignore file a folder gets with its first write.
-//! - [`planner`]: [`YamlPlanner`], the branch worker's planner built from all of the above.
+//! - `edit.rs`: in-place edits of one document, keeping comments, order and other documents.
+//! - `encryption.rs`: which objects are sensitive and how each folder encrypts them (SOPS).
+//! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
+//! - `planner.rs`: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
 //! Nothing here does I/O beyond reading the trees it is handed.
 
 #![deny(missing_docs)]
 
-pub mod bootstrap;
+mod bootstrap;
 mod document;
-pub mod edit;
-pub mod encryption;
-pub mod error;
-pub mod identity;
-pub mod index;
-pub mod kinds;
-pub mod layout;
-pub mod placement;
-pub mod planner;
-pub mod sanitize;
-pub mod yaml;
+mod edit;
+mod encryption;
+mod error;
+mod identity;
+mod index;
+mod kinds;
+mod layout;
+mod placement;
+mod planner;
+mod sanitize;
+mod yaml;
 
 pub use edit::{append_document, edit_document, remove_document};
 pub use encryption::{
@@ -38,7 +38,7 @@ pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
-pub use placement::{PlacementMap, PlacementRules};
+pub use placement::{PlacementMap, PlacementRules, validate_template};
 pub use planner::YamlPlanner;
 pub use sanitize::sanitize;
 pub use yaml::render;

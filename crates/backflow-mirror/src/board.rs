@@ -18,6 +18,10 @@ pub enum StreamState {
 }
 
 /// What a target has done lately.
+#[allow(
+    clippy::struct_field_names,
+    reason = "named as the GitTarget status fields they fill"
+)]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetActivity {
     /// The newest commit pushed holding one of its changes.

@@ -1,28 +1,28 @@
 //! Live → Git: backflow's mirror.
 //!
-//! - [`plan`]: which watch streams the configuration asks for (pure).
-//! - [`discovery`]: the types the live API serves.
-//! - [`stream`]: one watch per (`GitTarget`, type, namespace scope): snapshot → resync, then
+//! - `plan.rs`: which watch streams the configuration asks for (pure).
+//! - `discovery.rs`: the types the live API serves.
+//! - `stream.rs`: one watch per (`GitTarget`, type, namespace scope): snapshot → resync, then
 //!   live changes → intents for the branch worker.
-//! - [`workers`]: one branch worker per (repository, branch).
-//! - [`controller`]: the control loop: reads the configuration, starts workers and streams,
+//! - `workers.rs`: one branch worker per (repository, branch).
+//! - `controller.rs`: the control loop: reads the configuration, starts workers and streams,
 //!   patches statuses.
-//! - [`status`]: every status computed from a snapshot (pure).
-//! - [`error`]: why a `GitProvider` or `GitTarget` cannot be served, typed.
-//! - [`tracker`]: which commit holds which write (`X-Backflow-Wait: pushed`).
+//! - `status.rs`: every status computed from a snapshot (pure).
+//! - `error.rs`: why a `GitProvider` or `GitTarget` cannot be served, typed.
+//! - `tracker.rs`: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
 
-pub mod board;
-pub mod controller;
+mod board;
+mod controller;
 pub mod defaults;
-pub mod discovery;
-pub mod error;
-pub mod metrics;
-pub mod plan;
-pub mod status;
-pub mod stream;
-pub mod tracker;
-pub mod workers;
+mod discovery;
+mod error;
+mod metrics;
+mod plan;
+mod status;
+mod stream;
+mod tracker;
+mod workers;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -10,7 +10,7 @@ use backflow_api::config::{
     AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
 };
 use backflow_manifest::PlacementRules;
-use backflow_manifest::placement::validate_template;
+use backflow_manifest::validate_template;
 use kube::ResourceExt;
 
 /// A type the live API serves (its preferred version, or each listed version).

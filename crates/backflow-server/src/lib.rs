@@ -33,5 +33,5 @@ pub use http::Extensions;
 pub use serve::{
     InProcess, RunningServer, ServerConfig, StartError, kubeconfig_path, start, start_with_clock,
 };
-pub use tls::{TlsMaterial, generated as generate_certificate};
 pub use store::Store;
+pub use tls::{TlsMaterial, generated as generate_certificate};

@@ -211,7 +211,9 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
     config.bookmark_interval = args.bookmark_interval;
-    let server = backflow_server::start(config).await.map_err(|e| e.to_string())?;
+    let server = backflow_server::start(config)
+        .await
+        .map_err(|e| e.to_string())?;
     let mirror = if args.no_mirror {
         None
     } else {

@@ -21,7 +21,6 @@ use subtle::ConstantTimeEq;
 use crate::engine::Engine;
 use crate::error::ApiError;
 
-
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
