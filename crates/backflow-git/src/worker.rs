@@ -176,6 +176,20 @@ pub struct BranchWorker {
     metrics: BranchMetrics,
     wake: Moment,
     events: Vec<WorkerEvent>,
+    /// What the durable refs hold now (`seen` only while it differs from `pushed`).
+    stored_refs: DurableTips,
+    /// A routine record not written yet, and when the refs were last written.
+    deferred_refs: Option<DurableTips>,
+    refs_written_at: Option<Moment>,
+}
+
+/// The longest a routine record of the tips waits before it is written.
+const REF_PACE: Duration = Duration::from_secs(1);
+
+impl Drop for BranchWorker {
+    fn drop(&mut self) {
+        self.flush_refs(true);
+    }
 }
 
 impl std::fmt::Debug for BranchWorker {
@@ -201,7 +215,7 @@ impl BranchWorker {
         clock: Arc<dyn Clock>,
         metrics: BranchMetrics,
     ) -> Self {
-        let durable = read_durable(&repo, &cfg.branch);
+        let (durable, stored_refs) = read_durable(&repo, &cfg.branch);
         let now = Moment(clock.monotonic());
         Self {
             core: BranchCore::new(cfg.core(), durable, now),
@@ -213,6 +227,9 @@ impl BranchWorker {
             clock,
             metrics,
             events: Vec::new(),
+            stored_refs,
+            deferred_refs: None,
+            refs_written_at: None,
             cfg,
         }
     }
@@ -361,7 +378,12 @@ impl BranchWorker {
     /// (measured on the monotonic clock, so a wall-clock step changes nothing).
     pub fn poll_for(&mut self) -> Duration {
         self.run(Input::Tick);
-        self.wake.saturating_since(self.now())
+        self.flush_refs(false);
+        let mut wake = self.wake;
+        if let (Some(_), Some(at)) = (self.deferred_refs, self.refs_written_at) {
+            wake = wake.min(at + REF_PACE);
+        }
+        wake.saturating_since(self.now())
     }
 
     fn now(&self) -> Moment {
@@ -478,9 +500,49 @@ impl BranchWorker {
         self.events.push(event);
     }
 
-    fn persist(&self, tips: DurableTips) {
-        let [seen, pushed] = durable_refs(&self.cfg.branch);
-        for (name, tip) in [(seen, tips.seen), (pushed, tips.pushed)] {
+    /// Keeps `tips` as refs of the cache. A routine advance (backflow's own push, seen and
+    /// pushed equal) is written at most once per [`REF_PACE`]: a ref update costs about as much
+    /// as the rest of a commit, and a record that lags a moment behind is still an ancestor of
+    /// the real last push (a divergence past it is still seen; the start-up resync restores the
+    /// rest). Anything else is written at once.
+    fn persist(&mut self, tips: DurableTips) {
+        let routine = tips.seen == tips.pushed;
+        if routine && self.within_ref_pace() {
+            self.deferred_refs = Some(tips);
+            return;
+        }
+        self.write_refs(tips);
+    }
+
+    /// Writes a record [`BranchWorker::persist`] held back, once its pace allows (or now, with
+    /// `force`).
+    fn flush_refs(&mut self, force: bool) {
+        if !force && self.within_ref_pace() {
+            return;
+        }
+        if let Some(tips) = self.deferred_refs.take() {
+            self.write_refs(tips);
+        }
+    }
+
+    /// Whether the refs were written less than [`REF_PACE`] ago.
+    fn within_ref_pace(&self) -> bool {
+        self.refs_written_at
+            .is_some_and(|at| self.now().saturating_since(at) < REF_PACE)
+    }
+
+    /// Writes what changed: `pushed` always, `seen` only while it differs from `pushed`.
+    fn write_refs(&mut self, tips: DurableTips) {
+        self.deferred_refs = None;
+        self.refs_written_at = Some(self.now());
+        let [seen_ref, pushed_ref] = durable_refs(&self.cfg.branch);
+        let seen_apart = tips.seen.filter(|_| tips.seen != tips.pushed);
+        let wanted = [(pushed_ref, tips.pushed), (seen_ref, seen_apart)];
+        let stored = [self.stored_refs.pushed, self.stored_refs.seen];
+        for ((name, tip), stored) in wanted.into_iter().zip(stored) {
+            if tip == stored {
+                continue;
+            }
             let result = match tip {
                 Some(id) => self.repo.set_ref(&name, oid(id)),
                 None => self.repo.remove_ref(&name),
@@ -491,6 +553,10 @@ impl BranchWorker {
                 tracing::error!(branch = %self.cfg.branch, error = %e, "cannot record the branch's tips in the cache");
             }
         }
+        self.stored_refs = DurableTips {
+            seen: seen_apart,
+            pushed: tips.pushed,
+        };
     }
 
     fn fetch(&mut self, check: &BTreeSet<CommitId>) -> Result<FetchedTip, IoFailure> {
@@ -629,9 +695,10 @@ impl BranchWorker {
     }
 }
 
-/// What the last run kept, from the cache's refs. A cache written before these refs existed
-/// falls back to its tracking ref for the tip last seen.
-fn read_durable(repo: &LocalRepo, branch: &str) -> DurableTips {
+/// What the last run kept, from the cache's refs, and what those refs hold. The tip last seen
+/// is its own ref only while it differs from the last push; a cache written before these refs
+/// existed falls back to its tracking ref.
+fn read_durable(repo: &LocalRepo, branch: &str) -> (DurableTips, DurableTips) {
     let [seen, pushed] = durable_refs(branch);
     let read = |name: &str| match repo.read_ref(name) {
         Ok(tip) => tip.map(commit_id),
@@ -640,8 +707,16 @@ fn read_durable(repo: &LocalRepo, branch: &str) -> DurableTips {
             None
         }
     };
-    DurableTips {
-        seen: read(&seen).or_else(|| read(&tracking_ref(branch))),
+    let stored = DurableTips {
+        seen: read(&seen),
         pushed: read(&pushed),
-    }
+    };
+    let durable = DurableTips {
+        seen: stored
+            .seen
+            .or(stored.pushed)
+            .or_else(|| read(&tracking_ref(branch))),
+        pushed: stored.pushed,
+    };
+    (durable, stored)
 }

@@ -145,3 +145,42 @@ fn a_wall_clock_stepped_backwards_does_not_stretch_the_window() {
         "the window closed after one second of real time"
     );
 }
+
+#[test]
+fn the_last_push_is_recorded_at_most_once_a_second_and_always_when_the_worker_goes() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let recorded = || {
+        git(
+            cache.path().join("cache.git"),
+            &["rev-parse", "--verify", "-q", "refs/backflow/pushed/main"],
+        )
+        .trim()
+        .to_string()
+    };
+    let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let first = bare.tip().expect("pushed");
+    assert_eq!(recorded(), first, "the first push is recorded at once");
+    w.submit(put("b", "1"));
+    w.poll();
+    let second = bare.tip().expect("pushed");
+    assert_eq!(recorded(), first, "a push within the second waits");
+    clock.advance(Duration::from_secs(1));
+    w.poll();
+    assert_eq!(
+        recorded(),
+        second,
+        "and is recorded once the second has passed"
+    );
+    w.submit(put("c", "1"));
+    w.poll();
+    let third = bare.tip().expect("pushed");
+    drop(w);
+    assert_eq!(
+        recorded(),
+        third,
+        "a worker that goes records its last push"
+    );
+}
