@@ -57,6 +57,7 @@
 
 mod driver;
 mod error;
+mod journal;
 mod message;
 mod metrics;
 mod remote;

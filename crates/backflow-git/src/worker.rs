@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_branch::{BackoffPolicy, Intent};
+use backflow_branch::{BackoffPolicy, Intent, ObjectState};
 use backflow_branch::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
@@ -27,6 +27,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::error::{RepoError, TreeError};
+use crate::journal::{DeleteJournal, JournaledDelete};
 use crate::message::MessageTemplates;
 use crate::metrics::BranchMetrics;
 use crate::remote::{ExpectedTip, GitRemote, PushOutcome, RemoteSpec, open_remote};
@@ -181,6 +182,8 @@ pub struct BranchWorker {
     /// A routine record not written yet, and when the refs were last written.
     deferred_refs: Option<DurableTips>,
     refs_written_at: Option<Moment>,
+    /// Deletes taken and not yet pushed, on disk (see `journal.rs`).
+    journal: DeleteJournal,
 }
 
 /// The longest a routine record of the tips waits before it is written.
@@ -216,8 +219,9 @@ impl BranchWorker {
         metrics: BranchMetrics,
     ) -> Self {
         let (durable, stored_refs) = read_durable(&repo, &cfg.branch);
+        let (journal, left) = DeleteJournal::open(repo.path(), &cfg.branch);
         let now = Moment(clock.monotonic());
-        Self {
+        let mut worker = Self {
             core: BranchCore::new(cfg.core(), durable, now),
             rng: StdRng::seed_from_u64(cfg.seed),
             wake: now,
@@ -230,8 +234,16 @@ impl BranchWorker {
             stored_refs,
             deferred_refs: None,
             refs_written_at: None,
+            journal,
             cfg,
+        };
+        if !left.is_empty() {
+            tracing::info!(branch = %worker.cfg.branch, deletes = left.len(), "resubmitting deletes a previous run took but did not push");
         }
+        for delete in left {
+            worker.submit(Intent::delete(delete.target, delete.key));
+        }
+        worker
     }
 
     /// A worker for `spec`, with its cache under `data_dir` and the transport `spec` asks for.
@@ -322,8 +334,16 @@ impl BranchWorker {
     /// Records an intent in the open window (with a zero window it is decided at once). Returns
     /// its sequence number; it is published once a [`WorkerEvent::Published`] covers it.
     pub fn submit(&mut self, intent: Intent) -> IntentSeq {
+        let delete = matches!(intent.state, ObjectState::Absent).then(|| JournaledDelete {
+            target: intent.target.clone(),
+            key: intent.key.clone(),
+        });
         self.record(Input::Submit(intent));
-        self.core.last_seq()
+        let seq = self.core.last_seq();
+        if let Some(delete) = delete {
+            self.journal.record(seq, delete);
+        }
+        seq
     }
 
     /// Records a resync of `target`: its own write, decided after every intent submitted before
@@ -451,7 +471,10 @@ impl BranchWorker {
 
     fn emit(&mut self, event: Event) {
         let event = match event {
-            Event::Published { through, tip } => WorkerEvent::Published { through, tip },
+            Event::Published { through, tip } => {
+                self.journal.published(through);
+                WorkerEvent::Published { through, tip }
+            }
             Event::Foreign(commit) => {
                 tracing::info!(remote = self.remote.display_url(), branch = %self.cfg.branch, tip = %commit.tip, "foreign commit");
                 self.metrics.foreign();
@@ -473,6 +496,7 @@ impl BranchWorker {
                 key,
                 error,
             } => {
+                self.journal.refused(seq);
                 tracing::warn!(%target, %key, %error, "intent refused by the planner");
                 WorkerEvent::Refused {
                     seq,

@@ -184,3 +184,46 @@ fn the_last_push_is_recorded_at_most_once_a_second_and_always_when_the_worker_go
         "a worker that goes records its last push"
     );
 }
+
+#[test]
+fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let journal = cache
+        .path()
+        .join("cache.git/backflow/pending-deletes-main.json");
+    let one_second = |c: &mut backflow_git::WorkerConfig| c.window = Duration::from_secs(1);
+    let (mut w, clock) = worker(
+        cache.path(),
+        Box::new(FileRemote::new(&bare.url())),
+        one_second,
+    );
+    w.submit(put("a", "1"));
+    w.submit(put("b", "1"));
+    w.flush();
+    w.poll();
+    assert!(bare.files("main").contains_key(&path_of("a")));
+    w.submit(backflow_git::Intent::delete("apps", key("a")));
+    w.poll();
+    assert!(journal.exists(), "the delete is journaled when it is taken");
+    // The process dies with the delete in the open window: nothing of it reached Git.
+    drop(w);
+    assert!(bare.files("main").contains_key(&path_of("a")));
+
+    let (mut w, clock2) = worker(
+        cache.path(),
+        Box::new(FileRemote::new(&bare.url())),
+        one_second,
+    );
+    w.poll();
+    clock2.advance(Duration::from_secs(1));
+    w.poll();
+    let files = bare.files("main");
+    assert!(
+        !files.contains_key(&path_of("a")),
+        "the journaled delete is published"
+    );
+    assert!(files.contains_key(&path_of("b")));
+    assert!(!journal.exists(), "and forgotten once pushed");
+    let _ = clock;
+}

@@ -433,6 +433,26 @@ fn foreign_commit_survives_a_mirror_push() {
 }
 
 #[test]
+fn a_delete_taken_but_not_pushed_when_the_process_is_killed_reaches_git_after_restart() {
+    // The default 1 s window: the delete is still in it when the process dies.
+    let mut w = World::start(&[]);
+    w.apply(&configmap("default", "doomed", &[("count", "1")]));
+    w.wait_present("live/default/configmaps/doomed.yaml");
+    w.wait_settled();
+    let before = w.events("submitted");
+    w.kubectl(&["delete", "configmap", "doomed"]);
+    w.wait_events("submitted", before, 1.0);
+    w.crash_and_restart(&[]);
+    assert!(
+        w.show("live/default/configmaps/doomed.yaml").is_some(),
+        "the delete had not been pushed when the process died"
+    );
+    // The start-up resync does not sweep under prune mode OnEvent: only the journaled delete
+    // removes the file.
+    w.wait_absent("live/default/configmaps/doomed.yaml");
+}
+
+#[test]
 fn a_force_push_that_drops_mirror_commits_is_repaired_by_a_resync() {
     let w = World::start(&["--commit-window", "0s"]);
     w.apply(&configmap("default", "acknowledged", &[("count", "1")]));

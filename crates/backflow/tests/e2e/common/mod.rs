@@ -477,6 +477,14 @@ impl World {
         ));
     }
 
+    /// Kills the server (SIGKILL: nothing pending is pushed) and starts it again with `flags`.
+    pub fn crash_and_restart(&mut self, flags: &[&str]) {
+        if let Some(server) = self.server.take() {
+            server.kill();
+        }
+        self.restart(flags);
+    }
+
     /// Stops the server (SIGTERM; it pushes what is pending first).
     pub fn stop(&mut self) {
         if let Some(server) = self.server.take() {
