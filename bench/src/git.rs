@@ -290,7 +290,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     init_remote(&floor_remote)?;
 
     let mut cfg = WorkerConfig::new(BRANCH);
-    cfg.window = Duration::ZERO;
+    cfg.timing.window = Duration::ZERO;
     let clock = Arc::new(SystemClock);
     let mut worker = BranchWorker::open(
         &tmp.path().join("backflow-data"),

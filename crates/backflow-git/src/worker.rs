@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_branch::{BackoffPolicy, Intent, ObjectState};
 use backflow_branch::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
     Moment, PendingWrite, PlanError, PushAnswer, RefusedIntent, Tip, WorkerStats,
 };
+use backflow_branch::{Intent, ObjectState};
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -40,24 +40,8 @@ use backflow_branch::Planner;
 pub struct WorkerConfig {
     /// The branch written (`main`, not `refs/heads/main`).
     pub branch: String,
-    /// Rolling silence that closes the commit window; zero makes one commit per intent.
-    pub window: Duration,
-    /// The longest a window stays open under a steady stream of intents.
-    pub max_window_age: Duration,
-    /// After a push, further commits wait this long and go out together in one push. A flush
-    /// ignores it.
-    pub push_cooldown: Duration,
-    /// How often the remote's tip is read without any other reason to (foreign commits).
-    pub refresh_interval: Duration,
-    /// Push attempts per publication cycle before backing off (each refused attempt replays).
-    pub max_attempts: u32,
-    /// Retry pacing after a failed cycle.
-    pub backoff: BackoffPolicy,
-    /// How long publication waits for the owner's resync after the branch lost backflow's
-    /// commits ([`WorkerEvent::Diverged`]).
-    pub recovery_timeout: Duration,
-    /// The longest silence that gathers one target's resyncs into one commit.
-    pub resync_window: Duration,
+    /// Windows, cooldown, refresh, retries: what the core decides with.
+    pub timing: CoreConfig,
     /// Committer of every commit.
     pub committer: Identity,
     /// Author of every commit; the committer when `None`.
@@ -71,36 +55,13 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     /// Defaults: those of [`CoreConfig::default`], the default identity and messages.
     pub fn new(branch: impl Into<String>) -> Self {
-        let core = CoreConfig::default();
         Self {
             branch: branch.into(),
-            window: core.window,
-            max_window_age: core.max_window_age,
-            push_cooldown: core.push_cooldown,
-            refresh_interval: core.refresh_interval,
-            max_attempts: core.max_attempts,
-            backoff: core.backoff,
-            recovery_timeout: core.recovery_timeout,
-            resync_window: core.resync_window,
+            timing: CoreConfig::default(),
             committer: Identity::default(),
             author: None,
             messages: MessageTemplates::default(),
             seed: 0,
-        }
-    }
-
-    /// The core's share of the settings.
-    #[must_use]
-    pub fn core(&self) -> CoreConfig {
-        CoreConfig {
-            window: self.window,
-            max_window_age: self.max_window_age,
-            push_cooldown: self.push_cooldown,
-            refresh_interval: self.refresh_interval,
-            max_attempts: self.max_attempts,
-            backoff: self.backoff,
-            recovery_timeout: self.recovery_timeout,
-            resync_window: self.resync_window,
         }
     }
 }
@@ -222,7 +183,7 @@ impl BranchWorker {
         let (journal, left) = DeleteJournal::open(repo.path(), &cfg.branch);
         let now = Moment(clock.monotonic());
         let mut worker = Self {
-            core: BranchCore::new(cfg.core(), durable, now),
+            core: BranchCore::new(cfg.timing.clone(), durable, now),
             rng: StdRng::seed_from_u64(cfg.seed),
             wake: now,
             repo,

@@ -41,7 +41,7 @@ impl Setup {
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         ));
         let mut cfg = WorkerConfig::new("main");
-        cfg.window = Duration::ZERO;
+        cfg.timing.window = Duration::ZERO;
         cfg.committer = Identity::new("backflow test", "backflow@example.com");
         cfg.seed = 1;
         let repo = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");

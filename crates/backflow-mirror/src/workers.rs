@@ -41,13 +41,13 @@ pub fn worker_config(
     };
     if let Some(push) = &provider.spec.push {
         if let Some(d) = duration("commitWindow", &push.commit_window)? {
-            cfg.window = d;
+            cfg.timing.window = d;
         }
         if let Some(d) = duration("maxWindowAge", &push.max_window_age)? {
-            cfg.max_window_age = d;
+            cfg.timing.max_window_age = d;
         }
         if let Some(d) = duration("cooldown", &push.cooldown)? {
-            cfg.push_cooldown = d;
+            cfg.timing.push_cooldown = d;
         }
     }
     if let Some(commit) = &provider.spec.commit {
@@ -302,6 +302,6 @@ mod tests {
         ));
         let good = provider(json!({"url": "file:///r.git", "push": {"commitWindow": "250ms"}}));
         let cfg = worker_config(&good, "main", 0).expect("valid");
-        assert_eq!(cfg.window, Duration::from_millis(250));
+        assert_eq!(cfg.timing.window, Duration::from_millis(250));
     }
 }

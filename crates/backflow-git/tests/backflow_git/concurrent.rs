@@ -16,10 +16,10 @@ async fn run(url_for_worker: String, bare: &Bare, transport: TransportChoice) {
     let data = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(SystemClock);
     let mut cfg = WorkerConfig::new("main");
-    cfg.window = Duration::ZERO;
+    cfg.timing.window = Duration::ZERO;
     cfg.committer = Identity::new("backflow test", "backflow@example.com");
-    cfg.backoff.initial = Duration::from_millis(10);
-    cfg.backoff.max = Duration::from_millis(200);
+    cfg.timing.backoff.initial = Duration::from_millis(10);
+    cfg.timing.backoff.max = Duration::from_millis(200);
     cfg.seed = 11;
     let spec = RemoteSpec {
         transport,

@@ -15,9 +15,9 @@ const HANG: Duration = Duration::from_secs(60);
 
 fn config(window: Duration) -> WorkerConfig {
     let mut cfg = WorkerConfig::new("main");
-    cfg.window = window;
+    cfg.timing.window = window;
     cfg.committer = Identity::new("backflow test", "backflow@example.com");
-    cfg.backoff.initial = Duration::from_millis(20);
+    cfg.timing.backoff.initial = Duration::from_millis(20);
     cfg.seed = 3;
     cfg
 }

@@ -130,7 +130,7 @@ fn a_wall_clock_stepped_backwards_does_not_stretch_the_window() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
     let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
-        c.window = Duration::from_secs(1);
+        c.timing.window = Duration::from_secs(1);
     });
     w.poll();
     w.submit(put("a", "1"));
@@ -192,7 +192,7 @@ fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
     let journal = cache
         .path()
         .join("cache.git/backflow/pending-deletes-main.json");
-    let one_second = |c: &mut backflow_git::WorkerConfig| c.window = Duration::from_secs(1);
+    let one_second = |c: &mut backflow_git::WorkerConfig| c.timing.window = Duration::from_secs(1);
     let (mut w, clock) = worker(
         cache.path(),
         Box::new(FileRemote::new(&bare.url())),

@@ -184,7 +184,7 @@ pub fn worker(
 ) -> (BranchWorker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(start_time()));
     let mut cfg = WorkerConfig::new("main");
-    cfg.window = Duration::ZERO;
+    cfg.timing.window = Duration::ZERO;
     cfg.committer = Identity::new("backflow test", "backflow@example.com");
     cfg.seed = 1;
     tune(&mut cfg);

@@ -78,8 +78,8 @@ fn window_groups_by_silence_with_last_write_wins() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
     let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
-        c.window = Duration::from_secs(1);
-        c.max_window_age = Duration::from_secs(3);
+        c.timing.window = Duration::from_secs(1);
+        c.timing.max_window_age = Duration::from_secs(3);
     });
     w.submit(put("a", "1"));
     w.submit(put("b", "1"));
@@ -119,8 +119,8 @@ fn flush_ignores_cooldown_and_is_not_delayed_by_later_writes() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
     let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
-        c.push_cooldown = Duration::from_secs(3600);
-        c.refresh_interval = Duration::from_secs(7200);
+        c.timing.push_cooldown = Duration::from_secs(3600);
+        c.timing.refresh_interval = Duration::from_secs(7200);
     });
     w.submit(put("a", "1"));
     w.poll();
@@ -274,7 +274,7 @@ fn commit_request_uses_the_callers_message() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
     let (mut w, _clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
-        c.window = Duration::from_secs(60);
+        c.timing.window = Duration::from_secs(60);
     });
     w.submit(put("a", "1"));
     w.submit(put("b", "1"));
@@ -297,7 +297,7 @@ fn refresh_and_notify_report_foreign_commits_but_not_our_own() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
     let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
-        c.refresh_interval = Duration::from_secs(600);
+        c.timing.refresh_interval = Duration::from_secs(600);
     });
     w.poll();
     assert_eq!(w.remote_tip(), Tip::Absent);
