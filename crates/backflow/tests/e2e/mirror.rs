@@ -434,15 +434,16 @@ fn foreign_commit_survives_a_mirror_push() {
 
 #[test]
 fn a_delete_taken_but_not_pushed_when_the_process_is_killed_reaches_git_after_restart() {
-    // The default 1 s window: the delete is still in it when the process dies.
-    let mut w = World::start(&[]);
+    // A 3 s window: the delete is still in it when the process dies, even on a slow machine.
+    let flags = ["--commit-window", "3s"];
+    let mut w = World::start(&flags);
     w.apply(&configmap("default", "doomed", &[("count", "1")]));
     w.wait_present("live/default/configmaps/doomed.yaml");
     w.wait_settled();
     let before = w.events("submitted");
     w.kubectl(&["delete", "configmap", "doomed"]);
     w.wait_events("submitted", before, 1.0);
-    w.crash_and_restart(&[]);
+    w.crash_and_restart(&flags);
     assert!(
         w.show("live/default/configmaps/doomed.yaml").is_some(),
         "the delete had not been pushed when the process died"
