@@ -279,6 +279,7 @@ fn publish_one(worker: &mut BranchWorker, intent: Intent) -> Result<usize, Strin
     }
 }
 
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 fn run_blocking(quick: bool) -> Result<Value, String> {
     let n = commits(quick);
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;

@@ -388,6 +388,7 @@ fn side_json(run: &Run, lost: usize) -> Value {
 }
 
 /// Runs the scenario and returns its result object.
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();

@@ -158,6 +158,7 @@ async fn bare_server(body: Bytes) -> Result<SocketAddr, String> {
 }
 
 /// Watch delivery latency with `watchers` open watches: (delivery p50/p99 ms, ack p50/p99 ms, lost).
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 async fn watch_latency(
     addr: SocketAddr,
     watchers: usize,
@@ -298,6 +299,7 @@ pub(crate) fn row(
 }
 
 /// Runs the scenario and returns its result object.
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let p = Params::new(quick);
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;

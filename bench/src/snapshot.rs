@@ -283,6 +283,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         .map_err(|e| e.to_string())?
 }
 
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 fn run_blocking(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();

@@ -299,7 +299,7 @@ impl BranchWorker {
             target: intent.target.clone(),
             key: intent.key.clone(),
         });
-        self.record(Input::Submit(intent));
+        self.run(Input::Submit(intent));
         let seq = self.core.last_seq();
         if let Some(delete) = delete {
             self.journal.record(seq, delete);
@@ -312,7 +312,7 @@ impl BranchWorker {
     /// snapshots of every type become one commit). Returns the sequence number that, once
     /// published, covers it.
     pub fn submit_resync(&mut self, target: impl Into<String>, intents: Vec<Intent>) -> IntentSeq {
-        self.record(Input::Resync {
+        self.run(Input::Resync {
             target: target.into(),
             intents,
         });
@@ -322,7 +322,7 @@ impl BranchWorker {
     /// Closes the window with the caller's commit message (a `CommitRequest`) and takes a flush
     /// mark: the save is published at once, ignoring the cooldown.
     pub fn commit_request(&mut self, message: impl Into<String>) -> FlushMark {
-        self.record(Input::CommitRequest {
+        self.run(Input::CommitRequest {
             message: message.into(),
         });
         self.core.flush_mark()
@@ -333,19 +333,19 @@ impl BranchWorker {
     /// [`WorkerEvent::Published`] covering the mark carries the resulting remote tip (emitted
     /// even when there was nothing to publish). Intents submitted later do not delay it.
     pub fn flush(&mut self) -> FlushMark {
-        self.record(Input::Flush);
+        self.run(Input::Flush);
         self.core.flush_mark()
     }
 
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.
     pub fn notify_remote_moved(&mut self) {
-        self.record(Input::RemoteMoved);
+        self.run(Input::RemoteMoved);
     }
 
     /// Every target of the branch was resubmitted after a [`WorkerEvent::Diverged`]:
     /// publication goes on at the next poll.
     pub fn recovered(&mut self) {
-        self.record(Input::Recovered);
+        self.run(Input::Recovered);
     }
 
     /// Does whatever is due now and returns when the worker next wants to be polled, on the
@@ -371,14 +371,9 @@ impl BranchWorker {
         Moment(self.clock.monotonic())
     }
 
-    /// Steps the core with a request. Requests start no I/O (that waits for the next poll, so
-    /// a burst of requests goes out in one push).
-    fn record(&mut self, input: Input) {
-        self.run(input);
-    }
-
     /// Steps the core with `input`, runs every effect, and feeds each I/O result back until
-    /// nothing is in flight.
+    /// nothing is in flight. Requests (submit, flush, …) start no I/O in the core, so for them
+    /// this only records; the next poll does the work, and a burst goes out in one push.
     fn run(&mut self, input: Input) {
         let mut next = Some(input);
         while let Some(input) = next.take() {
