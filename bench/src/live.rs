@@ -91,6 +91,7 @@ impl Live {
         let mirror = Mirror::start(
             self.client.clone(),
             MirrorOptions {
+                refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
                 data_dir: self.data.join("git"),
                 identities: Vec::new(),
             },

@@ -41,6 +41,8 @@ pub struct BranchActivity {
     pub last_push_time: Option<String>,
     /// Writes submitted and not yet published.
     pub pending: u32,
+    /// When a push webhook last named the branch (RFC 3339).
+    pub last_push_notice_at: Option<String>,
 }
 
 /// A branch: repository URL and branch name.
@@ -136,6 +138,26 @@ impl Board {
             b.tip = Some(sha);
             b.last_push_time = Some(at);
         }
+    }
+
+    /// Records the remote tip a fetch found (somebody else pushed).
+    pub fn remote_tip(&self, branch: &BranchKey, sha: String) {
+        self.branches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(branch.clone())
+            .or_default()
+            .tip = Some(sha);
+    }
+
+    /// Records that a push webhook named the branch at `at` (RFC 3339).
+    pub fn push_noticed(&self, branch: &BranchKey, at: String) {
+        self.branches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(branch.clone())
+            .or_default()
+            .last_push_notice_at = Some(at);
     }
 
     /// A branch's activity.

@@ -34,7 +34,8 @@ use crate::plan::{
     Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
     plan,
 };
-use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot, summary};
+use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot};
+use backflow_api::config::condition::summary;
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
@@ -96,6 +97,7 @@ impl Controller {
         workers: Arc<Workers>,
         tracker: Arc<Tracker>,
         metrics: MirrorMetrics,
+        board: Arc<Board>,
         clock: Arc<dyn Clock>,
         kinds: KindMap,
         identities: Vec<Identity>,
@@ -107,7 +109,7 @@ impl Controller {
             client,
             workers,
             tracker,
-            board: Arc::new(Board::default()),
+            board,
             metrics,
             clock,
             kinds,
@@ -754,7 +756,7 @@ impl Controller {
                 tip: a.tip,
                 last_push_time: a.last_push_time,
                 pending_writes: a.pending,
-                last_push_notice_at: None,
+                last_push_notice_at: a.last_push_notice_at,
             };
             let api = Api::<GitBranch>::namespaced(self.client.clone(), &ns);
             self.patch_status(

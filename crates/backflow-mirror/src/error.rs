@@ -20,6 +20,9 @@ pub enum MirrorError {
     /// `spec.commit.committer` lacks a name or an email.
     #[error("spec.commit.committer needs both name and email")]
     Committer,
+    /// `spec.refreshInterval` is zero.
+    #[error("spec.refreshInterval must be more than 0s (the remote would be read without pause)")]
+    ZeroRefresh,
     /// The Secret named by `spec.secretRef` could not be read.
     #[error("cannot read Secret {namespace}/{name}: {source}")]
     SecretUnreadable {

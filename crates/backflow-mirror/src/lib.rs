@@ -26,6 +26,7 @@ mod workers;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_git::GitMetrics;
@@ -37,11 +38,18 @@ use tokio::task::JoinHandle;
 
 pub use tracker::{Tracker, TrackerWaiter};
 
+/// How often a branch worker reads its remote when nothing told it the branch moved, unless
+/// configured (`--git-refresh-interval`, `GitProvider.spec.refreshInterval`).
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(600);
+
 /// How to run the mirror.
 #[derive(Debug, Clone)]
 pub struct MirrorOptions {
     /// Where branch workers keep their repository caches.
     pub data_dir: PathBuf,
+    /// How often a branch worker reads its remote's tip when nothing told it the branch moved
+    /// (`--git-refresh-interval`); a `GitProvider`'s `spec.refreshInterval` overrides it.
+    pub refresh_interval: Duration,
     /// age identities handed to every `GitTarget`'s encryptor (never used to encrypt): with
     /// them, a restart reuses the data keys of existing SOPS files instead of re-encrypting.
     pub identities: Vec<backflow_sops::Identity>,
@@ -51,6 +59,7 @@ pub struct MirrorOptions {
 pub struct Mirror {
     tracker: Arc<Tracker>,
     workers: Arc<Workers>,
+    clock: Arc<dyn Clock>,
     registry: Arc<Mutex<Registry>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -71,8 +80,11 @@ impl Mirror {
         let git_metrics = GitMetrics::register(&mut registry);
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
+        let board = Arc::new(board::Board::default());
         let workers = Arc::new(Workers::new(
             options.data_dir,
+            options.refresh_interval,
+            board.clone(),
             clock.clone(),
             git_metrics,
             kinds.clone(),
@@ -83,7 +95,8 @@ impl Mirror {
             workers.clone(),
             tracker.clone(),
             metrics,
-            clock,
+            board,
+            clock.clone(),
             kinds,
             options.identities,
         );
@@ -92,6 +105,7 @@ impl Mirror {
         Self {
             tracker,
             workers,
+            clock,
             registry: Arc::new(Mutex::new(registry)),
             stop,
             task,
@@ -102,6 +116,24 @@ impl Mirror {
     #[must_use]
     pub fn waiter(&self) -> TrackerWaiter {
         TrackerWaiter(self.tracker.clone())
+    }
+
+    /// The branches the mirror's workers write, for push notices.
+    #[must_use]
+    pub fn branches(&self) -> MirrorBranches {
+        MirrorBranches {
+            workers: self.workers.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
+    /// Registers more metrics beside the mirror's, rendered by [`Mirror::metrics_renderer`].
+    pub fn register_metrics<R>(&self, register: impl FnOnce(&mut Registry) -> R) -> R {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        register(&mut registry)
     }
 
     /// Renders every metric (mirror and branch workers) as `OpenMetrics` text.
@@ -125,5 +157,34 @@ impl Mirror {
         self.stop.send_replace(true);
         let _ = self.task.await;
         self.workers.shutdown().await;
+    }
+}
+
+/// The branches the mirror's workers write: what a push webhook can wake.
+#[derive(Clone)]
+pub struct MirrorBranches {
+    workers: Arc<Workers>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MirrorBranches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorBranches").finish_non_exhaustive()
+    }
+}
+
+impl MirrorBranches {
+    /// Every (repository URL as its `GitProvider` names it, branch) a worker writes.
+    #[must_use]
+    pub fn list(&self) -> Vec<(String, String)> {
+        self.workers.branches()
+    }
+
+    /// A push webhook named (url, branch): its `GitBranch` reports it in
+    /// `status.lastPushNoticeAt`, and unless `wake` is false (a redelivery of a push already
+    /// acted on) its worker reads the remote at once.
+    pub fn push_noticed(&self, url: &str, branch: &str, wake: bool) {
+        let at = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        self.workers.push_noticed(url, branch, at, wake);
     }
 }

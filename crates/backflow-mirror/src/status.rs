@@ -2,116 +2,14 @@
 //! calls. The controller gathers the snapshot (the board, the plan, the reconcile's findings)
 //! and patches what these functions return.
 
-use backflow_api::config::condition::set_condition;
+use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
 use backflow_api::config::{
-    Condition, ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
+    ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
     WatchRuleStatus,
 };
 
 use crate::board::{StreamState, TargetActivity};
 use crate::plan::{Problem, TargetRef};
-
-/// A condition stamped with the time and the generation it describes.
-pub(crate) fn cond(
-    type_: &str,
-    status: ConditionStatus,
-    reason: &str,
-    message: impl Into<String>,
-    now: &str,
-    generation: Option<i64>,
-) -> Condition {
-    Condition {
-        observed_generation: generation,
-        ..Condition::new(type_, status, reason, message, now)
-    }
-}
-
-/// Why an object is not Ready, and whether waiting can help.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NotReady {
-    /// CamelCase reason.
-    pub reason: &'static str,
-    /// What is wrong and what to do.
-    pub message: String,
-    /// Whether only a change of the object can help (Stalled) rather than time (Reconciling).
-    pub stalled: bool,
-}
-
-impl NotReady {
-    /// Not ready until the object changes.
-    pub fn stalled(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-            stalled: true,
-        }
-    }
-
-    /// Not ready yet; it is being worked on.
-    pub fn progressing(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-            stalled: false,
-        }
-    }
-}
-
-/// kstatus: Ready plus the abnormal-true Reconciling / Stalled.
-pub(crate) fn summary(
-    conditions: &mut Vec<Condition>,
-    ready: Result<(), NotReady>,
-    now: &str,
-    generation: Option<i64>,
-) {
-    let ready = match ready {
-        Ok(()) => {
-            let c = cond(
-                "Ready",
-                ConditionStatus::True,
-                "Succeeded",
-                "",
-                now,
-                generation,
-            );
-            set_condition(conditions, c);
-            conditions.retain(|c| c.type_ != "Reconciling" && c.type_ != "Stalled");
-            return;
-        }
-        Err(not_ready) => not_ready,
-    };
-    let NotReady {
-        reason,
-        message,
-        stalled,
-    } = ready;
-    let c = cond(
-        "Ready",
-        ConditionStatus::False,
-        reason,
-        message.clone(),
-        now,
-        generation,
-    );
-    set_condition(conditions, c);
-    let (keep, drop) = if stalled {
-        ("Stalled", "Reconciling")
-    } else {
-        ("Reconciling", "Stalled")
-    };
-    set_condition(
-        conditions,
-        cond(
-            keep,
-            ConditionStatus::True,
-            reason,
-            message,
-            now,
-            generation,
-        ),
-    );
-    conditions.retain(|c| c.type_ != drop);
-}
 
 /// A `GitProvider`'s status: Ready when its settings parse and it names a URL.
 pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
@@ -121,7 +19,7 @@ pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
     let generation = g.metadata.generation;
-    let ready = match crate::workers::worker_config(g, "main", 0) {
+    let ready = match crate::workers::worker_config(g, "main", 0, std::time::Duration::from_secs(600)) {
         Err(e) => Err(NotReady::stalled("InvalidConfig", e.to_string())),
         Ok(_) if g.spec.url.trim().is_empty() => {
             Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))

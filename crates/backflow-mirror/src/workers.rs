@@ -14,20 +14,23 @@ use backflow_git::{
 };
 use tokio::sync::{broadcast, mpsc};
 
-use crate::board::BranchKey;
+use crate::board::{Board, BranchKey};
 use crate::error::MirrorError;
 use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-/// The worker settings a `GitProvider` asks for.
+/// The worker settings a `GitProvider` asks for; `refresh_interval` is the default of
+/// `spec.refreshInterval`.
 pub fn worker_config(
     provider: &GitProvider,
     branch: &str,
     seed: u64,
+    refresh_interval: Duration,
 ) -> Result<WorkerConfig, MirrorError> {
     let mut cfg = WorkerConfig::new(branch);
     cfg.seed = seed;
+    cfg.timing.refresh_interval = refresh_interval;
     let duration = |field: &'static str, v: &Option<String>| {
         v.as_deref()
             .map(|s| {
@@ -39,6 +42,12 @@ pub fn worker_config(
             })
             .transpose()
     };
+    if let Some(d) = duration("refreshInterval", &provider.spec.refresh_interval)? {
+        if d.is_zero() {
+            return Err(MirrorError::ZeroRefresh);
+        }
+        cfg.timing.refresh_interval = d;
+    }
     if let Some(push) = &provider.spec.push {
         if let Some(d) = duration("commitWindow", &push.commit_window)? {
             cfg.timing.window = d;
@@ -72,6 +81,8 @@ pub fn worker_config(
 /// Every running branch worker.
 pub struct Workers {
     data_dir: PathBuf,
+    refresh_interval: Duration,
+    board: Arc<Board>,
     clock: Arc<dyn Clock>,
     metrics: GitMetrics,
     kinds: KindMap,
@@ -91,9 +102,11 @@ impl std::fmt::Debug for Workers {
 }
 
 impl Workers {
-    /// A registry keeping its caches under `data_dir`.
+    /// A registry keeping its caches under `data_dir`, reporting remote tips on `board`.
     pub fn new(
         data_dir: PathBuf,
+        refresh_interval: Duration,
+        board: Arc<Board>,
         clock: Arc<dyn Clock>,
         metrics: GitMetrics,
         kinds: KindMap,
@@ -101,6 +114,8 @@ impl Workers {
         let (diverged, diverged_rx) = mpsc::unbounded_channel();
         Self {
             data_dir,
+            refresh_interval,
+            board,
             clock,
             metrics,
             kinds,
@@ -172,7 +187,7 @@ impl Workers {
         if let Some(h) = running.get(&key) {
             return Ok(h.clone());
         }
-        let cfg = worker_config(provider, branch, rand::random())?;
+        let cfg = worker_config(provider, branch, rand::random(), self.refresh_interval)?;
         let remote = RemoteSpec {
             credentials,
             ..RemoteSpec::new(provider.spec.url.clone())
@@ -201,14 +216,37 @@ impl Workers {
         })?;
         let (handle, notices) =
             backflow_git::spawn_with_notices(worker, self.clock.clone(), Duration::from_secs(30));
-        tokio::spawn(forward_divergences(
+        tokio::spawn(forward_notices(
             notices,
             key.clone(),
             self.diverged.clone(),
+            self.board.clone(),
         ));
         tracing::info!(url = %provider.spec.url, branch, "branch worker started");
         running.insert(key, handle.clone());
         Ok(handle)
+    }
+
+    /// Every branch a worker runs for.
+    pub fn branches(&self) -> Vec<BranchKey> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// A push webhook named (url, branch) at `at`: stamp it, and unless `wake` is false (a
+    /// redelivery) tell the worker to read the remote.
+    pub fn push_noticed(&self, url: &str, branch: &str, at: String, wake: bool) {
+        let key: BranchKey = (url.to_string(), branch.to_string());
+        self.board.push_noticed(&key, at);
+        if wake {
+            if let Some(worker) = self.get(url, branch) {
+                worker.notify_remote_moved();
+            }
+        }
     }
 
     /// The worker of (url, branch), if running.
@@ -243,11 +281,12 @@ impl Workers {
     }
 }
 
-/// Passes a worker's divergences on to the controller.
-async fn forward_divergences(
+/// Passes a worker's divergences on to the controller, and the foreign tips it saw to the board.
+async fn forward_notices(
     mut notices: broadcast::Receiver<BranchNotice>,
     branch: BranchKey,
     to: mpsc::UnboundedSender<BranchKey>,
+    board: Arc<Board>,
 ) {
     loop {
         match notices.recv().await {
@@ -256,7 +295,11 @@ async fn forward_divergences(
                     return;
                 }
             }
-            Ok(BranchNotice::Foreign(_)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Ok(BranchNotice::Foreign(commit)) => {
+                tracing::info!(url = %branch.0, branch = %branch.1, tip = %commit.tip, "somebody else pushed");
+                board.remote_tip(&branch, commit.tip.to_string());
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }
@@ -268,6 +311,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    const TEN_MINUTES: Duration = Duration::from_secs(600);
 
     fn provider(spec: serde_json::Value) -> GitProvider {
         serde_json::from_value(json!({
@@ -282,7 +327,7 @@ mod tests {
     #[test]
     fn provider_settings_that_do_not_parse_name_the_field() {
         let bad = provider(json!({"url": "file:///r.git", "push": {"maxWindowAge": "soon"}}));
-        let err = worker_config(&bad, "main", 0).expect_err("refused");
+        let err = worker_config(&bad, "main", 0, TEN_MINUTES).expect_err("refused");
         assert!(matches!(
             &err,
             MirrorError::Duration { field: "maxWindowAge", value, .. } if value == "soon"
@@ -297,11 +342,20 @@ mod tests {
             "commit": {"committer": {"name": " ", "email": "a@b"}},
         }));
         assert!(matches!(
-            worker_config(&nameless, "main", 0),
+            worker_config(&nameless, "main", 0, TEN_MINUTES),
             Err(MirrorError::Committer)
         ));
         let good = provider(json!({"url": "file:///r.git", "push": {"commitWindow": "250ms"}}));
-        let cfg = worker_config(&good, "main", 0).expect("valid");
+        let cfg = worker_config(&good, "main", 0, TEN_MINUTES).expect("valid");
         assert_eq!(cfg.timing.window, Duration::from_millis(250));
+        assert_eq!(cfg.timing.refresh_interval, TEN_MINUTES, "the flag's default");
+        let hourly = provider(json!({"url": "file:///r.git", "refreshInterval": "1h"}));
+        let cfg = worker_config(&hourly, "main", 0, TEN_MINUTES).expect("valid");
+        assert_eq!(cfg.timing.refresh_interval, Duration::from_secs(3600));
+        let never = provider(json!({"url": "file:///r.git", "refreshInterval": "0s"}));
+        assert!(matches!(
+            worker_config(&never, "main", 0, TEN_MINUTES),
+            Err(MirrorError::ZeroRefresh)
+        ));
     }
 }

@@ -152,6 +152,7 @@ async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirr
     let mirror = Mirror::start(
         w.client.clone(),
         MirrorOptions {
+            refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
             data_dir: data.path().to_path_buf(),
             identities: Vec::new(),
         },

@@ -69,6 +69,109 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
     }
 }
 
+/// A condition stamped with the time and the generation it describes.
+pub fn cond(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+    now: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        observed_generation: generation,
+        ..Condition::new(type_, status, reason, message, now)
+    }
+}
+
+/// Why an object is not Ready, and whether waiting can help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// Whether only a change of the object can help (Stalled) rather than time (Reconciling).
+    pub stalled: bool,
+}
+
+impl NotReady {
+    /// Not ready until the object changes.
+    pub fn stalled(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            stalled: true,
+        }
+    }
+
+    /// Not ready yet; it is being worked on.
+    pub fn progressing(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            stalled: false,
+        }
+    }
+}
+
+/// Sets the kstatus summary: `Ready`, plus the abnormal-true `Reconciling` (waiting can help)
+/// or `Stalled` (only a change of the object can).
+pub fn summary(
+    conditions: &mut Vec<Condition>,
+    ready: Result<(), NotReady>,
+    now: &str,
+    generation: Option<i64>,
+) {
+    let ready = match ready {
+        Ok(()) => {
+            let c = cond(
+                "Ready",
+                ConditionStatus::True,
+                "Succeeded",
+                "",
+                now,
+                generation,
+            );
+            set_condition(conditions, c);
+            conditions.retain(|c| c.type_ != "Reconciling" && c.type_ != "Stalled");
+            return;
+        }
+        Err(not_ready) => not_ready,
+    };
+    let NotReady {
+        reason,
+        message,
+        stalled,
+    } = ready;
+    let c = cond(
+        "Ready",
+        ConditionStatus::False,
+        reason,
+        message.clone(),
+        now,
+        generation,
+    );
+    set_condition(conditions, c);
+    let (keep, drop) = if stalled {
+        ("Stalled", "Reconciling")
+    } else {
+        ("Reconciling", "Stalled")
+    };
+    set_condition(
+        conditions,
+        cond(
+            keep,
+            ConditionStatus::True,
+            reason,
+            message,
+            now,
+            generation,
+        ),
+    );
+    conditions.retain(|c| c.type_ != drop);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ mod branch;
 mod commit_request;
 pub mod condition;
 mod provider;
+mod receiver;
 mod target;
 mod watch_rule;
 
@@ -18,6 +19,7 @@ pub use provider::{
     CommitMessages, CommitPolicy, GitProvider, GitProviderSpec, GitProviderStatus, Person,
     PushPolicy, SecretReference,
 };
+pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
 pub use target::{
     AgeEncryption, Encryption, GitTarget, GitTargetSpec, GitTargetStatus, Placement, Prune,
     PruneMode, StreamSummary,
@@ -53,6 +55,7 @@ pub fn crds() -> Vec<serde_json::Value> {
         ClusterWatchRule::crd(),
         CommitRequest::crd(),
         GitBranch::crd(),
+        GitReceiver::crd(),
     ]
     .into_iter()
     .filter_map(|c| serde_json::to_value(c).ok())

@@ -98,6 +98,10 @@ pub struct GitProviderSpec {
     /// Committer and messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<CommitPolicy>,
+    /// How often the branch workers of this repository read the remote's tip when no push
+    /// webhook told them it moved (e.g. `10m`); default the `--git-refresh-interval` flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval: Option<String>,
 }
 
 /// What backflow observed of a `GitProvider`.

@@ -1,0 +1,148 @@
+//! The push receiver: Git hosts' push webhooks, verified and turned into "read the remote now"
+//! for the branch workers they concern.
+//!
+//! - `path.rs`: the webhook path derived from the token.
+//! - `signature.rs`: verifying a delivery per host type (pure).
+//! - `delivery.rs`: what a push payload names (pure).
+//! - `repository.rs`: one identity for every URL of a repository (pure).
+//! - `dispatch.rs`: matching a push to branch workers, dropping redeliveries (pure).
+//! - `endpoint.rs`: the HTTP handler.
+//! - `controller.rs`: `GitReceiver` objects and their Secrets → the endpoint's table and status.
+
+mod controller;
+mod delivery;
+mod dispatch;
+mod endpoint;
+mod metrics;
+mod path;
+mod repository;
+mod signature;
+
+use std::sync::Arc;
+
+use backflow_api::Clock;
+use backflow_mirror::MirrorBranches;
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use controller::{ReceiverController, TOKEN_KEY, TokenProblem};
+pub use delivery::{DeliveryError, PushDelivery, PushedRef, Revision};
+pub use dispatch::{Dispatch, PushTargets, RecentPushes, WrittenBranch, dispatch, matching};
+pub use endpoint::{EndpointState, MAX_BODY, ReceiverEntry, ReceiverTable, VerifiedPush, router};
+pub use metrics::{Outcome, ReceiverMetrics};
+pub use path::{PATH_PREFIX, webhook_path};
+pub use repository::RepositoryId;
+pub use signature::{Event, Rejection, sign_sha256, verify};
+
+/// How many verified pushes may wait for dispatch before deliveries are answered 503.
+const QUEUE: usize = 1024;
+/// How many branches' last notified tips are remembered to drop redeliveries.
+const REMEMBERED: usize = 4096;
+
+/// A running receiver: its controller and dispatcher, and the routes to serve.
+pub struct Receiver {
+    router: axum::Router,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+impl Receiver {
+    /// Starts serving the `GitReceivers` of `client`'s API, waking `targets`.
+    pub fn start(
+        client: Client,
+        targets: Arc<dyn PushTargets>,
+        metrics: ReceiverMetrics,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let table = Arc::new(ReceiverTable::default());
+        let (pushes, rx) = mpsc::channel(QUEUE);
+        let (stop, stop_rx) = watch::channel(false);
+        let controller = ReceiverController::new(client, table.clone(), clock);
+        let tasks = vec![
+            tokio::spawn(controller.run(stop_rx)),
+            tokio::spawn(run_dispatch(rx, targets, metrics.clone())),
+        ];
+        let router = router(EndpointState {
+            table,
+            metrics,
+            pushes,
+        });
+        Self {
+            router,
+            stop,
+            tasks,
+        }
+    }
+
+    /// The routes to serve (`/git-push/…`).
+    #[must_use]
+    pub fn router(&self) -> axum::Router {
+        self.router.clone()
+    }
+
+    /// Stops the controller and the dispatcher.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// Dispatches verified pushes one at a time, in arrival order.
+async fn run_dispatch(
+    mut rx: mpsc::Receiver<VerifiedPush>,
+    targets: Arc<dyn PushTargets>,
+    metrics: ReceiverMetrics,
+) {
+    let mut recent = RecentPushes::new(REMEMBERED);
+    while let Some(push) = rx.recv().await {
+        let kind = push.kind.as_str();
+        let outcome = dispatch(&push.delivery, targets.as_ref(), &mut recent);
+        let receiver = &push.receiver;
+        let pushed_ref = &push.delivery.pushed_ref;
+        match &outcome {
+            Dispatch::Woke(branches) => {
+                metrics.count(kind, Outcome::Accepted);
+                for b in branches {
+                    tracing::info!(%receiver, url = %b.url, branch = %b.branch, after = ?push.delivery.after, "push notice: the branch worker reads the remote");
+                }
+            }
+            Dispatch::Duplicate(_) => {
+                metrics.count(kind, Outcome::Duplicate);
+                tracing::debug!(%receiver, ?pushed_ref, "push notice already acted on (a redelivery)");
+            }
+            Dispatch::NoMatch => {
+                metrics.count(kind, Outcome::NoMatch);
+                let repositories: Vec<&str> =
+                    push.delivery.repositories.iter().map(RepositoryId::as_str).collect();
+                tracing::info!(%receiver, ?repositories, ?pushed_ref, "push notice names no branch a GitTarget writes (is the GitProvider's spec.url another URL of this repository?)");
+            }
+            Dispatch::NotABranch => {
+                metrics.count(kind, Outcome::Ignored);
+                tracing::debug!(%receiver, ?pushed_ref, "push notice for a ref that is not a branch");
+            }
+        }
+    }
+}
+
+impl PushTargets for MirrorBranches {
+    fn branches(&self) -> Vec<WrittenBranch> {
+        self.list()
+            .into_iter()
+            .map(|(url, branch)| WrittenBranch { url, branch })
+            .collect()
+    }
+
+    fn notice(&self, branch: &WrittenBranch, wake: bool) {
+        self.push_noticed(&branch.url, &branch.branch, wake);
+    }
+}
