@@ -84,6 +84,7 @@ impl Live {
             // `serve` also encrypts Secrets to a generated age key; the benchmarks write only
             // ConfigMaps, which are never encrypted, so no key is made.
             recipients: Vec::new(),
+            receiver_token: None,
         };
         backflow_mirror::defaults::ensure(&self.client, &setup)
             .await

@@ -4,10 +4,11 @@
 
 use backflow_api::config::{
     AgeEncryption, ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, Encryption,
-    GitProvider, GitProviderSpec, GitTarget, GitTargetSpec, LocalReference, PushPolicy,
-    ResourceRule, WatchRule, WatchRuleSpec,
+    GitProvider, GitProviderSpec, GitReceiver, GitReceiverSpec, GitTarget, GitTargetSpec,
+    LocalReference, PushPolicy, ReceiverType, ResourceRule, SecretReference, WatchRule,
+    WatchRuleSpec,
 };
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -34,7 +35,13 @@ pub struct DefaultSetup {
     /// age recipients Secrets are encrypted to (`spec.encryption.age.recipients`); with none,
     /// the default `GitTarget` gets no encryption and Secrets are not mirrored.
     pub recipients: Vec<String>,
+    /// The webhook secret of the default `GitReceiver` (generic-hmac, its Secret
+    /// [`RECEIVER_SECRET`]); none: no default receiver.
+    pub receiver_token: Option<String>,
 }
+
+/// The Secret holding the default `GitReceiver`'s token.
+pub const RECEIVER_SECRET: &str = "default-receiver";
 
 async fn apply<K, P>(api: Api<K>, name: &str, obj: &P) -> Result<(), kube::Error>
 where
@@ -70,8 +77,8 @@ pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
     Ok(())
 }
 
-/// Applies the default `GitProvider`, `GitTarget`, `WatchRule` (every namespace) and `ClusterWatchRule`
-/// (cluster-scoped types). Objects a user changed keep their other fields; the flags' fields are
+/// Applies the default `GitProvider`, `GitTarget`, `WatchRule` (every namespace),
+/// `ClusterWatchRule` (cluster-scoped types) and, with a token, `GitReceiver`. Objects a user changed keep their other fields; the flags' fields are
 /// set again.
 pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::Error> {
     let ns: Api<Namespace> = Api::all(client.clone());
@@ -149,5 +156,36 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
         },
     );
     apply::<ClusterWatchRule, _>(Api::all(client.clone()), NAME, &cluster).await?;
+    if let Some(token) = &setup.receiver_token {
+        ensure_receiver(client, token).await?;
+    }
     Ok(())
+}
+
+/// The default `GitReceiver` (generic-hmac) and its Secret, which `serve`'s repository hook
+/// signs its push notices for.
+async fn ensure_receiver(client: &Client, token: &str) -> Result<(), kube::Error> {
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": RECEIVER_SECRET, "namespace": NAMESPACE},
+        "type": "Opaque",
+        "stringData": {"token": token},
+    });
+    apply::<Secret, _>(
+        Api::namespaced(client.clone(), NAMESPACE),
+        RECEIVER_SECRET,
+        &secret,
+    )
+    .await?;
+    let receiver = GitReceiver::new(
+        NAME,
+        GitReceiverSpec {
+            type_: ReceiverType::GenericHmac,
+            secret_ref: SecretReference {
+                name: RECEIVER_SECRET.into(),
+            },
+            suspend: false,
+        },
+    );
+    apply::<GitReceiver, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &receiver).await
 }

@@ -95,7 +95,6 @@ impl Mirror {
             workers.clone(),
             tracker.clone(),
             metrics,
-            board,
             clock.clone(),
             kinds,
             options.identities,

@@ -323,7 +323,10 @@ mod tests {
         .expect("a GitTarget")
     }
 
-    fn condition<'a>(st: &'a GitTargetStatus, type_: &str) -> &'a Condition {
+    fn condition<'a>(
+        st: &'a GitTargetStatus,
+        type_: &str,
+    ) -> &'a backflow_api::config::Condition {
         st.conditions
             .iter()
             .find(|c| c.type_ == type_)

@@ -227,6 +227,11 @@ impl Workers {
         Ok(handle)
     }
 
+    /// The status board the workers report remote tips on.
+    pub fn board(&self) -> Arc<Board> {
+        self.board.clone()
+    }
+
     /// Every branch a worker runs for.
     pub fn branches(&self) -> Vec<BranchKey> {
         self.running
@@ -242,10 +247,8 @@ impl Workers {
     pub fn push_noticed(&self, url: &str, branch: &str, at: String, wake: bool) {
         let key: BranchKey = (url.to_string(), branch.to_string());
         self.board.push_noticed(&key, at);
-        if wake {
-            if let Some(worker) = self.get(url, branch) {
-                worker.notify_remote_moved();
-            }
+        if let Some(worker) = self.get(url, branch).filter(|_| wake) {
+            worker.notify_remote_moved();
         }
     }
 

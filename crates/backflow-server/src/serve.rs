@@ -104,6 +104,52 @@ pub enum StartError {
     },
 }
 
+/// Another router served the way the API is (HTTP/1 and HTTP/2, optional TLS, graceful
+/// stop): backflow's push receiver listens this way.
+#[derive(Debug)]
+pub struct Listener {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    /// Whether it speaks TLS.
+    pub tls: bool,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Listener {
+    /// Binds `addr` and serves `app` on it, over TLS with `tls` when given.
+    pub async fn bind(
+        addr: SocketAddr,
+        app: axum::Router,
+        tls: Option<&TlsMaterial>,
+    ) -> Result<Self, StartError> {
+        let acceptor = match tls {
+            Some(m) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(m)?)),
+            None => None,
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
+        Ok(Self {
+            addr: bound,
+            tls: tls.is_some(),
+            shutdown,
+            task,
+        })
+    }
+
+    /// Stops accepting and waits (bounded) for open requests to finish.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct RunningServer {
@@ -120,6 +166,8 @@ pub struct RunningServer {
     pub internal_router: axum::Router,
     /// Hooks to install after start (publication waiter, metrics).
     pub extensions: Arc<Extensions>,
+    /// The certificate it presents, when it speaks TLS.
+    pub tls: Option<TlsMaterial>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -294,6 +342,7 @@ pub async fn start_with_clock(
         engine,
         internal_router,
         extensions,
+        tls,
         shutdown,
         task,
     })

@@ -13,6 +13,8 @@ use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{RunningServer, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
+mod receiver;
+
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
 #[derive(Debug, Parser)]
 #[command(name = "backflow", version, about, long_about = None)]
@@ -36,6 +38,40 @@ enum Command {
     /// Print the `CustomResourceDefinitions` of the configuration kinds as one JSON List, for
     /// `kubectl apply -f -`.
     Crds,
+    /// Post a signed push notice to a receiver for every ref a `post-receive` hook's input
+    /// names (what the hook `serve` installs in its repository runs). Never fails.
+    #[command(hide = true)]
+    PushNotice(PushNoticeArgs),
+}
+
+#[derive(Debug, Args)]
+struct PushNoticeArgs {
+    /// The receiver URL with the webhook path (http:// only).
+    #[arg(long)]
+    url: String,
+    /// The file holding the receiver's token.
+    #[arg(long)]
+    token_file: PathBuf,
+    /// The repository URL the notice names.
+    #[arg(long)]
+    repository: String,
+}
+
+/// The flags of the push receiver and the periodic refresh, shared by `serve` and `operator`.
+#[derive(Debug, Args)]
+struct SyncArgs {
+    /// How often a branch worker reads its remote when no push webhook told it the branch
+    /// moved; a `GitProvider`'s spec.refreshInterval overrides it.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    git_refresh_interval: Duration,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be more than 0s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{s:?} is not a duration like 10m or 30s: {e}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +118,17 @@ struct ServeArgs {
     /// Serve the API only: install no configuration and mirror nothing.
     #[arg(long)]
     no_mirror: bool,
+    /// Address of the push receiver (`GitReceiver` webhooks, and the notices of the default
+    /// repository's post-receive hook). Beyond loopback it speaks TLS with the API's
+    /// certificate.
+    #[arg(long, default_value = "127.0.0.1:9292", env = "BACKFLOW_RECEIVER_BIND_ADDRESS")]
+    receiver_bind_address: SocketAddr,
+    /// Run no push receiver: foreign pushes are seen at the periodic refresh or at the next
+    /// rejected push.
+    #[arg(long)]
+    no_receiver: bool,
+    #[command(flatten)]
+    sync: SyncArgs,
 }
 
 fn parse_window(s: &str) -> Result<String, String> {
@@ -105,6 +152,19 @@ struct OperatorArgs {
     /// Directory for the Git caches of the branch workers.
     #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
     data_dir: PathBuf,
+    /// Address of the push receiver (`GitReceiver` webhooks), e.g. :9292; off unless given.
+    /// Plain HTTP unless --receiver-tls-cert-file is given: expose it through an Ingress that
+    /// terminates TLS (deliveries are authenticated by their signatures either way).
+    #[arg(long, env = "BACKFLOW_RECEIVER_BIND_ADDRESS")]
+    receiver_bind_address: Option<SocketAddr>,
+    /// Certificate chain (PEM) the receiver presents; needs --receiver-tls-private-key-file.
+    #[arg(long, requires = "receiver_tls_private_key_file")]
+    receiver_tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of --receiver-tls-cert-file.
+    #[arg(long, requires = "receiver_tls_cert_file")]
+    receiver_tls_private_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    sync: SyncArgs,
 }
 
 fn init_logging() {
@@ -180,7 +240,7 @@ fn age_key(
 
 /// Writes a new file readable by its owner only (the key must never be world-readable, not even
 /// for a moment, so the mode is set at creation).
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -219,10 +279,17 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     } else {
         Some(start_default_mirror(&args, &server).await?)
     };
-    print_banner(&args, &server, mirror.as_ref());
+    let receiver = match &mirror {
+        Some(m) if !args.no_receiver => Some(start_serve_receiver(&args, &server, m).await?),
+        _ => None,
+    };
+    print_banner(&args, &server, mirror.as_ref(), receiver.as_ref());
     tracing::info!(addr = %server.addr, "serving");
     wait_for_signal().await;
     tracing::info!("stopping");
+    if let Some(receiver) = receiver {
+        receiver.shutdown().await;
+    }
     if let Some(running) = mirror {
         // Pending writes are pushed before the API goes away.
         running.mirror.shutdown().await;
@@ -238,6 +305,44 @@ struct DefaultMirror {
     url: String,
     key_path: PathBuf,
     recipient: String,
+    /// The default receiver's token and its file, unless `--no-receiver`.
+    receiver_token: Option<(PathBuf, String)>,
+}
+
+/// `serve`'s push receiver: TLS beyond loopback (the API's certificate, or one generated), and
+/// the post-receive hook of the default repository, which posts to it.
+async fn start_serve_receiver(
+    args: &ServeArgs,
+    server: &RunningServer,
+    mirror: &DefaultMirror,
+) -> Result<receiver::RunningReceiver, String> {
+    let addr = args.receiver_bind_address;
+    let tls = if addr.ip().is_loopback() {
+        None
+    } else if let Some(tls) = &server.tls {
+        Some(tls.clone())
+    } else {
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        if !addr.ip().is_unspecified() {
+            hosts.push(addr.ip().to_string());
+        }
+        Some(
+            backflow_server::generate_certificate(&args.data_dir.join("tls"), &hosts)
+                .map_err(|e| format!("push receiver TLS: {e}"))?,
+        )
+    };
+    let client = kube::Client::new(server.internal_router.clone(), "default");
+    let running = receiver::start(client, &mirror.mirror, addr, tls.as_ref()).await?;
+    if let (None, Some((token_file, token))) = (&args.repo, &mirror.receiver_token) {
+        if running.is_plain() {
+            let origin = args.data_dir.join("origin.git");
+            let origin = std::fs::canonicalize(&origin).unwrap_or(origin);
+            receiver::install_hook(&origin, &mirror.url, &running.base_url(), token, token_file)?;
+        } else {
+            tracing::warn!("the receiver speaks TLS, which the repository hook does not: pushes to origin.git are seen at the periodic refresh");
+        }
+    }
+    Ok(running)
 }
 
 /// Installs the CRDs and the default configuration into the embedded API and starts the mirror
@@ -255,12 +360,18 @@ async fn start_default_mirror(
         .await
         .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
     let (key_path, recipient, identities) = age_key(&args.data_dir)?;
+    let receiver_token = if args.no_receiver {
+        None
+    } else {
+        Some(receiver::receiver_token(&args.data_dir)?)
+    };
     let setup = DefaultSetup {
         url: url.clone(),
         branch: args.branch.clone(),
         path: args.path.clone(),
         commit_window: args.commit_window.clone(),
         recipients: vec![recipient.clone()],
+        receiver_token: receiver_token.as_ref().map(|(_, t)| t.clone()),
     };
     backflow_mirror::defaults::ensure(&client, &setup)
         .await
@@ -269,6 +380,7 @@ async fn start_default_mirror(
         client,
         MirrorOptions {
             data_dir: args.data_dir.join("git"),
+            refresh_interval: args.sync.git_refresh_interval,
             identities,
         },
         Arc::new(SystemClock),
@@ -281,11 +393,17 @@ async fn start_default_mirror(
         url,
         key_path,
         recipient,
+        receiver_token,
     })
 }
 
 /// Where the API, the data and the kubeconfig are, and what the mirror does.
-fn print_banner(args: &ServeArgs, server: &RunningServer, mirror: Option<&DefaultMirror>) {
+fn print_banner(
+    args: &ServeArgs,
+    server: &RunningServer,
+    mirror: Option<&DefaultMirror>,
+    receiver: Option<&receiver::RunningReceiver>,
+) {
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or(args.data_dir.clone());
     let kubeconfig =
         std::fs::canonicalize(&server.kubeconfig_path).unwrap_or(server.kubeconfig_path.clone());
@@ -311,6 +429,12 @@ fn print_banner(args: &ServeArgs, server: &RunningServer, mirror: Option<&Defaul
             );
         }
         None => println!("  mirror:     off (--no-mirror)"),
+    }
+    if let Some(r) = receiver {
+        println!(
+            "  receiver:   {} (push webhooks: kubectl get gitreceivers -A; pushes to origin.git are noticed at once)",
+            r.base_url()
+        );
     }
     println!(
         "  try:        KUBECONFIG={} kubectl get namespaces",
@@ -339,16 +463,46 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
     let options = MirrorOptions {
         data_dir: args.data_dir.join("git"),
+        refresh_interval: args.sync.git_refresh_interval,
         identities: Vec::new(),
     };
-    let mirror = Mirror::start(client, options, Arc::new(SystemClock));
+    let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
+    let receiver = match args.receiver_bind_address {
+        Some(addr) => {
+            let tls = operator_receiver_tls(&args)?;
+            if tls.is_none() && !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the push receiver speaks plain HTTP beyond loopback: terminate TLS in front of it (an Ingress), or give --receiver-tls-cert-file");
+            }
+            Some(receiver::start(client, &mirror, addr, tls.as_ref()).await?)
+        }
+        None => None,
+    };
     println!(
         "backflow operator mirroring the API of {}",
         args.kubeconfig.display()
     );
+    if let Some(r) = &receiver {
+        println!("  receiver:   {} (push webhooks: kubectl get gitreceivers -A)", r.base_url());
+    }
     wait_for_signal().await;
+    if let Some(r) = receiver {
+        r.shutdown().await;
+    }
     mirror.shutdown().await;
     Ok(())
+}
+
+/// The operator receiver's certificate, if given.
+fn operator_receiver_tls(args: &OperatorArgs) -> Result<Option<backflow_server::TlsMaterial>, String> {
+    match (&args.receiver_tls_cert_file, &args.receiver_tls_private_key_file) {
+        (Some(cert), Some(key)) => Ok(Some(backflow_server::TlsMaterial {
+            cert_file: cert.clone(),
+            key_file: key.clone(),
+            ca_pem: std::fs::read_to_string(cert)
+                .map_err(|e| format!("cannot read {}: {e}", cert.display()))?,
+        })),
+        _ => Ok(None),
+    }
 }
 
 fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
@@ -406,6 +560,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Operator(args) => run(run_operator(args)),
+        Command::PushNotice(args) => {
+            receiver::push_notice(&args.url, &args.token_file, &args.repository);
+            ExitCode::SUCCESS
+        }
         Command::Serve(args) => run(run_serve(*args)),
     }
 }

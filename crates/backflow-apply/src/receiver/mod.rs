@@ -7,12 +7,14 @@
 //! - `repository.rs`: one identity for every URL of a repository (pure).
 //! - `dispatch.rs`: matching a push to branch workers, dropping redeliveries (pure).
 //! - `endpoint.rs`: the HTTP handler.
+//! - `hook.rs`: the `post-receive` hook of `serve`'s own repository.
 //! - `controller.rs`: `GitReceiver` objects and their Secrets → the endpoint's table and status.
 
 mod controller;
 mod delivery;
 mod dispatch;
 mod endpoint;
+mod hook;
 mod metrics;
 mod path;
 mod repository;
@@ -29,6 +31,7 @@ use tokio::task::JoinHandle;
 pub use controller::{ReceiverController, TOKEN_KEY, TokenProblem};
 pub use delivery::{DeliveryError, PushDelivery, PushedRef, Revision};
 pub use dispatch::{Dispatch, PushTargets, RecentPushes, WrittenBranch, dispatch, matching};
+pub use hook::{RefUpdate, post_receive_script, token_from};
 pub use endpoint::{EndpointState, MAX_BODY, ReceiverEntry, ReceiverTable, VerifiedPush, router};
 pub use metrics::{Outcome, ReceiverMetrics};
 pub use path::{PATH_PREFIX, webhook_path};
@@ -82,7 +85,6 @@ impl Receiver {
     }
 
     /// The routes to serve (`/git-push/…`).
-    #[must_use]
     pub fn router(&self) -> axum::Router {
         self.router.clone()
     }

@@ -31,7 +31,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// The bytes of a hex string (either case); `None` if it is not hex.
 pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     let digits = text.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let nibble = |c: u8| char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok());

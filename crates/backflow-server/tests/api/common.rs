@@ -36,7 +36,7 @@ pub enum Transport {
 
 enum Handle {
     InProcess(InProcess),
-    Tcp(RunningServer),
+    Tcp(Box<RunningServer>),
 }
 
 /// One server with its own data directory.
@@ -76,7 +76,7 @@ impl TestServer {
                 let client = client_from_kubeconfig(&server.kubeconfig_path).await;
                 Self {
                     client,
-                    handle: Handle::Tcp(server),
+                    handle: Handle::Tcp(Box::new(server)),
                     _dir: dir,
                 }
             }
@@ -87,7 +87,7 @@ impl TestServer {
     pub async fn stop(self) {
         match self.handle {
             Handle::InProcess(s) => s.shutdown(),
-            Handle::Tcp(s) => guard("server shutdown", s.shutdown()).await,
+            Handle::Tcp(s) => guard("server shutdown", (*s).shutdown()).await,
         }
     }
 }
