@@ -2,6 +2,13 @@
 //!
 //! - [`git`]: the `git` program, hermetic: none of the machine's or the user's configuration,
 //!   no prompts, a fixed identity and locale, so a test reads the same everywhere.
+//! - [`HttpServer`]: a smart-HTTP Git server (`git http-backend`) on loopback.
+//! - [`octokit`]: GitHub's own webhook signer and example payloads (npm), run by node.
+
+mod http;
+pub mod octokit;
+
+pub use http::HttpServer;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

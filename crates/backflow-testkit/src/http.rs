@@ -1,0 +1,224 @@
+//! A smart-HTTP Git server: `git http-backend` behind a small hyper server on loopback.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode};
+
+use crate::git_out as git;
+
+/// `git http-backend` served over HTTP/1.1 on loopback, with optional basic authentication and
+/// a switch that makes it answer 503 (an outage).
+pub struct HttpServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Answer 503 to everything while true.
+    pub down: Arc<AtomicBool>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn http_backend() -> PathBuf {
+    let exec = git(Path::new("."), &["--exec-path"]);
+    PathBuf::from(exec.trim()).join("git-http-backend")
+}
+
+impl HttpServer {
+    /// Serves every repository under `root` at `http://addr/<name>`.
+    #[must_use]
+    pub fn start(root: &Path, basic: Option<(&str, &str)>) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let down = Arc::new(AtomicBool::new(false));
+        // Bound with std so the server can be started from inside another runtime (async tests).
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("addr");
+        let root = Arc::new(root.to_path_buf());
+        let backend = Arc::new(http_backend());
+        let expected_auth = basic.map(|(u, p)| {
+            use base64::Engine as _;
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+            )
+        });
+        let expected_auth = Arc::new(expected_auth);
+        let down2 = down.clone();
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (root, backend, auth, down) = (
+                    root.clone(),
+                    backend.clone(),
+                    expected_auth.clone(),
+                    down2.clone(),
+                );
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let (root, backend, auth, down) =
+                            (root.clone(), backend.clone(), auth.clone(), down.clone());
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                serve(req, &root, &backend, auth.as_ref().as_ref(), &down).await,
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            addr,
+            down,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// The URL of repository `repo` under the root.
+    pub fn url(&self, repo: &str) -> String {
+        format!("http://{}/{repo}", self.addr)
+    }
+
+    /// Starts or ends an outage.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+fn plain(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r
+}
+
+async fn serve(
+    req: Request<hyper::body::Incoming>,
+    root: &Path,
+    backend: &Path,
+    auth: Option<&String>,
+    down: &AtomicBool,
+) -> Response<Full<Bytes>> {
+    if down.load(Ordering::SeqCst) {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "down for maintenance");
+    }
+    if let Some(expected) = auth {
+        let given = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if given != Some(expected.as_str()) {
+            let mut r = plain(StatusCode::UNAUTHORIZED, "who are you");
+            r.headers_mut().insert(
+                "www-authenticate",
+                "Basic realm=\"test\"".parse().expect("header"),
+            );
+            return r;
+        }
+    }
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (content_type, encoding, protocol) = (
+        header("content-type"),
+        header("content-encoding"),
+        header("git-protocol"),
+    );
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return plain(StatusCode::BAD_REQUEST, "body"),
+    };
+    let (root, backend) = (root.to_path_buf(), backend.to_path_buf());
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(backend)
+            .env_clear()
+            .env("GIT_PROJECT_ROOT", root)
+            .env("GIT_HTTP_EXPORT_ALL", "1")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("REMOTE_USER", "tester")
+            .env("REMOTE_ADDR", "127.0.0.1")
+            .env("REQUEST_METHOD", method)
+            .env("PATH_INFO", path)
+            .env("QUERY_STRING", query)
+            .env("CONTENT_TYPE", content_type)
+            .env("CONTENT_LENGTH", body.len().to_string())
+            .env("HTTP_CONTENT_ENCODING", encoding)
+            .env("GIT_PROTOCOL", protocol)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut stdin = child.stdin.take().expect("stdin");
+        let writer = std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(&body);
+        });
+        let out = child.wait_with_output()?;
+        let _ = writer.join();
+        Ok::<_, std::io::Error>(out.stdout)
+    })
+    .await;
+    let Ok(Ok(raw)) = output else {
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, "backend");
+    };
+    // CGI output: headers, a blank line, the body.
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let Some((at, sep)) = split else {
+        return plain(StatusCode::BAD_GATEWAY, "cgi");
+    };
+    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
+    let mut resp = Response::new(Full::new(Bytes::copy_from_slice(&raw[at + sep..])));
+    for line in head.lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            let code = value
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse::<u16>().ok())
+                .unwrap_or(500);
+            *resp.status_mut() =
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        } else if let (Ok(n), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            value.parse(),
+        ) {
+            resp.headers_mut().append(n, v);
+        }
+    }
+    resp
+}
