@@ -35,10 +35,10 @@ use crate::plan::{
     plan,
 };
 use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot};
-use backflow_api::config::condition::summary;
 use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
+use backflow_api::config::condition::summary;
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "backflow-mirror";

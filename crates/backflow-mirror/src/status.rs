@@ -4,8 +4,7 @@
 
 use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
 use backflow_api::config::{
-    ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
-    WatchRuleStatus,
+    ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary, WatchRuleStatus,
 };
 
 use crate::board::{StreamState, TargetActivity};
@@ -19,13 +18,14 @@ pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
     let generation = g.metadata.generation;
-    let ready = match crate::workers::worker_config(g, "main", 0, std::time::Duration::from_secs(600)) {
-        Err(e) => Err(NotReady::stalled("InvalidConfig", e.to_string())),
-        Ok(_) if g.spec.url.trim().is_empty() => {
-            Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
-        }
-        Ok(_) => Ok(()),
-    };
+    let ready =
+        match crate::workers::worker_config(g, "main", 0, std::time::Duration::from_secs(600)) {
+            Err(e) => Err(NotReady::stalled("InvalidConfig", e.to_string())),
+            Ok(_) if g.spec.url.trim().is_empty() => {
+                Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
+            }
+            Ok(_) => Ok(()),
+        };
     summary(&mut conditions, ready, now, generation);
     serde_json::json!({"observedGeneration": generation, "conditions": conditions})
 }
@@ -323,10 +323,7 @@ mod tests {
         .expect("a GitTarget")
     }
 
-    fn condition<'a>(
-        st: &'a GitTargetStatus,
-        type_: &str,
-    ) -> &'a backflow_api::config::Condition {
+    fn condition<'a>(st: &'a GitTargetStatus, type_: &str) -> &'a backflow_api::config::Condition {
         st.conditions
             .iter()
             .find(|c| c.type_ == type_)

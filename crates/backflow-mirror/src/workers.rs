@@ -351,7 +351,10 @@ mod tests {
         let good = provider(json!({"url": "file:///r.git", "push": {"commitWindow": "250ms"}}));
         let cfg = worker_config(&good, "main", 0, TEN_MINUTES).expect("valid");
         assert_eq!(cfg.timing.window, Duration::from_millis(250));
-        assert_eq!(cfg.timing.refresh_interval, TEN_MINUTES, "the flag's default");
+        assert_eq!(
+            cfg.timing.refresh_interval, TEN_MINUTES,
+            "the flag's default"
+        );
         let hourly = provider(json!({"url": "file:///r.git", "refreshInterval": "1h"}));
         let cfg = worker_config(&hourly, "main", 0, TEN_MINUTES).expect("valid");
         assert_eq!(cfg.timing.refresh_interval, Duration::from_secs(3600));

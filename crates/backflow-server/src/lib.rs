@@ -31,7 +31,8 @@ pub use engine::Engine;
 pub use error::{ApiError, ApiResult};
 pub use http::Extensions;
 pub use serve::{
-    InProcess, Listener, RunningServer, ServerConfig, StartError, kubeconfig_path, start, start_with_clock,
+    InProcess, Listener, RunningServer, ServerConfig, StartError, kubeconfig_path, start,
+    start_with_clock,
 };
 pub use store::Store;
 pub use tls::{TlsMaterial, generated as generate_certificate};

@@ -54,7 +54,10 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("node: {e}"));
-    assert!(out.status.success(), "@octokit/webhooks-methods sign failed");
+    assert!(
+        out.status.success(),
+        "@octokit/webhooks-methods sign failed"
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -64,7 +67,8 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 /// When the package's index cannot be read.
 #[must_use]
 pub fn examples(event: &str) -> Vec<serde_json::Value> {
-    let index = node_dir().join("node_modules/@octokit/webhooks-examples/api.github.com/index.json");
+    let index =
+        node_dir().join("node_modules/@octokit/webhooks-examples/api.github.com/index.json");
     let text = std::fs::read_to_string(&index)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", index.display()));
     let all: Vec<serde_json::Value> =

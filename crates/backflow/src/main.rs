@@ -121,7 +121,11 @@ struct ServeArgs {
     /// Address of the push receiver (`GitReceiver` webhooks, and the notices of the default
     /// repository's post-receive hook). Beyond loopback it speaks TLS with the API's
     /// certificate.
-    #[arg(long, default_value = "127.0.0.1:9292", env = "BACKFLOW_RECEIVER_BIND_ADDRESS")]
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9292",
+        env = "BACKFLOW_RECEIVER_BIND_ADDRESS"
+    )]
     receiver_bind_address: SocketAddr,
     /// Run no push receiver: foreign pushes are seen at the periodic refresh or at the next
     /// rejected push.
@@ -339,7 +343,9 @@ async fn start_serve_receiver(
             let origin = std::fs::canonicalize(&origin).unwrap_or(origin);
             receiver::install_hook(&origin, &mirror.url, &running.base_url(), token, token_file)?;
         } else {
-            tracing::warn!("the receiver speaks TLS, which the repository hook does not: pushes to origin.git are seen at the periodic refresh");
+            tracing::warn!(
+                "the receiver speaks TLS, which the repository hook does not: pushes to origin.git are seen at the periodic refresh"
+            );
         }
     }
     Ok(running)
@@ -482,7 +488,10 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         args.kubeconfig.display()
     );
     if let Some(r) = &receiver {
-        println!("  receiver:   {} (push webhooks: kubectl get gitreceivers -A)", r.base_url());
+        println!(
+            "  receiver:   {} (push webhooks: kubectl get gitreceivers -A)",
+            r.base_url()
+        );
     }
     wait_for_signal().await;
     if let Some(r) = receiver {
@@ -493,8 +502,13 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
 }
 
 /// The operator receiver's certificate, if given.
-fn operator_receiver_tls(args: &OperatorArgs) -> Result<Option<backflow_server::TlsMaterial>, String> {
-    match (&args.receiver_tls_cert_file, &args.receiver_tls_private_key_file) {
+fn operator_receiver_tls(
+    args: &OperatorArgs,
+) -> Result<Option<backflow_server::TlsMaterial>, String> {
+    match (
+        &args.receiver_tls_cert_file,
+        &args.receiver_tls_private_key_file,
+    ) {
         (Some(cert), Some(key)) => Ok(Some(backflow_server::TlsMaterial {
             cert_file: cert.clone(),
             key_file: key.clone(),

@@ -112,7 +112,8 @@ pub fn install_hook(
         repository_url,
     );
     let hooks = origin.join("hooks");
-    std::fs::create_dir_all(&hooks).map_err(|e| format!("cannot create {}: {e}", hooks.display()))?;
+    std::fs::create_dir_all(&hooks)
+        .map_err(|e| format!("cannot create {}: {e}", hooks.display()))?;
     let hook = hooks.join("post-receive");
     std::fs::write(&hook, script).map_err(|e| format!("cannot write {}: {e}", hook.display()))?;
     #[cfg(unix)]
@@ -131,7 +132,10 @@ pub fn push_notice(url: &str, token_file: &Path, repository: &str) {
     let token = match std::fs::read_to_string(token_file) {
         Ok(t) => t.trim().to_string(),
         Err(e) => {
-            eprintln!("backflow: push notice not sent: cannot read {}: {e}", token_file.display());
+            eprintln!(
+                "backflow: push notice not sent: cannot read {}: {e}",
+                token_file.display()
+            );
             return;
         }
     };

@@ -137,7 +137,10 @@ impl ReceiverController {
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let (tx, mut rx) = mpsc::channel::<()>(16);
         let triggers = [
-            tokio::spawn(trigger(Api::<GitReceiver>::all(self.client.clone()), tx.clone())),
+            tokio::spawn(trigger(
+                Api::<GitReceiver>::all(self.client.clone()),
+                tx.clone(),
+            )),
             tokio::spawn(trigger_metadata::<Secret>(self.client.clone(), tx)),
         ];
         let mut tick = tokio::time::interval(Duration::from_secs(30));
@@ -214,7 +217,11 @@ impl ReceiverController {
         }
         let api = Api::<GitReceiver>::namespaced(self.client.clone(), ns);
         match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": value})))
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": value})),
+            )
             .await
         {
             Ok(_) => {
@@ -292,10 +299,16 @@ mod tests {
             "t",
         );
         assert_eq!(missing.webhook_path, None);
-        assert_eq!(ready(&missing), (ConditionStatus::False, "TokenNotFound".into()));
+        assert_eq!(
+            ready(&missing),
+            (ConditionStatus::False, "TokenNotFound".into())
+        );
         assert!(missing.conditions.iter().any(|c| c.type_ == "Stalled"));
         let suspended = status(&receiver(true), &Ok("/git-push/ab".into()), "t");
         assert_eq!(suspended.webhook_path.as_deref(), Some("/git-push/ab"));
-        assert_eq!(ready(&suspended), (ConditionStatus::False, "Suspended".into()));
+        assert_eq!(
+            ready(&suspended),
+            (ConditionStatus::False, "Suspended".into())
+        );
     }
 }

@@ -73,9 +73,27 @@ pub enum DeliveryError {
 const URL_FIELDS: [(&str, &[&str]); 2] = [
     (
         "repository",
-        &["clone_url", "ssh_url", "html_url", "git_url", "url", "git_http_url", "git_ssh_url", "homepage"],
+        &[
+            "clone_url",
+            "ssh_url",
+            "html_url",
+            "git_url",
+            "url",
+            "git_http_url",
+            "git_ssh_url",
+            "homepage",
+        ],
     ),
-    ("project", &["git_http_url", "git_ssh_url", "web_url", "http_url", "ssh_url"]),
+    (
+        "project",
+        &[
+            "git_http_url",
+            "git_ssh_url",
+            "web_url",
+            "http_url",
+            "ssh_url",
+        ],
+    ),
 ];
 
 impl PushDelivery {
@@ -88,7 +106,9 @@ impl PushDelivery {
             .and_then(|r| r.get("object_format_name"))
             .and_then(Value::as_str);
         if format == Some("sha256") {
-            return Err(DeliveryError::Sha256("repository.object_format_name".into()));
+            return Err(DeliveryError::Sha256(
+                "repository.object_format_name".into(),
+            ));
         }
         let mut repositories: Vec<RepositoryId> = URL_FIELDS
             .iter()
@@ -138,7 +158,9 @@ fn revision(s: &str) -> Result<Revision, DeliveryError> {
     match s.len() {
         40 if hex && s.bytes().all(|b| b == b'0') => Ok(Revision::Deleted),
         40 if hex => Ok(Revision::Commit(s.to_ascii_lowercase())),
-        64 if hex => Err(DeliveryError::Sha256(format!("`after` has 64 hex digits: {s}"))),
+        64 if hex => Err(DeliveryError::Sha256(format!(
+            "`after` has 64 hex digits: {s}"
+        ))),
         _ => Err(DeliveryError::BadRevision(s.to_string())),
     }
 }
@@ -168,7 +190,10 @@ mod tests {
             "commits": [],
         }))
         .unwrap();
-        assert_eq!(d.repositories, vec![RepositoryId::parse("https://github.com/org/repo").unwrap()]);
+        assert_eq!(
+            d.repositories,
+            vec![RepositoryId::parse("https://github.com/org/repo").unwrap()]
+        );
         assert_eq!(d.pushed_ref, PushedRef::Branch("main".into()));
         assert_eq!(d.after, Revision::Commit(TIP.into()));
     }
@@ -184,25 +209,34 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(d.repositories.len(), 1);
-        assert_eq!(d.repositories[0].as_str(), "gitlab.example.com/group/sub/project");
+        assert_eq!(
+            d.repositories[0].as_str(),
+            "gitlab.example.com/group/sub/project"
+        );
         assert_eq!(d.pushed_ref, PushedRef::Branch("env/prod".into()));
     }
 
     #[test]
     fn deletes_tags_and_unnamed_refs_are_told_apart() {
         let repo = json!({"clone_url": "https://h/o/r.git"});
-        let deleted = parse(&json!({"ref": "refs/heads/main", "after": "0".repeat(40), "repository": repo})).unwrap();
+        let deleted =
+            parse(&json!({"ref": "refs/heads/main", "after": "0".repeat(40), "repository": repo}))
+                .unwrap();
         assert_eq!(deleted.after, Revision::Deleted);
         let tag = parse(&json!({"ref": "refs/tags/v1", "after": TIP, "repository": repo})).unwrap();
         assert_eq!(tag.pushed_ref, PushedRef::Other("refs/tags/v1".into()));
         let relay = parse(&json!({"repository": repo})).unwrap();
-        assert_eq!((relay.pushed_ref, relay.after), (PushedRef::Unnamed, Revision::Unknown));
+        assert_eq!(
+            (relay.pushed_ref, relay.after),
+            (PushedRef::Unnamed, Revision::Unknown)
+        );
     }
 
     #[test]
     fn sha256_repositories_and_bad_bodies_are_refused_with_a_reason() {
         let repo = json!({"clone_url": "https://h/o/r.git"});
-        let long = parse(&json!({"ref": "refs/heads/main", "after": "a".repeat(64), "repository": repo}));
+        let long =
+            parse(&json!({"ref": "refs/heads/main", "after": "a".repeat(64), "repository": repo}));
         assert!(matches!(long, Err(DeliveryError::Sha256(_))), "{long:?}");
         let gitea = parse(&json!({"ref": "refs/heads/main", "after": TIP,
             "repository": {"clone_url": "https://h/o/r.git", "object_format_name": "sha256"}}));
@@ -211,8 +245,14 @@ mod tests {
             parse(&json!({"ref": "refs/heads/main", "after": "xyz", "repository": repo})),
             Err(DeliveryError::BadRevision(_))
         ));
-        assert!(matches!(parse(&json!({"ref": "refs/heads/main"})), Err(DeliveryError::NoRepository)));
-        assert!(matches!(parse(&json!([1])), Err(DeliveryError::NotAnObject)));
+        assert!(matches!(
+            parse(&json!({"ref": "refs/heads/main"})),
+            Err(DeliveryError::NoRepository)
+        ));
+        assert!(matches!(
+            parse(&json!([1])),
+            Err(DeliveryError::NotAnObject)
+        ));
         assert!(matches!(
             PushDelivery::from_json(br#"{"ref": "refs/heads/ma"#),
             Err(DeliveryError::Json(_))
@@ -227,6 +267,9 @@ mod tests {
             .finish();
         let d = PushDelivery::from_form(body.as_bytes()).unwrap();
         assert_eq!(d.pushed_ref, PushedRef::Branch("main".into()));
-        assert!(matches!(PushDelivery::from_form(b"x=1"), Err(DeliveryError::NoPayloadField)));
+        assert!(matches!(
+            PushDelivery::from_form(b"x=1"),
+            Err(DeliveryError::NoPayloadField)
+        ));
     }
 }

@@ -193,7 +193,10 @@ mod tests {
             Dispatch::Woke(vec![written("git@github.com:org/repo.git", "main")])
         );
         let again = dispatch(&d, &targets, &mut recent);
-        assert!(matches!(again, Dispatch::Duplicate(_)), "a redelivery wakes nobody");
+        assert!(
+            matches!(again, Dispatch::Duplicate(_)),
+            "a redelivery wakes nobody"
+        );
         assert_eq!(
             targets.notices.lock().unwrap().clone(),
             vec![
@@ -211,11 +214,26 @@ mod tests {
             ..Recorder::default()
         };
         let mut recent = RecentPushes::new(16);
-        let elsewhere = push(&["https://github.com/org/fork"], PushedRef::Branch("main".into()), TIP);
-        assert_eq!(dispatch(&elsewhere, &targets, &mut recent), Dispatch::NoMatch);
-        let branch = push(&["https://github.com/org/repo"], PushedRef::Branch("dev".into()), TIP);
+        let elsewhere = push(
+            &["https://github.com/org/fork"],
+            PushedRef::Branch("main".into()),
+            TIP,
+        );
+        assert_eq!(
+            dispatch(&elsewhere, &targets, &mut recent),
+            Dispatch::NoMatch
+        );
+        let branch = push(
+            &["https://github.com/org/repo"],
+            PushedRef::Branch("dev".into()),
+            TIP,
+        );
         assert_eq!(dispatch(&branch, &targets, &mut recent), Dispatch::NoMatch);
-        let tag = push(&["https://github.com/org/repo"], PushedRef::Other("refs/tags/v1".into()), TIP);
+        let tag = push(
+            &["https://github.com/org/repo"],
+            PushedRef::Other("refs/tags/v1".into()),
+            TIP,
+        );
         assert_eq!(dispatch(&tag, &targets, &mut recent), Dispatch::NotABranch);
         assert!(targets.notices.lock().unwrap().is_empty());
     }
@@ -250,7 +268,10 @@ mod tests {
         assert!(recent.record(&main, &Revision::Deleted));
         recent.record(&written("u", "a"), &tip);
         recent.record(&written("u", "b"), &tip);
-        assert!(recent.record(&main, &Revision::Deleted), "evicted, so not a redelivery any more");
+        assert!(
+            recent.record(&main, &Revision::Deleted),
+            "evicted, so not a redelivery any more"
+        );
         assert!(recent.last.len() <= 2);
     }
 }

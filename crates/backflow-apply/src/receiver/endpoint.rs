@@ -103,7 +103,10 @@ pub struct EndpointState {
 /// The receiver's routes: everything under `/git-push/`; anything else is 404.
 pub fn router(state: EndpointState) -> axum::Router {
     axum::Router::new()
-        .route(&format!("{PATH_PREFIX}{{hash}}"), axum::routing::any(receive))
+        .route(
+            &format!("{PATH_PREFIX}{{hash}}"),
+            axum::routing::any(receive),
+        )
         .fallback(|| async { StatusCode::NOT_FOUND })
         .with_state(state)
 }
@@ -207,9 +210,10 @@ fn is_form(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+            v.split(';').next().is_some_and(|t| {
+                t.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            })
         })
 }
 

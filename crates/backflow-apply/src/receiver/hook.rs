@@ -47,7 +47,12 @@ impl RefUpdate {
 /// The hook script: runs `backflow push-notice` and never fails the push, whatever happens
 /// (backflow stopped, binary moved).
 #[must_use]
-pub fn post_receive_script(backflow: &Path, url: &str, token_file: &Path, repository: &str) -> String {
+pub fn post_receive_script(
+    backflow: &Path,
+    url: &str,
+    token_file: &Path,
+    repository: &str,
+) -> String {
     format!(
         "#!/bin/sh\n\
          # Installed by `backflow serve` (rewritten on every start): tells backflow's receiver\n\
@@ -81,7 +86,8 @@ mod tests {
         let line = format!("{} {} refs/heads/main", "0".repeat(40), "a".repeat(40));
         let update = RefUpdate::parse(&line).unwrap();
         assert_eq!(update.name, "refs/heads/main");
-        let body: serde_json::Value = serde_json::from_slice(&update.body("file:///r.git")).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&update.body("file:///r.git")).unwrap();
         assert_eq!(body["after"], "a".repeat(40));
         assert_eq!(body["repository"]["clone_url"], "file:///r.git");
         assert_eq!(RefUpdate::parse("only two"), None);
@@ -97,8 +103,14 @@ mod tests {
             "file:///data/origin.git",
         );
         assert!(script.starts_with("#!/bin/sh\n"));
-        assert!(script.contains("'/opt/back flow/backflow' push-notice"), "{script}");
-        assert!(script.contains(r"'/data/it'\''s/receiver-token'"), "{script}");
+        assert!(
+            script.contains("'/opt/back flow/backflow' push-notice"),
+            "{script}"
+        );
+        assert!(
+            script.contains(r"'/data/it'\''s/receiver-token'"),
+            "{script}"
+        );
         assert!(script.contains("|| true\nexit 0\n"));
     }
 }

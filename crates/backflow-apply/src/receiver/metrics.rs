@@ -78,6 +78,17 @@ impl ReceiverMetrics {
         m
     }
 
+    /// How many deliveries to receivers of `type_` ended with `outcome` so far.
+    #[must_use]
+    pub fn total(&self, type_: &str, outcome: Outcome) -> u64 {
+        self.deliveries
+            .get_or_create(&DeliveryLabels {
+                r#type: type_.to_string(),
+                outcome: outcome.as_str().to_string(),
+            })
+            .get()
+    }
+
     /// Counts one delivery.
     pub fn count(&self, type_: &str, outcome: Outcome) {
         self.deliveries

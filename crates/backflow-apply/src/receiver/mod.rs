@@ -31,9 +31,9 @@ use tokio::task::JoinHandle;
 pub use controller::{ReceiverController, TOKEN_KEY, TokenProblem};
 pub use delivery::{DeliveryError, PushDelivery, PushedRef, Revision};
 pub use dispatch::{Dispatch, PushTargets, RecentPushes, WrittenBranch, dispatch, matching};
-pub use hook::{RefUpdate, post_receive_script, token_from};
 pub use endpoint::{EndpointState, MAX_BODY, ReceiverEntry, ReceiverTable, VerifiedPush, router};
-pub use metrics::{Outcome, ReceiverMetrics};
+pub use hook::{RefUpdate, post_receive_script, token_from};
+pub use metrics::{DeliveryLabels, Outcome, ReceiverMetrics};
 pub use path::{PATH_PREFIX, webhook_path};
 pub use repository::RepositoryId;
 pub use signature::{Event, Rejection, sign_sha256, verify};
@@ -65,18 +65,10 @@ impl Receiver {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let table = Arc::new(ReceiverTable::default());
-        let (pushes, rx) = mpsc::channel(QUEUE);
         let (stop, stop_rx) = watch::channel(false);
         let controller = ReceiverController::new(client, table.clone(), clock);
-        let tasks = vec![
-            tokio::spawn(controller.run(stop_rx)),
-            tokio::spawn(run_dispatch(rx, targets, metrics.clone())),
-        ];
-        let router = router(EndpointState {
-            table,
-            metrics,
-            pushes,
-        });
+        let (router, dispatcher) = endpoint(table, targets, metrics);
+        let tasks = vec![tokio::spawn(controller.run(stop_rx)), dispatcher];
         Self {
             router,
             stop,
@@ -97,6 +89,23 @@ impl Receiver {
             let _ = t.await;
         }
     }
+}
+
+/// The endpoint serving the receivers of `table`, and its dispatcher task (spawned), which
+/// wakes `targets`. [`Receiver::start`] adds the controller that fills the table.
+pub fn endpoint(
+    table: Arc<ReceiverTable>,
+    targets: Arc<dyn PushTargets>,
+    metrics: ReceiverMetrics,
+) -> (axum::Router, JoinHandle<()>) {
+    let (pushes, rx) = mpsc::channel(QUEUE);
+    let dispatcher = tokio::spawn(run_dispatch(rx, targets, metrics.clone()));
+    let router = router(EndpointState {
+        table,
+        metrics,
+        pushes,
+    });
+    (router, dispatcher)
 }
 
 /// Dispatches verified pushes one at a time, in arrival order.
@@ -124,8 +133,12 @@ async fn run_dispatch(
             }
             Dispatch::NoMatch => {
                 metrics.count(kind, Outcome::NoMatch);
-                let repositories: Vec<&str> =
-                    push.delivery.repositories.iter().map(RepositoryId::as_str).collect();
+                let repositories: Vec<&str> = push
+                    .delivery
+                    .repositories
+                    .iter()
+                    .map(RepositoryId::as_str)
+                    .collect();
                 tracing::info!(%receiver, ?repositories, ?pushed_ref, "push notice names no branch a GitTarget writes (is the GitProvider's spec.url another URL of this repository?)");
             }
             Dispatch::NotABranch => {

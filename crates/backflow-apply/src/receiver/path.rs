@@ -34,7 +34,11 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !digits.len().is_multiple_of(2) {
         return None;
     }
-    let nibble = |c: u8| char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let nibble = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
     digits
         .chunks_exact(2)
         .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))

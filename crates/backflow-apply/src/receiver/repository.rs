@@ -67,7 +67,9 @@ fn host_of(authority: &str) -> &str {
 /// `path` without surrounding slashes and a trailing `.git`.
 fn trimmed(path: &str) -> &str {
     let path = path.trim_matches('/');
-    path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/')
+    path.strip_suffix(".git")
+        .unwrap_or(path)
+        .trim_end_matches('/')
 }
 
 fn network(host: &str, path: &str) -> Option<RepositoryId> {
@@ -75,9 +77,7 @@ fn network(host: &str, path: &str) -> Option<RepositoryId> {
     if host.is_empty() || path.is_empty() {
         return None;
     }
-    Some(RepositoryId(
-        format!("{host}/{path}").to_ascii_lowercase(),
-    ))
+    Some(RepositoryId(format!("{host}/{path}").to_ascii_lowercase()))
 }
 
 fn local(path: &str) -> Option<RepositoryId> {
@@ -123,8 +123,14 @@ mod tests {
 
     #[test]
     fn different_repositories_stay_apart_and_nothing_is_no_repository() {
-        assert_ne!(id("https://github.com/org/repo"), id("https://github.com/org/repo2"));
-        assert_ne!(id("https://github.com/org/repo"), id("https://gitlab.com/org/repo"));
+        assert_ne!(
+            id("https://github.com/org/repo"),
+            id("https://github.com/org/repo2")
+        );
+        assert_ne!(
+            id("https://github.com/org/repo"),
+            id("https://gitlab.com/org/repo")
+        );
         assert_ne!(id("file:///srv/r.git"), id("https://srv/r.git"));
         assert_eq!(RepositoryId::parse(""), None);
         assert_eq!(RepositoryId::parse("https://github.com/"), None);

@@ -94,7 +94,10 @@ pub fn verify(
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
 }
 
 /// GitHub, and the hosts that imitate it: `X-Hub-Signature-256`. Gitea-family deliveries also
@@ -285,7 +288,12 @@ mod tests {
             Err(Rejection::Sha1Only)
         );
         assert_eq!(
-            verify(ReceiverType::GitHub, VECTOR_SECRET, &HeaderMap::new(), VECTOR_BODY),
+            verify(
+                ReceiverType::GitHub,
+                VECTOR_SECRET,
+                &HeaderMap::new(),
+                VECTOR_BODY
+            ),
             Err(Rejection::Missing("X-Hub-Signature-256"))
         );
         let signed = headers(&[("x-hub-signature-256", &sign_sha256(b"", VECTOR_BODY))]);
@@ -295,7 +303,12 @@ mod tests {
         );
         let sha1_in_256 = headers(&[("x-hub-signature-256", "sha1=0123")]);
         assert!(matches!(
-            verify(ReceiverType::GitHub, VECTOR_SECRET, &sha1_in_256, VECTOR_BODY),
+            verify(
+                ReceiverType::GitHub,
+                VECTOR_SECRET,
+                &sha1_in_256,
+                VECTOR_BODY
+            ),
             Err(Rejection::Algorithm { .. })
         ));
     }
@@ -348,7 +361,12 @@ mod tests {
         );
         let github_only = headers(&[("x-hub-signature-256", VECTOR_SIGNATURE)]);
         assert!(matches!(
-            verify(ReceiverType::Gitea, VECTOR_SECRET, &github_only, VECTOR_BODY),
+            verify(
+                ReceiverType::Gitea,
+                VECTOR_SECRET,
+                &github_only,
+                VECTOR_BODY
+            ),
             Err(Rejection::WrongHost { .. })
         ));
         let wrong = headers(&[("x-gitea-event", "push"), ("x-gitea-signature", "00ff")]);
@@ -360,13 +378,22 @@ mod tests {
 
     #[test]
     fn gitlab_compares_the_token_and_reads_the_event() {
-        let push = headers(&[("x-gitlab-token", "s3cret"), ("x-gitlab-event", "Push Hook")]);
-        assert_eq!(verify(ReceiverType::GitLab, b"s3cret", &push, b"{}"), Ok(Event::Push));
+        let push = headers(&[
+            ("x-gitlab-token", "s3cret"),
+            ("x-gitlab-event", "Push Hook"),
+        ]);
+        assert_eq!(
+            verify(ReceiverType::GitLab, b"s3cret", &push, b"{}"),
+            Ok(Event::Push)
+        );
         assert_eq!(
             verify(ReceiverType::GitLab, b"s3cre", &push, b"{}"),
             Err(Rejection::WrongToken)
         );
-        let tag = headers(&[("x-gitlab-token", "s3cret"), ("x-gitlab-event", "Tag Push Hook")]);
+        let tag = headers(&[
+            ("x-gitlab-token", "s3cret"),
+            ("x-gitlab-event", "Tag Push Hook"),
+        ]);
         assert_eq!(
             verify(ReceiverType::GitLab, b"s3cret", &tag, b"{}"),
             Ok(Event::Other("Tag Push Hook".into()))
@@ -380,11 +407,17 @@ mod tests {
     #[test]
     fn generic_hmac_takes_sha256_and_sha512_and_nothing_weaker() {
         let h = headers(&[("x-signature", &sign_sha256(b"k", b"body"))]);
-        assert_eq!(verify(ReceiverType::GenericHmac, b"k", &h, b"body"), Ok(Event::Push));
+        assert_eq!(
+            verify(ReceiverType::GenericHmac, b"k", &h, b"body"),
+            Ok(Event::Push)
+        );
         let mac = hmac(Algorithm::Sha512, b"k", b"body").unwrap();
         let sha512 = format!("sha512={}", super::super::path::hex(&mac));
         let h = headers(&[("x-signature", &sha512)]);
-        assert_eq!(verify(ReceiverType::GenericHmac, b"k", &h, b"body"), Ok(Event::Push));
+        assert_eq!(
+            verify(ReceiverType::GenericHmac, b"k", &h, b"body"),
+            Ok(Event::Push)
+        );
         let h = headers(&[("x-signature", "sha1=aa")]);
         assert!(matches!(
             verify(ReceiverType::GenericHmac, b"k", &h, b"body"),

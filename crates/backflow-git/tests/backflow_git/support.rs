@@ -193,4 +193,3 @@ pub fn worker(
     );
     (w, clock)
 }
-
