@@ -1,7 +1,7 @@
 //! The `backflow` binary end to end, in one test crate so the shared helpers compile once:
 //! durability across SIGKILL and SIGTERM (`durability`), kubectl of every version on the
 //! machine (`kubectl`), the mirror (`mirror`), secrets through the real `sops` (`secrets`), and
-//! the operator against another API server (`operator`).
+//! the operator against another API server (`operator`), push webhooks (`receiver`).
 
 #![allow(
     clippy::unwrap_used,
@@ -13,4 +13,5 @@ mod durability;
 mod kubectl;
 mod mirror;
 mod operator;
+mod receiver;
 mod secrets;

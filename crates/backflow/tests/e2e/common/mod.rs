@@ -124,6 +124,8 @@ pub struct Server {
     child: Child,
     /// The URL it serves, e.g. `http://127.0.0.1:40123`.
     pub url: String,
+    /// The push receiver's URL (no path), unless it runs none.
+    pub receiver: Option<String>,
     /// The kubeconfig it wrote into its data dir.
     pub kubeconfig: PathBuf,
     /// How long starting and stopping may take.
@@ -139,6 +141,7 @@ impl Server {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
+            .args(["--receiver-bind-address", "127.0.0.1:0"])
             .args(flags)
             .env("BACKFLOW_LOG", "warn");
         if let Some(home) = home {
@@ -162,19 +165,30 @@ impl Server {
         let mut child = Self::spawn(data_dir, home, flags, Stdio::piped());
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
-        // Keep draining stdout so the server never blocks on a full pipe.
+        // Keep draining stdout so the server never blocks on a full pipe. The banner ends with
+        // its `try:` line.
         std::thread::spawn(move || {
+            let (mut url, mut receiver) = (None, None);
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(url) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(url.trim().to_string());
+                if let Some(u) = line.split("listening on ").nth(1) {
+                    url = Some(u.trim().to_string());
+                }
+                if let Some(r) = line.trim().strip_prefix("receiver:") {
+                    receiver = r.split_whitespace().next().map(str::to_string);
+                }
+                if line.trim().starts_with("try:") {
+                    if let Some(url) = url.take() {
+                        let _ = tx.send((url, receiver.take()));
+                    }
                 }
             }
         });
         match rx.recv_timeout(HANG_GUARD) {
-            Ok(url) => Self {
+            Ok((url, receiver)) => Self {
                 child,
                 url,
+                receiver,
                 kubeconfig: data_dir.join("kubeconfig"),
                 hang_guard: HANG_GUARD,
             },
@@ -220,6 +234,7 @@ impl Server {
         Self {
             child,
             url: format!("http://{addr}"),
+            receiver: None,
             kubeconfig,
             hang_guard,
         }
@@ -494,6 +509,17 @@ impl World {
 
     pub fn addr(&self) -> &str {
         self.server.as_ref().expect("a running server").addr()
+    }
+
+    /// `host:port` of the push receiver.
+    pub fn receiver(&self) -> &str {
+        self.server
+            .as_ref()
+            .expect("a running server")
+            .receiver
+            .as_deref()
+            .and_then(|r| r.strip_prefix("http://"))
+            .expect("a push receiver on plain HTTP")
     }
 
     /// The default mirror's remote (a bare repository).

@@ -1,0 +1,269 @@
+//! Push webhooks end to end: with the periodic refresh set to an hour, a push is seen only
+//! because it was announced — through the post-receive hook of `serve`'s own repository, and
+//! through a GitHub delivery (an example payload signed by GitHub's own signer) for a remote
+//! served over smart HTTP by `git http-backend`.
+
+use std::path::Path;
+
+use backflow_testkit::{HttpServer, octokit};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const HOUR: [&str; 2] = ["--git-refresh-interval", "1h"];
+
+/// The `GitBranch` of `name` in `ns`: (tip, lastPushNoticeAt).
+fn branch_status(w: &World, ns: &str, name: &str) -> (Option<String>, Option<String>) {
+    let b = w.get_json(&["gitbranch", name, "-n", ns]);
+    let text = |p: &str| b.pointer(p).and_then(Value::as_str).map(str::to_string);
+    (text("/status/tip"), text("/status/lastPushNoticeAt"))
+}
+
+/// Waits until the `GitBranch` reports `tip` and a push notice.
+fn wait_noticed(w: &World, ns: &str, name: &str, tip: &str) {
+    wait_for(
+        &format!("GitBranch {ns}/{name} to show {tip} and a push notice"),
+        || format!("{:?}", branch_status(w, ns, name)),
+        || {
+            let (seen, noticed) = branch_status(w, ns, name);
+            (seen.as_deref() == Some(tip) && noticed.is_some()).then_some(())
+        },
+    );
+}
+
+fn deliveries(w: &World, type_: &str, outcome: &str) -> f64 {
+    metric_sum(
+        &w.metrics(),
+        "backflow_receiver_deliveries_total",
+        &[
+            &format!("type=\"{type_}\""),
+            &format!("outcome=\"{outcome}\""),
+        ],
+    )
+}
+
+/// Commits a file in `clone` and pushes it, returning the commit and git's stderr.
+fn push_a_commit(w: &World, clone: &Path, file: &str) -> (String, String) {
+    std::fs::write(clone.join(file), "pushed by a person\n").unwrap();
+    w.git_in(Some(clone), &["add", "-A"]);
+    w.git_in(Some(clone), &["commit", "-q", "-m", &format!("add {file}")]);
+    let out = run_bounded(
+        "git push",
+        w.git_command(Some(clone), &["push", "origin", "HEAD:main"]),
+    );
+    assert_eq!(
+        out.code,
+        Some(0),
+        "a push never fails because of backflow: {out}"
+    );
+    let sha = w
+        .git_in(Some(clone), &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    (sha, out.stderr)
+}
+
+#[test]
+fn a_push_to_the_default_repository_is_noticed_through_its_hook() {
+    let mut w = World::start(&HOUR);
+    w.wait_settled();
+    let clone = w.dirs.work.join("clone");
+    w.git_in(
+        Some(&w.dirs.work),
+        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
+    );
+    let (sha, _) = push_a_commit(&w, &clone, "notes.md");
+    wait_noticed(&w, "backflow-system", "default-main", &sha);
+    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 1.0);
+    let receiver = w.get_json(&["gitreceiver", "default", "-n", "backflow-system"]);
+    assert_eq!(receiver["spec"]["type"], "generic-hmac");
+    assert!(
+        receiver["status"]["webhookPath"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/git-push/") && p.len() == "/git-push/".len() + 64),
+        "{receiver:#}"
+    );
+
+    // With backflow stopped the push still succeeds, and says why it was not announced.
+    w.stop();
+    let (_, stderr) = push_a_commit(&w, &clone, "more.md");
+    assert!(
+        stderr.contains("not delivered") && stderr.contains("next refresh"),
+        "the hook tells the pusher: {stderr}"
+    );
+}
+
+/// The example push of GitHub's examples, rewritten to announce `after` on `main` of `url`.
+fn github_push(url: &str, before: &str, after: &str) -> Vec<u8> {
+    let mut push = octokit::examples("push")
+        .into_iter()
+        .find(|e| e["ref"] == "refs/heads/master")
+        .expect("a branch push among GitHub's examples");
+    push["ref"] = json!("refs/heads/main");
+    push["before"] = json!(before);
+    push["after"] = json!(after);
+    let repository = push["repository"].as_object_mut().expect("a repository");
+    repository.retain(|_, v| !v.as_str().is_some_and(|s| s.contains("github.com")));
+    repository.insert("clone_url".into(), json!(url));
+    serde_json::to_vec(&push).unwrap()
+}
+
+fn post_github(w: &World, path: &str, secret: &str, body: &[u8]) -> Answer {
+    let signature = octokit::sign(secret, body);
+    http(
+        w.receiver(),
+        "POST",
+        path,
+        &[
+            ("Content-Type", "application/json"),
+            ("X-GitHub-Event", "push"),
+            ("X-GitHub-Delivery", "f5d4c9a0-0000-11ef-8000-000000000001"),
+            ("X-Hub-Signature-256", &signature),
+        ],
+        std::str::from_utf8(body).unwrap(),
+    )
+}
+
+fn webhook_path(w: &World) -> String {
+    wait_for(
+        "GitReceiver team-a/github Ready with a path",
+        || {
+            format!(
+                "{:#}",
+                w.get_json(&["gitreceiver", "github", "-n", "team-a"])
+            )
+        },
+        || {
+            let r = w.get_json(&["gitreceiver", "github", "-n", "team-a"]);
+            let ready = r["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            r["status"]["webhookPath"]
+                .as_str()
+                .filter(|_| ready)
+                .map(str::to_string)
+        },
+    )
+}
+
+#[test]
+fn a_github_delivery_for_a_smart_http_remote_wakes_its_branch_worker() {
+    let w = World::start(&HOUR);
+    let srv = w.dirs.work.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let bare = srv.join("team.git");
+    w.git_in(
+        Some(&w.dirs.work),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "--initial-branch=main",
+            &bare.to_string_lossy(),
+        ],
+    );
+    let server = HttpServer::start(&srv, None);
+    let url = server.url("team.git");
+    w.apply(&format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: team-a}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: webhook, namespace: team-a}}
+stringData: {{token: "first secret"}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitReceiver
+metadata: {{name: github, namespace: team-a}}
+spec: {{type: github, secretRef: {{name: webhook}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitProvider
+metadata: {{name: team, namespace: team-a}}
+spec: {{url: "{url}"}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: team, namespace: team-a}}
+spec: {{providerRef: {{name: team}}, branch: main, path: apps}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: config, namespace: team-a}}
+spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [configmaps]}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: app, namespace: team-a}}
+data: {{color: blue}}
+"#
+    ));
+    let path = webhook_path(&w);
+    // backflow's first push over HTTP.
+    let ours = wait_for(
+        "the first push to the HTTP remote",
+        || format!("{:?}", branch_status(&w, "team-a", "team-main")),
+        || branch_status(&w, "team-a", "team-main").0,
+    );
+
+    // Somebody pushes straight into the repository: no hook there, nothing tells backflow.
+    let clone = w.dirs.work.join("person");
+    w.git_in(
+        Some(&w.dirs.work),
+        &["clone", "-q", &bare.to_string_lossy(), "person"],
+    );
+    let (theirs, _) = push_a_commit(&w, &clone, "theirs.md");
+
+    // A delivery signed with the wrong secret is refused and changes nothing.
+    let body = github_push(&url, &ours, &theirs);
+    assert_eq!(post_github(&w, &path, "wrong secret", &body).status, 404);
+    assert_eq!(deliveries(&w, "github", "bad_signature"), 1.0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(
+        branch_status(&w, "team-a", "team-main"),
+        (Some(ours.clone()), None),
+        "a rejected delivery triggers nothing"
+    );
+
+    // The real one wakes the worker, which reads the remote and sees the push.
+    let answer = post_github(&w, &path, "first secret", &body);
+    assert_eq!(answer.status, 202, "{answer:?}");
+    wait_noticed(&w, "team-a", "team-main", &theirs);
+    assert_eq!(deliveries(&w, "github", "accepted"), 1.0);
+
+    // Rotating the token moves the path: the old one is unknown, the new one works.
+    w.apply(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {name: webhook, namespace: team-a}
+stringData: {token: "second secret"}
+"#,
+    );
+    let moved = wait_for(
+        "the webhook path to move with the token",
+        || {
+            format!(
+                "{:#}",
+                w.get_json(&["gitreceiver", "github", "-n", "team-a"])
+            )
+        },
+        || {
+            let r = w.get_json(&["gitreceiver", "github", "-n", "team-a"]);
+            r["status"]["webhookPath"]
+                .as_str()
+                .filter(|p| *p != path)
+                .map(str::to_string)
+        },
+    );
+    assert_eq!(post_github(&w, &path, "second secret", &body).status, 404);
+    assert_eq!(deliveries(&w, "unknown", "unknown_path"), 1.0);
+    assert_eq!(post_github(&w, &moved, "second secret", &body).status, 202);
+    wait_for(
+        "the redelivery to be recognised",
+        || w.metrics(),
+        || (deliveries(&w, "github", "duplicate") == 1.0).then_some(()),
+    );
+}
