@@ -67,6 +67,16 @@ impl Live {
         })
     }
 
+    /// A client of the API that never crosses a socket.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The running mirror, once started.
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.mirror.as_ref()
+    }
+
     /// The address clients reach the server on.
     pub fn addr(&self) -> SocketAddr {
         self.server.addr
@@ -75,6 +85,22 @@ impl Live {
     /// Applies the default configuration (every namespace into `live/` of branch `main` of the
     /// remote, with this commit window) and starts the mirror.
     pub async fn start_mirror(&mut self, commit_window: &str) -> Result<(), String> {
+        self.start_mirror_with(
+            commit_window,
+            backflow_mirror::DEFAULT_REFRESH_INTERVAL,
+            None,
+        )
+        .await
+    }
+
+    /// [`Live::start_mirror`] with the branch workers' periodic refresh at `refresh_interval`,
+    /// and with `receiver_token` the default `GitReceiver` `serve` creates.
+    pub async fn start_mirror_with(
+        &mut self,
+        commit_window: &str,
+        refresh_interval: Duration,
+        receiver_token: Option<&str>,
+    ) -> Result<(), String> {
         let url = format!("file://{}", path_str(&self.remote)?);
         let setup = DefaultSetup {
             url,
@@ -84,7 +110,7 @@ impl Live {
             // `serve` also encrypts Secrets to a generated age key; the benchmarks write only
             // ConfigMaps, which are never encrypted, so no key is made.
             recipients: Vec::new(),
-            receiver_token: None,
+            receiver_token: receiver_token.map(str::to_string),
         };
         backflow_mirror::defaults::ensure(&self.client, &setup)
             .await
@@ -92,7 +118,7 @@ impl Live {
         let mirror = Mirror::start(
             self.client.clone(),
             MirrorOptions {
-                refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
+                refresh_interval,
                 data_dir: self.data.join("git"),
                 identities: Vec::new(),
             },

@@ -9,6 +9,7 @@ mod client;
 mod git;
 mod latency;
 mod live;
+mod notice;
 mod report;
 mod rest;
 mod server;
@@ -22,6 +23,7 @@ const SCENARIOS: &[&str] = &[
     "rest-writes",
     "mirror-latency",
     "snapshot",
+    "push-notice",
     "foreign-push",
 ];
 
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
             "rest-writes" => rt.block_on(rest::run(quick)),
             "mirror-latency" => rt.block_on(latency::run(quick)),
             "snapshot" => rt.block_on(snapshot::run(quick)),
+            "push-notice" => rt.block_on(notice::run(quick)),
             "foreign-push" => Ok(foreign_push(quick)),
             _ => Err(format!("scenario {name} is not built yet")),
         };

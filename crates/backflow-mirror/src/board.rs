@@ -54,6 +54,9 @@ pub struct Board {
     streams: Mutex<BTreeMap<StreamSpec, StreamState>>,
     targets: Mutex<BTreeMap<TargetRef, TargetActivity>>,
     branches: Mutex<BTreeMap<BranchKey, BranchActivity>>,
+    /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
+    /// so its `GitBranch` shows it at once rather than at the next status tick.
+    branch_news: tokio::sync::Notify,
 }
 
 impl Board {
@@ -148,6 +151,7 @@ impl Board {
             .entry(branch.clone())
             .or_default()
             .tip = Some(sha);
+        self.branch_news.notify_one();
     }
 
     /// Records that a push webhook named the branch at `at` (RFC 3339).
@@ -158,6 +162,12 @@ impl Board {
             .entry(branch.clone())
             .or_default()
             .last_push_notice_at = Some(at);
+        self.branch_news.notify_one();
+    }
+
+    /// Resolves when a branch learned something from outside since the last call.
+    pub async fn branch_news(&self) {
+        self.branch_news.notified().await;
     }
 
     /// A branch's activity.

@@ -136,6 +136,7 @@ impl Controller {
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         let mut status_tick = tokio::time::interval(Duration::from_secs(1));
         let mut divergences = self.workers.take_divergences();
+        let board = self.board.clone();
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
@@ -149,6 +150,10 @@ impl Controller {
                 _ = status_tick.tick() => {
                     self.report_recoveries();
                     self.write_statuses().await;
+                    continue;
+                }
+                () = board.branch_news() => {
+                    self.write_branch_statuses().await;
                     continue;
                 }
             }
