@@ -84,6 +84,23 @@ fn a_push_to_the_default_repository_is_noticed_through_its_hook() {
         "{receiver:#}"
     );
 
+    // Deleting the branch is announced too (`after` all zeros): the worker finds it gone and
+    // recreates it from the live state, with the refresh an hour away.
+    w.git(&["config", "receive.denyDeleteCurrent", "ignore"]);
+    let out = run_bounded(
+        "git push --delete",
+        w.git_command(Some(&clone), &["push", "origin", "--delete", "main"]),
+    );
+    assert_eq!(out.code, Some(0), "{out}");
+    wait_for(
+        "the deleted branch to be recreated from the live state",
+        || format!("{:?}", w.tip()),
+        || w.tip().filter(|_| w.show("live/README.md").is_some()),
+    );
+    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 2.0);
+    w.git_in(Some(&clone), &["fetch", "-q", "origin"]);
+    w.git_in(Some(&clone), &["reset", "-q", "--hard", "origin/main"]);
+
     // With backflow stopped the push still succeeds, and says why it was not announced.
     w.stop();
     let (_, stderr) = push_a_commit(&w, &clone, "more.md");
@@ -228,11 +245,19 @@ data: {{color: blue}}
         "a rejected delivery triggers nothing"
     );
 
+    // A delivery announcing backflow's own push wakes the worker, which finds nothing foreign.
+    let own = github_push(&url, &"0".repeat(40), &ours);
+    assert_eq!(post_github(&w, &path, "first secret", &own).status, 202);
+    wait_noticed(&w, "team-a", "team-main", &ours);
+    let foreign = || metric_sum(&w.metrics(), "backflow_git_foreign_commits_total", &[]);
+    assert_eq!(foreign(), 0.0, "backflow's own push is never foreign");
+
     // The real one wakes the worker, which reads the remote and sees the push.
     let answer = post_github(&w, &path, "first secret", &body);
     assert_eq!(answer.status, 202, "{answer:?}");
     wait_noticed(&w, "team-a", "team-main", &theirs);
-    assert_eq!(deliveries(&w, "github", "accepted"), 1.0);
+    assert_eq!(deliveries(&w, "github", "accepted"), 2.0);
+    assert_eq!(foreign(), 1.0);
 
     // Rotating the token moves the path: the old one is unknown, the new one works.
     w.apply(
@@ -265,5 +290,48 @@ stringData: {token: "second secret"}
         "the redelivery to be recognised",
         || w.metrics(),
         || (deliveries(&w, "github", "duplicate") == 1.0).then_some(()),
+    );
+}
+
+#[test]
+fn beyond_loopback_the_receiver_speaks_tls() {
+    let w = World::start(&["--receiver-bind-address", "0.0.0.0:0"]);
+    let banner_url = w.receiver_url().to_string();
+    assert!(banner_url.starts_with("https://127.0.0.1:"), "{banner_url}");
+    let curl = |url: &str, insecure: bool| {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "--max-time",
+            "10",
+        ]);
+        if insecure {
+            cmd.arg("-k");
+        }
+        cmd.arg(url);
+        run_bounded("curl", cmd).stdout
+    };
+    let path = "/git-push/0000";
+    assert_eq!(
+        curl(&format!("{banner_url}{path}"), true),
+        "404",
+        "TLS, unknown path"
+    );
+    let plain = banner_url.replacen("https://", "http://", 1);
+    assert_ne!(
+        curl(&format!("{plain}{path}"), true),
+        "404",
+        "no plain HTTP beyond loopback"
+    );
+    assert_ne!(
+        curl(&format!("{banner_url}{path}"), false),
+        "404",
+        "a certificate of backflow's own CA"
     );
 }

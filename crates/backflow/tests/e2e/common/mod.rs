@@ -137,11 +137,14 @@ impl Server {
     /// no system Git config, so the mirror's Git runs isolated from the machine's.
     fn spawn(data_dir: &Path, home: Option<&Path>, flags: &[&str], stdout: Stdio) -> Child {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_backflow"));
+        if !flags.contains(&"--receiver-bind-address") {
+            // Tests run side by side: never the fixed default port.
+            cmd.env("BACKFLOW_RECEIVER_BIND_ADDRESS", "127.0.0.1:0");
+        }
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
-            .args(["--receiver-bind-address", "127.0.0.1:0"])
             .args(flags)
             .env("BACKFLOW_LOG", "warn");
         if let Some(home) = home {
@@ -509,6 +512,16 @@ impl World {
 
     pub fn addr(&self) -> &str {
         self.server.as_ref().expect("a running server").addr()
+    }
+
+    /// The push receiver's URL as the banner prints it.
+    pub fn receiver_url(&self) -> &str {
+        self.server
+            .as_ref()
+            .expect("a running server")
+            .receiver
+            .as_deref()
+            .expect("a push receiver")
     }
 
     /// `host:port` of the push receiver.
