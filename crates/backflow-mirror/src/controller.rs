@@ -16,11 +16,9 @@ use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
 use backflow_manifest::{KindMap, identities_from_secret};
 use backflow_sops::{Encryptor, Identity, Recipient, generate_identity};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -945,17 +943,7 @@ where
         + Send
         + 'static,
 {
-    tokio::spawn(async move {
-        let api: Api<K> = Api::all(client);
-        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
-        while let Some(e) = events.next().await {
-            if e.is_ok() {
-                let _ = tx.try_send(());
-            } else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    })
+    tokio::spawn(crate::watch_changes(Api::<K>::all(client), tx))
 }
 
 /// The `GitBranch` name for a provider's branch: `{provider}-{branch}`, made a DNS subdomain.

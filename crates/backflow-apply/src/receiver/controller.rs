@@ -11,10 +11,9 @@ use std::time::Duration;
 use backflow_api::Clock;
 use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
 use backflow_api::config::{ConditionStatus, GitReceiver, GitReceiverStatus};
-use futures::StreamExt;
+use backflow_mirror::watch_changes;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
@@ -137,11 +136,15 @@ impl ReceiverController {
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let (tx, mut rx) = mpsc::channel::<()>(16);
         let triggers = [
-            tokio::spawn(trigger(
+            tokio::spawn(watch_changes(
                 Api::<GitReceiver>::all(self.client.clone()),
                 tx.clone(),
             )),
-            tokio::spawn(trigger_metadata::<Secret>(self.client.clone(), tx)),
+            // Metadata only: Secrets' contents are read for the receivers that name them.
+            tokio::spawn(watch_changes(
+                Api::<PartialObjectMeta<Secret>>::all(self.client.clone()),
+                tx,
+            )),
         ];
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         loop {
@@ -232,35 +235,6 @@ impl ReceiverController {
             }
         }
     }
-}
-
-/// Sends a tick on every change to objects of `api`.
-async fn trigger<K>(api: Api<K>, tx: mpsc::Sender<()>)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
-    while let Some(e) = events.next().await {
-        if e.is_ok() {
-            let _ = tx.try_send(());
-        } else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-}
-
-/// Sends a tick on every change to objects of `api`, reading their metadata only (Secrets'
-/// contents are read for the receivers that name them, nothing else).
-async fn trigger_metadata<K>(client: Client, tx: mpsc::Sender<()>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    trigger(Api::<PartialObjectMeta<K>>::all(client), tx).await;
 }
 
 #[cfg(test)]

@@ -31,9 +31,19 @@ fn wait_noticed(w: &World, ns: &str, name: &str, tip: &str) {
     );
 }
 
-fn deliveries(w: &World, type_: &str, outcome: &str) -> f64 {
-    metric_sum(
-        &w.metrics(),
+/// A counter's value (counters are small whole numbers).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "counters are small non-negative whole numbers"
+)]
+fn counter(w: &World, name: &str, labels: &[&str]) -> u64 {
+    metric_sum(&w.metrics(), name, labels).round() as u64
+}
+
+fn deliveries(w: &World, type_: &str, outcome: &str) -> u64 {
+    counter(
+        w,
         "backflow_receiver_deliveries_total",
         &[
             &format!("type=\"{type_}\""),
@@ -74,7 +84,7 @@ fn a_push_to_the_default_repository_is_noticed_through_its_hook() {
     );
     let (sha, _) = push_a_commit(&w, &clone, "notes.md");
     wait_noticed(&w, "backflow-system", "default-main", &sha);
-    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 1.0);
+    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 1);
     let receiver = w.get_json(&["gitreceiver", "default", "-n", "backflow-system"]);
     assert_eq!(receiver["spec"]["type"], "generic-hmac");
     assert!(
@@ -97,7 +107,7 @@ fn a_push_to_the_default_repository_is_noticed_through_its_hook() {
         || format!("{:?}", w.tip()),
         || w.tip().filter(|_| w.show("live/README.md").is_some()),
     );
-    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 2.0);
+    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 2);
     w.git_in(Some(&clone), &["fetch", "-q", "origin"]);
     w.git_in(Some(&clone), &["reset", "-q", "--hard", "origin/main"]);
 
@@ -237,7 +247,7 @@ data: {{color: blue}}
     // A delivery signed with the wrong secret is refused and changes nothing.
     let body = github_push(&url, &ours, &theirs);
     assert_eq!(post_github(&w, &path, "wrong secret", &body).status, 404);
-    assert_eq!(deliveries(&w, "github", "bad_signature"), 1.0);
+    assert_eq!(deliveries(&w, "github", "bad_signature"), 1);
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(
         branch_status(&w, "team-a", "team-main"),
@@ -249,15 +259,15 @@ data: {{color: blue}}
     let own = github_push(&url, &"0".repeat(40), &ours);
     assert_eq!(post_github(&w, &path, "first secret", &own).status, 202);
     wait_noticed(&w, "team-a", "team-main", &ours);
-    let foreign = || metric_sum(&w.metrics(), "backflow_git_foreign_commits_total", &[]);
-    assert_eq!(foreign(), 0.0, "backflow's own push is never foreign");
+    let foreign = || counter(&w, "backflow_git_foreign_commits_total", &[]);
+    assert_eq!(foreign(), 0, "backflow's own push is never foreign");
 
     // The real one wakes the worker, which reads the remote and sees the push.
     let answer = post_github(&w, &path, "first secret", &body);
     assert_eq!(answer.status, 202, "{answer:?}");
     wait_noticed(&w, "team-a", "team-main", &theirs);
-    assert_eq!(deliveries(&w, "github", "accepted"), 2.0);
-    assert_eq!(foreign(), 1.0);
+    assert_eq!(deliveries(&w, "github", "accepted"), 2);
+    assert_eq!(foreign(), 1);
 
     // Rotating the token moves the path: the old one is unknown, the new one works.
     w.apply(
@@ -284,12 +294,12 @@ stringData: {token: "second secret"}
         },
     );
     assert_eq!(post_github(&w, &path, "second secret", &body).status, 404);
-    assert_eq!(deliveries(&w, "unknown", "unknown_path"), 1.0);
+    assert_eq!(deliveries(&w, "unknown", "unknown_path"), 1);
     assert_eq!(post_github(&w, &moved, "second secret", &body).status, 202);
     wait_for(
         "the redelivery to be recognised",
         || w.metrics(),
-        || (deliveries(&w, "github", "duplicate") == 1.0).then_some(()),
+        || (deliveries(&w, "github", "duplicate") == 1).then_some(()),
     );
 }
 

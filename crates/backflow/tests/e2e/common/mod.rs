@@ -180,10 +180,8 @@ impl Server {
                 if let Some(r) = line.trim().strip_prefix("receiver:") {
                     receiver = r.split_whitespace().next().map(str::to_string);
                 }
-                if line.trim().starts_with("try:") {
-                    if let Some(url) = url.take() {
-                        let _ = tx.send((url, receiver.take()));
-                    }
+                if let Some(url) = url.take_if(|_| line.trim().starts_with("try:")) {
+                    let _ = tx.send((url, receiver.take()));
                 }
             }
         });
