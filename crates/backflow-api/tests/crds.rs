@@ -23,7 +23,8 @@ fn every_kind_has_a_structural_crd_in_the_group() {
             "WatchRule",
             "ClusterWatchRule",
             "CommitRequest",
-            "GitBranch"
+            "GitBranch",
+            "GitReceiver"
         ]
     );
     for crd in &crds {

@@ -26,6 +26,7 @@ pub struct GitMetrics {
     replays: Family<Labels, Counter>,
     pending_writes: Family<Labels, Gauge>,
     foreign_commits: Family<Labels, Counter>,
+    remote_reads: Family<Labels, Counter>,
 }
 
 impl GitMetrics {
@@ -40,6 +41,7 @@ impl GitMetrics {
             replays: Family::default(),
             pending_writes: Family::default(),
             foreign_commits: Family::default(),
+            remote_reads: Family::default(),
         };
         let reg = registry.sub_registry_with_prefix("backflow_git");
         reg.register(
@@ -71,6 +73,11 @@ impl GitMetrics {
             "foreign_commits",
             "Remote tips seen that this process did not push",
             m.foreign_commits.clone(),
+        );
+        reg.register(
+            "remote_reads",
+            "Reads of the remote's tip (at start, on a refresh, a push notice, before publishing)",
+            m.remote_reads.clone(),
         );
         m
     }
@@ -132,6 +139,12 @@ impl BranchMetrics {
             f.pending_writes
                 .get_or_create(&self.labels)
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub(crate) fn remote_read(&self) {
+        if let Some(f) = &self.families {
+            f.remote_reads.get_or_create(&self.labels).inc();
         }
     }
 

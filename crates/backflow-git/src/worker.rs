@@ -414,7 +414,10 @@ impl BranchWorker {
 
     fn io(&mut self, effect: Effect) -> Option<Input> {
         match effect {
-            Effect::Fetch { check } => Some(Input::Fetched(self.fetch(&check))),
+            Effect::Fetch { check } => {
+                self.metrics.remote_read();
+                Some(Input::Fetched(self.fetch(&check)))
+            }
             Effect::Build {
                 parent,
                 from,

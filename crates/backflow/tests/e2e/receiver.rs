@@ -12,9 +12,10 @@ use crate::common::*;
 
 const HOUR: [&str; 2] = ["--git-refresh-interval", "1h"];
 
-/// The `GitBranch` of `name` in `ns`: (tip, lastPushNoticeAt).
+/// The `GitBranch` of `name` in `ns`: (tip, lastPushNoticeAt); nothing while it does not exist.
 fn branch_status(w: &World, ns: &str, name: &str) -> (Option<String>, Option<String>) {
-    let b = w.get_json(&["gitbranch", name, "-n", ns]);
+    let out = w.kubectl_run(&["get", "gitbranch", name, "-n", ns, "-o", "json"]);
+    let b: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
     let text = |p: &str| b.pointer(p).and_then(Value::as_str).map(str::to_string);
     (text("/status/tip"), text("/status/lastPushNoticeAt"))
 }
@@ -236,6 +237,23 @@ data: {{color: blue}}
         || branch_status(&w, "team-a", "team-main").0,
     );
 
+    // A delivery announcing backflow's own push: the worker reads the remote (once more) and
+    // finds nothing foreign.
+    let reads = || counter(&w, "backflow_git_remote_reads_total", &[]);
+    let foreign = || counter(&w, "backflow_git_foreign_commits_total", &[]);
+    let before = reads();
+    let own = github_push(&url, &"0".repeat(40), &ours);
+    assert_eq!(post_github(&w, &path, "first secret", &own).status, 202);
+    wait_for(
+        "the worker to read the remote after the notice",
+        || format!("{} remote reads", reads()),
+        || (reads() > before).then_some(()),
+    );
+    let (tip, noticed) = branch_status(&w, "team-a", "team-main");
+    assert_eq!(tip.as_deref(), Some(ours.as_str()));
+    assert!(noticed.is_some(), "the notice is stamped on the GitBranch");
+    assert_eq!(foreign(), 0, "backflow's own push is never foreign");
+
     // Somebody pushes straight into the repository: no hook there, nothing tells backflow.
     let clone = w.dirs.work.join("person");
     w.git_in(
@@ -246,21 +264,15 @@ data: {{color: blue}}
 
     // A delivery signed with the wrong secret is refused and changes nothing.
     let body = github_push(&url, &ours, &theirs);
+    let reads_before = reads();
     assert_eq!(post_github(&w, &path, "wrong secret", &body).status, 404);
     assert_eq!(deliveries(&w, "github", "bad_signature"), 1);
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(
-        branch_status(&w, "team-a", "team-main"),
-        (Some(ours.clone()), None),
+        (branch_status(&w, "team-a", "team-main"), reads()),
+        ((Some(ours.clone()), noticed), reads_before),
         "a rejected delivery triggers nothing"
     );
-
-    // A delivery announcing backflow's own push wakes the worker, which finds nothing foreign.
-    let own = github_push(&url, &"0".repeat(40), &ours);
-    assert_eq!(post_github(&w, &path, "first secret", &own).status, 202);
-    wait_noticed(&w, "team-a", "team-main", &ours);
-    let foreign = || counter(&w, "backflow_git_foreign_commits_total", &[]);
-    assert_eq!(foreign(), 0, "backflow's own push is never foreign");
 
     // The real one wakes the worker, which reads the remote and sees the push.
     let answer = post_github(&w, &path, "first secret", &body);
