@@ -18,7 +18,8 @@ use backflow_api::Clock;
 use backflow_branch::{CommitId, Divergence, ForeignCommit, Intent, IntentSeq, PlanError};
 use tokio::sync::{broadcast, oneshot};
 
-use crate::worker::{BranchWorker, WorkerEvent};
+use crate::error::RepoError;
+use crate::worker::{BranchWorker, FolderFile, WorkerEvent};
 
 /// What happened to the branch that its worker's owner must act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +99,11 @@ enum Command {
     CommitRequest(String, oneshot::Sender<Option<CommitId>>),
     RemoteMoved,
     Recovered,
+    ReadFolder(
+        CommitId,
+        String,
+        oneshot::Sender<Result<Vec<FolderFile>, RepoError>>,
+    ),
     Shutdown(oneshot::Sender<Result<Option<CommitId>, ShutdownError>>),
 }
 
@@ -153,6 +159,20 @@ impl WorkerHandle {
     /// A hint that the branch moved (push webhook): the worker reads the remote at once.
     pub fn notify_remote_moved(&self) {
         let _ = self.tx.send(Command::RemoteMoved);
+    }
+
+    /// Every file under `folder` of `commit` (see [`BranchWorker::read_folder`]), read on the
+    /// worker's thread, which owns the repository.
+    pub async fn read_folder(
+        &self,
+        commit: CommitId,
+        folder: impl Into<String>,
+    ) -> Result<Result<Vec<FolderFile>, RepoError>, WorkerStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::ReadFolder(commit, folder.into(), tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)
     }
 
     /// Every target of the branch was resubmitted after a [`BranchNotice::Diverged`]:
@@ -281,6 +301,9 @@ impl Driver {
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
             Command::Recovered => self.worker.recovered(),
+            Command::ReadFolder(commit, folder, reply) => {
+                let _ = reply.send(self.worker.read_folder(commit, &folder));
+            }
             Command::Shutdown(reply) => return Some(reply),
         }
         None

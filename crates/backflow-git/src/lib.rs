@@ -87,4 +87,4 @@ pub use remote::{
 };
 pub use repo::{Identity, LocalRepo};
 pub use tree::{LayeredView, Overlay, PathUpdate, TreeView, blob_id};
-pub use worker::{BranchWorker, WorkerConfig, WorkerEvent};
+pub use worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};

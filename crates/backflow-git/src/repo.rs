@@ -192,6 +192,15 @@ impl LocalRepo {
         Ok(Some(blob.content().to_vec()))
     }
 
+    /// The bytes of the blob `id`.
+    pub fn read_blob(&self, id: Oid) -> Result<Vec<u8>, RepoError> {
+        let blob = self
+            .repo
+            .find_blob(id)
+            .map_err(self.err(format!("reading blob {id}")))?;
+        Ok(blob.content().to_vec())
+    }
+
     /// The blob id of the file at `path` in `tree`, without reading it (`None`: no such file).
     pub fn file_id(&self, tree: Oid, path: &str) -> Result<Option<Oid>, RepoError> {
         let tree = self

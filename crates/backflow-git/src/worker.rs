@@ -112,6 +112,15 @@ fn durable_refs(branch: &str) -> [String; 2] {
 }
 
 /// A git2 object id as the core's commit id.
+/// A file of a commit, as [`BranchWorker::read_folder`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderFile {
+    /// Its path from the root of the tree.
+    pub path: String,
+    /// Its bytes.
+    pub content: Vec<u8>,
+}
+
 pub(crate) fn commit_id(oid: Oid) -> CommitId {
     let mut bytes = [0u8; 20];
     let raw = oid.as_bytes();
@@ -335,6 +344,26 @@ impl BranchWorker {
     pub fn flush(&mut self) -> FlushMark {
         self.run(Input::Flush);
         self.core.flush_mark()
+    }
+
+    /// Every file under `folder` (`""` or `"."`: the whole tree) of `commit`, as (path, bytes)
+    /// sorted by path: what an applier applies. The commit must be in the cache (every tip the
+    /// worker saw or pushed is).
+    pub fn read_folder(
+        &self,
+        commit: CommitId,
+        folder: &str,
+    ) -> Result<Vec<FolderFile>, RepoError> {
+        let tree = self.repo.commit_tree(oid(commit))?;
+        let dir = if folder == "." { "" } else { folder };
+        self.repo
+            .list_file_ids(tree, dir)?
+            .into_iter()
+            .map(|(path, id)| {
+                let content = self.repo.read_blob(id)?;
+                Ok(FolderFile { path, content })
+            })
+            .collect()
     }
 
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.

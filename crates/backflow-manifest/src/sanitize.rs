@@ -39,6 +39,8 @@ const SERVER_METADATA: &[&str] = &[
 const BOOKKEEPING_LABELS: &[&str] = &[
     "kustomize.toolkit.fluxcd.io/name",
     "kustomize.toolkit.fluxcd.io/namespace",
+    // backflow's own applier's ownership label (`<namespace>.<claim>`).
+    "backflow.dev/applier",
 ];
 
 /// Label prefixes that are bookkeeping as a whole.
@@ -250,6 +252,7 @@ mod tests {
             "kubectl.kubernetes.io/restartedAt"
         ));
         assert!(is_bookkeeping_annotation("backflow.dev/applied-commit"));
+        assert!(is_bookkeeping_label("backflow.dev/applier"));
         assert!(!is_bookkeeping_annotation("backflow.dev/owner"));
         assert!(is_bookkeeping_annotation(
             "kustomize.toolkit.fluxcd.io/checksum"

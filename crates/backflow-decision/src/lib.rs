@@ -1,0 +1,20 @@
+//! The apply decision: when one applier is asked to apply which commit, as a pure state machine.
+//!
+//! Like the branch worker's core, [`ApplierCore::step`] takes an [`ApplyInput`] and the time
+//! and returns [`ApplyEffect`]s; a shell (in `backflow-apply`) flushes the branch worker,
+//! records the operation in the claim's status, runs the applier, and feeds the answers back.
+//! No clock, no threads, no Kubernetes client, so a simulator can drive it.
+//!
+//! - `reason.rs`: why an apply is asked for.
+//! - `operation.rs`: one apply as the claim's `status.operation` records it.
+//! - `core.rs`: the state machine (one [`ApplyPhase`] enum).
+
+mod core;
+mod operation;
+mod reason;
+
+pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
+pub use operation::{Operation, OperationId, OperationPhase};
+pub use reason::{Reason, Reasons};
+
+pub use backflow_branch::{CommitId, Moment};

@@ -1,0 +1,99 @@
+//! Why an applier is asked to apply (seed 000, "When `GitOps` Reverser asks for an apply").
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// One reason to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// The branch gained a commit backflow did not push.
+    ForeignCommit,
+    /// An API create in the folder (or a resync that added an object) is stamped by applying;
+    /// never skipped as already applied.
+    CatchUpAdopt,
+    /// Once at start and once when a target first names the claim; skipped when the last
+    /// successful operation already applied the tip.
+    CatchUpConverge,
+    /// A refused edit, under `onRefusal: Reapply`.
+    Refusal,
+    /// An apply reverted an edit made after the flush; Git kept the edit.
+    Repair,
+}
+
+impl Reason {
+    /// The name in status and metrics.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForeignCommit => "ForeignCommit",
+            Self::CatchUpAdopt | Self::CatchUpConverge => "CatchUp",
+            Self::Refusal => "Refusal",
+            Self::Repair => "Repair",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of pending reasons: a burst of the same reason is one flag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reasons(BTreeSet<Reason>);
+
+impl Reasons {
+    /// Adds a reason.
+    pub fn insert(&mut self, reason: Reason) {
+        self.0.insert(reason);
+    }
+
+    /// Adds every reason of `other`.
+    pub fn extend(&mut self, other: &Self) {
+        self.0.extend(other.0.iter().copied());
+    }
+
+    /// Takes every reason, leaving none.
+    #[must_use]
+    pub fn take(&mut self) -> Self {
+        std::mem::take(self)
+    }
+
+    /// Whether none is pending.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `reason` is pending.
+    #[must_use]
+    pub fn contains(&self, reason: Reason) -> bool {
+        self.0.contains(&reason)
+    }
+
+    /// Whether the only reason is a converge, which an apply of the same commit satisfies.
+    #[must_use]
+    pub fn only_converge(&self) -> bool {
+        self.0.len() == 1 && self.contains(Reason::CatchUpConverge)
+    }
+
+    /// The reasons, in a stable order.
+    pub fn iter(&self) -> impl Iterator<Item = Reason> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// The distinct names (`CatchUp` once for both kinds), in a stable order.
+    #[must_use]
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.iter().map(Reason::as_str).collect();
+        names.dedup();
+        names
+    }
+}
+
+impl FromIterator<Reason> for Reasons {
+    fn from_iter<I: IntoIterator<Item = Reason>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}

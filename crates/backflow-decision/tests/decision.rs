@@ -1,0 +1,322 @@
+//! The apply decision's rules, one test each, driven with explicit inputs and times.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on the unexpected")]
+
+use std::time::Duration;
+
+use backflow_decision::{
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
+    Moment, Operation, OperationId, OperationPhase, Reason, Reasons,
+};
+
+fn commit(n: u8) -> CommitId {
+    CommitId::from_bytes([n; 20])
+}
+
+fn at(secs: u64) -> Moment {
+    Moment(Duration::from_secs(secs))
+}
+
+/// A core with its gate open.
+fn open() -> ApplierCore {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    assert!(
+        !core
+            .step(ApplyInput::Gate(None), at(0))
+            .contains(&ApplyEffect::Flush)
+    );
+    core
+}
+
+fn asked(effects: &[ApplyEffect]) -> Option<Operation> {
+    effects.iter().find_map(|e| match e {
+        ApplyEffect::Ask(op) => Some(op.clone()),
+        _ => None,
+    })
+}
+
+fn flushes(effects: &[ApplyEffect]) -> bool {
+    effects.contains(&ApplyEffect::Flush)
+}
+
+fn done(core: &mut ApplierCore, op: &Operation, now: u64) -> Vec<ApplyEffect> {
+    core.step(
+        ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Succeeded,
+            message: String::new(),
+        },
+        at(now),
+    )
+}
+
+#[test]
+fn a_foreign_commit_is_applied_only_as_the_tip_the_flush_produced() {
+    let mut core = open();
+    let foreign = commit(1);
+    let replayed = commit(2); // F + the pending write W, pushed by the flush
+    let effects = core.step(ApplyInput::Foreign(foreign), at(1));
+    assert!(
+        flushes(&effects),
+        "a foreign commit makes an apply due: flush first"
+    );
+    assert_eq!(asked(&effects), None, "never asked for F on its own");
+    core.step(ApplyInput::Published(replayed), at(1));
+    let effects = core.step(ApplyInput::Flushed(Some(replayed)), at(1));
+    let op = asked(&effects).unwrap();
+    assert_eq!(op.commit, replayed);
+    assert!(op.reasons.contains(Reason::ForeignCommit));
+    // Recorded before asked.
+    let record = effects
+        .iter()
+        .position(|e| matches!(e, ApplyEffect::Record { .. }))
+        .unwrap();
+    let ask = effects
+        .iter()
+        .position(|e| matches!(e, ApplyEffect::Ask(_)))
+        .unwrap();
+    assert!(record < ask);
+    done(&mut core, &op, 2);
+    assert_eq!(core.last_applied(), Some(replayed));
+    assert_eq!(core.phase(), &ApplyPhase::Idle);
+}
+
+#[test]
+fn nothing_is_asked_while_the_gate_holds() {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    assert!(
+        !flushes(&core.step(ApplyInput::Foreign(commit(1)), at(0))),
+        "closed until told"
+    );
+    for hold in [
+        Hold::Snapshots("team/web: configmaps replaying".into()),
+        Hold::CommitRequest,
+        Hold::Recovering,
+    ] {
+        assert!(!flushes(&core.step(ApplyInput::Gate(Some(hold)), at(1))));
+        assert!(!flushes(&core.step(ApplyInput::Tick, at(2))));
+    }
+    assert!(
+        flushes(&core.step(ApplyInput::Gate(None), at(3))),
+        "due once the gate opens"
+    );
+}
+
+#[test]
+fn a_gate_that_closes_during_the_flush_means_deciding_again() {
+    let mut core = open();
+    assert!(flushes(&core.step(ApplyInput::Foreign(commit(1)), at(1))));
+    core.step(ApplyInput::Gate(Some(Hold::CommitRequest)), at(1));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(1))), at(1));
+    assert_eq!(asked(&effects), None);
+    assert!(
+        core.pending().contains(Reason::ForeignCommit),
+        "kept for later"
+    );
+    let effects = core.step(ApplyInput::Gate(None), at(2));
+    assert!(flushes(&effects), "a new flush, not the old answer");
+}
+
+#[test]
+fn a_tip_that_moves_before_the_request_means_a_new_flush() {
+    let mut core = open();
+    assert!(flushes(&core.step(ApplyInput::Foreign(commit(1)), at(1))));
+    // Another push lands while the flush is answered with the older tip.
+    core.step(ApplyInput::Foreign(commit(3)), at(1));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(1))), at(1));
+    assert_eq!(
+        asked(&effects),
+        None,
+        "never asks for a tip that is no longer the tip"
+    );
+    assert!(flushes(&effects));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(3))), at(1));
+    assert_eq!(asked(&effects).unwrap().commit, commit(3));
+}
+
+#[test]
+fn one_operation_in_flight_and_a_burst_of_reasons_is_one_apply() {
+    let mut core = open();
+    core.step(ApplyInput::Reason(Reason::CatchUpAdopt), at(1));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(1))), at(1))).unwrap();
+    for n in 2..6 {
+        let effects = core.step(ApplyInput::Foreign(commit(n)), at(2));
+        assert!(
+            !flushes(&effects) && asked(&effects).is_none(),
+            "in flight: nothing else"
+        );
+        core.step(ApplyInput::Reason(Reason::CatchUpAdopt), at(2));
+    }
+    let effects = done(&mut core, &op, 3);
+    assert!(
+        flushes(&effects),
+        "what came due meanwhile is one new apply"
+    );
+    let next = asked(&core.step(ApplyInput::Flushed(Some(commit(5))), at(3))).unwrap();
+    assert_eq!(
+        next.reasons.names(),
+        vec!["ForeignCommit", "CatchUp"],
+        "both reasons, one operation"
+    );
+}
+
+#[test]
+fn a_converge_of_the_commit_already_applied_asks_nothing_but_an_adopt_always_asks() {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    core.step(
+        ApplyInput::Restored {
+            last_applied: Some(commit(7)),
+            in_flight: None,
+        },
+        at(0),
+    );
+    core.step(ApplyInput::Published(commit(7)), at(0));
+    core.step(ApplyInput::Gate(None), at(0));
+    let effects = core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(1));
+    assert!(!flushes(&effects));
+    assert!(effects.contains(&ApplyEffect::Emit(ApplyEvent::AlreadyApplied(commit(7)))));
+    assert!(core.pending().is_empty());
+    // Adopting stamps objects, which only an apply does: never skipped.
+    assert!(flushes(
+        &core.step(ApplyInput::Reason(Reason::CatchUpAdopt), at(2))
+    ));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(7))), at(2))).unwrap();
+    assert_eq!(op.commit, commit(7));
+    // After applying a newer foreign commit, a converge of it asks nothing either.
+    done(&mut core, &op, 3);
+    core.step(ApplyInput::Foreign(commit(8)), at(4));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(8))), at(4))).unwrap();
+    done(&mut core, &op, 5);
+    assert!(!flushes(
+        &core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(6))
+    ));
+}
+
+#[test]
+fn a_failed_operation_is_decided_again_after_a_doubling_backoff() {
+    let mut core = open();
+    core.step(ApplyInput::Foreign(commit(1)), at(10));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(1))), at(10))).unwrap();
+    let effects = core.step(
+        ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Failed,
+            message: "ConfigMap default/x: invalid".into(),
+        },
+        at(11),
+    );
+    assert!(
+        effects.contains(&ApplyEffect::WakeAt(at(13))),
+        "2 s: {effects:?}"
+    );
+    assert!(!flushes(&core.step(ApplyInput::Tick, at(12))));
+    assert!(
+        !flushes(&core.step(ApplyInput::Foreign(commit(2)), at(12))),
+        "still backing off"
+    );
+    assert!(flushes(&core.step(ApplyInput::Tick, at(13))));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(2))), at(13))).unwrap();
+    assert_eq!(op.commit, commit(2), "at the tip as it is then");
+    let effects = core.step(
+        ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Failed,
+            message: "again".into(),
+        },
+        at(13),
+    );
+    assert!(
+        effects.contains(&ApplyEffect::WakeAt(at(17))),
+        "then 4 s: {effects:?}"
+    );
+    // Capped at five minutes.
+    let mut core = open();
+    let mut now = 0;
+    for _ in 0..12 {
+        core.step(ApplyInput::Reason(Reason::Repair), at(now));
+        core.step(ApplyInput::Tick, at(now));
+        let Some(op) = asked(&core.step(ApplyInput::Flushed(Some(commit(1))), at(now))) else {
+            panic!("not asked at {now}: {:?}", core.phase());
+        };
+        let effects = core.step(
+            ApplyInput::Progress {
+                id: op.id,
+                phase: OperationPhase::Failed,
+                message: String::new(),
+            },
+            at(now),
+        );
+        let wake = effects.iter().find_map(|e| match e {
+            ApplyEffect::WakeAt(m) => Some(*m),
+            _ => None,
+        });
+        assert!(wake.unwrap().saturating_since(at(now)) <= Duration::from_secs(300));
+        now = wake.unwrap().0.as_secs();
+    }
+}
+
+#[test]
+fn an_operation_in_flight_for_five_minutes_is_unresolved_and_still_followed() {
+    let mut core = open();
+    core.step(ApplyInput::Foreign(commit(1)), at(0));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(1))), at(0))).unwrap();
+    let effects = core.step(ApplyInput::Tick, at(299));
+    assert!(
+        effects
+            .iter()
+            .all(|e| !matches!(e, ApplyEffect::Record { .. }))
+    );
+    let effects = core.step(ApplyInput::Tick, at(300));
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        ApplyEffect::Record { operation, .. } if operation.phase == OperationPhase::Unresolved
+    )));
+    assert!(
+        !flushes(&core.step(ApplyInput::Foreign(commit(2)), at(400))),
+        "nothing more asked"
+    );
+    let effects = done(&mut core, &op, 500);
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        ApplyEffect::Record { operation, .. } if operation.phase == OperationPhase::Succeeded
+    )));
+    assert!(
+        flushes(&effects),
+        "the foreign commit seen meanwhile is due now"
+    );
+}
+
+#[test]
+fn an_operation_found_in_flight_at_start_is_followed_to_its_end() {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    let reasons: Reasons = [Reason::ForeignCommit].into_iter().collect();
+    let effects = core.step(
+        ApplyInput::Restored {
+            last_applied: Some(commit(1)),
+            in_flight: Some((OperationId(41), commit(2), reasons, OperationPhase::Running)),
+        },
+        at(0),
+    );
+    let op = asked(&effects).expect("followed at once, whatever the gate");
+    assert_eq!((op.id, op.commit), (OperationId(41), commit(2)));
+    done(&mut core, &op, 1);
+    assert_eq!(core.last_applied(), Some(commit(2)));
+    core.step(ApplyInput::Gate(None), at(1));
+    core.step(ApplyInput::Foreign(commit(3)), at(1));
+    let next = asked(&core.step(ApplyInput::Flushed(Some(commit(3))), at(1))).unwrap();
+    assert_eq!(next.id, OperationId(42), "numbering goes on");
+}
+
+#[test]
+fn a_remote_without_the_branch_holds_the_reason_until_a_tip_appears() {
+    let mut core = open();
+    assert!(flushes(
+        &core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(0))
+    ));
+    let effects = core.step(ApplyInput::Flushed(None), at(0));
+    assert!(
+        asked(&effects).is_none() && !flushes(&effects),
+        "no busy loop"
+    );
+    assert!(!flushes(&core.step(ApplyInput::Tick, at(5))));
+    assert!(flushes(&core.step(ApplyInput::Published(commit(1)), at(6))));
+}
