@@ -24,7 +24,8 @@ fn every_kind_has_a_structural_crd_in_the_group() {
             "ClusterWatchRule",
             "CommitRequest",
             "GitBranch",
-            "GitReceiver"
+            "GitReceiver",
+            "NativeClaim"
         ]
     );
     for crd in &crds {

@@ -9,6 +9,7 @@
 //! - `edit.rs`: in-place edits of one document, keeping comments, order and other documents.
 //! - `encryption.rs`: which objects are sensitive and how each folder encrypts them (SOPS).
 //! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
+//! - `declared.rs`: the objects a folder declares, decrypted, as an applier applies them.
 //! - `planner.rs`: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
 //! Nothing here does I/O beyond reading the trees it is handed.
@@ -16,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod bootstrap;
+mod declared;
 mod document;
 mod edit;
 mod encryption;
@@ -29,6 +31,7 @@ mod planner;
 mod sanitize;
 mod yaml;
 
+pub use declared::{Declared, DeclarationProblem, DeclaredObject, declared_objects};
 pub use edit::{append_document, edit_document, remove_document};
 pub use encryption::{
     AGE_KEY_SUFFIX, CLEAR_FIELDS, EncryptionMap, SENSITIVE, SecretKeyError, identities_from_secret,

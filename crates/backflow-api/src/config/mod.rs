@@ -5,6 +5,7 @@
 //! `Stalled`, plus the kind's own) whose reasons say what to do.
 
 mod branch;
+mod claim;
 mod commit_request;
 pub mod condition;
 mod provider;
@@ -13,6 +14,10 @@ mod target;
 mod watch_rule;
 
 pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
+pub use claim::{
+    ApplierClaimReference, ClaimStatus, InventoryEntry, NativeClaim, NativeClaimSpec,
+    OperationStatus,
+};
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};
 pub use provider::{
@@ -56,6 +61,7 @@ pub fn crds() -> Vec<serde_json::Value> {
         CommitRequest::crd(),
         GitBranch::crd(),
         GitReceiver::crd(),
+        NativeClaim::crd(),
     ]
     .into_iter()
     .filter_map(|c| serde_json::to_value(c).ok())

@@ -115,6 +115,10 @@ pub struct GitTargetSpec {
     /// How Secrets are encrypted; without it, Secrets are not mirrored into this folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<Encryption>,
+    /// The applier claim (same namespace) that applies this folder to the live side when
+    /// backflow asks: the folder is then coordinated (Git → live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applier_claim_ref: Option<super::ApplierClaimReference>,
 }
 
 /// Watch streams of a target, counted.

@@ -1,0 +1,102 @@
+//! Applier claims: `NativeClaim`, backflow's own applier, which applies the folders of the
+//! `GitTargets` that name it (`GitTarget.spec.applierClaimRef`) when backflow decides.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::condition::Condition;
+
+/// The applier claim a `GitTarget` names (same namespace): its folder is then coordinated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApplierClaimReference {
+    /// `NativeClaim` (`FluxClaim` and `ArgoCDClaim` to come).
+    pub kind: String,
+    /// The claim's name.
+    pub name: String,
+}
+
+/// backflow's own applier: server-side apply of the folders of the `GitTargets` naming it,
+/// asked only after a flush, so an apply never reverts an edit that is not in Git yet.
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
+#[kube(
+    group = "backflow.dev",
+    version = "v1alpha1",
+    kind = "NativeClaim",
+    namespaced,
+    status = "ClaimStatus",
+    shortname = "nc",
+    category = "backflow",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.operation.phase"}"#,
+    printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.lastAppliedCommit"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NativeClaimSpec {
+    /// Ask nothing while true (reasons stay pending).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+}
+
+/// One apply, recorded before the applier is asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationStatus {
+    /// Increasing per claim.
+    pub id: u64,
+    /// The commit applied (the tip a flush produced).
+    pub commit: String,
+    /// `ForeignCommit`, `CatchUp`, `Refusal`, `Repair`.
+    pub reasons: Vec<String>,
+    /// `Requested`, `Running`, `Succeeded`, `Failed`, `Unresolved`.
+    pub phase: String,
+    /// What happened, for a person.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When it was requested (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    /// When it ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+/// An object an applier applied: `<namespace>_<name>_<group>_<kind>` (Flux's form), and its
+/// API version.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub struct InventoryEntry {
+    /// `<namespace>_<name>_<group>_<kind>` (empty namespace for cluster-scoped objects, empty
+    /// group for the core group).
+    pub id: String,
+    /// The API version it was applied with.
+    pub v: String,
+}
+
+/// What an applier claim reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `ApplierClaimReady`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The last operation (in flight or ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<OperationStatus>,
+    /// The commit the last successful operation applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_commit: Option<String>,
+    /// What the applier applied and may prune: only these objects are ever deleted by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// Objects the last operation could not apply, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
+}

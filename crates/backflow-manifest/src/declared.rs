@@ -1,0 +1,129 @@
+//! The objects a folder declares, as an applier applies them: every document of every manifest
+//! file, SOPS files decrypted, companions (README, kustomization, `.sops.yaml`) skipped.
+
+use backflow_sops::{Identity as AgeIdentity, decrypt_document};
+use serde_json::Value;
+
+use crate::document::parse_file;
+use crate::identity::Identity;
+use crate::index::{FileClass, classify};
+
+/// One object a folder declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredObject {
+    /// Which object.
+    pub identity: Identity,
+    /// The object as Git holds it (decrypted).
+    pub value: Value,
+    /// The file it is in.
+    pub path: String,
+}
+
+/// A file or document that declares nothing usable, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclarationProblem {
+    /// The file.
+    pub path: String,
+    /// What is wrong, for a person.
+    pub reason: String,
+}
+
+/// What a folder declares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// The objects, in file order; the last document wins for an identity declared twice.
+    pub objects: Vec<DeclaredObject>,
+    /// What could not be read; the rest is still applied.
+    pub problems: Vec<DeclarationProblem>,
+}
+
+/// Reads the objects of `files` (path, bytes), decrypting SOPS documents with `identities`.
+#[must_use]
+pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity]) -> Declared {
+    let mut out = Declared::default();
+    for (path, bytes) in files {
+        if classify(path) != FileClass::Manifests {
+            continue;
+        }
+        let problem = |reason: String| DeclarationProblem {
+            path: path.clone(),
+            reason,
+        };
+        let parsed = match parse_file(path, bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                out.problems.push(problem(e.to_string()));
+                continue;
+            }
+        };
+        for (i, doc) in parsed.docs.iter().enumerate() {
+            if doc.value.is_null() {
+                continue;
+            }
+            let value = if doc.value.get("sops").is_some() {
+                let text = parsed.text.get(doc.range.clone()).unwrap_or_default();
+                match decrypt_document(text, identities) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        out.problems
+                            .push(problem(format!("document {i}: cannot decrypt: {e}")));
+                        continue;
+                    }
+                }
+            } else {
+                doc.value.clone()
+            };
+            match Identity::of(&value) {
+                Ok(identity) => {
+                    out.objects.retain(|o| o.identity != identity);
+                    out.objects.push(DeclaredObject {
+                        identity,
+                        value,
+                        path: path.clone(),
+                    });
+                }
+                Err(reason) => out
+                    .problems
+                    .push(problem(format!("document {i} is not an object: {reason}"))),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, text: &str) -> (String, Vec<u8>) {
+        (path.to_string(), text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn every_document_of_every_manifest_and_nothing_else() {
+        let files = vec![
+            file("live/README.md", "# hello\n"),
+            file("live/.sops.yaml", "creation_rules: []\n"),
+            file(
+                "live/default/configmaps/a.yaml",
+                "# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\ndata:\n  k: v\n",
+            ),
+            file(
+                "live/all.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: team\n",
+            ),
+            file("live/bad.yaml", "apiVersion: v1\nkind: ConfigMap\n"),
+            file("live/broken.yaml", "a: [\n"),
+        ];
+        let d = declared_objects(&files, &[]);
+        let names: Vec<String> = d
+            .objects
+            .iter()
+            .map(|o| format!("{}/{}", o.identity.kind, o.identity.name))
+            .collect();
+        assert_eq!(names, ["ConfigMap/a", "Namespace/team", "Deployment/web"]);
+        assert_eq!(d.problems.len(), 2, "{:?}", d.problems);
+        assert!(d.problems.iter().any(|p| p.path == "live/bad.yaml"));
+        assert!(d.problems.iter().any(|p| p.path == "live/broken.yaml"));
+    }
+}
