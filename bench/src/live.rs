@@ -111,6 +111,7 @@ impl Live {
             // ConfigMaps, which are never encrypted, so no key is made.
             recipients: Vec::new(),
             receiver_token: receiver_token.map(str::to_string),
+            apply: false,
         };
         backflow_mirror::defaults::ensure(&self.client, &setup)
             .await

@@ -1,6 +1,10 @@
 //! Git → live: what learns that somebody else pushed, and (next) the appliers backflow holds.
 //!
+//! - [`claims`]: which claims act, and one runner per claim around its apply decision.
+//! - [`native`]: backflow's own applier (`NativeClaim`): server-side apply of a commit's folders.
 //! - [`receiver`]: push webhooks (`GitReceiver`): verified deliveries wake the branch workers
 //!   of the repository and branch they name.
 
+pub mod claims;
+pub mod native;
 pub mod receiver;

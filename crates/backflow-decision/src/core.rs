@@ -5,8 +5,8 @@
 //! operation of the applier is in flight. A due apply first flushes the branch worker (window
 //! closed, mark taken, published ignoring the cooldown) and applies the tip that produced, so
 //! every edit decided before it is in the commit applied. Just before asking, the decision is
-//! checked again: a gate that closed or a tip that moved meanwhile means deciding again, after a
-//! new flush. A failed operation is decided again from scratch after the applier's backoff.
+//! checked again: a gate that closed or a foreign commit that arrived while the flush was being
+//! answered means deciding again, after a new flush. A failed operation is decided again from scratch after the applier's backoff.
 
 use std::time::Duration;
 
@@ -159,6 +159,8 @@ pub struct ApplierCore {
     hold: Option<Hold>,
     /// The remote has no branch: nothing to apply until a tip is seen.
     no_branch: bool,
+    /// A foreign commit arrived while a flush was being answered: its answer may predate it.
+    moved_while_flushing: bool,
     /// The newest tip seen (published or foreign).
     tip: Option<CommitId>,
     last_applied: Option<CommitId>,
@@ -176,6 +178,7 @@ impl ApplierCore {
             pending: Reasons::default(),
             hold: Some(Hold::Snapshots("not evaluated yet".into())),
             no_branch: false,
+            moved_while_flushing: false,
             tip: None,
             last_applied: None,
             failures: 0,
@@ -219,6 +222,9 @@ impl ApplierCore {
             ApplyInput::Foreign(tip) => {
                 self.seen(tip);
                 self.pending.insert(Reason::ForeignCommit);
+                if matches!(self.phase, ApplyPhase::Flushing(_)) {
+                    self.moved_while_flushing = true;
+                }
             }
             ApplyInput::Published(tip) => self.seen(tip),
             ApplyInput::Reason(reason) => self.pending.insert(reason),
@@ -299,6 +305,7 @@ impl ApplierCore {
             return;
         }
         self.phase = ApplyPhase::Flushing(self.pending.take());
+        self.moved_while_flushing = false;
         out.push(ApplyEffect::Flush);
     }
 
@@ -315,7 +322,7 @@ impl ApplierCore {
             self.no_branch = true;
             return;
         };
-        let moved = self.tip.is_some_and(|seen| seen != tip);
+        let moved = std::mem::take(&mut self.moved_while_flushing);
         if self.hold.is_some() || moved {
             // The gate closed or the branch moved while flushing: decide again, after a new
             // flush, never asking for something weaker than what was due.

@@ -60,10 +60,12 @@ fn a_foreign_commit_is_applied_only_as_the_tip_the_flush_produced() {
         "a foreign commit makes an apply due: flush first"
     );
     assert_eq!(asked(&effects), None, "never asked for F on its own");
-    core.step(ApplyInput::Published(replayed), at(1));
     let effects = core.step(ApplyInput::Flushed(Some(replayed)), at(1));
     let op = asked(&effects).unwrap();
-    assert_eq!(op.commit, replayed);
+    assert_eq!(
+        op.commit, replayed,
+        "F + W, which contains F: asked at once, no second flush"
+    );
     assert!(op.reasons.contains(Reason::ForeignCommit));
     // Recorded before asked.
     let record = effects

@@ -31,7 +31,7 @@ mod planner;
 mod sanitize;
 mod yaml;
 
-pub use declared::{Declared, DeclarationProblem, DeclaredObject, declared_objects};
+pub use declared::{DeclarationProblem, Declared, DeclaredObject, declared_objects};
 pub use edit::{append_document, edit_document, remove_document};
 pub use encryption::{
     AGE_KEY_SUFFIX, CLEAR_FIELDS, EncryptionMap, SENSITIVE, SecretKeyError, identities_from_secret,

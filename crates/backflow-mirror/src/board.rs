@@ -54,6 +54,9 @@ pub struct Board {
     streams: Mutex<BTreeMap<StreamSpec, StreamState>>,
     targets: Mutex<BTreeMap<TargetRef, TargetActivity>>,
     branches: Mutex<BTreeMap<BranchKey, BranchActivity>>,
+    /// Per target, how many objects appeared on the live side that no applier stamped (a
+    /// create, a delete and re-create): each makes an applier of the folder adopt them.
+    unstamped: Mutex<BTreeMap<TargetRef, u64>>,
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
     /// so its `GitBranch` shows it at once rather than at the next status tick.
     branch_news: tokio::sync::Notify,
@@ -117,6 +120,26 @@ impl Board {
             .entry(target.clone())
             .or_default()
             .last_refusal = Some(message);
+    }
+
+    /// Records that an object appeared in `target`'s scope without an applier's stamp.
+    pub fn unstamped_object(&self, target: &TargetRef) {
+        *self
+            .unstamped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(target.clone())
+            .or_default() += 1;
+    }
+
+    /// How many objects appeared in `target`'s scope without an applier's stamp so far.
+    pub fn unstamped_objects(&self, target: &TargetRef) -> u64 {
+        self.unstamped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(target)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Records a write submitted to a branch.

@@ -3,10 +3,10 @@
 //! age key.
 
 use backflow_api::config::{
-    AgeEncryption, ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, Encryption,
-    GitProvider, GitProviderSpec, GitReceiver, GitReceiverSpec, GitTarget, GitTargetSpec,
-    LocalReference, PushPolicy, ReceiverType, ResourceRule, SecretReference, WatchRule,
-    WatchRuleSpec,
+    AgeEncryption, ApplierClaimReference, ClusterTargetReference, ClusterWatchRule,
+    ClusterWatchRuleSpec, Encryption, GitProvider, GitProviderSpec, GitReceiver, GitReceiverSpec,
+    GitTarget, GitTargetSpec, LocalReference, NativeClaim, NativeClaimSpec, PushPolicy,
+    ReceiverType, ResourceRule, SecretReference, WatchRule, WatchRuleSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -38,6 +38,9 @@ pub struct DefaultSetup {
     /// The webhook secret of the default `GitReceiver` (generic-hmac, its Secret
     /// [`RECEIVER_SECRET`]); none: no default receiver.
     pub receiver_token: Option<String>,
+    /// Coordinate the default folder with the `NativeClaim` `backflow-system/default`: a commit
+    /// somebody else pushes is applied to the API (after a flush).
+    pub apply: bool,
 }
 
 /// The Secret holding the default `GitReceiver`'s token.
@@ -78,7 +81,8 @@ pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
 }
 
 /// Applies the default `GitProvider`, `GitTarget`, `WatchRule` (every namespace),
-/// `ClusterWatchRule` (cluster-scoped types) and, with a token, `GitReceiver`. Objects a user changed keep their other fields; the flags' fields are
+/// `ClusterWatchRule` (cluster-scoped types), with `apply` the `NativeClaim` the target names,
+/// and with a token the `GitReceiver`. Objects a user changed keep their other fields; the flags' fields are
 /// set again.
 pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::Error> {
     let ns: Api<Namespace> = Api::all(client.clone());
@@ -102,12 +106,20 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
         },
     );
     apply::<GitProvider, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
+    if setup.apply {
+        let claim = NativeClaim::new(NAME, NativeClaimSpec::default());
+        apply::<NativeClaim, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &claim).await?;
+    }
     let target = GitTarget::new(
         NAME,
         GitTargetSpec {
             provider_ref: LocalReference { name: NAME.into() },
             branch: setup.branch.clone(),
             path: setup.path.clone(),
+            applier_claim_ref: setup.apply.then(|| ApplierClaimReference {
+                kind: "NativeClaim".into(),
+                name: NAME.into(),
+            }),
             encryption: (!setup.recipients.is_empty()).then(|| Encryption {
                 age: Some(AgeEncryption {
                     recipients: setup.recipients.clone(),

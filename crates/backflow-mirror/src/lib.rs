@@ -159,11 +159,21 @@ impl Mirror {
     }
 }
 
-/// The branches the mirror's workers write: what a push webhook can wake.
+/// The branches the mirror's workers write, and how far each target's snapshots are: what a
+/// push webhook can wake, and what an applier's decision is gated on.
 #[derive(Clone)]
 pub struct MirrorBranches {
     workers: Arc<Workers>,
     clock: Arc<dyn Clock>,
+}
+
+/// How far the watch streams of one `GitTarget` are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetSnapshots {
+    /// Every planned stream has published its initial snapshot and follows live changes.
+    Settled,
+    /// Not yet, and why (no stream planned, one replaying, one blocked).
+    Pending(String),
 }
 
 impl std::fmt::Debug for MirrorBranches {
@@ -177,6 +187,62 @@ impl MirrorBranches {
     #[must_use]
     pub fn list(&self) -> Vec<(String, String)> {
         self.workers.branches()
+    }
+
+    /// The worker of (url, branch), if one runs.
+    #[must_use]
+    pub fn worker(&self, url: &str, branch: &str) -> Option<backflow_git::WorkerHandle> {
+        self.workers.get(url, branch)
+    }
+
+    /// The remote tip the mirror last saw for (url, branch) (its own push or a foreign one).
+    #[must_use]
+    pub fn tip(&self, url: &str, branch: &str) -> Option<String> {
+        self.workers
+            .board()
+            .branch(&(url.to_string(), branch.to_string()))
+            .tip
+    }
+
+    /// How many objects appeared in `GitTarget` `namespace/name`'s scope (a live create, a
+    /// resync) without an applier's stamp so far: when it grows, the folder's applier adopts.
+    #[must_use]
+    pub fn unstamped_objects(&self, namespace: &str, name: &str) -> u64 {
+        self.workers
+            .board()
+            .unstamped_objects(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Whether every watch stream of `GitTarget` `namespace/name` has published its snapshot.
+    #[must_use]
+    pub fn target_snapshots(&self, namespace: &str, name: &str) -> TargetSnapshots {
+        let streams = self
+            .workers
+            .board()
+            .streams_of(&(namespace.to_string(), name.to_string()));
+        if streams.is_empty() {
+            return TargetSnapshots::Pending(format!(
+                "GitTarget {namespace}/{name} has no watch stream yet (its rules are not resolved)"
+            ));
+        }
+        for (spec, state) in streams {
+            match state {
+                board::StreamState::Streaming => {}
+                board::StreamState::Replaying => {
+                    return TargetSnapshots::Pending(format!(
+                        "GitTarget {namespace}/{name}: {} is reading its snapshot",
+                        spec.describe()
+                    ));
+                }
+                board::StreamState::Blocked(why) => {
+                    return TargetSnapshots::Pending(format!(
+                        "GitTarget {namespace}/{name}: {} cannot watch: {why}",
+                        spec.describe()
+                    ));
+                }
+            }
+        }
+        TargetSnapshots::Settled
     }
 
     /// A push webhook named (url, branch): its `GitBranch` reports it in

@@ -73,6 +73,21 @@ pub struct StreamSpec {
     pub namespace: Option<String>,
 }
 
+impl StreamSpec {
+    /// `configmaps in team-a`, `apps/deployments in every namespace`, for messages.
+    pub fn describe(&self) -> String {
+        let resource = if self.served.group.is_empty() {
+            self.served.plural.clone()
+        } else {
+            format!("{}/{}", self.served.group, self.served.plural)
+        };
+        match &self.namespace {
+            Some(ns) => format!("{resource} in {ns}"),
+            None => format!("{resource} in every namespace"),
+        }
+    }
+}
+
 /// Where a target's changes go and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetPlan {

@@ -288,6 +288,8 @@ struct Listed {
     resource_version: u64,
     /// The sanitized object; `None` when it could not be read as JSON.
     value: Option<Value>,
+    /// Whether an applier stamped it.
+    stamped: bool,
 }
 
 impl Listed {
@@ -296,6 +298,7 @@ impl Listed {
             key: object_key(gr, obj),
             resource_version: resource_version(obj),
             value: ctx.sanitized(obj),
+            stamped: stamped(obj),
         }
     }
 }
@@ -311,7 +314,12 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &
             key,
             resource_version: rv,
             value,
+            stamped,
         } = listed;
+        if !stamped && value.is_some() {
+            // A resync that writes an object no applier stamped: the folder's applier adopts it.
+            ctx.board.unstamped_object(&ctx.spec.target);
+        }
         keep.insert((key.namespace.clone(), key.name.clone()));
         seen.push((key.clone(), rv));
         if let Some(v) = value {
@@ -372,6 +380,10 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
+    if !last.contains_key(&key) && !stamped(obj) {
+        // A live create (or a delete and re-create): an applier of the folder adopts it.
+        ctx.board.unstamped_object(&ctx.spec.target);
+    }
     last.insert(key.clone(), (print, rv));
     ctx.count("submitted");
     let rx = ctx.follow(
@@ -379,6 +391,14 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
             .submit(Intent::put(ctx.path.clone(), key.clone(), value)),
     );
     ctx.tracker.record(key, rv, rx);
+}
+
+/// The label backflow's applier stamps on what it applied.
+pub const APPLIER_LABEL: &str = "backflow.dev/applier";
+
+/// Whether an applier stamped the object (it is then in some claim's inventory).
+fn stamped(obj: &DynamicObject) -> bool {
+    obj.labels().contains_key(APPLIER_LABEL)
 }
 
 fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut Submitted) {

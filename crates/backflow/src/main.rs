@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::{Clock, SystemClock};
+use backflow_apply::claims::{ApplyMetrics, Claims};
 use backflow_mirror::defaults::DefaultSetup;
 use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{RunningServer, ServerConfig};
@@ -131,6 +132,10 @@ struct ServeArgs {
     /// rejected push.
     #[arg(long)]
     no_receiver: bool,
+    /// Apply nothing from Git to the API: the default folder is mirrored one way only, and no
+    /// applier claim acts.
+    #[arg(long)]
+    no_apply: bool,
     #[command(flatten)]
     sync: SyncArgs,
 }
@@ -295,6 +300,9 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         receiver.shutdown().await;
     }
     if let Some(running) = mirror {
+        if let Some(claims) = running.claims {
+            claims.shutdown().await;
+        }
         // Pending writes are pushed before the API goes away.
         running.mirror.shutdown().await;
     }
@@ -306,11 +314,29 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
 /// The mirror `serve` runs by default, and what its banner says about it.
 struct DefaultMirror {
     mirror: Mirror,
+    /// The applier claims, unless `--no-apply`.
+    claims: Option<Claims>,
     url: String,
     key_path: PathBuf,
     recipient: String,
     /// The default receiver's token and its file, unless `--no-receiver`.
     receiver_token: Option<(PathBuf, String)>,
+}
+
+/// The applier claims of the API `client` talks to, acting on `mirror`'s branches.
+fn start_claims(
+    client: kube::Client,
+    mirror: &Mirror,
+    identities: Vec<backflow_sops::Identity>,
+) -> Claims {
+    let metrics = mirror.register_metrics(ApplyMetrics::register);
+    Claims::start(
+        client,
+        mirror.branches(),
+        identities,
+        metrics,
+        Arc::new(SystemClock),
+    )
 }
 
 /// `serve`'s push receiver: TLS beyond loopback (the API's certificate, or one generated), and
@@ -378,24 +404,27 @@ async fn start_default_mirror(
         commit_window: args.commit_window.clone(),
         recipients: vec![recipient.clone()],
         receiver_token: receiver_token.as_ref().map(|(_, t)| t.clone()),
+        apply: !args.no_apply,
     };
     backflow_mirror::defaults::ensure(&client, &setup)
         .await
         .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
     let mirror = Mirror::start(
-        client,
+        client.clone(),
         MirrorOptions {
             data_dir: args.data_dir.join("git"),
             refresh_interval: args.sync.git_refresh_interval,
-            identities,
+            identities: identities.clone(),
         },
         Arc::new(SystemClock),
     );
+    let claims = (!args.no_apply).then(|| start_claims(client, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
     Ok(DefaultMirror {
         mirror,
+        claims,
         url,
         key_path,
         recipient,
@@ -429,6 +458,11 @@ fn print_banner(
                 m.url, args.branch, args.path
             );
             println!("  secrets:    SOPS-encrypted to {}", m.recipient);
+            if m.claims.is_some() {
+                println!(
+                    "  apply:      commits pushed to the branch by others are applied to the API (NativeClaim backflow-system/default; --no-apply turns it off)"
+                );
+            }
             println!(
                 "  age key:    {} (SOPS_AGE_KEY_FILE for `sops -d`; keep it private)",
                 m.key_path.display()
@@ -473,6 +507,8 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         identities: Vec::new(),
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
+    // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
+    let claims = start_claims(client.clone(), &mirror, Vec::new());
     let receiver = match args.receiver_bind_address {
         Some(addr) => {
             let tls = operator_receiver_tls(&args)?;
@@ -497,6 +533,7 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
     if let Some(r) = receiver {
         r.shutdown().await;
     }
+    claims.shutdown().await;
     mirror.shutdown().await;
     Ok(())
 }

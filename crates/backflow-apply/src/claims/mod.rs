@@ -1,0 +1,348 @@
+//! The applier claims: which claims act (a `GitTarget` names them), one runner per acting claim,
+//! and the gate each runner's decision waits on.
+//!
+//! - `plan.rs`: claims → branch, folders, targets (pure).
+//! - `status.rs`: a claim's status (pure).
+//! - `runner.rs`: one claim's shell around its [`ApplierCore`](backflow_decision::ApplierCore).
+//! - `metrics.rs`: `backflow_apply_*`.
+//!
+//! The coordinator below re-reads the configuration on every change (and every 10 s) and
+//! refreshes each runner's gate from the mirror five times a second.
+
+mod metrics;
+mod plan;
+mod runner;
+mod status;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backflow_api::Clock;
+use backflow_api::config::{ClaimStatus, GitProvider, GitTarget, NativeClaim};
+use backflow_decision::{CommitId, Hold, Reason};
+use backflow_mirror::{MirrorBranches, TargetSnapshots, watch_changes};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use metrics::ApplyMetrics;
+pub use plan::{ClaimKey, ClaimPlan, ClaimProblem, NATIVE, plan_claims};
+use runner::{Runner, RunnerCommand};
+
+use crate::native::{Applier, NativeApplier};
+
+/// The running applier claims.
+pub struct Claims {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Claims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claims").finish_non_exhaustive()
+    }
+}
+
+impl Claims {
+    /// Starts acting for every claim a `GitTarget` of `client`'s API names, on the branches
+    /// `mirror` writes. `identities` decrypt SOPS files besides each target's own.
+    pub fn start(
+        client: Client,
+        mirror: MirrorBranches,
+        identities: Vec<backflow_sops::Identity>,
+        metrics: ApplyMetrics,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let (stop, stop_rx) = watch::channel(false);
+        let coordinator = Coordinator {
+            client,
+            mirror,
+            identities,
+            metrics,
+            clock,
+            running: BTreeMap::new(),
+            problems: BTreeMap::new(),
+        };
+        Self {
+            stop,
+            task: tokio::spawn(coordinator.run(stop_rx)),
+        }
+    }
+
+    /// Stops every runner (an apply in flight is left to finish; its status is followed at the
+    /// next start).
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
+/// A claim that acts.
+struct Running {
+    plan: ClaimPlan,
+    commands: mpsc::Sender<RunnerCommand>,
+    task: JoinHandle<()>,
+    gate: Option<Option<Hold>>,
+    tip: Option<String>,
+    unstamped: BTreeMap<(String, String), u64>,
+}
+
+struct Coordinator {
+    client: Client,
+    mirror: MirrorBranches,
+    identities: Vec<backflow_sops::Identity>,
+    metrics: ApplyMetrics,
+    clock: Arc<dyn Clock>,
+    running: BTreeMap<ClaimKey, Running>,
+    /// The problem status last written per claim that cannot act.
+    problems: BTreeMap<ClaimKey, ClaimProblem>,
+}
+
+impl Coordinator {
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let (tx, mut rx) = mpsc::channel::<()>(16);
+        let triggers = [
+            tokio::spawn(watch_changes(
+                Api::<NativeClaim>::all(self.client.clone()),
+                tx.clone(),
+            )),
+            tokio::spawn(watch_changes(
+                Api::<GitTarget>::all(self.client.clone()),
+                tx.clone(),
+            )),
+            tokio::spawn(watch_changes(
+                Api::<GitProvider>::all(self.client.clone()),
+                tx,
+            )),
+        ];
+        let mut config_tick = tokio::time::interval(Duration::from_secs(10));
+        let mut gate_tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                Some(()) = rx.recv() => {
+                    while rx.try_recv().is_ok() {}
+                    self.reconcile().await;
+                }
+                _ = config_tick.tick() => self.reconcile().await,
+                _ = gate_tick.tick() => self.refresh_gates().await,
+            }
+        }
+        for t in triggers {
+            t.abort();
+        }
+        self.running.clear();
+    }
+
+    async fn reconcile(&mut self) {
+        let lp = ListParams::default();
+        let (claims_api, targets_api, providers_api) = (
+            Api::<NativeClaim>::all(self.client.clone()),
+            Api::<GitTarget>::all(self.client.clone()),
+            Api::<GitProvider>::all(self.client.clone()),
+        );
+        let (claims, targets, providers) = match tokio::try_join!(
+            claims_api.list(&lp),
+            targets_api.list(&lp),
+            providers_api.list(&lp),
+        ) {
+            Ok((c, t, p)) => (c.items, t.items, p.items),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing claims failed; retrying on the next change or tick");
+                return;
+            }
+        };
+        let plans = plan_claims(&claims, &targets, &providers);
+        self.running
+            .retain(|key, r| plans.get(key).is_some_and(Result::is_ok) && !r.task.is_finished());
+        for (key, planned) in plans {
+            match planned {
+                Ok(plan) => {
+                    self.problems.remove(&key);
+                    self.act(key, plan).await;
+                }
+                Err(problem) => {
+                    let claim = claims.iter().find(|c| {
+                        c.namespace().as_deref() == Some(key.0.as_str()) && c.name_any() == key.1
+                    });
+                    self.report_problem(&key, claim, problem).await;
+                }
+            }
+        }
+    }
+
+    /// Starts the runner of a claim that can act, or hands it a changed plan.
+    async fn act(&mut self, key: ClaimKey, plan: ClaimPlan) {
+        let Some(worker) = self.mirror.worker(&plan.url, &plan.branch) else {
+            // The mirror starts the branch's worker once it serves the targets.
+            return;
+        };
+        if self.running.get(&key).is_some_and(|r| r.plan == plan) {
+            return;
+        }
+        let identities = self.identities_for(&key.0, &plan).await;
+        let applier: Arc<dyn Applier> = Arc::new(NativeApplier::new(
+            self.client.clone(),
+            &key.0,
+            &key.1,
+            worker.clone(),
+            plan.folders.clone(),
+            identities,
+        ));
+        if let Some(running) = self.running.get_mut(&key) {
+            let newly_named = plan
+                .targets
+                .iter()
+                .any(|t| !running.plan.targets.contains(t));
+            let _ = running
+                .commands
+                .send(RunnerCommand::Plan(plan.clone(), applier))
+                .await;
+            if newly_named {
+                let _ = running
+                    .commands
+                    .send(RunnerCommand::Reason(Reason::CatchUpConverge))
+                    .await;
+            }
+            running.plan = plan;
+            return;
+        }
+        tracing::info!(claim = %format!("{}/{}", key.0, key.1), folders = ?plan.folders, branch = %plan.branch, "claim acts");
+        let (commands, rx) = mpsc::channel(64);
+        let task = Runner::start(
+            key.clone(),
+            self.client.clone(),
+            plan.clone(),
+            applier,
+            worker,
+            self.clock.clone(),
+            self.metrics.clone(),
+            rx,
+        );
+        self.running.insert(
+            key,
+            Running {
+                plan,
+                commands,
+                task,
+                gate: None,
+                tip: None,
+                unstamped: BTreeMap::new(),
+            },
+        );
+    }
+
+    /// The age identities that decrypt the claim's folders: the process's own and each
+    /// target's `spec.encryption.age.secretRef`.
+    async fn identities_for(
+        &self,
+        namespace: &str,
+        plan: &ClaimPlan,
+    ) -> Vec<backflow_sops::Identity> {
+        let mut identities = self.identities.clone();
+        for name in &plan.identity_secrets {
+            let secret = Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .get_opt(name)
+                .await;
+            let Ok(Some(secret)) = secret else {
+                tracing::warn!(secret = %format!("{namespace}/{name}"), "cannot read a target's age identities; its SOPS files will not decrypt");
+                continue;
+            };
+            let data: BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            match backflow_manifest::identities_from_secret(&data) {
+                Ok(found) => identities.extend(found),
+                Err(e) => {
+                    tracing::warn!(secret = %format!("{namespace}/{name}"), error = %e, "a target's age identities are unusable");
+                }
+            }
+        }
+        identities
+    }
+
+    /// Tells each runner what holds it back, the branch's tip, and new objects to adopt.
+    async fn refresh_gates(&mut self) {
+        for running in self.running.values_mut() {
+            let hold = gate(&self.mirror, &running.plan);
+            if running.gate.as_ref() != Some(&hold) {
+                running.gate = Some(hold.clone());
+                let _ = running.commands.send(RunnerCommand::Gate(hold)).await;
+            }
+            let tip = self.mirror.tip(&running.plan.url, &running.plan.branch);
+            if tip.is_some() && tip != running.tip {
+                if let Some(commit) = tip.as_deref().and_then(|t| t.parse::<CommitId>().ok()) {
+                    let _ = running
+                        .commands
+                        .send(RunnerCommand::Published(commit))
+                        .await;
+                }
+                running.tip = tip;
+            }
+            for (ns, name) in &running.plan.targets {
+                let seen = self.mirror.unstamped_objects(ns, name);
+                let before = running
+                    .unstamped
+                    .insert((ns.clone(), name.clone()), seen)
+                    .unwrap_or(0);
+                if seen > before {
+                    let _ = running
+                        .commands
+                        .send(RunnerCommand::Reason(Reason::CatchUpAdopt))
+                        .await;
+                }
+            }
+        }
+    }
+
+    async fn report_problem(
+        &mut self,
+        key: &ClaimKey,
+        claim: Option<&NativeClaim>,
+        problem: ClaimProblem,
+    ) {
+        if self.problems.get(key) == Some(&problem) {
+            return;
+        }
+        tracing::warn!(claim = %format!("{}/{}", key.0, key.1), reason = problem.reason, message = %problem.message, "claim cannot act");
+        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let status: ClaimStatus = status::problem_status(
+            claim.and_then(|c| c.status.as_ref()),
+            &problem,
+            &now,
+            claim.and_then(|c| c.metadata.generation),
+        );
+        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &key.0);
+        let patch = Patch::Merge(json!({"status": status}));
+        match api
+            .patch_status(&key.1, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => {
+                self.problems.insert(key.clone(), problem);
+            }
+            Err(e) => tracing::debug!(error = %e, "claim status update failed; retrying later"),
+        }
+    }
+}
+
+/// What holds a claim's applies back now: a suspended claim, or a target whose snapshots are
+/// not all published.
+fn gate(mirror: &MirrorBranches, plan: &ClaimPlan) -> Option<Hold> {
+    if plan.suspended {
+        return Some(Hold::Targets("spec.suspend is true".into()));
+    }
+    plan.targets
+        .iter()
+        .find_map(|(ns, name)| match mirror.target_snapshots(ns, name) {
+            TargetSnapshots::Settled => None,
+            TargetSnapshots::Pending(why) => Some(Hold::Snapshots(why)),
+        })
+}

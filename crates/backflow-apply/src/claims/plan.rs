@@ -1,0 +1,211 @@
+//! Which claims act, on which branch and folders: computed from the configuration (pure).
+
+use std::collections::BTreeMap;
+
+use backflow_api::config::{GitProvider, GitTarget, NativeClaim};
+use kube::ResourceExt;
+
+/// A claim: (namespace, name).
+pub type ClaimKey = (String, String);
+
+/// What one claim applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimPlan {
+    /// The repository URL (the providers' `spec.url`).
+    pub url: String,
+    /// The branch.
+    pub branch: String,
+    /// The folders of every target naming the claim, sorted.
+    pub folders: Vec<String>,
+    /// The targets naming it: (namespace, name), sorted.
+    pub targets: Vec<(String, String)>,
+    /// Secrets (same namespace) holding the targets' age identities (`spec.encryption.age.secretRef`).
+    pub identity_secrets: Vec<String>,
+    /// `spec.suspend`.
+    pub suspended: bool,
+}
+
+/// Why a claim named by targets cannot act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimProblem {
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// The kind a `GitTarget` names for backflow's own applier.
+pub const NATIVE: &str = "NativeClaim";
+
+/// Every `NativeClaim` some target names, with its plan or why it has none.
+#[must_use]
+pub fn plan_claims(
+    claims: &[NativeClaim],
+    targets: &[GitTarget],
+    providers: &[GitProvider],
+) -> BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>> {
+    let mut out = BTreeMap::new();
+    for claim in claims {
+        let ns = claim.namespace().unwrap_or_default();
+        let key = (ns.clone(), claim.name_any());
+        let naming: Vec<&GitTarget> = targets
+            .iter()
+            .filter(|t| t.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|t| {
+                t.spec
+                    .applier_claim_ref
+                    .as_ref()
+                    .is_some_and(|r| r.kind == NATIVE && r.name == key.1)
+            })
+            .collect();
+        if naming.is_empty() {
+            continue;
+        }
+        out.insert(key, plan_one(claim, &naming, providers));
+    }
+    out
+}
+
+fn plan_one(
+    claim: &NativeClaim,
+    naming: &[&GitTarget],
+    providers: &[GitProvider],
+) -> Result<ClaimPlan, ClaimProblem> {
+    let ns = claim.namespace().unwrap_or_default();
+    let mut branch_of: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut plan = ClaimPlan {
+        url: String::new(),
+        branch: String::new(),
+        folders: Vec::new(),
+        targets: Vec::new(),
+        identity_secrets: Vec::new(),
+        suspended: claim.spec.suspend,
+    };
+    for t in naming {
+        let provider = providers
+            .iter()
+            .find(|p| {
+                p.namespace().as_deref() == Some(ns.as_str())
+                    && p.name_any() == t.spec.provider_ref.name
+            })
+            .ok_or_else(|| ClaimProblem {
+                reason: "ProviderNotFound",
+                message: format!(
+                    "GitTarget {ns}/{} names GitProvider {} which does not exist",
+                    t.name_any(),
+                    t.spec.provider_ref.name
+                ),
+            })?;
+        branch_of
+            .entry((provider.spec.url.clone(), t.spec.branch.clone()))
+            .or_default()
+            .push(t.name_any());
+        plan.folders.push(t.spec.path.clone());
+        plan.targets.push((ns.clone(), t.name_any()));
+        if let Some(secret) = t
+            .spec
+            .encryption
+            .as_ref()
+            .and_then(|e| e.age.as_ref())
+            .and_then(|a| a.secret_ref.as_ref())
+        {
+            plan.identity_secrets.push(secret.name.clone());
+        }
+    }
+    if branch_of.len() > 1 {
+        let listed: Vec<String> = branch_of
+            .iter()
+            .map(|((url, branch), ts)| format!("{} → {url} {branch}", ts.join(", ")))
+            .collect();
+        return Err(ClaimProblem {
+            reason: "TargetsDisagree",
+            message: format!(
+                "the GitTargets naming this claim write different branches ({}); one claim applies one branch",
+                listed.join("; ")
+            ),
+        });
+    }
+    let Some(((url, branch), _)) = branch_of.into_iter().next() else {
+        return Err(ClaimProblem {
+            reason: "NoTarget",
+            message: "no GitTarget names this claim".into(),
+        });
+    };
+    plan.url = url;
+    plan.branch = branch;
+    plan.folders.sort();
+    plan.folders.dedup();
+    plan.targets.sort();
+    plan.identity_secrets.sort();
+    plan.identity_secrets.dedup();
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn obj<K: serde::de::DeserializeOwned>(v: serde_json::Value) -> K {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn target(name: &str, provider: &str, branch: &str, claim: Option<&str>) -> GitTarget {
+        let mut spec = json!({"providerRef": {"name": provider}, "branch": branch, "path": name});
+        if let Some(c) = claim {
+            spec["applierClaimRef"] = json!({"kind": "NativeClaim", "name": c});
+        }
+        obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitTarget",
+                   "metadata": {"name": name, "namespace": "team"}, "spec": spec}),
+        )
+    }
+
+    #[test]
+    fn a_claim_applies_the_folders_of_every_target_naming_it_on_one_branch() {
+        let claim: NativeClaim = obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
+            "metadata": {"name": "apply", "namespace": "team"}, "spec": {}}),
+        );
+        let idle: NativeClaim = obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
+            "metadata": {"name": "idle", "namespace": "team"}, "spec": {}}),
+        );
+        let provider = |name: &str, url: &str| -> GitProvider {
+            obj(
+                json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
+                       "metadata": {"name": name, "namespace": "team"}, "spec": {"url": url}}),
+            )
+        };
+        let providers = vec![
+            provider("git", "file:///r.git"),
+            provider("other", "file:///o.git"),
+        ];
+        let targets = vec![
+            target("b", "git", "main", Some("apply")),
+            target("a", "git", "main", Some("apply")),
+            target("c", "git", "main", None),
+        ];
+        let plans = plan_claims(&[claim.clone(), idle], &targets, &providers);
+        assert_eq!(plans.len(), 1, "a claim no target names does nothing");
+        let plan = plans[&("team".to_string(), "apply".to_string())]
+            .clone()
+            .unwrap();
+        assert_eq!(plan.folders, ["a", "b"]);
+        assert_eq!(
+            (plan.url.as_str(), plan.branch.as_str()),
+            ("file:///r.git", "main")
+        );
+
+        let split = vec![
+            target("a", "git", "main", Some("apply")),
+            target("b", "other", "main", Some("apply")),
+        ];
+        let plans = plan_claims(&[claim], &split, &providers);
+        let problem = plans[&("team".to_string(), "apply".to_string())]
+            .clone()
+            .unwrap_err();
+        assert_eq!(problem.reason, "TargetsDisagree");
+    }
+}

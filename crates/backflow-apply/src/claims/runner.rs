@@ -1,0 +1,359 @@
+//! One claim's shell: runs the apply decision's effects (flush, record, apply) and feeds their
+//! answers back. One task per acting claim; it ends when its command channel closes.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backflow_api::Clock;
+use backflow_api::config::{ClaimStatus, InventoryEntry, NativeClaim, OperationStatus};
+use backflow_decision::{
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, CommitId, Hold, Moment,
+    Operation, OperationId, OperationPhase, Reason, Reasons,
+};
+use backflow_git::{BranchNotice, WorkerHandle};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
+use super::plan::{ClaimKey, ClaimPlan};
+use super::status::{acting_conditions, inventory, operation_status};
+use crate::native::{Applier, ApplyReport};
+
+/// What the coordinator tells a runner.
+pub enum RunnerCommand {
+    /// What holds applies back now.
+    Gate(Option<Hold>),
+    /// Another reason to apply.
+    Reason(Reason),
+    /// The branch is at this tip (seen by the mirror).
+    Published(CommitId),
+    /// The claim's targets changed: apply these folders with this applier from now on.
+    Plan(ClaimPlan, Arc<dyn Applier>),
+}
+
+/// An answer from work the runner started.
+enum Done {
+    Flushed(Option<CommitId>),
+    Applied(OperationId, ApplyReport),
+}
+
+/// A running claim.
+pub struct Runner {
+    key: ClaimKey,
+    client: Client,
+    core: ApplierCore,
+    plan: ClaimPlan,
+    applier: Arc<dyn Applier>,
+    worker: WorkerHandle,
+    clock: Arc<dyn Clock>,
+    metrics: ApplyMetrics,
+    inventory: Vec<InventoryEntry>,
+    last_applied: Option<String>,
+    operation: Option<OperationStatus>,
+    failures: Vec<String>,
+    wake: Option<Moment>,
+    done: mpsc::Sender<Done>,
+}
+
+impl Runner {
+    /// A runner of `key` applying `plan` with `applier` on the branch `worker` writes.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "everything a claim's shell holds, named"
+    )]
+    pub fn start(
+        key: ClaimKey,
+        client: Client,
+        plan: ClaimPlan,
+        applier: Arc<dyn Applier>,
+        worker: WorkerHandle,
+        clock: Arc<dyn Clock>,
+        metrics: ApplyMetrics,
+        commands: mpsc::Receiver<RunnerCommand>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (done, done_rx) = mpsc::channel(8);
+        let runner = Self {
+            key,
+            client,
+            core: ApplierCore::new(ApplierConfig::default()),
+            plan,
+            applier,
+            worker,
+            clock,
+            metrics,
+            inventory: Vec::new(),
+            last_applied: None,
+            operation: None,
+            failures: Vec::new(),
+            wake: None,
+            done,
+        };
+        tokio::spawn(runner.run(commands, done_rx))
+    }
+
+    fn now(&self) -> Moment {
+        Moment(self.clock.monotonic())
+    }
+
+    fn claim_name(&self) -> String {
+        format!("{}/{}", self.key.0, self.key.1)
+    }
+
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<RunnerCommand>,
+        mut done: mpsc::Receiver<Done>,
+    ) {
+        let mut notices = self.worker.subscribe();
+        let restored = self.restore().await;
+        self.handle(restored).await;
+        // Converge once when the claim starts acting: at start, or when a target first names it.
+        self.handle(ApplyInput::Reason(Reason::CatchUpConverge))
+            .await;
+        loop {
+            let sleep = self.wake.map_or(Duration::from_secs(3600), |w| {
+                w.saturating_since(self.now())
+            });
+            let input = tokio::select! {
+                command = commands.recv() => match command {
+                    None => break,
+                    Some(RunnerCommand::Plan(plan, applier)) => {
+                        self.plan = plan;
+                        self.applier = applier;
+                        continue;
+                    }
+                    Some(RunnerCommand::Gate(hold)) => ApplyInput::Gate(hold),
+                    Some(RunnerCommand::Reason(r)) => ApplyInput::Reason(r),
+                    Some(RunnerCommand::Published(tip)) => ApplyInput::Published(tip),
+                },
+                notice = notices.recv() => match notice {
+                    Ok(BranchNotice::Foreign(commit)) => ApplyInput::Foreign(commit.tip),
+                    Ok(BranchNotice::Diverged(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                Some(answer) = done.recv() => match answer {
+                    Done::Flushed(tip) => ApplyInput::Flushed(tip),
+                    Done::Applied(id, report) => self.applied(id, report),
+                },
+                () = tokio::time::sleep(sleep), if self.wake.is_some() => ApplyInput::Tick,
+            };
+            self.handle(input).await;
+        }
+        tracing::info!(claim = %self.claim_name(), "claim stopped acting");
+    }
+
+    /// What the claim's status says: the last applied commit, an operation still in flight,
+    /// the inventory.
+    async fn restore(&mut self) -> ApplyInput {
+        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.key.0);
+        let status = match api.get_opt(&self.key.1).await {
+            Ok(Some(c)) => c.status.unwrap_or_default(),
+            Ok(None) => ClaimStatus::default(),
+            Err(e) => {
+                tracing::warn!(claim = %self.claim_name(), error = %e, "cannot read the claim's status; starting without it");
+                ClaimStatus::default()
+            }
+        };
+        self.inventory.clone_from(&status.inventory);
+        self.last_applied.clone_from(&status.last_applied_commit);
+        self.operation.clone_from(&status.operation);
+        let in_flight = status.operation.as_ref().and_then(|op| {
+            let phase = OperationPhase::parse(&op.phase).filter(|p| p.in_flight())?;
+            let commit: CommitId = op.commit.parse().ok()?;
+            let reasons: Reasons = op.reasons.iter().filter_map(|r| reason_named(r)).collect();
+            tracing::info!(claim = %self.claim_name(), operation = op.id, commit = %op.commit, "following an operation found in flight");
+            Some((OperationId(op.id), commit, reasons, phase))
+        });
+        ApplyInput::Restored {
+            last_applied: status.last_applied_commit.and_then(|c| c.parse().ok()),
+            in_flight,
+        }
+    }
+
+    /// Steps the core and runs its effects; an effect's immediate answer is stepped too.
+    async fn handle(&mut self, input: ApplyInput) {
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            let now = self.now();
+            for effect in self.core.step(input, now) {
+                if let Some(next) = self.run_effect(effect).await {
+                    queue.push_back(next);
+                }
+            }
+        }
+    }
+
+    async fn run_effect(&mut self, effect: ApplyEffect) -> Option<ApplyInput> {
+        match effect {
+            ApplyEffect::Flush => {
+                let (worker, done) = (self.worker.clone(), self.done.clone());
+                tokio::spawn(async move {
+                    // A stopped worker answers nothing: the coordinator starts this claim again
+                    // with the worker that replaces it.
+                    if let Ok(tip) = worker.flush().await {
+                        let _ = done.send(Done::Flushed(tip)).await;
+                    }
+                });
+                None
+            }
+            ApplyEffect::Record { operation, message } => {
+                self.record(&operation, &message).await;
+                None
+            }
+            ApplyEffect::Ask(operation) => Some(self.ask(operation)),
+            ApplyEffect::Emit(event) => {
+                self.report(event);
+                None
+            }
+            ApplyEffect::WakeAt(at) => {
+                self.wake = Some(at);
+                None
+            }
+        }
+    }
+
+    /// Starts the apply; the native applier is at work at once.
+    fn ask(&mut self, operation: Operation) -> ApplyInput {
+        let (applier, done) = (self.applier.clone(), self.done.clone());
+        let inventory = self.inventory.clone();
+        let id = operation.id;
+        tokio::spawn(async move {
+            let report = applier.apply(operation.commit, inventory).await;
+            let _ = done.send(Done::Applied(id, report)).await;
+        });
+        ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        }
+    }
+
+    /// An apply ended: keep its inventory and failures, and tell the core.
+    fn applied(&mut self, id: OperationId, report: ApplyReport) -> ApplyInput {
+        let claim = self.claim_name();
+        self.metrics.objects(&claim, "applied", report.applied);
+        self.metrics.objects(&claim, "unchanged", report.unchanged);
+        self.metrics.objects(&claim, "pruned", report.pruned);
+        self.metrics
+            .objects(&claim, "failed", report.failures.len());
+        self.inventory = report.inventory;
+        self.failures.clone_from(&report.failures);
+        let (phase, message) = if report.failures.is_empty() {
+            (
+                OperationPhase::Succeeded,
+                format!(
+                    "applied {}, unchanged {}, pruned {}",
+                    report.applied, report.unchanged, report.pruned
+                ),
+            )
+        } else {
+            let shown: Vec<&str> = report.failures.iter().take(3).map(String::as_str).collect();
+            let more = report.failures.len().saturating_sub(3);
+            let tail = if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            };
+            (
+                OperationPhase::Failed,
+                format!("{}{tail}", shown.join("; ")),
+            )
+        };
+        ApplyInput::Progress { id, phase, message }
+    }
+
+    /// Writes the operation, inventory and conditions into the claim's status.
+    async fn record(&mut self, operation: &Operation, message: &str) {
+        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let requested_at = self
+            .operation
+            .as_ref()
+            .filter(|o| o.id == operation.id.0)
+            .and_then(|o| o.requested_at.clone())
+            .unwrap_or_else(|| now.clone());
+        let op = operation_status(operation, message, &requested_at, &now);
+        if operation.phase == OperationPhase::Succeeded {
+            self.last_applied = Some(operation.commit.to_string());
+        }
+        self.operation = Some(op.clone());
+        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.key.0);
+        let current = api.get_opt(&self.key.1).await.ok().flatten();
+        let generation = current.as_ref().and_then(|c| c.metadata.generation);
+        let previous = current
+            .and_then(|c| c.status)
+            .map(|s| s.conditions)
+            .unwrap_or_default();
+        let status = ClaimStatus {
+            observed_generation: generation,
+            conditions: acting_conditions(&previous, &self.plan, Some(&op), &now, generation),
+            operation: Some(op),
+            last_applied_commit: self.last_applied.clone(),
+            inventory: inventory(self.inventory.clone()),
+            failures: self.failures.clone(),
+        };
+        let patch = Patch::Merge(json!({"status": status}));
+        if let Err(e) = api
+            .patch_status(&self.key.1, &PatchParams::default(), &patch)
+            .await
+        {
+            tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the operation in the claim's status");
+        }
+    }
+
+    fn report(&self, event: ApplyEvent) {
+        let claim = self.claim_name();
+        match event {
+            ApplyEvent::Requested(op) => {
+                tracing::info!(%claim, operation = op.id.0, commit = %op.commit, reasons = ?op.reasons.names(), "apply requested");
+            }
+            ApplyEvent::Succeeded { operation, latency } => {
+                tracing::info!(%claim, operation = operation.id.0, commit = %operation.commit, latency_ms = latency.as_millis(), "apply succeeded");
+                self.count(&operation, "succeeded");
+                self.metrics
+                    .latency
+                    .get_or_create(&ClaimLabels { claim })
+                    .observe(latency.as_secs_f64());
+            }
+            ApplyEvent::Failed {
+                operation,
+                message,
+                retry_in,
+            } => {
+                tracing::warn!(%claim, operation = operation.id.0, commit = %operation.commit, retry_in_s = retry_in.as_secs(), %message, "apply failed");
+                self.count(&operation, "failed");
+            }
+            ApplyEvent::Unresolved(op) => {
+                tracing::warn!(%claim, operation = op.id.0, "apply still in flight after 5 minutes");
+            }
+            ApplyEvent::AlreadyApplied(commit) => {
+                tracing::debug!(%claim, %commit, "converge: the tip is already applied");
+            }
+        }
+    }
+
+    fn count(&self, operation: &Operation, outcome: &str) {
+        for reason in operation.reasons.names() {
+            self.metrics
+                .operations
+                .get_or_create(&OperationLabels {
+                    claim: self.claim_name(),
+                    reason: reason.to_string(),
+                    outcome: outcome.to_string(),
+                })
+                .inc();
+        }
+    }
+}
+
+fn reason_named(name: &str) -> Option<Reason> {
+    Some(match name {
+        "ForeignCommit" => Reason::ForeignCommit,
+        "CatchUp" => Reason::CatchUpAdopt,
+        "Refusal" => Reason::Refusal,
+        "Repair" => Reason::Repair,
+        _ => return None,
+    })
+}

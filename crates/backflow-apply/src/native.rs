@@ -1,0 +1,383 @@
+//! backflow's own applier (`NativeClaim`): server-side apply of what a commit's folders declare.
+//!
+//! Field manager `backflow-applier`, forced; every object it applies carries the ownership
+//! label `backflow.dev/applier: <namespace>.<claim>` and an inventory entry, and only objects
+//! with both are ever pruned. Objects whose declared fields already hold on the live side are
+//! not written (no resourceVersion churn). CRDs go first, then Namespaces, then the rest. One
+//! object that fails is reported and the others are applied; a folder with a file that cannot
+//! be read prunes nothing (what the file declares is unknown).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+
+use backflow_api::config::InventoryEntry;
+use backflow_decision::CommitId;
+use backflow_git::WorkerHandle;
+use backflow_manifest::{DeclaredObject, declared_objects};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::{Api, Client};
+use serde_json::Value;
+
+/// The field manager of every apply.
+pub const FIELD_MANAGER: &str = "backflow-applier";
+/// The ownership label stamped on every applied object.
+pub const OWNER_LABEL: &str = "backflow.dev/applier";
+
+/// What one apply did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// Objects written.
+    pub applied: usize,
+    /// Objects whose declared fields already held (not written).
+    pub unchanged: usize,
+    /// Objects deleted because the commit no longer declares them.
+    pub pruned: usize,
+    /// What could not be read or applied, one line each.
+    pub failures: Vec<String>,
+    /// What the applier owns after this apply.
+    pub inventory: Vec<InventoryEntry>,
+}
+
+/// An applier backflow holds: carries out one operation (applies `commit`), starting from the
+/// inventory of the last one. Flux and Argo CD drivers implement it too.
+pub trait Applier: Send + Sync {
+    /// Applies `commit`; the report says what happened, failures included.
+    fn apply(
+        &self,
+        commit: CommitId,
+        inventory: Vec<InventoryEntry>,
+    ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>>;
+}
+
+/// The folders of one claim on one branch, and how to read and decrypt them.
+pub struct NativeApplier {
+    client: Client,
+    /// `<namespace>.<claim>`: the ownership label's value.
+    owner: String,
+    worker: WorkerHandle,
+    folders: Vec<String>,
+    identities: Vec<backflow_sops::Identity>,
+}
+
+impl std::fmt::Debug for NativeApplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeApplier")
+            .field("owner", &self.owner)
+            .field("folders", &self.folders)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeApplier {
+    /// The applier of claim `namespace/name`, applying `folders` of the branch `worker` writes,
+    /// decrypting SOPS files with `identities`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        worker: WorkerHandle,
+        folders: Vec<String>,
+        identities: Vec<backflow_sops::Identity>,
+    ) -> Self {
+        Self {
+            client,
+            owner: format!("{namespace}.{name}"),
+            worker,
+            folders,
+            identities,
+        }
+    }
+
+    async fn run(&self, commit: CommitId, previous: Vec<InventoryEntry>) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        let mut files = Vec::new();
+        for folder in &self.folders {
+            match self.worker.read_folder(commit, folder.clone()).await {
+                Ok(Ok(read)) => files.extend(read.into_iter().map(|f| (f.path, f.content))),
+                Ok(Err(e)) => report
+                    .failures
+                    .push(format!("cannot read {folder} at {commit}: {e}")),
+                Err(e) => report.failures.push(format!("cannot read {folder}: {e}")),
+            }
+        }
+        let declared = declared_objects(&files, &self.identities);
+        let readable = report.failures.is_empty() && declared.problems.is_empty();
+        report.failures.extend(
+            declared
+                .problems
+                .iter()
+                .map(|p| format!("{}: {}", p.path, p.reason)),
+        );
+        let mut kinds = Kinds::default();
+        let mut applied = BTreeMap::new();
+        for object in ordered(declared.objects) {
+            match self.apply_one(&object, &mut kinds).await {
+                Ok((entry, written)) => {
+                    if written {
+                        report.applied += 1;
+                    } else {
+                        report.unchanged += 1;
+                    }
+                    applied.insert(entry.id.clone(), entry);
+                }
+                Err(e) => report.failures.push(format!("{}: {e}", object.path)),
+            }
+        }
+        let mut inventory: Vec<InventoryEntry> = applied.into_values().collect();
+        if readable {
+            let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
+            for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
+                match self.prune(stale, &mut kinds).await {
+                    Ok(true) => report.pruned += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        report.failures.push(format!("prune {}: {e}", stale.id));
+                        inventory.push(stale.clone());
+                    }
+                }
+            }
+        } else {
+            // What an unreadable file declares is unknown: keep owning what was owned.
+            let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
+            inventory.extend(previous.into_iter().filter(|p| !kept.contains(&p.id)));
+        }
+        inventory.sort();
+        report.inventory = inventory;
+        report
+    }
+
+    /// Applies one object unless its declared fields already hold; says whether it wrote.
+    async fn apply_one(
+        &self,
+        object: &DeclaredObject,
+        kinds: &mut Kinds,
+    ) -> Result<(InventoryEntry, bool), String> {
+        let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
+        let gvk = gvk(api_version, &object.identity.kind);
+        let (resource, caps) = kinds.resolve(&self.client, &gvk).await?;
+        let namespace = match caps.scope {
+            Scope::Namespaced if object.identity.namespace.is_empty() => "default".to_string(),
+            Scope::Namespaced => object.identity.namespace.clone(),
+            Scope::Cluster => String::new(),
+        };
+        let api = api_for(&self.client, &resource, &namespace);
+        let mut desired = object.value.clone();
+        stamp(&mut desired, &self.owner, &namespace);
+        let entry = InventoryEntry {
+            id: format!(
+                "{namespace}_{}_{}_{}",
+                object.identity.name, object.identity.group, object.identity.kind
+            ),
+            v: api_version.to_string(),
+        };
+        let live = api
+            .get_opt(&object.identity.name)
+            .await
+            .map_err(|e| format!("reading {}: {e}", object.identity.name))?;
+        if let Some(live) = live {
+            let live = serde_json::to_value(&live).unwrap_or(Value::Null);
+            if holds(&desired, &live) {
+                return Ok((entry, false));
+            }
+        }
+        api.patch(
+            &object.identity.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "applying {} {}: {e}",
+                object.identity.kind, object.identity.name
+            )
+        })?;
+        Ok((entry, true))
+    }
+
+    /// Deletes an object the applier owned and the commit no longer declares, if it still
+    /// carries this claim's label; says whether it deleted.
+    async fn prune(&self, entry: &InventoryEntry, kinds: &mut Kinds) -> Result<bool, String> {
+        let Some((namespace, name, group, kind)) = parse_id(&entry.id) else {
+            return Ok(false);
+        };
+        let version = entry.v.rsplit('/').next().unwrap_or("v1");
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let Ok((resource, _)) = kinds.resolve(&self.client, &gvk).await else {
+            // The type is gone (its CRD deleted): so are its objects.
+            return Ok(false);
+        };
+        let api = api_for(&self.client, &resource, namespace);
+        let Some(live) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+            return Ok(false);
+        };
+        if live
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OWNER_LABEL))
+            != Some(&self.owner)
+        {
+            // Not ours any more (relabelled by hand, or another claim took it): never touched.
+            return Ok(false);
+        }
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(true)
+    }
+}
+
+impl Applier for NativeApplier {
+    fn apply(
+        &self,
+        commit: CommitId,
+        inventory: Vec<InventoryEntry>,
+    ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
+        Box::pin(self.run(commit, inventory))
+    }
+}
+
+/// Resolved types, so an apply asks discovery once per kind.
+#[derive(Default)]
+struct Kinds(BTreeMap<String, (ApiResource, ApiCapabilities)>);
+
+impl Kinds {
+    async fn resolve(
+        &mut self,
+        client: &Client,
+        gvk: &GroupVersionKind,
+    ) -> Result<(ApiResource, ApiCapabilities), String> {
+        let key = format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind);
+        if let Some(found) = self.0.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = kube::discovery::pinned_kind(client, gvk)
+            .await
+            .map_err(|e| format!("the API serves no {key}: {e}"))?;
+        self.0.insert(key, found.clone());
+        Ok(found)
+    }
+}
+
+fn gvk(api_version: &str, kind: &str) -> GroupVersionKind {
+    match api_version.split_once('/') {
+        Some((group, version)) => GroupVersionKind::gvk(group, version, kind),
+        None => GroupVersionKind::gvk("", api_version, kind),
+    }
+}
+
+fn api_for(client: &Client, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+    if namespace.is_empty() {
+        Api::all_with(client.clone(), resource)
+    } else {
+        Api::namespaced_with(client.clone(), namespace, resource)
+    }
+}
+
+/// CRDs first (the rest may be of their kinds), then Namespaces, then the rest, each in the
+/// folder's order.
+fn ordered(mut objects: Vec<DeclaredObject>) -> Vec<DeclaredObject> {
+    objects.sort_by_key(
+        |o| match (o.identity.group.as_str(), o.identity.kind.as_str()) {
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => 0,
+            ("", "Namespace") => 1,
+            _ => 2,
+        },
+    );
+    objects
+}
+
+/// Adds the ownership label and the namespace the object is applied in.
+fn stamp(object: &mut Value, owner: &str, namespace: &str) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !namespace.is_empty() {
+        meta.insert("namespace".into(), Value::String(namespace.to_string()));
+    }
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(OWNER_LABEL.into(), Value::String(owner.to_string()));
+    }
+}
+
+/// Whether every field `desired` declares holds the same value in `live`.
+fn holds(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| holds(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(dv, lv)| holds(dv, lv))
+        }
+        (d, l) => d == l,
+    }
+}
+
+/// `<namespace>_<name>_<group>_<kind>` → its parts (names never hold `_`; namespaces and kinds
+/// neither; a group may not hold one either).
+fn parse_id(id: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut parts = id.splitn(4, '_');
+    Some((parts.next()?, parts.next()?, parts.next()?, parts.next()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn declared_fields_hold_when_the_live_object_has_them_and_more() {
+        let desired = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "v"}});
+        let live = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}, "resourceVersion": "9"},
+                          "data": {"k": "v"}, "status": {}});
+        assert!(holds(&desired, &live));
+        let changed = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "w"}});
+        assert!(!holds(&changed, &live));
+        assert!(!holds(
+            &json!({"list": [1, 2]}),
+            &json!({"list": [1, 2, 3]})
+        ));
+    }
+
+    #[test]
+    fn inventory_ids_round_trip_and_crds_come_first() {
+        assert_eq!(
+            parse_id("team_web_apps_Deployment"),
+            Some(("team", "web", "apps", "Deployment"))
+        );
+        assert_eq!(
+            parse_id("_team__Namespace"),
+            Some(("", "team", "", "Namespace"))
+        );
+        let object = |group: &str, kind: &str| DeclaredObject {
+            identity: backflow_manifest::Identity {
+                group: group.into(),
+                kind: kind.into(),
+                namespace: String::new(),
+                name: "n".into(),
+            },
+            value: Value::Null,
+            path: String::new(),
+        };
+        let kinds: Vec<String> = ordered(vec![
+            object("", "ConfigMap"),
+            object("", "Namespace"),
+            object("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ])
+        .into_iter()
+        .map(|o| o.identity.kind)
+        .collect();
+        assert_eq!(
+            kinds,
+            ["CustomResourceDefinition", "Namespace", "ConfigMap"]
+        );
+    }
+}
