@@ -2,19 +2,22 @@
 //!
 //! Field manager `backflow-applier`, forced; every object it applies carries the ownership
 //! label `backflow.dev/applier: <namespace>.<claim>` and an inventory entry, and only objects
-//! with both are ever pruned. Objects whose declared fields already hold on the live side are
-//! not written (no resourceVersion churn). CRDs go first, then Namespaces, then the rest. One
+//! with both are ever pruned. Only objects Git changed since the last applied commit (or that
+//! are missing live) are written whole, and only when the live side does not hold them yet; the
+//! rest at most get the label (a merge patch touching no other field), so an apply never
+//! reverts a live edit to an object Git did not change, and nothing is rewritten for nothing. CRDs go first, then Namespaces, then the rest. One
 //! object that fails is reported and the others are applied; a folder with a file that cannot
 //! be read prunes nothing (what the file declares is unknown).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use backflow_api::config::InventoryEntry;
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
-use backflow_manifest::{DeclaredObject, declared_objects};
+use backflow_manifest::{DeclaredObject, Identity, declared_objects};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Api, Client};
@@ -32,6 +35,9 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects whose declared fields already held (not written).
     pub unchanged: usize,
+    /// Objects Git changed that were edited live after the flush: left as they are (the edit
+    /// reaches Git and wins).
+    pub deferred: usize,
     /// Objects deleted because the commit no longer declares them.
     pub pruned: usize,
     /// What could not be read or applied, one line each.
@@ -43,12 +49,38 @@ pub struct ApplyReport {
 /// An applier backflow holds: carries out one operation (applies `commit`), starting from the
 /// inventory of the last one. Flux and Argo CD drivers implement it too.
 pub trait Applier: Send + Sync {
-    /// Applies `commit`; the report says what happened, failures included.
+    /// Applies `request.commit`; the report says what happened, failures included.
     fn apply(
         &self,
-        commit: CommitId,
-        inventory: Vec<InventoryEntry>,
+        request: ApplyRequest,
     ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>>;
+}
+
+/// One operation, as the applier is asked to carry it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyRequest {
+    /// The commit to apply (the tip a flush produced).
+    pub commit: CommitId,
+    /// The commit the last successful operation applied.
+    pub since: Option<CommitId>,
+    /// When the flush before this apply was asked for: a live edit made since is not in the
+    /// commit, and is never overwritten (it reaches Git, and the API side wins).
+    pub flushed_at: SystemTime,
+    /// What the last operation applied.
+    pub inventory: Vec<InventoryEntry>,
+}
+
+/// How one object is brought in line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// Nothing to do.
+    None,
+    /// Only the ownership label is missing: a merge patch adds it, no other field is touched.
+    Stamp,
+    /// Server-side apply of the whole declared object.
+    Apply,
+    /// Git changed it, but it was edited live after the flush: left alone.
+    Deferred,
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -91,18 +123,51 @@ impl NativeApplier {
         }
     }
 
-    async fn run(&self, commit: CommitId, previous: Vec<InventoryEntry>) -> ApplyReport {
-        let mut report = ApplyReport::default();
+    /// Every file of the claim's folders at `commit`.
+    async fn files(&self, commit: CommitId) -> Result<Vec<(String, Vec<u8>)>, String> {
         let mut files = Vec::new();
         for folder in &self.folders {
             match self.worker.read_folder(commit, folder.clone()).await {
                 Ok(Ok(read)) => files.extend(read.into_iter().map(|f| (f.path, f.content))),
-                Ok(Err(e)) => report
-                    .failures
-                    .push(format!("cannot read {folder} at {commit}: {e}")),
-                Err(e) => report.failures.push(format!("cannot read {folder}: {e}")),
+                Ok(Err(e)) => return Err(format!("cannot read {folder} at {commit}: {e}")),
+                Err(e) => return Err(format!("cannot read {folder}: {e}")),
             }
         }
+        Ok(files)
+    }
+
+    /// What the folders declared at `since`, by identity: objects Git did not change since are
+    /// only stamped, never written, so an apply reverts nothing it was not asked to change.
+    async fn declared_at(&self, since: Option<CommitId>) -> BTreeMap<Identity, Value> {
+        let Some(since) = since else {
+            return BTreeMap::new();
+        };
+        let Ok(files) = self.files(since).await else {
+            return BTreeMap::new();
+        };
+        declared_objects(&files, &self.identities)
+            .objects
+            .into_iter()
+            .map(|o| (o.identity, o.value))
+            .collect()
+    }
+
+    async fn run(&self, request: ApplyRequest) -> ApplyReport {
+        let ApplyRequest {
+            commit,
+            since,
+            flushed_at,
+            inventory: previous,
+        } = request;
+        let cutoff = flushed_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut report = ApplyReport::default();
+        let files = self.files(commit).await.unwrap_or_else(|e| {
+            report.failures.push(e);
+            Vec::new()
+        });
+        let before = self.declared_at(since).await;
         let declared = declared_objects(&files, &self.identities);
         let readable = report.failures.is_empty() && declared.problems.is_empty();
         report.failures.extend(
@@ -114,12 +179,13 @@ impl NativeApplier {
         let mut kinds = Kinds::default();
         let mut applied = BTreeMap::new();
         for object in ordered(declared.objects) {
-            match self.apply_one(&object, &mut kinds).await {
-                Ok((entry, written)) => {
-                    if written {
-                        report.applied += 1;
-                    } else {
-                        report.unchanged += 1;
+            let changed = before.get(&object.identity) != Some(&object.value);
+            match self.apply_one(&object, changed, cutoff, &mut kinds).await {
+                Ok((entry, write)) => {
+                    match write {
+                        Write::Apply | Write::Stamp => report.applied += 1,
+                        Write::None => report.unchanged += 1,
+                        Write::Deferred => report.deferred += 1,
                     }
                     applied.insert(entry.id.clone(), entry);
                 }
@@ -149,12 +215,16 @@ impl NativeApplier {
         report
     }
 
-    /// Applies one object unless its declared fields already hold; says whether it wrote.
+    /// Brings one object in line: a whole apply when Git changed it (or it is missing) and the
+    /// live side does not hold it yet, a stamp when only the label is missing; says whether it
+    /// wrote.
     async fn apply_one(
         &self,
         object: &DeclaredObject,
+        changed: bool,
+        cutoff: u64,
         kinds: &mut Kinds,
-    ) -> Result<(InventoryEntry, bool), String> {
+    ) -> Result<(InventoryEntry, Write), String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
         let gvk = gvk(api_version, &object.identity.kind);
         let (resource, caps) = kinds.resolve(&self.client, &gvk).await?;
@@ -176,26 +246,51 @@ impl NativeApplier {
         let live = api
             .get_opt(&object.identity.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", object.identity.name))?;
-        if let Some(live) = live {
-            let live = serde_json::to_value(&live).unwrap_or(Value::Null);
-            if holds(&desired, &live) {
-                return Ok((entry, false));
+            .map_err(|e| format!("reading {}: {e}", object.identity.name))?
+            .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
+        let write = match live {
+            None => Write::Apply,
+            Some(live) if changed && !holds(&desired, &live) => {
+                if edited_since(&live, cutoff) {
+                    Write::Deferred
+                } else {
+                    Write::Apply
+                }
+            }
+            Some(live) if live["metadata"]["labels"][OWNER_LABEL] == self.owner.as_str() => {
+                Write::None
+            }
+            Some(_) => Write::Stamp,
+        };
+        let name = &object.identity.name;
+        let failed = |e: kube::Error| format!("applying {} {name}: {e}", object.identity.kind);
+        match write {
+            Write::None | Write::Deferred => return Ok((entry, write)),
+            Write::Stamp => {
+                let patch = serde_json::json!({"metadata": {"labels": {OWNER_LABEL: self.owner}}});
+                let params = PatchParams::default();
+                api.patch(
+                    name,
+                    &PatchParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..params
+                    },
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(failed)?;
+            }
+            Write::Apply => {
+                api.patch(
+                    name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .map_err(failed)?;
             }
         }
-        api.patch(
-            &object.identity.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await
-        .map_err(|e| {
-            format!(
-                "applying {} {}: {e}",
-                object.identity.kind, object.identity.name
-            )
-        })?;
-        Ok((entry, true))
+        Ok((entry, write))
     }
 
     /// Deletes an object the applier owned and the commit no longer declares, if it still
@@ -234,10 +329,9 @@ impl NativeApplier {
 impl Applier for NativeApplier {
     fn apply(
         &self,
-        commit: CommitId,
-        inventory: Vec<InventoryEntry>,
+        request: ApplyRequest,
     ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
-        Box::pin(self.run(commit, inventory))
+        Box::pin(self.run(request))
     }
 }
 
@@ -305,6 +399,20 @@ fn stamp(object: &mut Value, owner: &str, namespace: &str) {
     if let Some(labels) = labels.as_object_mut() {
         labels.insert(OWNER_LABEL.into(), Value::String(owner.to_string()));
     }
+}
+
+/// Whether a field manager other than the applier wrote the object at or after `cutoff` (Unix
+/// seconds; managedFields times have second precision, so the same second counts as after).
+fn edited_since(live: &Value, cutoff: u64) -> bool {
+    live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["manager"] != FIELD_MANAGER)
+        .filter_map(|entry| entry["time"].as_str())
+        .filter_map(|t| humantime::parse_rfc3339(t).ok())
+        .filter_map(|t| t.duration_since(UNIX_EPOCH).ok())
+        .any(|t| t.as_secs() >= cutoff)
 }
 
 /// Whether every field `desired` declares holds the same value in `live`.

@@ -20,7 +20,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
 use super::plan::{ClaimKey, ClaimPlan};
 use super::status::{acting_conditions, inventory, operation_status};
-use crate::native::{Applier, ApplyReport};
+use crate::native::{Applier, ApplyReport, ApplyRequest};
 
 /// What the coordinator tells a runner.
 pub enum RunnerCommand {
@@ -55,6 +55,8 @@ pub struct Runner {
     operation: Option<OperationStatus>,
     failures: Vec<String>,
     wake: Option<Moment>,
+    /// When the last flush was asked for (wall clock, compared with managedFields times).
+    flushed_at: Option<std::time::SystemTime>,
     done: mpsc::Sender<Done>,
 }
 
@@ -89,6 +91,7 @@ impl Runner {
             operation: None,
             failures: Vec::new(),
             wake: None,
+            flushed_at: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -189,6 +192,7 @@ impl Runner {
     async fn run_effect(&mut self, effect: ApplyEffect) -> Option<ApplyInput> {
         match effect {
             ApplyEffect::Flush => {
+                self.flushed_at = Some(self.clock.now());
                 let (worker, done) = (self.worker.clone(), self.done.clone());
                 tokio::spawn(async move {
                     // A stopped worker answers nothing: the coordinator starts this claim again
@@ -218,10 +222,19 @@ impl Runner {
     /// Starts the apply; the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
         let (applier, done) = (self.applier.clone(), self.done.clone());
-        let inventory = self.inventory.clone();
+        let request = ApplyRequest {
+            commit: operation.commit,
+            since: self
+                .last_applied
+                .as_deref()
+                .and_then(|c| c.parse::<CommitId>().ok()),
+            // A restored operation's flush is not known: every later edit is spared.
+            flushed_at: self.flushed_at.unwrap_or_else(|| self.clock.now()),
+            inventory: self.inventory.clone(),
+        };
         let id = operation.id;
         tokio::spawn(async move {
-            let report = applier.apply(operation.commit, inventory).await;
+            let report = applier.apply(request).await;
             let _ = done.send(Done::Applied(id, report)).await;
         });
         ApplyInput::Progress {
@@ -245,8 +258,8 @@ impl Runner {
             (
                 OperationPhase::Succeeded,
                 format!(
-                    "applied {}, unchanged {}, pruned {}",
-                    report.applied, report.unchanged, report.pruned
+                    "applied {}, unchanged {}, pruned {}, left to a newer live edit {}",
+                    report.applied, report.unchanged, report.pruned, report.deferred
                 ),
             )
         } else {

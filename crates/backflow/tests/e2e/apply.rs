@@ -1,5 +1,5 @@
-//! Git → live end to end, with `serve`'s default NativeClaim: real `git` pushes into
-//! `origin.git` (announced by its hook), real kubectl reads of what was applied.
+//! Git → live end to end, with `serve --apply`'s default `NativeClaim`: real `git` pushes
+//! into `origin.git` (announced by its hook), real kubectl reads of what was applied.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,8 +72,14 @@ fn cm_value(w: &World, name: &str, key: &str) -> Option<String> {
     v["data"][key].as_str().map(str::to_string)
 }
 
-fn operations(w: &World) -> f64 {
-    metric_sum(&w.metrics(), "backflow_apply_operations_total", &[])
+/// Ended apply operations (a whole number).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a counter is a small non-negative whole number"
+)]
+fn operations(w: &World) -> u64 {
+    metric_sum(&w.metrics(), "backflow_apply_operations_total", &[]).round() as u64
 }
 
 /// Waits until the mirror has had nothing in flight for 1.5 s.
@@ -104,7 +110,7 @@ fn assert_quiescent(w: &World, quiet: Duration) {
 
 #[test]
 fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns() {
-    let w = World::start(&[]);
+    let w = World::start(&["--apply"]);
     w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
     w.apply(&configmap("default", "handmade", &[("keep", "me")]));
     wait_acting(&w);
@@ -178,7 +184,7 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
 
 #[test]
 fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied() {
-    let w = World::start(&["--commit-window", "4s"]);
+    let w = World::start(&["--apply", "--commit-window", "4s"]);
     w.apply(&configmap("default", "alice", &[("v", "1")]));
     w.apply(&configmap("default", "bob", &[("v", "1")]));
     wait_acting(&w);
@@ -239,7 +245,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
     );
     assert_eq!(
         operations(&w) - before,
-        1.0,
+        1,
         "asked once, never for F on its own"
     );
     assert_quiescent(&w, Duration::from_secs(3));
@@ -247,7 +253,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
 
 #[test]
 fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
-    let w = World::start(&[]);
+    let w = World::start(&["--apply"]);
     wait_acting(&w);
     let clone = clone_origin(&w, "bob");
     std::fs::create_dir_all(clone.join("live/default/widgets")).unwrap();
@@ -322,7 +328,7 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
 
 #[test]
 fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
-    let mut w = World::start(&[]);
+    let mut w = World::start(&["--apply"]);
     w.apply(&configmap("default", "demo", &[("a", "1")]));
     wait_acting(&w);
     w.wait_file("live/default/configmaps/demo.yaml", |_| true);
@@ -342,7 +348,7 @@ fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
         "-p",
         &status,
     ]);
-    w.crash_and_restart(&[]);
+    w.crash_and_restart(&["--apply"]);
     let op = wait_for(
         "operation 90 to be followed to its end",
         || format!("{:#}", claim(&w)),
@@ -366,7 +372,7 @@ fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
 
 #[test]
 fn a_sops_encrypted_secret_pushed_to_git_arrives_decrypted() {
-    let w = World::start(&[]);
+    let w = World::start(&["--apply"]);
     wait_acting(&w);
     assert!(sops_bin().is_file());
     let clone = clone_origin(&w, "bob");
@@ -399,4 +405,45 @@ fn b64_decode(text: &str) -> String {
             .unwrap(),
     )
     .unwrap()
+}
+
+/// Adopting live creates stamps them and touches no other field: edits made right after a
+/// create, while adopting applies run, are never reverted (only objects Git changed since the
+/// last applied commit are ever written whole).
+#[test]
+fn edits_racing_adopting_applies_are_never_reverted() {
+    let w = World::start(&["--apply"]);
+    wait_acting(&w);
+    for i in 0..8 {
+        let name = format!("race-{i}");
+        w.apply(&configmap("default", &name, &[("count", "0")]));
+        for n in 1..=3 {
+            let patch = format!(r#"{{"data":{{"count":"{n}"}}}}"#);
+            w.kubectl(&["patch", "configmap", &name, "-p", &patch]);
+        }
+    }
+    wait_idle(&w);
+    wait_for(
+        "every create adopted",
+        || format!("{:#}", claim(&w)["inventory"]),
+        || {
+            let inventory = claim(&w)["inventory"].to_string();
+            (0..8)
+                .all(|i| inventory.contains(&format!("default_race-{i}__ConfigMap")))
+                .then_some(())
+        },
+    );
+    wait_idle(&w);
+    for i in 0..8 {
+        let name = format!("race-{i}");
+        assert_eq!(
+            cm_value(&w, &name, "count").as_deref(),
+            Some("3"),
+            "{name} live"
+        );
+        let file = w
+            .show(&format!("live/default/configmaps/{name}.yaml"))
+            .unwrap();
+        assert!(file.contains("count: \"3\""), "{name} in Git:\n{file}");
+    }
 }
