@@ -214,18 +214,10 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
     let f = push_all(&w, &clone, "bob's change");
 
     // The applier is asked once, for F + W: Bob's change lands, Alice's edit stays.
-    let op = wait_for(
-        "the apply of the commit holding F and W",
-        || format!("{:#}", claim(&w)),
-        || {
-            let op = claim(&w)["operation"].clone();
-            (op["phase"] == "Succeeded"
-                && op["commit"] != f.as_str()
-                && op["commit"].as_str() == w.tip().as_deref())
-            .then_some(op)
-        },
-    );
+    let op = wait_applied(&w, &f);
     let tip = w.tip().unwrap();
+    assert_eq!(op["commit"], tip.as_str(), "the tip the flush produced");
+    assert_ne!(op["commit"], f.as_str(), "never F on its own");
     assert!(
         w.git(&["merge-base", "--is-ancestor", &f, &tip]).is_empty(),
         "F is in the applied commit"
