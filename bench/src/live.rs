@@ -36,6 +36,7 @@ pub struct Live {
     pub server: RunningServer,
     client: kube::Client,
     mirror: Option<Mirror>,
+    claims: Option<backflow_apply::claims::Claims>,
     data: PathBuf,
     /// The bare repository the default `GitTarget` pushes to.
     pub remote: PathBuf,
@@ -62,6 +63,7 @@ impl Live {
             server,
             client,
             mirror: None,
+            claims: None,
             data,
             remote,
         })
@@ -89,17 +91,20 @@ impl Live {
             commit_window,
             backflow_mirror::DEFAULT_REFRESH_INTERVAL,
             None,
+            false,
         )
         .await
     }
 
     /// [`Live::start_mirror`] with the branch workers' periodic refresh at `refresh_interval`,
-    /// and with `receiver_token` the default `GitReceiver` `serve` creates.
+    /// with `receiver_token` the default `GitReceiver` `serve` creates, and with `apply` the
+    /// default `NativeClaim` and the claims acting (`serve --apply`).
     pub async fn start_mirror_with(
         &mut self,
         commit_window: &str,
         refresh_interval: Duration,
         receiver_token: Option<&str>,
+        apply: bool,
     ) -> Result<(), String> {
         let url = format!("file://{}", path_str(&self.remote)?);
         let setup = DefaultSetup {
@@ -111,7 +116,7 @@ impl Live {
             // ConfigMaps, which are never encrypted, so no key is made.
             recipients: Vec::new(),
             receiver_token: receiver_token.map(str::to_string),
-            apply: false,
+            apply,
         };
         backflow_mirror::defaults::ensure(&self.client, &setup)
             .await
@@ -126,6 +131,16 @@ impl Live {
             Arc::new(SystemClock),
         );
         let _ = self.server.extensions.waiter.set(Arc::new(mirror.waiter()));
+        if apply {
+            let metrics = mirror.register_metrics(backflow_apply::claims::ApplyMetrics::register);
+            self.claims = Some(backflow_apply::claims::Claims::start(
+                self.client.clone(),
+                mirror.branches(),
+                Vec::new(),
+                metrics,
+                Arc::new(SystemClock),
+            ));
+        }
         self.mirror = Some(mirror);
         Ok(())
     }
@@ -163,6 +178,9 @@ impl Live {
 
     /// Stops the mirror (pending writes are pushed), then the server.
     pub async fn stop(self) {
+        if let Some(claims) = self.claims {
+            claims.shutdown().await;
+        }
         if let Some(mirror) = self.mirror {
             mirror.shutdown().await;
         }

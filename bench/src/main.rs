@@ -6,6 +6,7 @@
 //! `bench/results.json` and `bench/RESULTS.md`.
 
 mod client;
+mod foreign;
 mod git;
 mod latency;
 mod live;
@@ -26,17 +27,6 @@ const SCENARIOS: &[&str] = &[
     "push-notice",
     "foreign-push",
 ];
-
-/// The `foreign-push` scenario (a commit pushed to the branch by someone else, until the live side
-/// has it) needs the Git → live direction, which is not built yet.
-fn foreign_push(quick: bool) -> serde_json::Value {
-    serde_json::json!({
-        "scenario": "foreign-push",
-        "parameters": {"quick": quick},
-        "rows": [],
-        "notes": ["skipped until the bi-directional work lands"],
-    })
-}
 
 /// The child process of the `snapshot` scenario: `snapshot-child N DIR`.
 fn snapshot_child(rt: &tokio::runtime::Runtime, args: &[String]) -> ExitCode {
@@ -106,7 +96,7 @@ fn main() -> ExitCode {
             "mirror-latency" => rt.block_on(latency::run(quick)),
             "snapshot" => rt.block_on(snapshot::run(quick)),
             "push-notice" => rt.block_on(notice::run(quick)),
-            "foreign-push" => Ok(foreign_push(quick)),
+            "foreign-push" => rt.block_on(foreign::run(quick)),
             _ => Err(format!("scenario {name} is not built yet")),
         };
         match result {

@@ -87,7 +87,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut live = Live::start(&tmp.path().join("backflow")).await?;
     // The default configuration with its receiver, as `serve` applies it.
-    live.start_mirror_with("1s", Duration::from_secs(3600), Some(TOKEN))
+    live.start_mirror_with("1s", Duration::from_secs(3600), Some(TOKEN), false)
         .await?;
     live.wait_mirroring().await?;
     let client = live.client();
