@@ -58,6 +58,32 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Pushes as a person does: rebased onto what the mirror pushed meanwhile, again if it pushed
+/// in between.
+fn push(work: &Path) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        git(work, &["pull", "-q", "--rebase", "origin", BRANCH])?;
+        match git(work, &["push", "-q", "origin", &format!("HEAD:{BRANCH}")]) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    let log = git(
+        work,
+        &[
+            "log",
+            "--format=%h %an: %s",
+            "-8",
+            &format!("origin/{BRANCH}"),
+        ],
+    )
+    .unwrap_or_default();
+    Err(format!(
+        "{last}\nthe branch kept moving; its last commits:\n{log}"
+    ))
+}
+
 fn configmap(ns: &str, name: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n"
@@ -210,7 +236,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
             &work,
             &["commit", "-q", "-am", &format!("set {name} to {value}")],
         )?;
-        git(&work, &["push", "-q", "origin", &format!("HEAD:{BRANCH}")])?;
+        push(&work)?;
         let sha = git(&work, &["rev-parse", "HEAD"])?;
         let t0 = Instant::now();
         notify(&mut hook, &path, &url, &sha).await?;
@@ -253,7 +279,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     }
     git(&work, &["add", "-A"])?;
     git(&work, &["commit", "-q", "-m", "1,000 new objects"])?;
-    git(&work, &["push", "-q", "origin", &format!("HEAD:{BRANCH}")])?;
+    push(&work)?;
     let sha = git(&work, &["rev-parse", "HEAD"])?;
     let t0 = Instant::now();
     notify(&mut hook, &path, &url, &sha).await?;
