@@ -22,7 +22,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::client::Conn;
-use crate::git::{BRANCH, path_str};
+use crate::git::{BRANCH, path_str, person_git as git};
 use crate::live::{self, Live};
 use crate::server::{percentile, round2, row};
 
@@ -34,28 +34,6 @@ const BULK: usize = 1000;
 
 fn pushes(quick: bool) -> usize {
     if quick { 5 } else { 40 }
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "A Person")
-        .env("GIT_AUTHOR_EMAIL", "person@example.com")
-        .env("GIT_COMMITTER_NAME", "A Person")
-        .env("GIT_COMMITTER_EMAIL", "person@example.com")
-        .output()
-        .map_err(|e| format!("git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Pushes as a person does: rebased onto what the mirror pushed meanwhile, again if it pushed

@@ -10,8 +10,6 @@
 //! any poller must spend to learn the tip once (a poller also waits half its interval on
 //! average: 300 s for the default 10-minute refresh).
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +23,7 @@ use kube::Api;
 use serde_json::{Value, json};
 
 use crate::client::Conn;
-use crate::git::{BRANCH, path_str};
+use crate::git::{BRANCH, path_str, person_git as git};
 use crate::live::{self, Live};
 use crate::server::{percentile, round2, row};
 
@@ -34,29 +32,6 @@ const NAMESPACE: &str = backflow_mirror::defaults::NAMESPACE;
 
 fn pushes(quick: bool) -> usize {
     if quick { 5 } else { 40 }
-}
-
-/// `git` with no configuration of the machine's and a fixed identity.
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "A Person")
-        .env("GIT_AUTHOR_EMAIL", "person@example.com")
-        .env("GIT_COMMITTER_NAME", "A Person")
-        .env("GIT_COMMITTER_EMAIL", "person@example.com")
-        .output()
-        .map_err(|e| format!("git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Polls the default branch's `GitBranch` until its tip is `sha`.

@@ -1,7 +1,6 @@
 //! Git → live end to end, with `serve --apply`'s default `NativeClaim`: real `git` pushes
 //! into `origin.git` (announced by its hook), real kubectl reads of what was applied.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,26 +11,6 @@ use crate::secrets::{sops_bin, sops_encrypt_in_place};
 /// The default claim's status.
 fn claim(w: &World) -> Value {
     w.get_json(&["nativeclaim", "default", "-n", "backflow-system"])["status"].clone()
-}
-
-/// A person's clone of the remote, up to date.
-fn clone_origin(w: &World, name: &str) -> PathBuf {
-    let clone = w.dirs.work.join(name);
-    w.git_in(
-        Some(&w.dirs.work),
-        &["clone", "-q", &w.origin().to_string_lossy(), name],
-    );
-    clone
-}
-
-/// Commits everything in `clone` and pushes it; returns the commit.
-fn push_all(w: &World, clone: &Path, message: &str) -> String {
-    w.git_in(Some(clone), &["add", "-A"]);
-    w.git_in(Some(clone), &["commit", "-q", "-m", message]);
-    w.git_in(Some(clone), &["push", "-q", "origin", "HEAD:main"]);
-    w.git_in(Some(clone), &["rev-parse", "HEAD"])
-        .trim()
-        .to_string()
 }
 
 /// Waits until the claim's last operation succeeded applying `commit` or a commit built on it
@@ -129,11 +108,11 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
         },
     );
 
-    let clone = clone_origin(&w, "bob");
+    let clone = w.clone_origin("bob");
     let file = clone.join(path);
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replace("hello", "from-git")).unwrap();
-    let bob = push_all(&w, &clone, "bob edits demo");
+    let bob = w.commit_all_and_push(&clone, "bob edits demo");
     let op = wait_applied(&w, &bob);
     assert_eq!(op["reasons"], serde_json::json!(["ForeignCommit"]));
     assert_eq!(
@@ -159,7 +138,7 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
     w.kubectl(&["label", "configmap", "handmade", "backflow.dev/applier-"]);
     std::fs::remove_file(clone.join(path)).unwrap();
     std::fs::remove_file(clone.join("live/default/configmaps/handmade.yaml")).unwrap();
-    let deleted = push_all(&w, &clone, "bob deletes both");
+    let deleted = w.commit_all_and_push(&clone, "bob deletes both");
     let op = wait_applied(&w, &deleted);
     assert!(
         op["message"].as_str().unwrap().contains("pruned 1"),
@@ -194,7 +173,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
         (metric_sum(&w.metrics(), "backflow_mirror_in_flight", &[]) == 0.0).then_some(())
     });
     let before = operations(&w);
-    let clone = clone_origin(&w, "bob");
+    let clone = w.clone_origin("bob");
 
     // Alice's edit W waits in the open commit window; Bob pushes F meanwhile.
     w.kubectl(&[
@@ -211,7 +190,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
         text.replace("\"1\"", "bob-2").replace("v: 1", "v: bob-2"),
     )
     .unwrap();
-    let f = push_all(&w, &clone, "bob's change");
+    let f = w.commit_all_and_push(&clone, "bob's change");
 
     // The applier is asked once, for F + W: Bob's change lands, Alice's edit stays.
     let op = wait_applied(&w, &f);
@@ -247,7 +226,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
 fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
     let w = World::start(&["--apply"]);
     wait_acting(&w);
-    let clone = clone_origin(&w, "bob");
+    let clone = w.clone_origin("bob");
     std::fs::create_dir_all(clone.join("live/default/widgets")).unwrap();
     std::fs::write(
         clone.join("live/default/widgets/w.yaml"),
@@ -259,7 +238,7 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
         configmap("default", "ok", &[("a", "1")]),
     )
     .unwrap();
-    let bad = push_all(&w, &clone, "a manifest of a type nobody serves");
+    let bad = w.commit_all_and_push(&clone, "a manifest of a type nobody serves");
     let failed = wait_for(
         "the apply to fail",
         || format!("{:#}", claim(&w)),
@@ -306,7 +285,7 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
         },
     );
     std::fs::remove_file(clone.join("live/default/widgets/w.yaml")).unwrap();
-    let fixed = push_all(&w, &clone, "remove the widget");
+    let fixed = w.commit_all_and_push(&clone, "remove the widget");
     wait_applied(&w, &fixed);
     let ready = claim(&w)["conditions"]
         .as_array()
@@ -351,13 +330,13 @@ fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
     );
     assert_eq!(op["commit"], tip.as_str());
     // Numbering goes on after it.
-    let clone = clone_origin(&w, "bob");
+    let clone = w.clone_origin("bob");
     std::fs::write(
         clone.join("live/default/more.yaml"),
         configmap("default", "more", &[("b", "2")]),
     )
     .unwrap();
-    let next = push_all(&w, &clone, "more");
+    let next = w.commit_all_and_push(&clone, "more");
     let op = wait_applied(&w, &next);
     assert!(op["id"].as_u64().unwrap() > 90, "{op:#}");
 }
@@ -367,7 +346,7 @@ fn a_sops_encrypted_secret_pushed_to_git_arrives_decrypted() {
     let w = World::start(&["--apply"]);
     wait_acting(&w);
     assert!(sops_bin().is_file());
-    let clone = clone_origin(&w, "bob");
+    let clone = w.clone_origin("bob");
     let dir = clone.join("live/default/secrets");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -379,7 +358,7 @@ fn a_sops_encrypted_secret_pushed_to_git_arrives_decrypted() {
     sops_encrypt_in_place(&w, &clone.join("live"), "default/secrets/api.sops.yaml");
     let text = std::fs::read_to_string(dir.join("api.sops.yaml")).unwrap();
     assert!(!text.contains("pushed-in-git-4471"), "encrypted in Git");
-    let pushed = push_all(&w, &clone, "a secret");
+    let pushed = w.commit_all_and_push(&clone, "a secret");
     wait_applied(&w, &pushed);
     let secret = w.get_json(&["secret", "api"]);
     let value = secret["data"]["token"]

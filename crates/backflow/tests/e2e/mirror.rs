@@ -7,8 +7,6 @@
 //! show that something did *not* happen (a file kept, no commit made), it makes a later change
 //! that travels the same path and asserts on the state once that later change has landed.
 
-use std::path::{Path, PathBuf};
-
 use crate::common::{Answer, World, configmap, http, metric_sum, schemaless_crd, wait_for};
 use serde_json::Value;
 
@@ -280,27 +278,6 @@ fn two_targets_on_one_branch_write_their_own_folders() {
 // A person's clone of the remote
 // ---------------------------------------------------------------------------------------------
 
-/// Clones the remote into `clone` in the working directory, as a person would.
-fn clone_origin(w: &World) -> PathBuf {
-    let clone = w.dirs.work.join("clone");
-    w.git_in(
-        Some(&w.dirs.work),
-        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
-    );
-    clone
-}
-
-/// Commits everything in `clone` with `message`, pushes it to the remote's `main`, and returns
-/// the commit.
-fn commit_all_and_push(w: &World, clone: &Path, message: &str) -> String {
-    w.git_in(Some(clone), &["add", "-A"]);
-    w.git_in(Some(clone), &["commit", "-q", "-m", message]);
-    w.git_in(Some(clone), &["push", "-q", "origin", "HEAD:main"]);
-    w.git_in(Some(clone), &["rev-parse", "HEAD"])
-        .trim()
-        .to_string()
-}
-
 // ---------------------------------------------------------------------------------------------
 // 3. A hand-written bundle is edited in place
 // ---------------------------------------------------------------------------------------------
@@ -321,7 +298,7 @@ fn hand_written_bundle_is_edited_in_place() {
     w.wait_settled();
 
     // A person moves both objects into one commented file.
-    let clone = clone_origin(&w);
+    let clone = w.clone_origin("clone");
     let mut alpha_lines = Vec::new();
     for line in alpha.lines() {
         let key = line.trim_start();
@@ -348,7 +325,7 @@ fn hand_written_bundle_is_edited_in_place() {
         .expect("remove alpha.yaml");
     std::fs::remove_file(clone.join("live/default/configmaps/beta.yaml"))
         .expect("remove beta.yaml");
-    let bundled = commit_all_and_push(&w, &clone, "Bundle alpha and beta");
+    let bundled = w.commit_all_and_push(&clone, "Bundle alpha and beta");
     assert_eq!(
         w.show("live/default/bundle.yaml").as_deref(),
         Some(bundle.as_str())
@@ -398,13 +375,13 @@ fn foreign_commit_survives_a_mirror_push() {
     // rejected by a resync commit landing in between.
     w.wait_settled();
 
-    let clone = clone_origin(&w);
+    let clone = w.clone_origin("clone");
     let notes = "# Notes\n\nWritten by a person, next to the manifests.\n";
     std::fs::write(clone.join("live/notes.md"), notes).expect("write notes");
     let other = configmap("default", "hand-made", &[("by", "hand")]);
     std::fs::write(clone.join("live/default/configmaps/hand-made.yaml"), &other)
         .expect("write a manifest");
-    let foreign = commit_all_and_push(&w, &clone, "Add notes and a hand-made manifest");
+    let foreign = w.commit_all_and_push(&clone, "Add notes and a hand-made manifest");
 
     // The mirror's next push starts from a tip it did not write.
     w.apply(&configmap("default", "second", &[("n", "2")]));
@@ -462,7 +439,7 @@ fn a_force_push_that_drops_mirror_commits_is_repaired_by_a_resync() {
 
     // Somebody rewrites the branch: a new root commit holding only their notes, force-pushed
     // over every mirror commit.
-    let clone = clone_origin(&w);
+    let clone = w.clone_origin("clone");
     w.git_in(Some(&clone), &["checkout", "-q", "--orphan", "rewritten"]);
     w.git_in(Some(&clone), &["rm", "-rq", "--cached", "."]);
     std::fs::remove_dir_all(clone.join("live")).expect("clear the work tree");
@@ -870,13 +847,13 @@ fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
     w.wait_present("live/default/configmaps/anchored.yaml");
     w.wait_settled();
     // A person rewrites the file with a YAML anchor, which backflow never edits.
-    let clone = clone_origin(&w);
+    let clone = w.clone_origin("clone");
     std::fs::write(
         clone.join("live/default/configmaps/anchored.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: anchored\n  namespace: default\n  labels: &shared\n    app: shop\n  annotations: *shared\ndata:\n  color: blue\n",
     )
     .expect("write");
-    commit_all_and_push(&w, &clone, "Share labels through an anchor");
+    w.commit_all_and_push(&clone, "Share labels through an anchor");
     let a = http(
         w.addr(),
         "PATCH",

@@ -605,6 +605,26 @@ impl World {
         self.git_in(None, args)
     }
 
+    /// Clones the remote into `name` in the working directory, as a person would.
+    pub fn clone_origin(&self, name: &str) -> PathBuf {
+        self.git_in(
+            Some(&self.dirs.work),
+            &["clone", "-q", &self.origin().to_string_lossy(), name],
+        );
+        self.dirs.work.join(name)
+    }
+
+    /// Commits everything in `clone` with `message`, pushes it to the remote's `main`, and
+    /// returns the commit.
+    pub fn commit_all_and_push(&self, clone: &Path, message: &str) -> String {
+        self.git_in(Some(clone), &["add", "-A"]);
+        self.git_in(Some(clone), &["commit", "-q", "-m", message]);
+        self.git_in(Some(clone), &["push", "-q", "origin", "HEAD:main"]);
+        self.git_in(Some(clone), &["rev-parse", "HEAD"])
+            .trim()
+            .to_string()
+    }
+
     /// The remote's `main`, if it exists.
     pub fn tip(&self) -> Option<String> {
         let out = run_bounded(
