@@ -14,12 +14,14 @@ mod plan;
 mod runner;
 mod status;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::Clock;
-use backflow_api::config::{ClaimStatus, GitProvider, GitTarget, NativeClaim};
+use backflow_api::config::{
+    ClaimStatus, CommitRequest, ConditionStatus, GitProvider, GitTarget, NativeClaim,
+};
 use backflow_decision::{CommitId, Hold, Reason};
 use backflow_mirror::{MirrorBranches, TargetSnapshots, watch_changes};
 use k8s_openapi::api::core::v1::Secret;
@@ -66,6 +68,7 @@ impl Claims {
             clock,
             running: BTreeMap::new(),
             problems: BTreeMap::new(),
+            saving: BTreeSet::new(),
         };
         Self {
             stop,
@@ -100,6 +103,8 @@ struct Coordinator {
     running: BTreeMap<ClaimKey, Running>,
     /// The problem status last written per claim that cannot act.
     problems: BTreeMap<ClaimKey, ClaimProblem>,
+    /// Targets a `CommitRequest` is saving now: a save defines its own commit boundary.
+    saving: BTreeSet<(String, String)>,
 }
 
 impl Coordinator {
@@ -156,6 +161,11 @@ impl Coordinator {
                 return;
             }
         };
+        self.saving = Api::<CommitRequest>::all(self.client.clone())
+            .list(&lp)
+            .await
+            .map(|l| saving_targets(&l.items))
+            .unwrap_or_default();
         let plans = plan_claims(&claims, &targets, &providers);
         self.running
             .retain(|key, r| plans.get(key).is_some_and(Result::is_ok) && !r.task.is_finished());
@@ -271,7 +281,11 @@ impl Coordinator {
     /// Tells each runner what holds it back, the branch's tip, and new objects to adopt.
     async fn refresh_gates(&mut self) {
         for running in self.running.values_mut() {
-            let hold = gate(&self.mirror, &running.plan);
+            let hold = if running.plan.targets.iter().any(|t| self.saving.contains(t)) {
+                Some(Hold::CommitRequest)
+            } else {
+                gate(&self.mirror, &running.plan)
+            };
             if running.gate.as_ref() != Some(&hold) {
                 running.gate = Some(hold.clone());
                 let _ = running.commands.send(RunnerCommand::Gate(hold)).await;
@@ -333,6 +347,26 @@ impl Coordinator {
     }
 }
 
+/// The targets (namespace, name) of `CommitRequests` not answered yet.
+fn saving_targets(requests: &[CommitRequest]) -> BTreeSet<(String, String)> {
+    requests
+        .iter()
+        .filter(|r| {
+            !r.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status != ConditionStatus::Unknown)
+            })
+        })
+        .map(|r| {
+            (
+                r.namespace().unwrap_or_default(),
+                r.spec.target_ref.name.clone(),
+            )
+        })
+        .collect()
+}
+
 /// What holds a claim's applies back now: a suspended claim, or a target whose snapshots are
 /// not all published.
 fn gate(mirror: &MirrorBranches, plan: &ClaimPlan) -> Option<Hold> {
@@ -345,4 +379,30 @@ fn gate(mirror: &MirrorBranches, plan: &ClaimPlan) -> Option<Hold> {
             TargetSnapshots::Settled => None,
             TargetSnapshots::Pending(why) => Some(Hold::Snapshots(why)),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_commit_request_holds_applies_to_its_target_until_it_is_answered() {
+        let request = |name: &str, status: serde_json::Value| -> CommitRequest {
+            serde_json::from_value(json!({
+                "apiVersion": "backflow.dev/v1alpha1", "kind": "CommitRequest",
+                "metadata": {"name": name, "namespace": "team"},
+                "spec": {"targetRef": {"name": name}}, "status": status,
+            }))
+            .unwrap()
+        };
+        let answered = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Committed",
+                                               "message": "", "lastTransitionTime": "t"}]});
+        let saving = saving_targets(&[request("pending", json!({})), request("done", answered)]);
+        assert_eq!(
+            saving.into_iter().collect::<Vec<_>>(),
+            vec![("team".to_string(), "pending".to_string())]
+        );
+    }
 }
