@@ -77,6 +77,48 @@ fn json_response(body: serde_json::Value) -> Response {
 
 /// Builds the router for a server.
 pub fn router(state: AppState) -> Router {
+    let routes = routes(state);
+    // Discovery answers with or without a trailing slash, as kube-apiserver does (kr8s asks for
+    // `/version/`): the path is trimmed before routing, authentication included.
+    Router::new().fallback_service(
+        tower::ServiceBuilder::new()
+            .map_request(trim_discovery_slash)
+            .service(routes),
+    )
+}
+
+/// A discovery path ending in `/` (`/version/`, `/api/`, `/apis/apps/v1/`) without it; every
+/// other request unchanged.
+fn trim_discovery_slash(mut req: Request<Body>) -> Request<Body> {
+    let path = req.uri().path();
+    let Some(trimmed) = path.strip_suffix('/').filter(|p| is_discovery(p)) else {
+        return req;
+    };
+    let rebuilt = match req.uri().query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => trimmed.to_string(),
+    };
+    if let Ok(uri) = rebuilt.parse() {
+        *req.uri_mut() = uri;
+    }
+    req
+}
+
+/// Whether `path` is one of the discovery, version or health paths.
+fn is_discovery(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    match segments.as_slice() {
+        ["version" | "healthz" | "livez" | "readyz" | "api" | "apis"] => true,
+        ["api", version] => !version.is_empty(),
+        ["apis", group] => !group.is_empty(),
+        ["apis", group, version] => !group.is_empty() && !version.is_empty(),
+        ["openapi", "v2" | "v3"] => true,
+        _ => false,
+    }
+}
+
+/// Every route, behind authentication.
+fn routes(state: AppState) -> Router {
     Router::new()
         .route("/version", get(|| async { json_response(version_info()) }))
         .route("/healthz", get(|| async { "ok" }))
@@ -194,4 +236,30 @@ async fn authenticate(State(s): State<AppState>, req: Request<Body>, next: Next)
         }
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trimmed(path: &str) -> String {
+        let req = Request::builder().uri(path).body(Body::empty()).unwrap();
+        trim_discovery_slash(req).uri().to_string()
+    }
+
+    #[test]
+    fn discovery_paths_lose_a_trailing_slash_and_nothing_else_changes() {
+        assert_eq!(trimmed("/version/"), "/version");
+        assert_eq!(trimmed("/api/"), "/api");
+        assert_eq!(trimmed("/apis/"), "/apis");
+        assert_eq!(trimmed("/api/v1/"), "/api/v1");
+        assert_eq!(
+            trimmed("/apis/apps/v1/?timeout=32s"),
+            "/apis/apps/v1?timeout=32s"
+        );
+        assert_eq!(trimmed("/apis/apps/"), "/apis/apps");
+        assert_eq!(trimmed("/api/v1/namespaces/"), "/api/v1/namespaces/");
+        assert_eq!(trimmed("/"), "/");
+        assert_eq!(trimmed("/api//"), "/api//");
+    }
 }

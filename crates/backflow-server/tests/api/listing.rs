@@ -8,9 +8,10 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::both_transports;
-use crate::common::{TestServer, Transport, status_of, store_rv};
+use crate::common::{TestServer, Transport, raw, status_of, store_rv};
 
 both_transports!(
+    discovery_answers_with_a_trailing_slash_too,
     selectors_filter_lists,
     pagination_returns_every_item_once,
     dry_run_changes_nothing
@@ -262,4 +263,41 @@ async fn dry_run_changes_nothing(t: Transport) {
     assert!(api.get_opt("real").await.expect("get").is_some());
     assert_eq!(store_rv(&s.client).await, before);
     s.stop().await;
+}
+
+/// kube-apiserver serves discovery with or without a trailing slash; kr8s asks for `/version/`
+/// first, and the Python client's `get_code()` for `/version/`.
+async fn discovery_answers_with_a_trailing_slash_too(t: Transport) {
+    let s = TestServer::start(t).await;
+    for (path, field) in [
+        ("/version/", "gitVersion"),
+        ("/api/", "versions"),
+        ("/apis/", "groups"),
+        ("/api/v1/", "resources"),
+        ("/apis/apps/v1/", "resources"),
+        ("/apis/apps/", "versions"),
+    ] {
+        let (code, body) = raw(
+            &s.client,
+            http::Method::GET,
+            path,
+            "application/json",
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, http::StatusCode::OK, "{path}: {body}");
+        assert!(
+            body.get(field).is_some(),
+            "{path} answers discovery: {body}"
+        );
+        let (_, without) = raw(
+            &s.client,
+            http::Method::GET,
+            path.trim_end_matches('/'),
+            "application/json",
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(body, without, "{path} answers as without the slash");
+    }
 }
