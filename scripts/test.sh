@@ -35,16 +35,18 @@ if ! command -v age >/dev/null 2>&1 || ! command -v age-keygen >/dev/null 2>&1; 
     fi
 fi
 
-# The push receiver is tested with GitHub's own signer and example payloads (npm), run by node.
+# The push receiver is tested with GitHub's own signer and example payloads (npm), run by node;
 need node "the push receiver is tested against @octokit/webhooks-methods"
 need npm "the @octokit packages are installed from npm"
 node_deps="${CARGO_TARGET_DIR:-target}/test-deps/node"
-if [ ! -d "$node_deps/node_modules/@octokit/webhooks-methods" ] || [ ! -d "$node_deps/node_modules/@octokit/webhooks-examples" ]; then
+# The server is also driven by @kubernetes/client-node, as a Node user would.
+if [ ! -d "$node_deps/node_modules/@octokit/webhooks-methods" ] || [ ! -d "$node_deps/node_modules/@octokit/webhooks-examples" ] \
+    || [ ! -d "$node_deps/node_modules/@kubernetes/client-node" ]; then
     mkdir -p "$node_deps"
     [ -f "$node_deps/package.json" ] || echo '{"private": true}' >"$node_deps/package.json"
     npm install --prefix "$node_deps" --no-audit --no-fund --silent \
-        @octokit/webhooks-methods@6 @octokit/webhooks-examples@7 \
-        || { echo "error: could not install the @octokit npm packages the receiver tests use" >&2; exit 1; }
+        @octokit/webhooks-methods@6 @octokit/webhooks-examples@7 @kubernetes/client-node@1 \
+        || { echo "error: could not install the npm packages the tests use (@octokit/*, @kubernetes/client-node)" >&2; exit 1; }
 fi
 BACKFLOW_TEST_NODE="$(cd "$node_deps" && pwd)"
 export BACKFLOW_TEST_NODE

@@ -18,8 +18,14 @@ pub struct ClientAccess {
 pub fn render(access: &ClientAccess) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     let mut cluster = format!("    server: {}\n", access.server_url);
-    if let Some(ca) = &access.ca_pem {
-        cluster.push_str(&format!("    certificate-authority-data: {}\n", b64(ca)));
+    match &access.ca_pem {
+        Some(ca) => cluster.push_str(&format!("    certificate-authority-data: {}\n", b64(ca))),
+        // Plain HTTP (loopback only): `@kubernetes/client-node` refuses an http:// server unless
+        // TLS verification is declared off; kubectl and kube-rs ignore the key for http.
+        None if access.server_url.starts_with("http://") => {
+            cluster.push_str("    insecure-skip-tls-verify: true\n");
+        }
+        None => {}
     }
     let user = match &access.token {
         Some(t) => format!("    token: {t}\n"),
@@ -33,4 +39,26 @@ pub fn render(access: &ClientAccess) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: backflow\n  cluster:\n{cluster}users:\n- name: backflow\n{user}contexts:\n- name: backflow\n  context:\n    cluster: backflow\n    user: backflow\n    namespace: default\ncurrent-context: backflow\npreferences: {{}}\n"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_declares_tls_verification_off_and_https_carries_its_ca() {
+        let plain = render(&ClientAccess {
+            server_url: "http://127.0.0.1:6443".into(),
+            ca_pem: None,
+            token: None,
+        });
+        assert!(plain.contains("insecure-skip-tls-verify: true"), "{plain}");
+        let tls = render(&ClientAccess {
+            server_url: "https://10.0.0.1:6443".into(),
+            ca_pem: Some("-----BEGIN CERTIFICATE-----".into()),
+            token: Some("t".into()),
+        });
+        assert!(tls.contains("certificate-authority-data:"), "{tls}");
+        assert!(!tls.contains("insecure-skip-tls-verify"), "{tls}");
+    }
 }

@@ -3,9 +3,11 @@
 //! - [`git`]: the `git` program, hermetic: none of the machine's or the user's configuration,
 //!   no prompts, a fixed identity and locale, so a test reads the same everywhere.
 //! - [`HttpServer`]: a smart-HTTP Git server (`git http-backend`) on loopback.
+//! - [`node`]: node and the npm packages the tests run.
 //! - [`octokit`]: GitHub's own webhook signer and example payloads (npm), run by node.
 
 mod http;
+pub mod node;
 pub mod octokit;
 
 pub use http::HttpServer;

@@ -1,29 +1,9 @@
 //! GitHub's own webhook tooling, for tests of the push receiver: `@octokit/webhooks-methods`
 //! signs bodies exactly as GitHub does, `@octokit/webhooks-examples` holds real delivery
-//! payloads. `scripts/test.sh` installs both (npm) into `target/test-deps/node`;
-//! `BACKFLOW_TEST_NODE` names another directory holding their `node_modules`.
+//! payloads. `scripts/test.sh` installs both (npm); see [`crate::node`].
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-/// The directory whose `node_modules` holds the packages. Panics, saying how to install them,
-/// when they are missing: a test that needs them fails rather than skips.
-#[must_use]
-pub fn node_dir() -> PathBuf {
-    let dir = std::env::var_os("BACKFLOW_TEST_NODE").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/node"),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("node_modules/@octokit/webhooks-methods").is_dir()
-            && dir.join("node_modules/@octokit/webhooks-examples").is_dir(),
-        "the npm packages @octokit/webhooks-methods and @octokit/webhooks-examples are not in {}: \
-         run ./scripts/test.sh (it installs them), or set BACKFLOW_TEST_NODE",
-        dir.display()
-    );
-    dir
-}
 
 /// `sha256=<hex>`: `@octokit/webhooks-methods`' `sign(secret, body)`, the value GitHub puts in
 /// `X-Hub-Signature-256`.
@@ -38,7 +18,7 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
           process.stdout.write(await sign(process.env.SECRET, Buffer.concat(chunks).toString('utf8'))));";
     let mut child = Command::new("node")
         .args(["--input-type=module", "-e", script])
-        .current_dir(node_dir())
+        .current_dir(crate::node::dir())
         .env("SECRET", secret)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -67,8 +47,8 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 /// When the package's index cannot be read.
 #[must_use]
 pub fn examples(event: &str) -> Vec<serde_json::Value> {
-    let index =
-        node_dir().join("node_modules/@octokit/webhooks-examples/api.github.com/index.json");
+    let index = crate::node::dir()
+        .join("node_modules/@octokit/webhooks-examples/api.github.com/index.json");
     let text = std::fs::read_to_string(&index)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", index.display()));
     let all: Vec<serde_json::Value> =

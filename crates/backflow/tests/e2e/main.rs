@@ -9,6 +9,7 @@
 )]
 
 mod apply;
+mod clients;
 mod common;
 mod durability;
 mod kubectl;
