@@ -35,9 +35,10 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects whose declared fields already held (not written).
     pub unchanged: usize,
-    /// Objects Git changed that were edited live after the flush: left as they are (the edit
-    /// reaches Git and wins).
-    pub deferred: usize,
+    /// Objects Git changed that were edited live after the flush (or in its second): left as
+    /// they are for now. Ask again with them in [`ApplyRequest::retry`]: either the edit
+    /// reached Git meanwhile (and wins), or Git's change is applied then.
+    pub deferred: Vec<Identity>,
     /// Objects deleted because the commit no longer declares them.
     pub pruned: usize,
     /// What could not be read or applied, one line each.
@@ -68,6 +69,8 @@ pub struct ApplyRequest {
     pub flushed_at: SystemTime,
     /// What the last operation applied.
     pub inventory: Vec<InventoryEntry>,
+    /// Objects an earlier apply deferred: considered changed whatever `since` says.
+    pub retry: BTreeSet<Identity>,
 }
 
 /// How one object is brought in line.
@@ -158,6 +161,7 @@ impl NativeApplier {
             since,
             flushed_at,
             inventory: previous,
+            retry,
         } = request;
         let cutoff = flushed_at
             .duration_since(UNIX_EPOCH)
@@ -179,13 +183,14 @@ impl NativeApplier {
         let mut kinds = Kinds::default();
         let mut applied = BTreeMap::new();
         for object in ordered(declared.objects) {
-            let changed = before.get(&object.identity) != Some(&object.value);
+            let changed = retry.contains(&object.identity)
+                || before.get(&object.identity) != Some(&object.value);
             match self.apply_one(&object, changed, cutoff, &mut kinds).await {
                 Ok((entry, write)) => {
                     match write {
                         Write::Apply | Write::Stamp => report.applied += 1,
                         Write::None => report.unchanged += 1,
-                        Write::Deferred => report.deferred += 1,
+                        Write::Deferred => report.deferred.push(object.identity.clone()),
                     }
                     applied.insert(entry.id.clone(), entry);
                 }
@@ -234,8 +239,12 @@ impl NativeApplier {
             Scope::Cluster => String::new(),
         };
         let api = api_for(&self.client, &resource, &namespace);
-        let mut desired = object.value.clone();
-        stamp(&mut desired, &self.owner, &namespace);
+        // What Git declares (in the namespace it is applied to), and the same with the label:
+        // whether the live object holds the content is judged without the label.
+        let mut content = object.value.clone();
+        stamp(&mut content, None, &namespace);
+        let mut desired = content.clone();
+        stamp(&mut desired, Some(&self.owner), &namespace);
         let entry = InventoryEntry {
             id: format!(
                 "{namespace}_{}_{}_{}",
@@ -250,7 +259,7 @@ impl NativeApplier {
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
         let write = match live {
             None => Write::Apply,
-            Some(live) if changed && !holds(&desired, &live) => {
+            Some(live) if changed && !holds(&content, &live) => {
                 if edited_since(&live, cutoff) {
                     Write::Deferred
                 } else {
@@ -385,14 +394,17 @@ fn ordered(mut objects: Vec<DeclaredObject>) -> Vec<DeclaredObject> {
     objects
 }
 
-/// Adds the ownership label and the namespace the object is applied in.
-fn stamp(object: &mut Value, owner: &str, namespace: &str) {
+/// Sets the namespace the object is applied in and, with `owner`, the ownership label.
+fn stamp(object: &mut Value, owner: Option<&str>, namespace: &str) {
     let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
     if !namespace.is_empty() {
         meta.insert("namespace".into(), Value::String(namespace.to_string()));
     }
+    let Some(owner) = owner else {
+        return;
+    };
     let labels = meta
         .entry("labels")
         .or_insert_with(|| Value::Object(serde_json::Map::new()));
@@ -401,14 +413,17 @@ fn stamp(object: &mut Value, owner: &str, namespace: &str) {
     }
 }
 
-/// Whether a field manager other than the applier wrote the object at or after `cutoff` (Unix
-/// seconds; managedFields times have second precision, so the same second counts as after).
+/// Whether a field manager other than the applier wrote the object (not its status) at or after
+/// `cutoff` (Unix seconds; managedFields times have second precision, so the same second counts
+/// as after).
 fn edited_since(live: &Value, cutoff: u64) -> bool {
     live["metadata"]["managedFields"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|entry| entry["manager"] != FIELD_MANAGER)
+        // A controller reporting status edits nothing Git holds.
+        .filter(|entry| entry["subresource"] != "status")
         .filter_map(|entry| entry["time"].as_str())
         .filter_map(|t| humantime::parse_rfc3339(t).ok())
         .filter_map(|t| t.duration_since(UNIX_EPOCH).ok())

@@ -38,6 +38,8 @@ pub enum RunnerCommand {
 enum Done {
     Flushed(Option<CommitId>),
     Applied(OperationId, ApplyReport),
+    /// Objects were deferred to a newer live edit: look at them again.
+    Retry,
 }
 
 /// A running claim.
@@ -57,6 +59,8 @@ pub struct Runner {
     wake: Option<Moment>,
     /// When the last flush was asked for (wall clock, compared with managedFields times).
     flushed_at: Option<std::time::SystemTime>,
+    /// Objects the last apply left to a newer live edit: looked at again by the next one.
+    deferred: std::collections::BTreeSet<backflow_manifest::Identity>,
     done: mpsc::Sender<Done>,
 }
 
@@ -92,6 +96,7 @@ impl Runner {
             failures: Vec::new(),
             wake: None,
             flushed_at: None,
+            deferred: std::collections::BTreeSet::new(),
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -140,6 +145,7 @@ impl Runner {
                 Some(answer) = done.recv() => match answer {
                     Done::Flushed(tip) => ApplyInput::Flushed(tip),
                     Done::Applied(id, report) => self.applied(id, report),
+                    Done::Retry => ApplyInput::Reason(Reason::Repair),
                 },
                 () = tokio::time::sleep(sleep), if self.wake.is_some() => ApplyInput::Tick,
             };
@@ -231,6 +237,7 @@ impl Runner {
             // A restored operation's flush is not known: every later edit is spared.
             flushed_at: self.flushed_at.unwrap_or_else(|| self.clock.now()),
             inventory: self.inventory.clone(),
+            retry: self.deferred.clone(),
         };
         let id = operation.id;
         tokio::spawn(async move {
@@ -254,12 +261,25 @@ impl Runner {
             .objects(&claim, "failed", report.failures.len());
         self.inventory = report.inventory;
         self.failures.clone_from(&report.failures);
+        self.deferred = report.deferred.iter().cloned().collect();
+        if !self.deferred.is_empty() {
+            // Once the edit that held them back is in Git (or proves to be older than the flush,
+            // managedFields having second precision), apply them: after a new flush.
+            let done = self.done.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let _ = done.send(Done::Retry).await;
+            });
+        }
         let (phase, message) = if report.failures.is_empty() {
             (
                 OperationPhase::Succeeded,
                 format!(
                     "applied {}, unchanged {}, pruned {}, left to a newer live edit {}",
-                    report.applied, report.unchanged, report.pruned, report.deferred
+                    report.applied,
+                    report.unchanged,
+                    report.pruned,
+                    report.deferred.len()
                 ),
             )
         } else {

@@ -57,8 +57,33 @@ fn cm_value(w: &World, name: &str, key: &str) -> Option<String> {
     clippy::cast_sign_loss,
     reason = "a counter is a small non-negative whole number"
 )]
+/// Waits for a live `ConfigMap` to hold `value`: an object created in the flush's second is
+/// deferred once (managedFields times have second precision) and applied 1.5 s later.
+fn wait_value(w: &World, name: &str, key: &str, value: &str) {
+    wait_for(
+        &format!("configmap {name} to hold {key}={value}"),
+        || format!("{:?}", cm_value(w, name, key)),
+        || (cm_value(w, name, key).as_deref() == Some(value)).then_some(()),
+    );
+}
+
 fn operations(w: &World) -> u64 {
     metric_sum(&w.metrics(), "backflow_apply_operations_total", &[]).round() as u64
+}
+
+/// Ended apply operations asked for a foreign commit.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a counter is a small non-negative whole number"
+)]
+fn foreign_operations(w: &World) -> u64 {
+    metric_sum(
+        &w.metrics(),
+        "backflow_apply_operations_total",
+        &["reason=\"ForeignCommit\""],
+    )
+    .round() as u64
 }
 
 /// Waits until the mirror has had nothing in flight for 1.5 s.
@@ -76,8 +101,23 @@ fn wait_idle(w: &World) {
     );
 }
 
-/// Nothing more happens for `quiet`: no commit, no apply.
+/// Nothing more happens for `quiet`, once what is already on its way (an apply deferred to an
+/// edit of the flush's second is looked at again 1.5 s later) has ended: no commit, no apply.
 fn assert_quiescent(w: &World, quiet: Duration) {
+    let mut last = (operations(w), w.tip());
+    let mut since = Instant::now();
+    wait_for(
+        "applies to settle",
+        || format!("{} operations, tip {:?}", operations(w), w.tip()),
+        || {
+            let now = (operations(w), w.tip());
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+            (since.elapsed() >= Duration::from_secs(3)).then_some(())
+        },
+    );
     let (tip, ops) = (w.tip(), operations(w));
     let until = Instant::now() + quiet;
     while Instant::now() < until {
@@ -115,10 +155,7 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
     let bob = w.commit_all_and_push(&clone, "bob edits demo");
     let op = wait_applied(&w, &bob);
     assert_eq!(op["reasons"], serde_json::json!(["ForeignCommit"]));
-    assert_eq!(
-        cm_value(&w, "demo", "greeting").as_deref(),
-        Some("from-git")
-    );
+    wait_value(&w, "demo", "greeting", "from-git");
     let live = w.get_json(&["configmap", "demo"]);
     assert_eq!(
         live["metadata"]["labels"]["backflow.dev/applier"],
@@ -172,7 +209,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
     wait_for("nothing pending", String::new, || {
         (metric_sum(&w.metrics(), "backflow_mirror_in_flight", &[]) == 0.0).then_some(())
     });
-    let before = operations(&w);
+    let before = foreign_operations(&w);
     let clone = w.clone_origin("bob");
 
     // Alice's edit W waits in the open commit window; Bob pushes F meanwhile.
@@ -208,16 +245,16 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
         "W too"
     );
     assert_eq!(op["reasons"], serde_json::json!(["ForeignCommit"]));
-    assert_eq!(cm_value(&w, "bob", "v").as_deref(), Some("bob-2"));
+    wait_value(&w, "bob", "v", "bob-2");
     assert_eq!(
         cm_value(&w, "alice", "v").as_deref(),
         Some("alice-2"),
         "the pending edit is never reverted"
     );
     assert_eq!(
-        operations(&w) - before,
+        foreign_operations(&w) - before,
         1,
-        "asked once, never for F on its own"
+        "asked once for the foreign commit, never for F on its own"
     );
     assert_quiescent(&w, Duration::from_secs(3));
 }
