@@ -420,6 +420,13 @@ fn a_delete_taken_but_not_pushed_when_the_process_is_killed_reaches_git_after_re
     let before = w.events("submitted");
     w.kubectl(&["delete", "configmap", "doomed"]);
     w.wait_events("submitted", before, 1.0);
+    // The worker journals a delete on its own thread once it takes it; a kill before that is a
+    // delete made while backflow was down, which prune mode OnEvent keeps by design.
+    wait_for("the delete to be journaled", String::new, || {
+        journaled_deletes(&w.dirs.data.join("git"))
+            .contains("doomed")
+            .then_some(())
+    });
     w.crash_and_restart(&flags);
     assert!(
         w.show("live/default/configmaps/doomed.yaml").is_some(),
@@ -1087,4 +1094,24 @@ fn placement_templates_place_new_objects_and_never_move_old_ones() {
         reason.contains("InvalidConfig") && reason.contains("spec.placement.default"),
         "{reason}"
     );
+}
+
+/// The text of every branch worker's delete journal under `dir`.
+fn journaled_deletes(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return text;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&journaled_deletes(&path));
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("pending-deletes-"))
+        {
+            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    text
 }
