@@ -33,11 +33,20 @@ pub fn normalize_target(target: &str) -> Result<String, ManifestError> {
         if segment.is_empty() || segment == "." || segment == ".." {
             return Err(refuse("has an empty, `.` or `..` segment"));
         }
-        if segment == ".git" {
-            return Err(refuse("points into .git"));
+        if is_git_dir(segment) {
+            return Err(refuse(
+                "points into .git (in any letter case, Git refuses such a folder)",
+            ));
         }
     }
     Ok(trimmed.to_string())
+}
+
+/// Whether a path segment is `.git` in any letter case: Git (and libgit2) refuse a tree holding
+/// one, so a single such path would stop every write of its branch.
+#[must_use]
+pub fn is_git_dir(segment: &str) -> bool {
+    segment.eq_ignore_ascii_case(".git")
 }
 
 /// Checks that `segment` can be one path segment that stays inside its folder.
@@ -46,6 +55,8 @@ fn check_segment(object: &ObjectKey, what: &str, segment: &str) -> Result<(), Ma
         Some("is empty")
     } else if segment == "." || segment == ".." {
         Some("is `.` or `..`")
+    } else if is_git_dir(segment) {
+        Some("is `.git` (in some letter case), a folder Git refuses")
     } else if segment.contains('/') || segment.contains('\\') {
         Some("contains a slash or backslash")
     } else if segment.contains('\0') {
@@ -162,14 +173,29 @@ mod tests {
 
     #[test]
     fn names_cannot_escape() {
-        for name in ["..", ".", "../x", "a/b", "a\\b", "", "a\0b", "/etc/passwd"] {
+        for name in [
+            "..",
+            ".",
+            "../x",
+            "a/b",
+            "a\\b",
+            "",
+            "a\0b",
+            "/etc/passwd",
+            ".git",
+            ".Git",
+        ] {
             let err =
                 object_path("t", &key("", "configmaps", "web", name)).expect_err("must be refused");
             assert!(err.to_string().contains("configmaps/web/"), "{err}");
         }
-        for ns in ["..", "a/b"] {
+        for ns in ["..", "a/b", ".GIT"] {
             assert!(object_path("t", &key("", "configmaps", ns, "x")).is_err());
         }
+        assert!(
+            object_path("t", &key("", ".git", "web", "x")).is_err(),
+            "a resource named .git"
+        );
     }
 
     #[test]
@@ -177,7 +203,17 @@ mod tests {
         assert_eq!(normalize_target(".").expect("root"), "");
         assert_eq!(normalize_target("").expect("root"), "");
         assert_eq!(normalize_target("a/b/").expect("ok"), "a/b");
-        for bad in ["/a", "a/../b", "a//b", "./a", "a\\b", ".git/x"] {
+        for bad in [
+            "/a",
+            "a/../b",
+            "a//b",
+            "./a",
+            "a\\b",
+            ".git/x",
+            ".GIT",
+            "live/.Git",
+            "a/.gIt/b",
+        ] {
             assert!(normalize_target(bad).is_err(), "{bad}");
         }
     }

@@ -41,6 +41,7 @@ pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
+pub use layout::{is_git_dir, normalize_target};
 pub use placement::{PlacementMap, PlacementRules, validate_template};
 pub use planner::YamlPlanner;
 pub use sanitize::sanitize;

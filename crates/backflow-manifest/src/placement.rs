@@ -12,7 +12,7 @@ use backflow_api::ObjectKey;
 use serde_json::Value;
 
 use crate::error::ManifestError;
-use crate::layout::{CLUSTER_SEGMENT, check_key, join, normalize_target};
+use crate::layout::{CLUSTER_SEGMENT, check_key, is_git_dir, join, normalize_target};
 
 /// The variables a template may use.
 pub const VARIABLES: &[&str] = &[
@@ -58,6 +58,11 @@ pub fn validate_template(template: &str) -> Result<(), String> {
     if template.starts_with('/') || template.split('/').any(|s| s == ".." || s == ".") {
         return Err(format!(
             "template {template:?} must be a relative path without '.' or '..' segments"
+        ));
+    }
+    if template.split('/').any(is_git_dir) {
+        return Err(format!(
+            "template {template:?} names a .git folder, which Git refuses"
         ));
     }
     let lower = template.to_ascii_lowercase();
@@ -243,6 +248,12 @@ pub fn render(
             &format!("it gives {filled:?} for {key}, which leaves the folder"),
         ));
     }
+    if segments.iter().any(|s| is_git_dir(s)) {
+        return Err(invalid(
+            template,
+            &format!("it gives {filled:?} for {key}: a .git folder, which Git refuses"),
+        ));
+    }
     let Some(file) = segments.last() else {
         return Err(invalid(
             template,
@@ -302,6 +313,10 @@ mod tests {
         );
         let evil = ObjectKey::new(GroupResource::new("", "configmaps"), "web", "..");
         assert!(render("{name}/x.yaml", "t", &evil, &obj, false).is_err());
+        // A kind (a CRD's, chosen by whoever may create one) that makes a .git folder.
+        let git_kind = json!({"apiVersion": "example.com/v1", "kind": ".Git"});
+        let err = render("{kind}/{name}.yaml", "t", &key, &git_kind, false).unwrap_err();
+        assert!(err.to_string().contains(".git folder"), "{err}");
     }
 
     #[test]
@@ -311,6 +326,8 @@ mod tests {
         assert!(validate_template("../{name}.yaml").is_err());
         assert!(validate_template("/abs/{name}.yaml").is_err());
         assert!(validate_template("{name}.json").is_err());
+        assert!(validate_template(".git/{name}.yaml").is_err());
+        assert!(validate_template("{namespace}/.GIT/{name}.yaml").is_err());
     }
 
     #[test]

@@ -237,6 +237,8 @@ pub fn validate_path(path: &str) -> Result<String, String> {
             "spec.path {path:?} may not contain empty, '.' or '..' segments"
         ));
     }
+    // The tree writer's own check, so a target is refused where the writer would refuse it.
+    backflow_manifest::normalize_target(path).map_err(|e| format!("spec.path: {e}"))?;
     Ok(path.to_string())
 }
 
@@ -697,6 +699,10 @@ mod tests {
         assert!(validate_path("../x").is_err());
         assert!(validate_path("/abs").is_err());
         assert!(validate_path("a//b").is_err());
+        for git in [".git", ".GIT", "live/.Git", "a/.gIt/b"] {
+            let err = validate_path(git).unwrap_err();
+            assert!(err.contains(".git"), "{git}: {err}");
+        }
         assert_eq!(validate_path("."), Ok(String::new()));
         let p = plan(
             &[],

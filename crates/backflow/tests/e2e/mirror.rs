@@ -1115,3 +1115,90 @@ fn journaled_deletes(dir: &std::path::Path) -> String {
     }
     text
 }
+
+// ---------------------------------------------------------------------------------------------
+// A `.git` folder in any letter case is refused per target or per object, never per branch
+// ---------------------------------------------------------------------------------------------
+
+/// The reason and message of a target's `Ready` condition.
+fn ready_of(w: &World, name: &str) -> Option<(String, String, String)> {
+    let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
+    t["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+#[test]
+fn a_git_folder_in_any_case_is_refused_and_the_branch_keeps_publishing() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.wait_settled();
+    w.apply(&schemaless_crd("example.com", "gits", "git", ".Git"));
+    w.apply(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: upper, namespace: backflow-system}
+spec: {providerRef: {name: default}, branch: main, path: live/.GIT}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: placed, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: placed
+  placement: {default: "{namespace}/.Git/{name}.yaml"}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: kinds, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: kinds
+  placement: {default: "{kind}/{name}.yaml"}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {name: kinds, namespace: backflow-system}
+spec: {targetRef: {name: kinds}, rules: [{apiGroups: [example.com], resources: [gits], sourceNamespace: "*"}]}
+"#,
+    );
+    for name in ["upper", "placed"] {
+        let (status, reason, message) = wait_for(
+            &format!("GitTarget {name} refused"),
+            || format!("{:?}", ready_of(&w, name)),
+            || ready_of(&w, name).filter(|(s, _, _)| s == "False"),
+        );
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "InvalidConfig"),
+            "{name}"
+        );
+        assert!(message.contains(".git"), "{name}: {message}");
+    }
+    // An object whose kind makes a .git folder is refused on its own.
+    wait_for(
+        "the .Git kind to be served",
+        || w.kubectl_run(&["get", "gits", "-A"]).to_string(),
+        || (w.kubectl_run(&["get", "gits", "-A"]).code == Some(0)).then_some(()),
+    );
+    w.apply("apiVersion: example.com/v1\nkind: .Git\nmetadata: {name: poison, namespace: default}\nspec: {a: 1}\n");
+    // Everything else on the branch goes on being published.
+    w.apply(&configmap("default", "after-poison", &[("ok", "yes")]));
+    w.wait_present("live/default/configmaps/after-poison.yaml");
+    assert!(
+        w.files()
+            .iter()
+            .all(|f| !f.split('/').any(|s| s.eq_ignore_ascii_case(".git"))),
+        "{:?}",
+        w.files()
+    );
+}
