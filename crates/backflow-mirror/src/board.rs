@@ -57,6 +57,8 @@ pub struct Board {
     /// Per target, how many objects appeared on the live side that no applier stamped (a
     /// create, a delete and re-create): each makes an applier of the folder adopt them.
     unstamped: Mutex<BTreeMap<TargetRef, u64>>,
+    /// Apply windows, shared with the claims that open and close them.
+    pub windows: crate::ApplyWindows,
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
     /// so its `GitBranch` shows it at once rather than at the next status tick.
     branch_news: tokio::sync::Notify,

@@ -167,6 +167,65 @@ pub struct MirrorBranches {
     clock: Arc<dyn Clock>,
 }
 
+/// The apply windows of the coordinated targets: from the flush before an apply to the end of
+/// its operation (and [`ApplyWindows::GRACE`] after, for watch events still on their way), a
+/// write that is the applier's alone is that apply landing, and is not mirrored (it would carry
+/// the applied commit's values onto a newer tip).
+#[derive(Debug, Clone, Default)]
+pub struct ApplyWindows(Arc<Mutex<std::collections::BTreeMap<(String, String), Window>>>);
+
+/// One target's window: open since the flush, until the operation ended plus the grace.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    since: std::time::SystemTime,
+    until: Option<std::time::SystemTime>,
+}
+
+impl ApplyWindows {
+    /// How long a window stays open after its operation ended: the apply's last watch events
+    /// may still be on their way.
+    pub const GRACE: Duration = Duration::from_secs(2);
+
+    /// Opens the window of each target (namespace, name), from `since` (the flush).
+    pub fn open(&self, targets: &[(String, String)], since: std::time::SystemTime) {
+        let mut windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in targets {
+            windows.insert(t.clone(), Window { since, until: None });
+        }
+    }
+
+    /// The operation of each target ended at `at`: its window closes after the grace.
+    pub fn close(&self, targets: &[(String, String)], at: std::time::SystemTime) {
+        let mut windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in targets {
+            if let Some(w) = windows.get_mut(t) {
+                w.until = Some(at + Self::GRACE);
+            }
+        }
+    }
+
+    /// Since when the window of `target` is open at `now`, if it is.
+    #[must_use]
+    pub fn since(
+        &self,
+        target: &(String, String),
+        now: std::time::SystemTime,
+    ) -> Option<std::time::SystemTime> {
+        let windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let w = windows.get(target)?;
+        w.until.is_none_or(|until| now < until).then_some(w.since)
+    }
+}
+
 /// How far the watch streams of one `GitTarget` are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSnapshots {
@@ -187,6 +246,12 @@ impl MirrorBranches {
     #[must_use]
     pub fn list(&self) -> Vec<(String, String)> {
         self.workers.branches()
+    }
+
+    /// The apply windows the watch streams consult.
+    #[must_use]
+    pub fn apply_windows(&self) -> ApplyWindows {
+        self.workers.board().windows.clone()
     }
 
     /// The worker of (url, branch), if one runs.

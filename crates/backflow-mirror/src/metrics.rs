@@ -47,6 +47,16 @@ pub struct MirrorMetrics {
     pub in_flight: Gauge,
     /// New files placed, by the rule that placed them.
     pub placements: Family<PlacementLabels, Counter>,
+    /// Writes that are an applier's alone: `not_mirrored` (an apply landing inside its window)
+    /// or `late` (no window open: mirrored as an edit).
+    pub apply_echoes: Family<EchoLabels, Counter>,
+}
+
+/// Labels of an applier's write seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EchoLabels {
+    /// `not_mirrored` or `late`.
+    pub outcome: String,
 }
 
 impl MirrorMetrics {
@@ -84,6 +94,11 @@ impl MirrorMetrics {
             "placements",
             "New files placed, by the rule that placed them",
             m.placements.clone(),
+        );
+        registry.sub_registry_with_prefix("backflow_apply").register(
+            "echoes",
+            "Writes by the applier alone seen by the mirror: not_mirrored inside an apply window, late outside one",
+            m.apply_echoes.clone(),
         );
         m
     }

@@ -79,6 +79,15 @@ fn resource_version(obj: &DynamicObject) -> u64 {
 }
 
 impl StreamContext {
+    fn echo(&self, outcome: &str) {
+        self.metrics
+            .apply_echoes
+            .get_or_create(&crate::metrics::EchoLabels {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
     fn target_label(&self) -> String {
         format!("{}/{}", self.spec.target.0, self.spec.target.1)
     }
@@ -380,6 +389,20 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
+    match applier_write(
+        obj,
+        ctx.board.windows.since(&ctx.spec.target, ctx.clock.now()),
+    ) {
+        Some(Echo::Landing) => {
+            // The apply landing: Git holds what it applied (or a newer tip that will be applied).
+            ctx.echo("not_mirrored");
+            last.insert(key.clone(), (print, rv));
+            ctx.tracker.record_unchanged(key, rv);
+            return;
+        }
+        Some(Echo::Late) => ctx.echo("late"),
+        None => {}
+    }
     if !last.contains_key(&key) && !stamped(obj) {
         // A live create (or a delete and re-create): an applier of the folder adopts it.
         ctx.board.unstamped_object(&ctx.spec.target);
@@ -391,6 +414,49 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
             .submit(Intent::put(ctx.path.clone(), key.clone(), value)),
     );
     ctx.tracker.record(key, rv, rx);
+}
+
+/// The field manager of backflow's native applier.
+const APPLIER_MANAGER: &str = "backflow-applier";
+
+/// A write whose newest field managers are the applier's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Echo {
+    /// Inside an open apply window, made since it opened, to an object nobody else wrote in it.
+    Landing,
+    /// With no window open: mirrored like any edit.
+    Late,
+}
+
+/// Whether `obj`'s newest managedFields entries are the applier's alone, and whether that is an
+/// apply landing inside the window opened at `window` (second precision: an entry in the
+/// window's second counts as inside it).
+fn applier_write(obj: &DynamicObject, window: Option<std::time::SystemTime>) -> Option<Echo> {
+    let entries = obj.metadata.managed_fields.as_deref().unwrap_or_default();
+    let times: Vec<(bool, i64)> = entries
+        .iter()
+        .filter(|e| e.subresource.as_deref() != Some("status"))
+        .filter_map(|e| {
+            let time = e.time.as_ref()?.0.as_second();
+            Some((e.manager.as_deref() == Some(APPLIER_MANAGER), time))
+        })
+        .collect();
+    let newest = times.iter().map(|(_, t)| *t).max()?;
+    if !times
+        .iter()
+        .filter(|(_, t)| *t == newest)
+        .all(|(ours, _)| *ours)
+    {
+        return None;
+    }
+    let Some(since) = window else {
+        return Some(Echo::Late);
+    };
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let others_in_window = times.iter().any(|(ours, t)| !ours && *t >= since);
+    (newest >= since && !others_in_window).then_some(Echo::Landing)
 }
 
 /// The label backflow's applier stamps on what it applied.
@@ -448,5 +514,59 @@ mod tests {
             assert!(!refuses_streaming_lists(&other), "{code}");
         }
         assert!(!refuses_streaming_lists(&watcher::Error::NoResourceVersion));
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    fn object(entries: &[(&str, u64)]) -> DynamicObject {
+        let fields: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(manager, secs)| {
+                let time = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(*secs));
+                serde_json::json!({"manager": manager, "operation": "Update", "time": time.to_string()})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "managedFields": fields},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_apply_landing_is_the_applier_alone_newest_inside_its_window() {
+        let window = Some(UNIX_EPOCH + Duration::from_secs(100));
+        let landing = object(&[("kubectl-edit", 50), ("backflow-applier", 101)]);
+        assert_eq!(applier_write(&landing, window), Some(Echo::Landing));
+        assert_eq!(
+            applier_write(&landing, None),
+            Some(Echo::Late),
+            "no window: an edit"
+        );
+        let edited_in_window = object(&[("kubectl-edit", 100), ("backflow-applier", 101)]);
+        assert_eq!(
+            applier_write(&edited_in_window, window),
+            None,
+            "somebody else wrote in it"
+        );
+        let tie = object(&[("kubectl-edit", 101), ("backflow-applier", 101)]);
+        assert_eq!(
+            applier_write(&tie, window),
+            None,
+            "a tie with another manager is mirrored"
+        );
+        let before = object(&[("backflow-applier", 90)]);
+        assert_eq!(
+            applier_write(&before, window),
+            None,
+            "older than the window"
+        );
+        let user = object(&[("backflow-applier", 90), ("kubectl-edit", 120)]);
+        assert_eq!(applier_write(&user, window), None);
     }
 }

@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 pub use metrics::ApplyMetrics;
 pub use plan::{ClaimKey, ClaimPlan, ClaimProblem, NATIVE, plan_claims};
-use runner::{Runner, RunnerCommand};
+use runner::{Runner, RunnerCommand, Shared};
 
 use crate::native::{Applier, NativeApplier};
 
@@ -223,16 +223,13 @@ impl Coordinator {
         }
         tracing::info!(claim = %format!("{}/{}", key.0, key.1), folders = ?plan.folders, branch = %plan.branch, "claim acts");
         let (commands, rx) = mpsc::channel(64);
-        let task = Runner::start(
-            key.clone(),
-            self.client.clone(),
-            plan.clone(),
-            applier,
-            worker,
-            self.clock.clone(),
-            self.metrics.clone(),
-            rx,
-        );
+        let shared = Shared {
+            client: self.client.clone(),
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+            windows: self.mirror.apply_windows(),
+        };
+        let task = Runner::start(key.clone(), plan.clone(), applier, worker, shared, rx);
         self.running.insert(
             key,
             Running {

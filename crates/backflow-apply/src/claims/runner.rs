@@ -42,6 +42,19 @@ enum Done {
     Retry,
 }
 
+/// What every runner shares: the API, time, metrics and the mirror's apply windows.
+#[derive(Clone)]
+pub struct Shared {
+    /// Client of the live API.
+    pub client: Client,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: ApplyMetrics,
+    /// Where an operation's window is opened for the mirror's watch streams.
+    pub windows: backflow_mirror::ApplyWindows,
+}
+
 /// A running claim.
 pub struct Runner {
     key: ClaimKey,
@@ -52,6 +65,7 @@ pub struct Runner {
     worker: WorkerHandle,
     clock: Arc<dyn Clock>,
     metrics: ApplyMetrics,
+    windows: backflow_mirror::ApplyWindows,
     inventory: Vec<InventoryEntry>,
     last_applied: Option<String>,
     operation: Option<OperationStatus>,
@@ -66,30 +80,25 @@ pub struct Runner {
 
 impl Runner {
     /// A runner of `key` applying `plan` with `applier` on the branch `worker` writes.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "everything a claim's shell holds, named"
-    )]
     pub fn start(
         key: ClaimKey,
-        client: Client,
         plan: ClaimPlan,
         applier: Arc<dyn Applier>,
         worker: WorkerHandle,
-        clock: Arc<dyn Clock>,
-        metrics: ApplyMetrics,
+        shared: Shared,
         commands: mpsc::Receiver<RunnerCommand>,
     ) -> tokio::task::JoinHandle<()> {
         let (done, done_rx) = mpsc::channel(8);
         let runner = Self {
             key,
-            client,
+            client: shared.client,
             core: ApplierCore::new(ApplierConfig::default()),
             plan,
             applier,
             worker,
-            clock,
-            metrics,
+            clock: shared.clock,
+            metrics: shared.metrics,
+            windows: shared.windows,
             inventory: Vec::new(),
             last_applied: None,
             operation: None,
@@ -225,8 +234,10 @@ impl Runner {
         }
     }
 
-    /// Starts the apply; the native applier is at work at once.
+    /// Starts the apply, its window open from the flush; the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
+        let flushed_at = self.flushed_at.unwrap_or_else(|| self.clock.now());
+        self.windows.open(&self.plan.targets, flushed_at);
         let (applier, done) = (self.applier.clone(), self.done.clone());
         let request = ApplyRequest {
             commit: operation.commit,
@@ -235,7 +246,7 @@ impl Runner {
                 .as_deref()
                 .and_then(|c| c.parse::<CommitId>().ok()),
             // A restored operation's flush is not known: every later edit is spared.
-            flushed_at: self.flushed_at.unwrap_or_else(|| self.clock.now()),
+            flushed_at,
             inventory: self.inventory.clone(),
             retry: self.deferred.clone(),
         };
@@ -251,8 +262,9 @@ impl Runner {
         }
     }
 
-    /// An apply ended: keep its inventory and failures, and tell the core.
+    /// An apply ended: close its window, keep its inventory and failures, and tell the core.
     fn applied(&mut self, id: OperationId, report: ApplyReport) -> ApplyInput {
+        self.windows.close(&self.plan.targets, self.clock.now());
         let claim = self.claim_name();
         self.metrics.objects(&claim, "applied", report.applied);
         self.metrics.objects(&claim, "unchanged", report.unchanged);

@@ -166,10 +166,17 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
         "the ownership label never reaches Git"
     );
 
-    // The apply's own watch echo is mirrored (as a change that changes nothing) until echo
-    // suppression lands (#14); let it settle before the next push, or its replay onto that push
-    // would write the file back.
-    wait_idle(&w);
+    // The apply's own watch echo is recognised inside its window and not mirrored, so a push
+    // right after it is never undone by its replay.
+    assert!(
+        metric_sum(
+            &w.metrics(),
+            "backflow_apply_echoes_total",
+            &["outcome=\"not_mirrored\""]
+        ) >= 1.0,
+        "{}",
+        w.metrics()
+    );
 
     // A hand-removed stamp means "not the applier's any more": its file's deletion leaves it.
     w.kubectl(&["label", "configmap", "handmade", "backflow.dev/applier-"]);
