@@ -132,13 +132,11 @@ struct ServeArgs {
     /// rejected push.
     #[arg(long)]
     no_receiver: bool,
-    /// Git → live: coordinate the default folder with the `NativeClaim`
-    /// backflow-system/default, so commits others push to the branch are applied to the API
-    /// (after every pending API edit is flushed into them), and let every applier claim act.
-    /// Off by default until the apply window lands: an API edit made while an apply runs can
-    /// be overwritten by it.
+    /// Mirror one way only: do not coordinate the default folder with the `NativeClaim`
+    /// backflow-system/default (by default, commits others push to the branch are applied to
+    /// the API after every pending API edit is flushed into them), and let no applier claim act.
     #[arg(long)]
-    apply: bool,
+    no_apply: bool,
     #[command(flatten)]
     sync: SyncArgs,
 }
@@ -407,7 +405,7 @@ async fn start_default_mirror(
         commit_window: args.commit_window.clone(),
         recipients: vec![recipient.clone()],
         receiver_token: receiver_token.as_ref().map(|(_, t)| t.clone()),
-        apply: args.apply,
+        apply: !args.no_apply,
     };
     backflow_mirror::defaults::ensure(&client, &setup)
         .await
@@ -421,9 +419,7 @@ async fn start_default_mirror(
         },
         Arc::new(SystemClock),
     );
-    let claims = args
-        .apply
-        .then(|| start_claims(client, &mirror, identities));
+    let claims = (!args.no_apply).then(|| start_claims(client, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
@@ -465,7 +461,7 @@ fn print_banner(
             println!("  secrets:    SOPS-encrypted to {}", m.recipient);
             if m.claims.is_some() {
                 println!(
-                    "  apply:      commits pushed to the branch by others are applied to the API (NativeClaim backflow-system/default)"
+                    "  apply:      commits pushed to the branch by others are applied to the API (NativeClaim backflow-system/default; --no-apply turns it off)"
                 );
             }
             println!(

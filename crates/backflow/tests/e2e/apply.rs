@@ -1,4 +1,4 @@
-//! Git → live end to end, with `serve --apply`'s default `NativeClaim`: real `git` pushes
+//! Git → live end to end, with `serve`'s default `NativeClaim`: real `git` pushes
 //! into `origin.git` (announced by its hook), real kubectl reads of what was applied.
 
 use std::time::{Duration, Instant};
@@ -129,7 +129,7 @@ fn assert_quiescent(w: &World, quiet: Duration) {
 
 #[test]
 fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns() {
-    let w = World::start(&["--apply"]);
+    let w = World::start(&[]);
     w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
     w.apply(&configmap("default", "handmade", &[("keep", "me")]));
     wait_acting(&w);
@@ -207,7 +207,7 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
 
 #[test]
 fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied() {
-    let w = World::start(&["--apply", "--commit-window", "4s"]);
+    let w = World::start(&["--commit-window", "4s"]);
     w.apply(&configmap("default", "alice", &[("v", "1")]));
     w.apply(&configmap("default", "bob", &[("v", "1")]));
     wait_acting(&w);
@@ -268,7 +268,7 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
 
 #[test]
 fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
-    let w = World::start(&["--apply"]);
+    let w = World::start(&[]);
     wait_acting(&w);
     let clone = w.clone_origin("bob");
     std::fs::create_dir_all(clone.join("live/default/widgets")).unwrap();
@@ -343,7 +343,7 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
 
 #[test]
 fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
-    let mut w = World::start(&["--apply"]);
+    let mut w = World::start(&[]);
     w.apply(&configmap("default", "demo", &[("a", "1")]));
     wait_acting(&w);
     w.wait_file("live/default/configmaps/demo.yaml", |_| true);
@@ -363,7 +363,7 @@ fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
         "-p",
         &status,
     ]);
-    w.crash_and_restart(&["--apply"]);
+    w.crash_and_restart(&[]);
     let op = wait_for(
         "operation 90 to be followed to its end",
         || format!("{:#}", claim(&w)),
@@ -387,7 +387,7 @@ fn an_operation_found_in_flight_after_kill_9_is_followed_to_its_end() {
 
 #[test]
 fn a_sops_encrypted_secret_pushed_to_git_arrives_decrypted() {
-    let w = World::start(&["--apply"]);
+    let w = World::start(&[]);
     wait_acting(&w);
     assert!(sops_bin().is_file());
     let clone = w.clone_origin("bob");
@@ -427,7 +427,7 @@ fn b64_decode(text: &str) -> String {
 /// last applied commit are ever written whole).
 #[test]
 fn edits_racing_adopting_applies_are_never_reverted() {
-    let w = World::start(&["--apply"]);
+    let w = World::start(&[]);
     wait_acting(&w);
     for i in 0..8 {
         let name = format!("race-{i}");

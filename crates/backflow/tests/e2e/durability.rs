@@ -12,6 +12,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
 
+/// The store's durability, without the applier's stamps moving resourceVersions.
+const NO_APPLY: &[&str] = &["--no-apply"];
+
 /// Awaits `fut`, panicking with `what` past the hang guard.
 async fn guard<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     match tokio::time::timeout(HANG_GUARD, fut).await {
@@ -90,7 +93,7 @@ async fn acknowledged_writes_survive_sigkill() {
     const N: usize = 60;
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
-    let server = Server::start(&data);
+    let server = Server::start_with(&data, None, NO_APPLY);
     let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
 
@@ -150,7 +153,7 @@ async fn acknowledged_writes_survive_sigkill() {
 
     server.kill();
 
-    let server = Server::start(&data);
+    let server = Server::start_with(&data, None, NO_APPLY);
     // Writes still in the commit window when the process died reach Git after the restart: the
     // mirror's start-up resync makes Git converge to the store.
     let origin = data.join("origin.git");
@@ -205,7 +208,7 @@ async fn acknowledged_writes_survive_sigkill() {
 async fn sigterm_stops_cleanly_with_an_open_watch() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
-    let server = Server::start(&data);
+    let server = Server::start_with(&data, None, NO_APPLY);
     let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let created = guard(
@@ -241,7 +244,7 @@ async fn sigterm_stops_cleanly_with_an_open_watch() {
     }
 
     // Nothing was lost in the clean stop either.
-    let server = Server::start(&data);
+    let server = Server::start_with(&data, None, NO_APPLY);
     let client = kube_client(&server, &data).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let after = guard("get", api.get("watched")).await.expect("get");

@@ -236,7 +236,8 @@ impl Kubectl {
             .and_then(|m| m.parse().ok())
             .expect("a version like 1.32");
         let dirs = Sandbox::new();
-        let server = Server::start_until_ready(&dirs.data, HANG_GUARD);
+        // The API as kubectl sees it, without the applier stamping what it adopts.
+        let server = Server::start_until_ready(&dirs.data, &["--no-apply"], HANG_GUARD);
         Self {
             bin,
             minor,

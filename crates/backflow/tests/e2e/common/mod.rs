@@ -157,13 +157,9 @@ impl Server {
             .expect("spawn backflow serve")
     }
 
-    /// Starts the binary and waits until it reports where it listens (which it does once the
-    /// mirror, unless `--no-mirror`, has been set up).
-    pub fn start(data_dir: &Path) -> Self {
-        Self::start_with(data_dir, None, &[])
-    }
-
-    /// [`Server::start`] with a `HOME` of its own (see [`Server::spawn`]) and extra flags.
+    /// Starts the binary with a `HOME` of its own when given (see [`Server::spawn`]) and extra
+    /// flags, and waits until it reports where it listens (which it does once the mirror, unless
+    /// `--no-mirror`, has been set up).
     pub fn start_with(data_dir: &Path, home: Option<&Path>, flags: &[&str]) -> Self {
         let mut child = Self::spawn(data_dir, home, flags, Stdio::piped());
         let stdout = child.stdout.take().expect("piped stdout");
@@ -201,10 +197,10 @@ impl Server {
         }
     }
 
-    /// Starts the binary and waits (up to `hang_guard`) for its kubeconfig, which holds the
-    /// real URL, and then for `/readyz` to answer 200, without reading its stdout.
-    pub fn start_until_ready(data_dir: &Path, hang_guard: Duration) -> Self {
-        let mut child = Self::spawn(data_dir, None, &[], Stdio::null());
+    /// Starts the binary with `flags` and waits (up to `hang_guard`) for its kubeconfig, which
+    /// holds the real URL, and then for `/readyz` to answer 200, without reading its stdout.
+    pub fn start_until_ready(data_dir: &Path, flags: &[&str], hang_guard: Duration) -> Self {
+        let mut child = Self::spawn(data_dir, None, flags, Stdio::null());
         let kubeconfig = data_dir.join("kubeconfig");
         let deadline = Instant::now() + hang_guard;
         let mut wait = |what: &str| {
