@@ -59,6 +59,8 @@ pub struct Board {
     unstamped: Mutex<BTreeMap<TargetRef, u64>>,
     /// Apply windows, shared with the claims that open and close them.
     pub windows: crate::ApplyWindows,
+    /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
+    claims: Mutex<BTreeMap<TargetRef, crate::ClaimReadiness>>,
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
     /// so its `GitBranch` shows it at once rather than at the next status tick.
     branch_news: tokio::sync::Notify,
@@ -142,6 +144,31 @@ impl Board {
             .get(target)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Sets (or with `None` clears) what `target`'s `ApplierClaimReady` says.
+    pub fn set_claim(&self, target: &TargetRef, readiness: Option<crate::ClaimReadiness>) {
+        let mut claims = self
+            .claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match readiness {
+            Some(r) => {
+                claims.insert(target.clone(), r);
+            }
+            None => {
+                claims.remove(target);
+            }
+        }
+    }
+
+    /// What `target`'s `ApplierClaimReady` says, if it names a claim.
+    pub fn claim(&self, target: &TargetRef) -> Option<crate::ClaimReadiness> {
+        self.claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(target)
+            .cloned()
     }
 
     /// Records a write submitted to a branch.

@@ -691,6 +691,7 @@ impl Controller {
             activity: self.board.activity(&tref),
             problem,
             encryption: self.encryption_status.get(&tref).cloned(),
+            claim: self.board.claim(&tref),
         }
     }
 

@@ -226,6 +226,18 @@ impl ApplyWindows {
     }
 }
 
+/// Whether the applier claim a `GitTarget` names can act: its `ApplierClaimReady` condition,
+/// written by the mirror with the rest of the target's status (one writer of the list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimReadiness {
+    /// Whether the claim can act.
+    pub ready: bool,
+    /// CamelCase reason (`Claimed`, `ClaimNotFound`, `TargetsDisagree`, …).
+    pub reason: String,
+    /// For a person.
+    pub message: String,
+}
+
 /// How far the watch streams of one `GitTarget` are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSnapshots {
@@ -246,6 +258,13 @@ impl MirrorBranches {
     #[must_use]
     pub fn list(&self) -> Vec<(String, String)> {
         self.workers.branches()
+    }
+
+    /// Reports (or with `None` clears) the `ApplierClaimReady` of `GitTarget` `namespace/name`.
+    pub fn report_claim(&self, namespace: &str, name: &str, readiness: Option<ClaimReadiness>) {
+        self.workers
+            .board()
+            .set_claim(&(namespace.to_string(), name.to_string()), readiness);
     }
 
     /// The apply windows the watch streams consult.

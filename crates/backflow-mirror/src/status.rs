@@ -155,6 +155,8 @@ pub(crate) struct TargetSnapshot {
     pub problem: Option<Problem>,
     /// Its `EncryptionConfigured` condition, once encryption was resolved.
     pub encryption: Option<ConditionReport>,
+    /// Its `ApplierClaimReady` condition, when it names an applier claim.
+    pub claim: Option<crate::ClaimReadiness>,
 }
 
 /// The status of `t` as `snapshot` shows it at `now`.
@@ -230,6 +232,20 @@ pub(crate) fn target_status(
                 e.message.clone(),
             ),
         );
+    }
+    match &snapshot.claim {
+        Some(c) => {
+            let status = if c.ready {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            };
+            set_condition(
+                &mut st.conditions,
+                stamp("ApplierClaimReady", status, &c.reason, c.message.clone()),
+            );
+        }
+        None => st.conditions.retain(|c| c.type_ != "ApplierClaimReady"),
     }
     summary(&mut st.conditions, ready, now, generation);
     st.streams = Some(sum);
@@ -394,6 +410,7 @@ mod tests {
                 ..TargetActivity::default()
             },
             encryption: None,
+            claim: None,
         };
         let st = target_status(&target(), &snapshot, "2026-12-01T00:00:00Z");
         assert_eq!(condition(&st, "Validated").status, ConditionStatus::False);

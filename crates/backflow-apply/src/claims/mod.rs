@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::{
-    ClaimStatus, CommitRequest, ConditionStatus, GitProvider, GitTarget, NativeClaim,
+    ApplierClaimReference, ClaimStatus, CommitRequest, ConditionStatus, GitProvider, GitTarget,
+    NativeClaim,
 };
 use backflow_decision::{CommitId, Hold, Reason};
-use backflow_mirror::{MirrorBranches, TargetSnapshots, watch_changes};
+use backflow_mirror::{ClaimReadiness, MirrorBranches, TargetSnapshots, watch_changes};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -69,6 +70,7 @@ impl Claims {
             running: BTreeMap::new(),
             problems: BTreeMap::new(),
             saving: BTreeSet::new(),
+            claim_reported: BTreeSet::new(),
         };
         Self {
             stop,
@@ -105,6 +107,8 @@ struct Coordinator {
     problems: BTreeMap<ClaimKey, ClaimProblem>,
     /// Targets a `CommitRequest` is saving now: a save defines its own commit boundary.
     saving: BTreeSet<(String, String)>,
+    /// Targets whose `ApplierClaimReady` was reported to the mirror.
+    claim_reported: BTreeSet<(String, String)>,
 }
 
 impl Coordinator {
@@ -167,6 +171,7 @@ impl Coordinator {
             .map(|l| saving_targets(&l.items))
             .unwrap_or_default();
         let plans = plan_claims(&claims, &targets, &providers);
+        self.report_targets(&targets, &claims, &plans);
         self.running
             .retain(|key, r| plans.get(key).is_some_and(Result::is_ok) && !r.task.is_finished());
         for (key, planned) in plans {
@@ -183,6 +188,31 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// Tells the mirror each target's `ApplierClaimReady`: whether the claim it names can act.
+    fn report_targets(
+        &mut self,
+        targets: &[GitTarget],
+        claims: &[NativeClaim],
+        plans: &BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>,
+    ) {
+        let mut reported = BTreeSet::new();
+        for t in targets {
+            let Some(r) = &t.spec.applier_claim_ref else {
+                continue;
+            };
+            let ns = t.namespace().unwrap_or_default();
+            let key = (ns.clone(), r.name.clone());
+            let readiness = claim_readiness(r, &key, claims, plans);
+            self.mirror
+                .report_claim(&ns, &t.name_any(), Some(readiness));
+            reported.insert((ns, t.name_any()));
+        }
+        for gone in self.claim_reported.difference(&reported) {
+            self.mirror.report_claim(&gone.0, &gone.1, None);
+        }
+        self.claim_reported = reported;
     }
 
     /// Starts the runner of a claim that can act, or hands it a changed plan.
@@ -341,6 +371,56 @@ impl Coordinator {
             }
             Err(e) => tracing::debug!(error = %e, "claim status update failed; retrying later"),
         }
+    }
+}
+
+/// What a target's `ApplierClaimReady` says about the claim it names.
+fn claim_readiness(
+    reference: &ApplierClaimReference,
+    key: &ClaimKey,
+    claims: &[NativeClaim],
+    plans: &BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>,
+) -> ClaimReadiness {
+    let not = |reason: &str, message: String| ClaimReadiness {
+        ready: false,
+        reason: reason.to_string(),
+        message,
+    };
+    if reference.kind != NATIVE {
+        return not(
+            "UnsupportedKind",
+            format!(
+                "applierClaimRef.kind {:?} is not served (NativeClaim is; FluxClaim and ArgoCDClaim are to come)",
+                reference.kind
+            ),
+        );
+    }
+    let exists = claims
+        .iter()
+        .any(|c| c.namespace().as_deref() == Some(key.0.as_str()) && c.name_any() == key.1);
+    if !exists {
+        return not(
+            "ClaimNotFound",
+            format!("NativeClaim {}/{} does not exist; create it", key.0, key.1),
+        );
+    }
+    match plans.get(key) {
+        Some(Ok(plan)) => ClaimReadiness {
+            ready: true,
+            reason: "Claimed".into(),
+            message: format!(
+                "NativeClaim {}/{} applies {} of branch {} when backflow asks",
+                key.0,
+                key.1,
+                plan.folders.join(", "),
+                plan.branch
+            ),
+        },
+        Some(Err(problem)) => not(problem.reason, problem.message.clone()),
+        None => not(
+            "ClaimNotFound",
+            format!("NativeClaim {}/{} is not planned", key.0, key.1),
+        ),
     }
 }
 

@@ -203,6 +203,47 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
         "applying made no commit"
     );
     assert_quiescent(&w, Duration::from_secs(10));
+
+    // The target reports whether its claim can act; a target naming a missing claim says so.
+    let condition = |name: &str| {
+        let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
+        t["status"]["conditions"].as_array().and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == "ApplierClaimReady")
+                .cloned()
+        })
+    };
+    let ready = condition("default").expect("ApplierClaimReady on the default target");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("True"), Some("Claimed"))
+    );
+    w.apply(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: orphan, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: orphan
+  applierClaimRef: {kind: NativeClaim, name: nobody}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {name: orphan, namespace: backflow-system}
+spec: {targetRef: {name: orphan}, rules: [{apiGroups: [""], resources: [configmaps], sourceNamespace: orphans}]}
+"#,
+    );
+    let missing = wait_for(
+        "the orphan target to report its missing claim",
+        || format!("{:?}", condition("orphan")),
+        || condition("orphan"),
+    );
+    assert_eq!(
+        (missing["status"].as_str(), missing["reason"].as_str()),
+        (Some("False"), Some("ClaimNotFound")),
+        "{missing:#}"
+    );
 }
 
 #[test]
