@@ -503,3 +503,64 @@ fn edits_racing_adopting_applies_are_never_reverted() {
         assert!(file.contains("count: \"3\""), "{name} in Git:\n{file}");
     }
 }
+
+/// Nothing is applied before every collection of every target the claim covers has a settled
+/// snapshot: a target whose rule names a type not served yet holds its claim back, whatever is
+/// pushed meanwhile; once the type is served and its snapshot published, the push is applied.
+#[test]
+fn nothing_is_applied_before_the_claims_targets_have_their_snapshots() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: NativeClaim
+metadata: {name: gated, namespace: backflow-system}
+spec: {}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: gated, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: gated
+  applierClaimRef: {kind: NativeClaim, name: gated}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {name: gated, namespace: backflow-system}
+spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [gadgets], sourceNamespace: "*"}]}
+"#,
+    );
+    let gated = || w.get_json(&["nativeclaim", "gated", "-n", "backflow-system"])["status"].clone();
+    let clone = w.clone_origin("bob");
+    std::fs::create_dir_all(clone.join("gated/default")).unwrap();
+    std::fs::write(
+        clone.join("gated/default/gated.yaml"),
+        configmap("default", "gated", &[("from", "git")]),
+    )
+    .unwrap();
+    let pushed = w.commit_all_and_push(&clone, "a manifest in the gated folder");
+    // The default claim acts on that push (so it was seen); the gated one asks nothing.
+    wait_applied(&w, &pushed);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(gated()["operation"].is_null(), "{:#}", gated());
+    assert!(
+        w.kubectl_run(&["get", "configmap", "gated"]).code != Some(0),
+        "not applied"
+    );
+
+    // The type becomes served; the target's snapshot is published; the push is applied.
+    w.apply(&schemaless_crd(
+        "example.com",
+        "gadgets",
+        "gadget",
+        "Gadget",
+    ));
+    wait_for(
+        "the gated claim to apply the push",
+        || format!("{:#}", gated()),
+        || (gated()["operation"]["phase"] == "Succeeded").then_some(()),
+    );
+    wait_value(&w, "gated", "from", "git");
+}
