@@ -71,6 +71,11 @@ pub struct ApplyRequest {
     pub inventory: Vec<InventoryEntry>,
     /// Objects an earlier apply deferred: considered changed whatever `since` says.
     pub retry: BTreeSet<Identity>,
+    /// A catch-up only (adopt, converge): stamp what is live and declared, create, rewrite and
+    /// prune nothing. Git's changes reach the live side as foreign commits (a push made while
+    /// backflow was down is one at start), and an object missing live may be a delete the
+    /// mirror has not published yet: re-creating it would undo an acknowledged delete.
+    pub stamp_only: bool,
 }
 
 /// How one object is brought in line.
@@ -84,6 +89,8 @@ enum Write {
     Apply,
     /// Git changed it, but it was edited live after the flush: left alone.
     Deferred,
+    /// Missing live and not changed by Git since the last apply (a catch-up): not re-created.
+    Absent,
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -162,6 +169,7 @@ impl NativeApplier {
             flushed_at,
             inventory: previous,
             retry,
+            stamp_only,
         } = request;
         let cutoff = flushed_at
             .duration_since(UNIX_EPOCH)
@@ -183,13 +191,15 @@ impl NativeApplier {
         let mut kinds = Kinds::default();
         let mut applied = BTreeMap::new();
         for object in ordered(declared.objects) {
-            let changed = retry.contains(&object.identity)
-                || before.get(&object.identity) != Some(&object.value);
+            let changed = !stamp_only
+                && (retry.contains(&object.identity)
+                    || before.get(&object.identity) != Some(&object.value));
             match self.apply_one(&object, changed, cutoff, &mut kinds).await {
                 Ok((entry, write)) => {
                     match write {
                         Write::Apply | Write::Stamp => report.applied += 1,
                         Write::None => report.unchanged += 1,
+                        Write::Absent => continue,
                         Write::Deferred => report.deferred.push(object.identity.clone()),
                     }
                     applied.insert(entry.id.clone(), entry);
@@ -198,7 +208,7 @@ impl NativeApplier {
             }
         }
         let mut inventory: Vec<InventoryEntry> = applied.into_values().collect();
-        if readable {
+        if readable && !stamp_only {
             let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
             for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
                 match self.prune(stale, &mut kinds).await {
@@ -258,6 +268,7 @@ impl NativeApplier {
             .map_err(|e| format!("reading {}: {e}", object.identity.name))?
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
         let write = match live {
+            None if !changed => Write::Absent,
             None => Write::Apply,
             Some(live) if changed && !holds(&content, &live) => {
                 if edited_since(&live, cutoff) {
@@ -274,7 +285,7 @@ impl NativeApplier {
         let name = &object.identity.name;
         let failed = |e: kube::Error| format!("applying {} {name}: {e}", object.identity.kind);
         match write {
-            Write::None | Write::Deferred => return Ok((entry, write)),
+            Write::None | Write::Deferred | Write::Absent => return Ok((entry, write)),
             Write::Stamp => {
                 let patch = serde_json::json!({"metadata": {"labels": {OWNER_LABEL: self.owner}}});
                 let params = PatchParams::default();

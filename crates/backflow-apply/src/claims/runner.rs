@@ -249,6 +249,10 @@ impl Runner {
             flushed_at,
             inventory: self.inventory.clone(),
             retry: self.deferred.clone(),
+            stamp_only: operation
+                .reasons
+                .iter()
+                .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge)),
         };
         let id = operation.id;
         tokio::spawn(async move {
