@@ -520,8 +520,7 @@ fn prune_on_event_removes_and_never_keeps() {
 
 #[test]
 fn deletes_while_the_mirror_was_off_are_swept_only_under_always() {
-    // One way: a coordinated folder's converge at start would re-create what was deleted while
-    // the mirror was off (Git still holds it under OnEvent); docs/apply.md says so.
+    // One way: this is about the mirror's prune modes alone.
     let mirror = ["--commit-window", "0s", "--no-apply"];
     let mut w = World::start(&mirror);
     w.kubectl(&["create", "namespace", "other"]);
