@@ -9,24 +9,20 @@
 //! spend. Then one push that adds 1,000 files: objects applied per second, and the commits the
 //! mirror made after it settled (none expected).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backflow_api::SystemClock;
-use backflow_apply::receiver::{Receiver, ReceiverMetrics, sign_sha256, webhook_path};
-use backflow_server::Listener;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::client::Conn;
 use crate::git::{BRANCH, path_str, person_git as git};
+use crate::hook::{HookReceiver, TOKEN};
 use crate::live::{self, Live};
 use crate::server::{percentile, round2, row};
 
-const TOKEN: &str = "bench-receiver-token";
 /// Objects the folder holds while single-file pushes are timed.
 const OBJECTS: usize = 100;
 /// Files the bulk push adds.
@@ -66,27 +62,6 @@ fn configmap(ns: &str, name: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n"
     )
-}
-
-/// Posts the notice `serve`'s hook would post for a push of `sha`.
-async fn notify(conn: &mut Conn, path: &str, url: &str, sha: &str) -> Result<(), String> {
-    let body = json!({"ref": format!("refs/heads/{BRANCH}"), "after": sha, "repository": {"clone_url": url}})
-        .to_string();
-    let signature = sign_sha256(TOKEN.as_bytes(), body.as_bytes());
-    let (status, _, _) = conn
-        .send_with(
-            Method::POST,
-            path,
-            "application/json",
-            &[("x-signature", &signature)],
-            Bytes::from(body),
-        )
-        .await?;
-    if status == StatusCode::ACCEPTED {
-        Ok(())
-    } else {
-        Err(format!("the receiver answered {status}"))
-    }
 }
 
 /// Polls a `ConfigMap` through the API until its `value` is `want`.
@@ -129,37 +104,71 @@ fn kubectl_apply(kubeconfig: &Path, dir: &Path) -> Result<Duration, String> {
     Ok(t0.elapsed())
 }
 
-/// Runs the scenario and returns its result object.
-// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
-#[allow(clippy::too_many_lines)]
-pub async fn run(quick: bool) -> Result<Value, String> {
-    let n = pushes(quick);
+/// What the scenario runs against: backflow with its receiver, a connection to the API, and a
+/// person's clone of the remote.
+struct Scene {
+    tmp: tempfile::TempDir,
+    live: Live,
+    hook: HookReceiver,
+    api: Conn,
+    work: PathBuf,
+    remote: String,
+    kubeconfig: PathBuf,
+}
+
+/// What the bulk push measured.
+struct Bulk {
+    rate: f64,
+    base_rate: f64,
+    commits_after: String,
+    tip_after: String,
+    tip_later: String,
+}
+
+/// Creates a namespace through the API.
+async fn namespace(api: &mut Conn, name: &str) -> Result<(), String> {
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    api.send(
+        Method::POST,
+        "/api/v1/namespaces",
+        "application/json",
+        Bytes::from(body.to_string()),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `count` `ConfigMaps` `{prefix}{i}` of namespace `ns` with `value`, one file each in `dir`.
+fn write_configmaps(
+    dir: &Path,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+    value: impl Fn(usize) -> String,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    for i in 0..count {
+        let name = format!("{prefix}{i}");
+        std::fs::write(
+            dir.join(format!("{name}.yaml")),
+            configmap(ns, &name, &value(i)),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// backflow coordinating its default folder, `OBJECTS` `ConfigMaps` in it (in Git and adopted),
+/// the receiver, and a clone taken once the mirror settled.
+async fn set_up() -> Result<Scene, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut live = Live::start(&tmp.path().join("backflow")).await?;
     live.start_mirror_with("1s", Duration::from_secs(3600), Some(TOKEN), true)
         .await?;
     live.wait_mirroring().await?;
-    let client = live.client();
-    let mirror = live.mirror().ok_or("the mirror is not running")?;
-    let metrics = mirror.register_metrics(ReceiverMetrics::register);
-    let receiver = Receiver::start(
-        client.clone(),
-        Arc::new(mirror.branches()),
-        metrics,
-        Arc::new(SystemClock),
-    );
-    let listener = Listener::bind(([127, 0, 0, 1], 0).into(), receiver.router(), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let path = webhook_path(
-        TOKEN.as_bytes(),
-        backflow_mirror::defaults::NAME,
-        backflow_mirror::defaults::NAMESPACE,
-    );
+    let hook = HookReceiver::start(&live).await?;
     let remote = path_str(&live.remote)?.to_string();
-    let url = format!("file://{remote}");
     let mut api = Conn::open(live.addr()).await?;
-    let mut hook = Conn::open(listener.addr).await?;
     for i in 0..OBJECTS {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("app-{i}"), "namespace": "default"}, "data": {"value": "0"}});
@@ -171,8 +180,6 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         )
         .await?;
     }
-    let work = tmp.path().join("person");
-    // Wait until every object is in Git (and adopted), then take a clone.
     let t0 = Instant::now();
     loop {
         let files = live::remote_files(&live.remote, "live/default/configmaps")?;
@@ -185,22 +192,29 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let work = tmp.path().join("person");
     git(tmp.path(), &["clone", "-q", &remote, path_str(&work)?])?;
-    let folder = work.join("live/default/configmaps");
-    let baseline_dir = tmp.path().join("baseline");
-    std::fs::create_dir_all(&baseline_dir).map_err(|e| e.to_string())?;
+    namespace(&mut api, "baseline").await?;
     let kubeconfig = tmp.path().join("backflow/data/kubeconfig");
-    api.send(
-        Method::POST,
-        "/api/v1/namespaces",
-        "application/json",
-        Bytes::from(
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "baseline"}})
-                .to_string(),
-        ),
-    )
-    .await?;
+    Ok(Scene {
+        tmp,
+        live,
+        hook,
+        api,
+        work,
+        remote,
+        kubeconfig,
+    })
+}
 
+/// `n` one-file pushes, each timed until the live object holds it, and the same folder applied
+/// by kubectl into a namespace of its own.
+async fn single_pushes(
+    scene: &mut Scene,
+    n: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    let folder = scene.work.join("live/default/configmaps");
+    let baseline_dir = scene.tmp.path().join("baseline");
     let (mut ours, mut base) = (Vec::new(), Vec::new());
     for k in 0..n {
         let name = format!("app-{}", k % OBJECTS);
@@ -211,108 +225,116 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         )
         .map_err(|e| e.to_string())?;
         git(
-            &work,
+            &scene.work,
             &["commit", "-q", "-am", &format!("set {name} to {value}")],
         )?;
-        push(&work)?;
-        let sha = git(&work, &["rev-parse", "HEAD"])?;
+        push(&scene.work)?;
+        let sha = git(&scene.work, &["rev-parse", "HEAD"])?;
         let t0 = Instant::now();
-        notify(&mut hook, &path, &url, &sha).await?;
-        wait_value(&mut api, "default", &name, &value).await?;
+        scene.hook.notify(&sha).await?;
+        wait_value(&mut scene.api, "default", &name, &value).await?;
         ours.push(t0.elapsed());
-        // The same folder applied by kubectl, into a namespace of its own.
-        for i in 0..OBJECTS {
-            let v = if i == k % OBJECTS {
+        let changed = k % OBJECTS;
+        write_configmaps(&baseline_dir, "baseline", "app-", OBJECTS, |i| {
+            if i == changed {
                 value.clone()
             } else {
                 "0".into()
-            };
-            std::fs::write(
-                baseline_dir.join(format!("app-{i}.yaml")),
-                configmap("baseline", &format!("app-{i}"), &v),
-            )
-            .map_err(|e| e.to_string())?;
-        }
+            }
+        })?;
         base.push(tokio::task::block_in_place(|| {
-            kubectl_apply(&kubeconfig, &baseline_dir)
+            kubectl_apply(&scene.kubeconfig, &baseline_dir)
         })?);
         // Let the mirror's echo of the apply settle before the next push.
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
+    Ok((ours, base))
+}
 
-    // One push adding BULK files.
-    let bulk = work.join("live/bulk");
-    std::fs::create_dir_all(bulk.join("configmaps")).map_err(|e| e.to_string())?;
+/// One push adding `BULK` files, timed until every object is live; then the commits the mirror
+/// made after it settled, and kubectl applying the same files.
+async fn bulk_push(scene: &mut Scene) -> Result<Bulk, String> {
+    let bulk = scene.work.join("live/bulk");
+    write_configmaps(&bulk.join("configmaps"), "bulk", "b-", BULK, |_| "1".into())?;
     std::fs::write(
         bulk.join("namespace.yaml"),
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: bulk\n",
     )
     .map_err(|e| e.to_string())?;
-    for i in 0..BULK {
-        std::fs::write(
-            bulk.join(format!("configmaps/b-{i}.yaml")),
-            configmap("bulk", &format!("b-{i}"), "1"),
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    git(&work, &["add", "-A"])?;
-    git(&work, &["commit", "-q", "-m", "1,000 new objects"])?;
-    push(&work)?;
-    let sha = git(&work, &["rev-parse", "HEAD"])?;
+    git(&scene.work, &["add", "-A"])?;
+    git(&scene.work, &["commit", "-q", "-m", "1,000 new objects"])?;
+    push(&scene.work)?;
+    let sha = git(&scene.work, &["rev-parse", "HEAD"])?;
     let t0 = Instant::now();
-    notify(&mut hook, &path, &url, &sha).await?;
-    wait_value(&mut api, "bulk", &format!("b-{}", BULK - 1), "1").await?;
-    let mut bulk_elapsed = t0.elapsed();
+    scene.hook.notify(&sha).await?;
     for i in 0..BULK {
-        wait_value(&mut api, "bulk", &format!("b-{i}"), "1").await?;
+        wait_value(&mut scene.api, "bulk", &format!("b-{i}"), "1").await?;
     }
-    bulk_elapsed = bulk_elapsed.max(t0.elapsed());
-    let rate = BULK as f64 / bulk_elapsed.as_secs_f64();
-    let tip_after = git(
-        &work,
-        &["ls-remote", &remote, &format!("refs/heads/{BRANCH}")],
-    )?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let tip_later = git(
-        &work,
-        &["ls-remote", &remote, &format!("refs/heads/{BRANCH}")],
-    )?;
-    let commits_after = git(&work, &["fetch", "-q", "origin"]).and_then(|_| {
+    let rate = BULK as f64 / t0.elapsed().as_secs_f64();
+    let tip = |work: &Path, remote: &str| {
         git(
-            &work,
-            &["rev-list", "--count", &format!("{sha}..origin/{BRANCH}")],
+            work,
+            &["ls-remote", remote, &format!("refs/heads/{BRANCH}")],
         )
-    })?;
-    let bulk_base_dir = tmp.path().join("bulk-baseline");
-    std::fs::create_dir_all(&bulk_base_dir).map_err(|e| e.to_string())?;
-    api.send(
-        Method::POST,
-        "/api/v1/namespaces",
-        "application/json",
-        Bytes::from(
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bulk-baseline"}})
-                .to_string(),
-        ),
-    )
-    .await?;
-    for i in 0..BULK {
-        std::fs::write(
-            bulk_base_dir.join(format!("b-{i}.yaml")),
-            configmap("bulk-baseline", &format!("b-{i}"), "1"),
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    let bulk_base = tokio::task::block_in_place(|| kubectl_apply(&kubeconfig, &bulk_base_dir))?;
-    let base_rate = BULK as f64 / bulk_base.as_secs_f64();
+    };
+    let tip_after = tip(&scene.work, &scene.remote)?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let tip_later = tip(&scene.work, &scene.remote)?;
+    git(&scene.work, &["fetch", "-q", "origin"])?;
+    let commits_after = git(
+        &scene.work,
+        &["rev-list", "--count", &format!("{sha}..origin/{BRANCH}")],
+    )?;
+    namespace(&mut scene.api, "bulk-baseline").await?;
+    let dir = scene.tmp.path().join("bulk-baseline");
+    write_configmaps(&dir, "bulk-baseline", "b-", BULK, |_| "1".into())?;
+    let took = tokio::task::block_in_place(|| kubectl_apply(&scene.kubeconfig, &dir))?;
+    Ok(Bulk {
+        rate,
+        base_rate: BULK as f64 / took.as_secs_f64(),
+        commits_after,
+        tip_after,
+        tip_later,
+    })
+}
 
-    listener.shutdown().await;
-    receiver.shutdown().await;
+/// Runs the scenario and returns its result object.
+pub async fn run(quick: bool) -> Result<Value, String> {
+    let n = pushes(quick);
+    let mut scene = set_up().await?;
+    let (mut ours, mut base) = single_pushes(&mut scene, n).await?;
+    let bulk = bulk_push(&mut scene).await?;
+    let Scene {
+        tmp, live, hook, ..
+    } = scene;
+    hook.stop().await;
     live.stop().await;
+    drop(tmp);
+    Ok(report(n, quick, &mut ours, &mut base, &bulk))
+}
 
+/// The result object.
+// Long on purpose: the table's rows and notes, read top to bottom as they print.
+#[allow(clippy::too_many_lines)]
+fn report(
+    n: usize,
+    quick: bool,
+    ours: &mut [Duration],
+    base: &mut [Duration],
+    bulk: &Bulk,
+) -> Value {
+    let Bulk {
+        rate,
+        base_rate,
+        commits_after,
+        tip_after,
+        tip_later,
+    } = bulk;
+    let (rate, base_rate) = (*rate, *base_rate);
     ours.sort();
     base.sort();
-    let (o50, o99) = (percentile(&ours, 0.5), percentile(&ours, 0.99));
-    let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+    let (o50, o99) = (percentile(ours, 0.5), percentile(ours, 0.99));
+    let (b50, b99) = (percentile(base, 0.5), percentile(base, 0.99));
     let rows = vec![
         row(
             "push → live object updated, p50 ms",
@@ -355,12 +377,12 @@ pub async fn run(quick: bool) -> Result<Value, String> {
             live::load_average()
         )),
     ];
-    Ok(json!({
+    json!({
         "scenario": "foreign-push",
         "parameters": {"pushes": n, "objects": OBJECTS, "bulk": BULK, "remote": "local bare repository over file://", "quick": quick},
         "backflow": {"p50_ms": round2(o50), "p99_ms": round2(o99), "bulk_objects_per_s": round2(rate), "commits_after_bulk": commits_after},
         "baseline": {"p50_ms": round2(b50), "p99_ms": round2(b99), "bulk_objects_per_s": round2(base_rate)},
         "rows": rows,
         "notes": notes,
-    }))
+    })
 }

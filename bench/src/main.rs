@@ -8,6 +8,7 @@
 mod client;
 mod foreign;
 mod git;
+mod hook;
 mod latency;
 mod live;
 mod notice;

@@ -10,24 +10,17 @@
 //! any poller must spend to learn the tip once (a poller also waits half its interval on
 //! average: 300 s for the default 10-minute refresh).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backflow_api::SystemClock;
 use backflow_api::config::GitBranch;
-use backflow_apply::receiver::{Receiver, ReceiverMetrics, sign_sha256, webhook_path};
-use backflow_server::Listener;
-use bytes::Bytes;
-use http::{Method, StatusCode};
 use kube::Api;
 use serde_json::{Value, json};
 
-use crate::client::Conn;
 use crate::git::{BRANCH, path_str, person_git as git};
+use crate::hook::{HookReceiver, TOKEN};
 use crate::live::{self, Live};
 use crate::server::{percentile, round2, row};
 
-const TOKEN: &str = "bench-receiver-token";
 const NAMESPACE: &str = backflow_mirror::defaults::NAMESPACE;
 
 fn pushes(quick: bool) -> usize {
@@ -65,45 +58,11 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     live.start_mirror_with("1s", Duration::from_secs(3600), Some(TOKEN), false)
         .await?;
     live.wait_mirroring().await?;
-    let client = live.client();
-    let path = webhook_path(TOKEN.as_bytes(), backflow_mirror::defaults::NAME, NAMESPACE);
-    let mirror = live.mirror().ok_or("the mirror is not running")?;
-    let metrics = mirror.register_metrics(ReceiverMetrics::register);
-    let receiver = Receiver::start(
-        client.clone(),
-        Arc::new(mirror.branches()),
-        metrics,
-        Arc::new(SystemClock),
-    );
-    let listener = Listener::bind(([127, 0, 0, 1], 0).into(), receiver.router(), None)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut hook = HookReceiver::start(&live).await?;
     let remote = path_str(&live.remote)?.to_string();
-    let url = format!("file://{remote}");
     let work = tmp.path().join("person");
     git(tmp.path(), &["clone", "-q", &remote, path_str(&work)?])?;
-    let branches: Api<GitBranch> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut conn = Conn::open(listener.addr).await?;
-    // The receiver's controller publishes the path within a reconcile; wait for it to answer.
-    let t0 = Instant::now();
-    loop {
-        let (status, _, _) = conn
-            .send_with(
-                Method::POST,
-                &path,
-                "application/json",
-                &[("x-signature", &sign_sha256(TOKEN.as_bytes(), b"{}"))],
-                Bytes::from_static(b"{}"),
-            )
-            .await?;
-        if status != StatusCode::NOT_FOUND {
-            break;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            return Err("the receiver never served its path".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let branches: Api<GitBranch> = Api::namespaced(live.client(), NAMESPACE);
 
     let (mut ours, mut polls) = (Vec::new(), Vec::new());
     for i in 0..n {
@@ -121,28 +80,12 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         )?;
         polls.push(t0.elapsed());
 
-        let body = json!({"ref": format!("refs/heads/{BRANCH}"), "after": sha,
-                          "repository": {"clone_url": url}})
-        .to_string();
-        let signature = sign_sha256(TOKEN.as_bytes(), body.as_bytes());
         let t0 = Instant::now();
-        let (status, _, _) = conn
-            .send_with(
-                Method::POST,
-                &path,
-                "application/json",
-                &[("x-signature", &signature)],
-                Bytes::from(body),
-            )
-            .await?;
-        if status != StatusCode::ACCEPTED {
-            return Err(format!("the receiver answered {status}"));
-        }
+        hook.notify(&sha).await?;
         wait_tip(&branches, &sha).await?;
         ours.push(t0.elapsed());
     }
-    listener.shutdown().await;
-    receiver.shutdown().await;
+    hook.stop().await;
     live.stop().await;
 
     ours.sort();

@@ -33,6 +33,20 @@ impl Reason {
     }
 }
 
+impl Reason {
+    /// The reason a status names (`CatchUp` reads as an adopt, which is never skipped).
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "ForeignCommit" => Self::ForeignCommit,
+            "CatchUp" => Self::CatchUpAdopt,
+            "Refusal" => Self::Refusal,
+            "Repair" => Self::Repair,
+            _ => return None,
+        })
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

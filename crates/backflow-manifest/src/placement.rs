@@ -238,7 +238,18 @@ pub fn render(
         rest = &rest[close + 1..];
     }
     filled.push_str(rest);
-    let segments: Vec<&str> = filled.split('/').filter(|s| !s.is_empty()).collect();
+    let segments = checked_segments(&filled, template, key)?;
+    Ok(join(target, &segments.join("/")))
+}
+
+/// The segments of a filled template, refused when they would leave the folder, make a `.git`
+/// folder, or not name a `.yaml` file.
+fn checked_segments<'a>(
+    filled: &'a str,
+    template: &str,
+    key: &ObjectKey,
+) -> Result<Vec<&'a str>, ManifestError> {
+    let segments: Vec<&'a str> = filled.split('/').filter(|s| !s.is_empty()).collect();
     if segments
         .iter()
         .any(|s| *s == "." || *s == ".." || s.contains('\\') || s.contains('\0'))
@@ -267,7 +278,7 @@ pub fn render(
             &format!("it gives {filled:?} for {key}, not a .yaml file"),
         ));
     }
-    Ok(join(target, &segments.join("/")))
+    Ok(segments)
 }
 
 fn invalid(template: &str, why: &str) -> ManifestError {

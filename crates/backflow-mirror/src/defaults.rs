@@ -94,17 +94,7 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
         ),
     )
     .await?;
-    let provider = GitProvider::new(
-        NAME,
-        GitProviderSpec {
-            url: setup.url.clone(),
-            push: Some(PushPolicy {
-                commit_window: Some(setup.commit_window.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    );
+    let provider = default_provider(setup);
     apply::<GitProvider, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
     if setup.apply {
         let claim = NativeClaim::new(NAME, NativeClaimSpec::default());
@@ -172,6 +162,21 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
         ensure_receiver(client, token).await?;
     }
     Ok(())
+}
+
+/// The default `GitProvider`: the flags' repository and commit window.
+fn default_provider(setup: &DefaultSetup) -> GitProvider {
+    GitProvider::new(
+        NAME,
+        GitProviderSpec {
+            url: setup.url.clone(),
+            push: Some(PushPolicy {
+                commit_window: Some(setup.commit_window.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
 }
 
 /// The default `GitReceiver` (generic-hmac) and its Secret, which `serve`'s repository hook

@@ -4,7 +4,8 @@
 
 use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
 use backflow_api::config::{
-    ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary, WatchRuleStatus,
+    Condition, ConditionStatus, GitProvider, GitTarget, GitTargetStatus, StreamSummary,
+    WatchRuleStatus,
 };
 
 use crate::board::{StreamState, TargetActivity};
@@ -233,23 +234,37 @@ pub(crate) fn target_status(
             ),
         );
     }
-    match &snapshot.claim {
-        Some(c) => {
-            let status = if c.ready {
-                ConditionStatus::True
-            } else {
-                ConditionStatus::False
-            };
-            set_condition(
-                &mut st.conditions,
-                stamp("ApplierClaimReady", status, &c.reason, c.message.clone()),
-            );
-        }
-        None => st.conditions.retain(|c| c.type_ != "ApplierClaimReady"),
-    }
+    set_claim_condition(&mut st.conditions, snapshot.claim.as_ref(), now, generation);
     summary(&mut st.conditions, ready, now, generation);
     st.streams = Some(sum);
     st
+}
+
+/// `ApplierClaimReady` as the claims reported it; removed when the target names no claim.
+fn set_claim_condition(
+    conditions: &mut Vec<Condition>,
+    claim: Option<&crate::ClaimReadiness>,
+    now: &str,
+    generation: Option<i64>,
+) {
+    let Some(c) = claim else {
+        conditions.retain(|c| c.type_ != "ApplierClaimReady");
+        return;
+    };
+    let status = if c.ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let condition = cond(
+        "ApplierClaimReady",
+        status,
+        &c.reason,
+        c.message.clone(),
+        now,
+        generation,
+    );
+    set_condition(conditions, condition);
 }
 
 /// How many streams are in each state, and the first reason one cannot watch.

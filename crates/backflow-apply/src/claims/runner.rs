@@ -181,7 +181,7 @@ impl Runner {
         let in_flight = status.operation.as_ref().and_then(|op| {
             let phase = OperationPhase::parse(&op.phase).filter(|p| p.in_flight())?;
             let commit: CommitId = op.commit.parse().ok()?;
-            let reasons: Reasons = op.reasons.iter().filter_map(|r| reason_named(r)).collect();
+            let reasons: Reasons = op.reasons.iter().filter_map(|r| Reason::parse(r)).collect();
             tracing::info!(claim = %self.claim_name(), operation = op.id, commit = %op.commit, "following an operation found in flight");
             Some((OperationId(op.id), commit, reasons, phase))
         });
@@ -395,14 +395,4 @@ impl Runner {
                 .inc();
         }
     }
-}
-
-fn reason_named(name: &str) -> Option<Reason> {
-    Some(match name {
-        "ForeignCommit" => Reason::ForeignCommit,
-        "CatchUp" => Reason::CatchUpAdopt,
-        "Refusal" => Reason::Refusal,
-        "Repair" => Reason::Repair,
-        _ => return None,
-    })
 }

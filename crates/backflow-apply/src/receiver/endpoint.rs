@@ -129,10 +129,6 @@ async fn receive(
         state.metrics.count("unknown", Outcome::BadMethod);
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
     let Some(entry) = state.table.get(path) else {
         state.metrics.count("unknown", Outcome::UnknownPath);
         tracing::warn!(path = %shown(path), "push delivery refused: no GitReceiver has this path (answered 404)");
@@ -140,22 +136,18 @@ async fn receive(
     };
     let kind = entry.kind.as_str();
     let receiver = format!("{}/{}", entry.namespace, entry.name);
-    let bytes = match declared {
-        Some(n) if n > MAX_BODY => None,
-        _ => match Limited::new(body, MAX_BODY).collect().await {
-            Ok(collected) => Some(collected.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
-            Err(e) => {
-                tracing::debug!(%receiver, error = %e, "push delivery body unreadable");
-                state.metrics.count(kind, Outcome::Malformed);
-                return StatusCode::BAD_REQUEST.into_response();
-            }
-        },
-    };
-    let Some(bytes) = bytes else {
-        state.metrics.count(kind, Outcome::TooLarge);
-        tracing::warn!(%receiver, limit = MAX_BODY, "push delivery refused: body over the limit (answered 413)");
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    let bytes = match read_body(&headers, body).await {
+        Ok(bytes) => bytes,
+        Err(BodyRefusal::TooLarge) => {
+            state.metrics.count(kind, Outcome::TooLarge);
+            tracing::warn!(%receiver, limit = MAX_BODY, "push delivery refused: body over the limit (answered 413)");
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        }
+        Err(BodyRefusal::Unreadable(e)) => {
+            tracing::debug!(%receiver, error = %e, "push delivery body unreadable");
+            state.metrics.count(kind, Outcome::Malformed);
+            return StatusCode::BAD_REQUEST.into_response();
+        }
     };
     if entry.suspended {
         state.metrics.count(kind, Outcome::Unavailable);
@@ -203,6 +195,30 @@ async fn receive(
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
     StatusCode::ACCEPTED.into_response()
+}
+
+/// Why a body was not read.
+enum BodyRefusal {
+    /// Over [`MAX_BODY`], declared or read.
+    TooLarge,
+    /// The connection failed while reading.
+    Unreadable(String),
+}
+
+/// The body, at most [`MAX_BODY`] bytes (a larger declared length is refused unread).
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, BodyRefusal> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return Err(BodyRefusal::TooLarge);
+    }
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyRefusal::TooLarge),
+        Err(e) => Err(BodyRefusal::Unreadable(e.to_string())),
+    }
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
