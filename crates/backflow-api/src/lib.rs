@@ -8,8 +8,10 @@ pub mod compact;
 pub mod config;
 pub mod identity;
 pub mod ids;
+pub mod ownership;
 pub mod publication;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};
 pub use ids::{IdSource, SequentialIds};
+pub use ownership::{APPLIER_LABEL, AppliedBy};

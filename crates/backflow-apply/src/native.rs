@@ -14,6 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use backflow_api::AppliedBy;
 use backflow_api::config::InventoryEntry;
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
@@ -25,8 +26,7 @@ use serde_json::Value;
 
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "backflow-applier";
-/// The ownership label stamped on every applied object.
-pub const OWNER_LABEL: &str = "backflow.dev/applier";
+use backflow_api::APPLIER_LABEL;
 
 /// What one apply did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,8 +35,10 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects whose declared fields already held (not written).
     pub unchanged: usize,
-    /// Objects Git changed that were edited live after the flush (or in its second): left as
-    /// they are for now. Ask again with them in [`ApplyRequest::retry`]: either the edit
+    /// Objects another applier owns (Flux, Argo CD, another claim): never written.
+    pub foreign: Vec<String>,
+    /// Objects Git changed that were edited live after the flush (or in its second), or while
+    /// the apply was reading them: left as they are for now. Ask again with them in [`ApplyRequest::retry`]: either the edit
     /// reached Git meanwhile (and wins), or Git's change is applied then.
     pub deferred: Vec<Identity>,
     /// Objects deleted because the commit no longer declares them.
@@ -91,6 +93,8 @@ enum Write {
     Deferred,
     /// Missing live and not changed by Git since the last apply (a catch-up): not re-created.
     Absent,
+    /// Another applier owns it: two appliers applying one object fight, so it is left alone.
+    Foreign,
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -98,6 +102,8 @@ pub struct NativeApplier {
     client: Client,
     /// `<namespace>.<claim>`: the ownership label's value.
     owner: String,
+    /// The same, as the owner of what this applier applies.
+    applied_by: AppliedBy,
     worker: WorkerHandle,
     folders: Vec<String>,
     identities: Vec<backflow_sops::Identity>,
@@ -127,6 +133,7 @@ impl NativeApplier {
         Self {
             client,
             owner: format!("{namespace}.{name}"),
+            applied_by: AppliedBy::claim(namespace, name),
             worker,
             folders,
             identities,
@@ -200,6 +207,10 @@ impl NativeApplier {
                         Write::Apply | Write::Stamp => report.applied += 1,
                         Write::None => report.unchanged += 1,
                         Write::Absent => continue,
+                        Write::Foreign => {
+                            report.foreign.push(object.path.clone());
+                            continue;
+                        }
                         Write::Deferred => report.deferred.push(object.identity.clone()),
                     }
                     applied.insert(entry.id.clone(), entry);
@@ -267,17 +278,22 @@ impl NativeApplier {
             .await
             .map_err(|e| format!("reading {}: {e}", object.identity.name))?
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
+        let owner = live.as_ref().and_then(|l| owned_by(l));
         let write = match live {
+            _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
             None if !changed => Write::Absent,
             None => Write::Apply,
             Some(live) if changed && !holds(&content, &live) => {
                 if edited_since(&live, cutoff) {
                     Write::Deferred
                 } else {
+                    // Applied only over the version judged: an edit landing meanwhile is kept.
+                    desired["metadata"]["resourceVersion"] =
+                        live["metadata"]["resourceVersion"].clone();
                     Write::Apply
                 }
             }
-            Some(live) if live["metadata"]["labels"][OWNER_LABEL] == self.owner.as_str() => {
+            Some(live) if live["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str() => {
                 Write::None
             }
             Some(_) => Write::Stamp,
@@ -285,9 +301,12 @@ impl NativeApplier {
         let name = &object.identity.name;
         let failed = |e: kube::Error| format!("applying {} {name}: {e}", object.identity.kind);
         match write {
-            Write::None | Write::Deferred | Write::Absent => return Ok((entry, write)),
+            Write::None | Write::Deferred | Write::Absent | Write::Foreign => {
+                return Ok((entry, write));
+            }
             Write::Stamp => {
-                let patch = serde_json::json!({"metadata": {"labels": {OWNER_LABEL: self.owner}}});
+                let patch =
+                    serde_json::json!({"metadata": {"labels": {APPLIER_LABEL: self.owner}}});
                 let params = PatchParams::default();
                 api.patch(
                     name,
@@ -301,13 +320,22 @@ impl NativeApplier {
                 .map_err(failed)?;
             }
             Write::Apply => {
-                api.patch(
-                    name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await
-                .map_err(failed)?;
+                let applied = api
+                    .patch(
+                        name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(&desired),
+                    )
+                    .await;
+                match applied {
+                    // Edited between the read and the write: the edit reaches Git and wins.
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        return Ok((entry, Write::Deferred));
+                    }
+                    other => {
+                        other.map_err(failed)?;
+                    }
+                }
             }
         }
         Ok((entry, write))
@@ -333,7 +361,7 @@ impl NativeApplier {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(OWNER_LABEL))
+            .and_then(|l| l.get(APPLIER_LABEL))
             != Some(&self.owner)
         {
             // Not ours any more (relabelled by hand, or another claim took it): never touched.
@@ -420,8 +448,16 @@ fn stamp(object: &mut Value, owner: Option<&str>, namespace: &str) {
         .entry("labels")
         .or_insert_with(|| Value::Object(serde_json::Map::new()));
     if let Some(labels) = labels.as_object_mut() {
-        labels.insert(OWNER_LABEL.into(), Value::String(owner.to_string()));
+        labels.insert(APPLIER_LABEL.into(), Value::String(owner.to_string()));
     }
+}
+
+/// The applier that owns a live object, from its stamps.
+fn owned_by(live: &Value) -> Option<AppliedBy> {
+    let map = |field: &str| -> Option<BTreeMap<String, String>> {
+        serde_json::from_value(live["metadata"][field].clone()).ok()
+    };
+    AppliedBy::of(map("labels").as_ref(), map("annotations").as_ref())
 }
 
 /// Whether a field manager other than the applier wrote the object (not its status) at or after

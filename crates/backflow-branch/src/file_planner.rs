@@ -99,8 +99,11 @@ impl FilePerObjectPlanner {
 
 impl Planner for FilePerObjectPlanner {
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
-        if let ObjectState::Sweep(scope) = &intent.state {
-            return Self::sweep(tree, &intent.target, scope);
+        match &intent.state {
+            ObjectState::Sweep(scope) => return Self::sweep(tree, &intent.target, scope),
+            // This planner writes no companion files.
+            ObjectState::Bootstrap => return Ok(Vec::new()),
+            ObjectState::Present(_) | ObjectState::Absent => {}
         }
         let path = Self::path_of(intent);
         if intent.key.name.contains('/')
@@ -115,7 +118,9 @@ impl Planner for FilePerObjectPlanner {
         }
         Ok(vec![match &intent.state {
             ObjectState::Present(value) => PathUpdate::write(path, Self::render(value)),
-            ObjectState::Absent | ObjectState::Sweep(_) => PathUpdate::remove(path),
+            ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => {
+                PathUpdate::remove(path)
+            }
         }])
     }
 }

@@ -16,6 +16,11 @@ pub enum ObjectState {
     /// A resync sweep: every object of one type in one namespace scope that the target holds
     /// and that is not in [`SweepScope::keep`] is gone (prune mode `Always`).
     Sweep(Arc<SweepScope>),
+    /// The target's folder exists: when it holds no file yet, its bootstrap files (README,
+    /// ignore file, `.sops.yaml` with encryption) are written even with no object to write.
+    /// An applier cannot apply a folder that does not exist (Argo CD retries a missing path,
+    /// Flux fails it), so a coordinated folder is bootstrapped by its resync.
+    Bootstrap,
 }
 
 /// What a sweep may remove: objects of `resource` in exactly the scope a resync gathered.
@@ -90,6 +95,16 @@ impl Intent {
             target: target.into(),
             key,
             state: ObjectState::Sweep(Arc::new(scope)),
+        }
+    }
+
+    /// The folder `target` exists (see [`ObjectState::Bootstrap`]). Its key names no resource
+    /// and no object, so it occupies a slot of its own per target.
+    pub fn bootstrap(target: impl Into<String>) -> Self {
+        Self {
+            target: target.into(),
+            key: ObjectKey::new(GroupResource::new("", ""), "", ""),
+            state: ObjectState::Bootstrap,
         }
     }
 

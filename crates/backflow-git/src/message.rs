@@ -41,6 +41,7 @@ impl MessageTemplates {
             ObjectState::Present(_) => "update",
             ObjectState::Absent => "delete",
             ObjectState::Sweep(_) => "prune",
+            ObjectState::Bootstrap => "bootstrap",
         };
         let mut targets: Vec<&str> = write.intents.keys().map(|(t, _)| t.as_str()).collect();
         targets.dedup();

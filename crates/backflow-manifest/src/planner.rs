@@ -7,6 +7,7 @@
 //! - `Absent`: the document is found by identity (the resource type's kind comes from the
 //!   [`KindMap`]) and removed; without a known kind, the layout path is checked instead. A file
 //!   whose last document goes is removed.
+//! - `Bootstrap`: a folder holding no file gets its bootstrap files; any other is left alone.
 //! - `Sweep(scope)`: every document of the scope's type in exactly its namespace scope whose
 //!   name is not kept is removed. Without a known kind the sweep is refused: guessing could
 //!   remove objects of another type.
@@ -401,6 +402,20 @@ impl YamlPlanner {
 }
 
 impl YamlPlanner {
+    /// The bootstrap files of a folder that holds no file yet (with encryption, its
+    /// `.sops.yaml` too); nothing for a folder that exists, so a README a person removed stays
+    /// removed.
+    fn bootstrap(&self, tree: &dyn TreeView, target: &str) -> Result<Vec<PathUpdate>, TreeError> {
+        if !tree.list(target)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut updates = bootstrap::missing(tree, target)?;
+        if let Some(encryptor) = self.crypto.as_ref().and_then(|c| c.map.get(target)) {
+            updates.extend(sops_config_update(tree, target, &encryptor)?);
+        }
+        Ok(updates)
+    }
+
     fn plan_with(
         &self,
         tree: &dyn TreeView,
@@ -412,6 +427,7 @@ impl YamlPlanner {
             ObjectState::Present(object) => self.present(tree, index, target, &intent.key, object),
             ObjectState::Absent => self.absent(tree, index, target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
+            ObjectState::Bootstrap => self.bootstrap(tree, target),
         }
     }
 }
@@ -653,6 +669,37 @@ mod tests {
             tree,
             &Intent::put("live", secret_key(name), secret(name, password, label)),
         )
+    }
+
+    #[test]
+    fn a_folder_that_holds_nothing_is_bootstrapped_and_one_that_exists_is_left_alone() {
+        let s = setup();
+        let mut tree = MemTree::default();
+        tree.apply(
+            s.planner
+                .plan(&tree, &Intent::bootstrap("apps"))
+                .expect("planned"),
+        );
+        let files: Vec<&String> = tree.0.keys().collect();
+        assert_eq!(files, ["apps/.gittargetignore", "apps/README.md"]);
+        // With encryption the folder gets its .sops.yaml too.
+        s.map.set(
+            "vault",
+            Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
+        );
+        tree.apply(
+            s.planner
+                .plan(&tree, &Intent::bootstrap("vault"))
+                .expect("planned"),
+        );
+        assert!(tree.text("vault/.sops.yaml").contains(&s.recipient));
+        // A person removed the README of a folder that exists: it stays removed.
+        tree.0.remove("apps/README.md");
+        let again = s
+            .planner
+            .plan(&tree, &Intent::bootstrap("apps"))
+            .expect("planned");
+        assert!(again.is_empty(), "{again:?}");
     }
 
     #[test]

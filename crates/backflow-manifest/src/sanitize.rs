@@ -37,10 +37,8 @@ const SERVER_METADATA: &[&str] = &[
 
 /// Label keys a controller stamps to track what it applied.
 const BOOKKEEPING_LABELS: &[&str] = &[
-    "kustomize.toolkit.fluxcd.io/name",
-    "kustomize.toolkit.fluxcd.io/namespace",
     // backflow's own applier's ownership label (`<namespace>.<claim>`).
-    "backflow.dev/applier",
+    backflow_api::APPLIER_LABEL,
 ];
 
 /// Label prefixes that are bookkeeping as a whole.
@@ -66,8 +64,9 @@ const BOOKKEEPING_ANNOTATION_PREFIXES: &[&str] = &[
     "backflow.dev/applied-",
 ];
 
-/// Flux annotations that carry user intent and stay; every other Flux annotation is bookkeeping.
-const FLUX_INTENT_ANNOTATIONS: &[&str] = &[
+/// Flux labels and annotations that carry user intent and stay; every other key under
+/// `kustomize.toolkit.fluxcd.io/` (its `name`/`namespace` ownership labels first) is bookkeeping.
+const FLUX_INTENT_KEYS: &[&str] = &[
     "kustomize.toolkit.fluxcd.io/ssa",
     "kustomize.toolkit.fluxcd.io/prune",
     "kustomize.toolkit.fluxcd.io/force",
@@ -81,6 +80,11 @@ pub fn is_bookkeeping_label(key: &str) -> bool {
         || BOOKKEEPING_LABEL_PREFIXES
             .iter()
             .any(|p| key.starts_with(p))
+        || is_flux_bookkeeping(key)
+}
+
+fn is_flux_bookkeeping(key: &str) -> bool {
+    key.starts_with("kustomize.toolkit.fluxcd.io/") && !FLUX_INTENT_KEYS.contains(&key)
 }
 
 /// Whether an annotation is controller bookkeeping that must not reach Git.
@@ -96,7 +100,7 @@ pub fn is_bookkeeping_annotation(key: &str) -> bool {
     {
         return true;
     }
-    key.starts_with("kustomize.toolkit.fluxcd.io/") && !FLUX_INTENT_ANNOTATIONS.contains(&key)
+    is_flux_bookkeeping(key)
 }
 
 /// The object as it should read in Git. Values that are not objects are returned unchanged.
@@ -264,7 +268,12 @@ mod tests {
             "kustomize.toolkit.fluxcd.io/reconcile"
         ));
         assert!(is_bookkeeping_label("kustomize.toolkit.fluxcd.io/name"));
-        assert!(!is_bookkeeping_label("kustomize.toolkit.fluxcd.io/other"));
+        // Every other Flux label is bookkeeping too, except the user-intent keys.
+        assert!(is_bookkeeping_label("kustomize.toolkit.fluxcd.io/other"));
+        assert!(!is_bookkeeping_label(
+            "kustomize.toolkit.fluxcd.io/reconcile"
+        ));
+        assert!(!is_bookkeeping_label("kustomize.toolkit.fluxcd.io/prune"));
         assert!(is_bookkeeping_label("kro.run/instance-id"));
         assert!(is_bookkeeping_label("applyset.kubernetes.io/part-of"));
         assert!(!is_bookkeeping_label("app.kubernetes.io/instance"));

@@ -45,6 +45,18 @@ pub struct BranchActivity {
     pub last_push_notice_at: Option<String>,
 }
 
+/// The reasons the mirror gave a target's applier to apply, counted since start: a counter
+/// that rose asks once, however many times it rose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyAsks {
+    /// Objects that appeared live without an applier's stamp (a create, a delete and
+    /// re-create): the applier adopts them (`CatchUp`).
+    pub adopt: u64,
+    /// Applier writes withheld from Git because they landed over a newer live edit: the
+    /// applier applies the tip that holds the edit (`Repair`).
+    pub repair: u64,
+}
+
 /// A branch: repository URL and branch name.
 pub type BranchKey = (String, String);
 
@@ -54,9 +66,8 @@ pub struct Board {
     streams: Mutex<BTreeMap<StreamSpec, StreamState>>,
     targets: Mutex<BTreeMap<TargetRef, TargetActivity>>,
     branches: Mutex<BTreeMap<BranchKey, BranchActivity>>,
-    /// Per target, how many objects appeared on the live side that no applier stamped (a
-    /// create, a delete and re-create): each makes an applier of the folder adopt them.
-    unstamped: Mutex<BTreeMap<TargetRef, u64>>,
+    /// Per target, the reasons given to its applier to apply, counted.
+    asks: Mutex<BTreeMap<TargetRef, ApplyAsks>>,
     /// Apply windows, shared with the claims that open and close them.
     pub windows: crate::ApplyWindows,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
@@ -128,22 +139,32 @@ impl Board {
 
     /// Records that an object appeared in `target`'s scope without an applier's stamp.
     pub fn unstamped_object(&self, target: &TargetRef) {
-        *self
-            .unstamped
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(target.clone())
-            .or_default() += 1;
+        self.ask(target, |asks| asks.adopt += 1);
     }
 
-    /// How many objects appeared in `target`'s scope without an applier's stamp so far.
-    pub fn unstamped_objects(&self, target: &TargetRef) -> u64 {
-        self.unstamped
+    /// Records that an applier's write over a newer live edit in `target` was withheld.
+    pub fn collision(&self, target: &TargetRef) {
+        self.ask(target, |asks| asks.repair += 1);
+    }
+
+    fn ask(&self, target: &TargetRef, count: impl FnOnce(&mut ApplyAsks)) {
+        count(
+            self.asks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(target.clone())
+                .or_default(),
+        );
+    }
+
+    /// The reasons given to `target`'s applier so far.
+    pub fn asks(&self, target: &TargetRef) -> ApplyAsks {
+        self.asks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(target)
             .copied()
-            .unwrap_or(0)
+            .unwrap_or_default()
     }
 
     /// Sets (or with `None` clears) what `target`'s `ApplierClaimReady` says.

@@ -350,6 +350,7 @@ impl Controller {
             spec: s.clone(),
             path: placement.path.clone(),
             prune: placement.prune,
+            applier: placement.applier.clone(),
             worker,
             branch: (placement.url.clone(), placement.branch.clone()),
             tracker: self.tracker.clone(),

@@ -22,6 +22,7 @@ mod plan;
 mod status;
 mod stream;
 mod tracker;
+mod window;
 mod workers;
 
 use std::path::PathBuf;
@@ -36,7 +37,9 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use board::ApplyAsks;
 pub use tracker::{Tracker, TrackerWaiter};
+pub use window::ApplyWindows;
 
 /// How often a branch worker reads its remote when nothing told it the branch moved, unless
 /// configured (`--git-refresh-interval`, `GitProvider.spec.refreshInterval`).
@@ -167,65 +170,6 @@ pub struct MirrorBranches {
     clock: Arc<dyn Clock>,
 }
 
-/// The apply windows of the coordinated targets: from the flush before an apply to the end of
-/// its operation (and [`ApplyWindows::GRACE`] after, for watch events still on their way), a
-/// write that is the applier's alone is that apply landing, and is not mirrored (it would carry
-/// the applied commit's values onto a newer tip).
-#[derive(Debug, Clone, Default)]
-pub struct ApplyWindows(Arc<Mutex<std::collections::BTreeMap<(String, String), Window>>>);
-
-/// One target's window: open since the flush, until the operation ended plus the grace.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    since: std::time::SystemTime,
-    until: Option<std::time::SystemTime>,
-}
-
-impl ApplyWindows {
-    /// How long a window stays open after its operation ended: the apply's last watch events
-    /// may still be on their way.
-    pub const GRACE: Duration = Duration::from_secs(2);
-
-    /// Opens the window of each target (namespace, name), from `since` (the flush).
-    pub fn open(&self, targets: &[(String, String)], since: std::time::SystemTime) {
-        let mut windows = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for t in targets {
-            windows.insert(t.clone(), Window { since, until: None });
-        }
-    }
-
-    /// The operation of each target ended at `at`: its window closes after the grace.
-    pub fn close(&self, targets: &[(String, String)], at: std::time::SystemTime) {
-        let mut windows = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for t in targets {
-            if let Some(w) = windows.get_mut(t) {
-                w.until = Some(at + Self::GRACE);
-            }
-        }
-    }
-
-    /// Since when the window of `target` is open at `now`, if it is.
-    #[must_use]
-    pub fn since(
-        &self,
-        target: &(String, String),
-        now: std::time::SystemTime,
-    ) -> Option<std::time::SystemTime> {
-        let windows = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let w = windows.get(target)?;
-        w.until.is_none_or(|until| now < until).then_some(w.since)
-    }
-}
-
 /// Whether the applier claim a `GitTarget` names can act: its `ApplierClaimReady` condition,
 /// written by the mirror with the rest of the target's status (one writer of the list).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,13 +232,14 @@ impl MirrorBranches {
             .tip
     }
 
-    /// How many objects appeared in `GitTarget` `namespace/name`'s scope (a live create, a
-    /// resync) without an applier's stamp so far: when it grows, the folder's applier adopts.
+    /// The reasons the mirror gave `GitTarget` `namespace/name`'s applier so far: objects that
+    /// appeared without an applier's stamp (adopt), applier writes withheld over a newer live
+    /// edit (repair). A counter that grew asks once.
     #[must_use]
-    pub fn unstamped_objects(&self, namespace: &str, name: &str) -> u64 {
+    pub fn apply_asks(&self, namespace: &str, name: &str) -> ApplyAsks {
         self.workers
             .board()
-            .unstamped_objects(&(namespace.to_string(), name.to_string()))
+            .asks(&(namespace.to_string(), name.to_string()))
     }
 
     /// Whether every watch stream of `GitTarget` `namespace/name` has published its snapshot.

@@ -50,6 +50,10 @@ pub struct MirrorMetrics {
     /// Writes that are an applier's alone: `not_mirrored` (an apply landing inside its window)
     /// or `late` (no window open: mirrored as an edit).
     pub apply_echoes: Family<EchoLabels, Counter>,
+    /// Applier writes withheld from Git because they landed over a newer live edit.
+    pub apply_collisions: Family<TargetLabels, Counter>,
+    /// Objects another applier owns, kept out of a coordinated folder (each counted once).
+    pub ownership_conflicts: Family<TargetLabels, Counter>,
 }
 
 /// Labels of an applier's write seen by a watch.
@@ -95,10 +99,21 @@ impl MirrorMetrics {
             "New files placed, by the rule that placed them",
             m.placements.clone(),
         );
-        registry.sub_registry_with_prefix("backflow_apply").register(
+        let apply = registry.sub_registry_with_prefix("backflow_apply");
+        apply.register(
             "echoes",
             "Writes by the applier alone seen by the mirror: not_mirrored inside an apply window, late outside one",
             m.apply_echoes.clone(),
+        );
+        apply.register(
+            "window_collisions",
+            "Applier writes over a newer live edit, withheld from Git (a Repair applies the edit back)",
+            m.apply_collisions.clone(),
+        );
+        apply.register(
+            "ownership_conflicts",
+            "Objects another applier owns, neither mirrored into nor swept from a coordinated folder",
+            m.ownership_conflicts.clone(),
         );
         m
     }

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use backflow_api::GroupResource;
 use backflow_api::config::{
     AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
 };
+use backflow_api::{AppliedBy, GroupResource};
 use backflow_manifest::PlacementRules;
 use backflow_manifest::validate_template;
 use kube::ResourceExt;
@@ -109,6 +109,9 @@ pub struct TargetPlan {
     pub placement: PlacementRules,
     /// Types written only encrypted beyond Secrets (`spec.encryption.sensitiveResources`).
     pub sensitive: Vec<GroupResource>,
+    /// The applier of the folder when an applier claim coordinates it
+    /// (`spec.applierClaimRef`): objects other appliers own are then not mirrored into it.
+    pub applier: Option<AppliedBy>,
 }
 
 impl TargetPlan {
@@ -132,6 +135,8 @@ pub struct StreamPlacement {
     pub url: String,
     /// The branch.
     pub branch: String,
+    /// The folder's applier, when a claim coordinates it.
+    pub applier: Option<AppliedBy>,
 }
 
 impl StreamPlacement {
@@ -143,6 +148,7 @@ impl StreamPlacement {
             prune: target.prune,
             url: target.url.clone(),
             branch: target.branch.clone(),
+            applier: target.applier.clone(),
         }
     }
 
@@ -409,6 +415,13 @@ fn plan_target(t: &GitTarget, providers: &[GitProvider]) -> Result<TargetPlan, P
                     .collect()
             })
             .unwrap_or_default(),
+        // Every claim kind stamps backflow's label for now; a Flux or Argo CD claim will name
+        // the Kustomization or Application it holds.
+        applier: t
+            .spec
+            .applier_claim_ref
+            .as_ref()
+            .map(|claim| AppliedBy::claim(&ns, &claim.name)),
     })
 }
 
@@ -540,6 +553,7 @@ mod tests {
             prune: PruneMode::OnEvent,
             url: "file:///r.git".into(),
             branch: "main".into(),
+            applier: None,
         };
         let running = BTreeMap::from([
             (spec("configmaps"), at("live")),

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use backflow_api::config::PruneMode;
-use backflow_api::{Clock, GroupResource, ObjectKey};
+use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey};
 use backflow_git::{Intent, Pushed, SweepScope, WorkerHandle, WriteError};
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
@@ -23,6 +23,7 @@ use crate::board::{Board, StreamState};
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::StreamSpec;
 use crate::tracker::{Outcome, PublicationRx, Tracker};
+use crate::window::{Verdict, WindowEdits};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -35,6 +36,9 @@ pub struct StreamContext {
     pub path: String,
     /// The target's deletion policy.
     pub prune: PruneMode,
+    /// The folder's applier when a claim coordinates it: objects other appliers own are not
+    /// mirrored, and a resync bootstraps the folder.
+    pub applier: Option<AppliedBy>,
     /// The branch worker of the target's branch.
     pub worker: WorkerHandle,
     /// The target's branch (repository URL, branch), for its `GitBranch` status.
@@ -145,6 +149,31 @@ impl StreamContext {
         rx
     }
 
+    /// Whether another applier than the folder's owns an object (`owner`): then it is neither
+    /// mirrored nor swept. Logged and counted once per object.
+    fn owned_elsewhere(
+        &self,
+        key: &ObjectKey,
+        owner: Option<&AppliedBy>,
+        excluded: &mut BTreeSet<ObjectKey>,
+    ) -> bool {
+        if !AppliedBy::excludes(self.applier.as_ref(), owner) {
+            excluded.remove(key);
+            return false;
+        }
+        if excluded.insert(key.clone()) {
+            let owner = owner.map(ToString::to_string).unwrap_or_default();
+            tracing::warn!(target = %self.target_label(), object = %key, %owner, "another applier owns this object: not mirrored into the coordinated folder");
+            self.metrics
+                .ownership_conflicts
+                .get_or_create(&TargetLabels {
+                    target: self.target_label(),
+                })
+                .inc();
+        }
+        true
+    }
+
     fn sanitized(&self, obj: &DynamicObject) -> Option<Value> {
         let value = serde_json::to_value(obj).ok()?;
         Some(backflow_manifest::sanitize(&value))
@@ -156,6 +185,17 @@ impl StreamContext {
 /// read is stale. A fingerprint rather than the value, so the mirror does not hold a second copy
 /// of every object.
 type Submitted = BTreeMap<ObjectKey, (Fingerprint, u64)>;
+
+/// What one stream remembers between events.
+#[derive(Debug, Default)]
+struct Memory {
+    /// What it last submitted, per object.
+    submitted: Submitted,
+    /// Live edits seen in the open apply window.
+    window_edits: WindowEdits,
+    /// Objects another applier owns, already logged and counted.
+    excluded: BTreeSet<ObjectKey>,
+}
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
 /// pair colliding is as unlikely as a Git object collision.
@@ -190,7 +230,7 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
         let mut events = watcher::watcher(api.clone(), config)
             .default_backoff()
             .boxed();
-        let mut last = Submitted::new();
+        let mut memory = Memory::default();
         let mut snapshot: Vec<Listed> = Vec::new();
         let mut fall_back = false;
         loop {
@@ -200,7 +240,7 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                     None => break,
                 },
                 Some(done) = barriers.recv() => {
-                    catch_up(&ctx, &api, &gr, &mut last).await;
+                    catch_up(&ctx, &api, &gr, &mut memory).await;
                     let _ = done.send(());
                     continue;
                 }
@@ -214,11 +254,11 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                 // held until the whole snapshot is read.
                 Ok(Event::InitApply(obj)) => snapshot.push(Listed::new(&ctx, &gr, &obj)),
                 Ok(Event::InitDone) => {
-                    resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut last);
+                    resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut memory);
                     ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
                 }
-                Ok(Event::Apply(obj)) => apply(&ctx, &gr, &obj, &mut last),
-                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj, &mut last),
+                Ok(Event::Apply(obj)) => apply(&ctx, &gr, &obj, &mut memory),
+                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj, &mut memory),
                 Err(e) => {
                     if streaming && refuses_streaming_lists(&e) {
                         fall_back = true;
@@ -259,7 +299,7 @@ async fn catch_up(
     ctx: &StreamContext,
     api: &Api<DynamicObject>,
     gr: &GroupResource,
-    last: &mut Submitted,
+    memory: &mut Memory,
 ) {
     let objects = match api.list(&kube::api::ListParams::default()).await {
         Ok(list) => list.items,
@@ -271,15 +311,16 @@ async fn catch_up(
     let mut present = BTreeSet::new();
     for obj in &objects {
         present.insert(object_key(gr, obj));
-        apply(ctx, gr, obj, last);
+        apply(ctx, gr, obj, memory);
     }
-    let gone: Vec<ObjectKey> = last
+    let gone: Vec<ObjectKey> = memory
+        .submitted
         .keys()
         .filter(|k| !present.contains(*k))
         .cloned()
         .collect();
     for key in gone {
-        last.remove(&key);
+        memory.submitted.remove(&key);
         if ctx.prune != PruneMode::Never {
             ctx.count("submitted");
             let rx = ctx.follow(
@@ -299,6 +340,8 @@ struct Listed {
     value: Option<Value>,
     /// Whether an applier stamped it.
     stamped: bool,
+    /// The applier that owns it, read before sanitizing strips the stamps.
+    owner: Option<AppliedBy>,
 }
 
 impl Listed {
@@ -308,12 +351,13 @@ impl Listed {
             resource_version: resource_version(obj),
             value: ctx.sanitized(obj),
             stamped: stamped(obj),
+            owner: owner(obj),
         }
     }
 }
 
-fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &mut Submitted) {
-    last.clear();
+fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
+    memory.submitted.clear();
     let count = objects.len();
     let mut intents = Vec::with_capacity(count);
     let mut keep = BTreeSet::new();
@@ -324,17 +368,26 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &
             resource_version: rv,
             value,
             stamped,
+            owner,
         } = listed;
+        // Kept in the sweep's scope either way: another applier's document is not removed.
+        keep.insert((key.namespace.clone(), key.name.clone()));
+        if ctx.owned_elsewhere(&key, owner.as_ref(), &mut memory.excluded) {
+            continue;
+        }
         if !stamped && value.is_some() {
             // A resync that writes an object no applier stamped: the folder's applier adopts it.
             ctx.board.unstamped_object(&ctx.spec.target);
         }
-        keep.insert((key.namespace.clone(), key.name.clone()));
         seen.push((key.clone(), rv));
         if let Some(v) = value {
-            last.insert(key.clone(), (fingerprint(&v), rv));
+            memory.submitted.insert(key.clone(), (fingerprint(&v), rv));
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
+    }
+    if ctx.applier.is_some() {
+        // A coordinated folder exists before it is applied, even with nothing in it.
+        intents.push(Intent::bootstrap(ctx.path.clone()));
     }
     if ctx.prune == PruneMode::Always {
         let scope = SweepScope {
@@ -364,13 +417,18 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, last: &
     }
 }
 
-fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut Submitted) {
+fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
+    if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
     let Some(value) = ctx.sanitized(obj) else {
         return;
     };
     let print = fingerprint(&value);
+    let last = &mut memory.submitted;
     let stale = last
         .get(&key)
         .is_some_and(|(_, seen)| rv != 0 && rv <= *seen);
@@ -389,25 +447,25 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    match applier_write(
-        obj,
-        ctx.board.windows.since(&ctx.spec.target, ctx.clock.now()),
-    ) {
-        Some(Echo::Landing) => {
-            // The apply landing: Git holds what it applied (or a newer tip that will be applied).
-            ctx.echo("not_mirrored");
-            last.insert(key.clone(), (print, rv));
+    match judge_in_window(ctx, memory, &key, obj) {
+        Verdict::Edit | Verdict::Late => {}
+        Verdict::Landing => {
+            // Git holds what was applied (or a newer tip that will be applied).
+            memory.submitted.insert(key.clone(), (print, rv));
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
-        Some(Echo::Late) => ctx.echo("late"),
-        None => {}
+        Verdict::Collision => {
+            // Git keeps the edit, and remembers it: the Repair's landing then changes nothing.
+            ctx.tracker.record_unchanged(key, rv);
+            return;
+        }
     }
-    if !last.contains_key(&key) && !stamped(obj) {
+    if !memory.submitted.contains_key(&key) && !stamped(obj) {
         // A live create (or a delete and re-create): an applier of the folder adopts it.
         ctx.board.unstamped_object(&ctx.spec.target);
     }
-    last.insert(key.clone(), (print, rv));
+    memory.submitted.insert(key.clone(), (print, rv));
     ctx.count("submitted");
     let rx = ctx.follow(
         ctx.worker
@@ -416,61 +474,57 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mu
     ctx.tracker.record(key, rv, rx);
 }
 
-/// The field manager of backflow's native applier.
-const APPLIER_MANAGER: &str = "backflow-applier";
-
-/// A write whose newest field managers are the applier's alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Echo {
-    /// Inside an open apply window, made since it opened, to an object nobody else wrote in it.
-    Landing,
-    /// With no window open: mirrored like any edit.
-    Late,
-}
-
-/// Whether `obj`'s newest managedFields entries are the applier's alone, and whether that is an
-/// apply landing inside the window opened at `window` (second precision: an entry in the
-/// window's second counts as inside it).
-fn applier_write(obj: &DynamicObject, window: Option<std::time::SystemTime>) -> Option<Echo> {
-    let entries = obj.metadata.managed_fields.as_deref().unwrap_or_default();
-    let times: Vec<(bool, i64)> = entries
-        .iter()
-        .filter(|e| e.subresource.as_deref() != Some("status"))
-        .filter_map(|e| {
-            let time = e.time.as_ref()?.0.as_second();
-            Some((e.manager.as_deref() == Some(APPLIER_MANAGER), time))
-        })
-        .collect();
-    let newest = times.iter().map(|(_, t)| *t).max()?;
-    if !times
-        .iter()
-        .filter(|(_, t)| *t == newest)
-        .all(|(ours, _)| *ours)
-    {
-        return None;
+/// Judges a write against the apply window, counting what the verdict means: the apply landing
+/// and the applier's write over a newer live edit are kept out of Git, and the latter asks for a
+/// Repair.
+fn judge_in_window(
+    ctx: &StreamContext,
+    memory: &mut Memory,
+    key: &ObjectKey,
+    obj: &DynamicObject,
+) -> Verdict {
+    let window = ctx.board.windows.since(&ctx.spec.target, ctx.clock.now());
+    let verdict = memory.window_edits.judge(key, obj, window);
+    match verdict {
+        Verdict::Edit => {}
+        Verdict::Late => ctx.echo("late"),
+        Verdict::Landing => ctx.echo("not_mirrored"),
+        Verdict::Collision => {
+            tracing::info!(target = %ctx.target_label(), object = %key, "the apply wrote over a newer live edit: kept out of Git, asking for a Repair");
+            ctx.metrics
+                .apply_collisions
+                .get_or_create(&TargetLabels {
+                    target: ctx.target_label(),
+                })
+                .inc();
+            ctx.board.collision(&ctx.spec.target);
+        }
     }
-    let Some(since) = window else {
-        return Some(Echo::Late);
-    };
-    let since = since
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let others_in_window = times.iter().any(|(ours, t)| !ours && *t >= since);
-    (newest >= since && !others_in_window).then_some(Echo::Landing)
+    verdict
 }
-
-/// The label backflow's applier stamps on what it applied.
-pub const APPLIER_LABEL: &str = "backflow.dev/applier";
 
 /// Whether an applier stamped the object (it is then in some claim's inventory).
 fn stamped(obj: &DynamicObject) -> bool {
     obj.labels().contains_key(APPLIER_LABEL)
 }
 
-fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, last: &mut Submitted) {
+/// The applier that owns the object, read from its stamps.
+fn owner(obj: &DynamicObject) -> Option<AppliedBy> {
+    AppliedBy::of(
+        obj.metadata.labels.as_ref(),
+        obj.metadata.annotations.as_ref(),
+    )
+}
+
+fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
-    last.remove(&key);
+    memory.submitted.remove(&key);
+    if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
+        memory.excluded.remove(&key);
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
     if ctx.prune == PruneMode::Never {
         ctx.count("kept");
         ctx.tracker.record_unchanged(key, rv);
@@ -514,59 +568,5 @@ mod tests {
             assert!(!refuses_streaming_lists(&other), "{code}");
         }
         assert!(!refuses_streaming_lists(&watcher::Error::NoResourceVersion));
-    }
-}
-
-#[cfg(test)]
-mod echo_tests {
-    use std::time::{Duration, UNIX_EPOCH};
-
-    use super::*;
-
-    fn object(entries: &[(&str, u64)]) -> DynamicObject {
-        let fields: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|(manager, secs)| {
-                let time = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(*secs));
-                serde_json::json!({"manager": manager, "operation": "Update", "time": time.to_string()})
-            })
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "managedFields": fields},
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn an_apply_landing_is_the_applier_alone_newest_inside_its_window() {
-        let window = Some(UNIX_EPOCH + Duration::from_secs(100));
-        let landing = object(&[("kubectl-edit", 50), ("backflow-applier", 101)]);
-        assert_eq!(applier_write(&landing, window), Some(Echo::Landing));
-        assert_eq!(
-            applier_write(&landing, None),
-            Some(Echo::Late),
-            "no window: an edit"
-        );
-        let edited_in_window = object(&[("kubectl-edit", 100), ("backflow-applier", 101)]);
-        assert_eq!(
-            applier_write(&edited_in_window, window),
-            None,
-            "somebody else wrote in it"
-        );
-        let tie = object(&[("kubectl-edit", 101), ("backflow-applier", 101)]);
-        assert_eq!(
-            applier_write(&tie, window),
-            None,
-            "a tie with another manager is mirrored"
-        );
-        let before = object(&[("backflow-applier", 90)]);
-        assert_eq!(
-            applier_write(&before, window),
-            None,
-            "older than the window"
-        );
-        let user = object(&[("backflow-applier", 90), ("kubectl-edit", 120)]);
-        assert_eq!(applier_write(&user, window), None);
     }
 }

@@ -565,6 +565,14 @@ impl Engine {
             ));
         }
         let body = self.check_body(t, req.namespace, Some(name), body)?;
+        // A resourceVersion in an apply configuration is an optimistic lock, as for an update.
+        let expected = object::resource_version(&body);
+        if let Some(old) = existing
+            && !expected.is_empty()
+            && expected != object::resource_version(old)
+        {
+            return Err(ApiError::stale(&t.group, &t.plural, name));
+        }
         let live = existing.map(|o| at_version(o, t));
         let api_version = t.api_version();
         let apply_req = ApplyRequest {

@@ -23,7 +23,7 @@ pub struct OperationLabels {
 pub struct ObjectLabels {
     /// `namespace/name` of the claim.
     pub claim: String,
-    /// `applied`, `unchanged`, `pruned`, `failed`.
+    /// `applied`, `unchanged`, `pruned`, `failed`, `owned_elsewhere` (another applier owns it).
     pub result: String,
 }
 

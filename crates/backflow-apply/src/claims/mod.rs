@@ -93,7 +93,8 @@ struct Running {
     task: JoinHandle<()>,
     gate: Option<Option<Hold>>,
     tip: Option<String>,
-    unstamped: BTreeMap<(String, String), u64>,
+    /// Per target, the mirror's asks already turned into reasons.
+    asks: BTreeMap<(String, String), backflow_mirror::ApplyAsks>,
 }
 
 struct Coordinator {
@@ -268,7 +269,7 @@ impl Coordinator {
                 task,
                 gate: None,
                 tip: None,
-                unstamped: BTreeMap::new(),
+                asks: BTreeMap::new(),
             },
         );
     }
@@ -305,7 +306,8 @@ impl Coordinator {
         identities
     }
 
-    /// Tells each runner what holds it back, the branch's tip, and new objects to adopt.
+    /// Tells each runner what holds it back, the branch's tip, and what the mirror asks
+    /// (objects to adopt, collisions to repair).
     async fn refresh_gates(&mut self) {
         for running in self.running.values_mut() {
             let hold = if running.plan.targets.iter().any(|t| self.saving.contains(t)) {
@@ -328,15 +330,21 @@ impl Coordinator {
                 running.tip = tip;
             }
             for (ns, name) in &running.plan.targets {
-                let seen = self.mirror.unstamped_objects(ns, name);
+                let seen = self.mirror.apply_asks(ns, name);
                 let before = running
-                    .unstamped
+                    .asks
                     .insert((ns.clone(), name.clone()), seen)
-                    .unwrap_or(0);
-                if seen > before {
+                    .unwrap_or_default();
+                if seen.adopt > before.adopt {
                     let _ = running
                         .commands
                         .send(RunnerCommand::Reason(Reason::CatchUpAdopt))
+                        .await;
+                }
+                if seen.repair > before.repair {
+                    let _ = running
+                        .commands
+                        .send(RunnerCommand::Reason(Reason::Repair))
                         .await;
                 }
             }

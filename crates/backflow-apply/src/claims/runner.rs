@@ -274,6 +274,11 @@ impl Runner {
         self.metrics.objects(&claim, "unchanged", report.unchanged);
         self.metrics.objects(&claim, "pruned", report.pruned);
         self.metrics
+            .objects(&claim, "owned_elsewhere", report.foreign.len());
+        for path in &report.foreign {
+            tracing::warn!(%claim, %path, "another applier owns the object this file declares: not applied");
+        }
+        self.metrics
             .objects(&claim, "failed", report.failures.len());
         self.inventory = report.inventory;
         self.failures.clone_from(&report.failures);
@@ -291,11 +296,12 @@ impl Runner {
             (
                 OperationPhase::Succeeded,
                 format!(
-                    "applied {}, unchanged {}, pruned {}, left to a newer live edit {}",
+                    "applied {}, unchanged {}, pruned {}, left to a newer live edit {}, owned by another applier {}",
                     report.applied,
                     report.unchanged,
                     report.pruned,
-                    report.deferred.len()
+                    report.deferred.len(),
+                    report.foreign.len()
                 ),
             )
         } else {

@@ -171,7 +171,7 @@ pub fn file(name: &str) -> String {
 fn render(intent: &Intent) -> Option<String> {
     match &intent.state {
         ObjectState::Present(v) => Some(v.as_str().unwrap_or_default().to_string()),
-        ObjectState::Absent | ObjectState::Sweep(_) => None,
+        ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => None,
     }
 }
 

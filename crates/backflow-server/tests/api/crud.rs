@@ -473,6 +473,19 @@ async fn stale_replace_is_a_conflict(t: Transport) {
         .await,
     );
     assert_eq!((lost.code, lost.reason.as_str()), (409, "Conflict"));
+    // So is a server-side apply carrying it: kube-apiserver treats it as an optimistic lock.
+    let apply = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "shared", "resourceVersion": first.resource_version()},
+        "data": {"v": "mine"}});
+    let lost = status_of(
+        api.patch(
+            "shared",
+            &PatchParams::apply("backflow-applier").force(),
+            &Patch::Apply(&apply),
+        )
+        .await,
+    );
+    assert_eq!((lost.code, lost.reason.as_str()), (409, "Conflict"));
 
     let now = api.get("shared").await.expect("get");
     assert_eq!(now.data.as_ref().expect("data")["v"], "theirs");

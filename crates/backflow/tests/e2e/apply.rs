@@ -9,13 +9,13 @@ use crate::common::*;
 use crate::secrets::{sops_bin, sops_encrypt_in_place};
 
 /// The default claim's status.
-fn claim(w: &World) -> Value {
+pub(crate) fn claim(w: &World) -> Value {
     w.get_json(&["nativeclaim", "default", "-n", "backflow-system"])["status"].clone()
 }
 
 /// Waits until the claim's last operation succeeded applying `commit` or a commit built on it
 /// (the flush before an apply publishes what the mirror has pending on top of a push).
-fn wait_applied(w: &World, commit: &str) -> Value {
+pub(crate) fn wait_applied(w: &World, commit: &str) -> Value {
     wait_for(
         &format!("an operation applying {commit} to succeed"),
         || format!("{:#}", claim(w)),
@@ -36,7 +36,7 @@ fn wait_applied(w: &World, commit: &str) -> Value {
 }
 
 /// Waits for the claim to have applied something, and for the mirror to settle.
-fn wait_acting(w: &World) {
+pub(crate) fn wait_acting(w: &World) {
     w.wait_settled();
     wait_for(
         "the default claim's first operation",
@@ -67,7 +67,7 @@ fn wait_value(w: &World, name: &str, key: &str, value: &str) {
     );
 }
 
-fn operations(w: &World) -> u64 {
+pub(crate) fn operations(w: &World) -> u64 {
     metric_sum(&w.metrics(), "backflow_apply_operations_total", &[]).round() as u64
 }
 
@@ -103,7 +103,7 @@ fn wait_idle(w: &World) {
 
 /// Nothing more happens for `quiet`, once what is already on its way (an apply deferred to an
 /// edit of the flush's second is looked at again 1.5 s later) has ended: no commit, no apply.
-fn assert_quiescent(w: &World, quiet: Duration) {
+pub(crate) fn assert_quiescent(w: &World, quiet: Duration) {
     let mut last = (operations(w), w.tip());
     let mut since = Instant::now();
     wait_for(

@@ -1,7 +1,7 @@
 //! The `backflow` binary end to end, in one test crate so the shared helpers compile once:
 //! durability across SIGKILL and SIGTERM (`durability`), kubectl of every version on the
 //! machine (`kubectl`), the mirror (`mirror`), secrets through the real `sops` (`secrets`), and
-//! the operator against another API server (`operator`), push webhooks (`receiver`).
+//! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live (`apply`) and its apply window (`window`).
 
 #![allow(
     clippy::unwrap_used,
@@ -17,3 +17,4 @@ mod mirror;
 mod operator;
 mod receiver;
 mod secrets;
+mod window;

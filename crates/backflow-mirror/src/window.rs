@@ -1,0 +1,261 @@
+//! The apply window, as the watch streams see it: which write is an apply landing (kept out of
+//! Git), and which is an apply landing over a newer live edit (withheld, and repaired).
+//!
+//! A window opens at the flush before an apply and closes when its operation ends (plus
+//! [`ApplyWindows::GRACE`]). Inside it, a write whose newest field managers are the applier's
+//! alone, to an object nobody else edited in the window, is the apply landing: mirrored, it
+//! would carry the applied commit's values onto a newer tip. An edit made in the window keeps
+//! its value in Git; when the applier's write lands over it, that write is withheld and a
+//! Repair applies the tip that holds the edit. The edit is captured from its own watch event: a
+//! forced apply may take the editor's fields over, so managedFields read after the apply cannot
+//! be trusted to show it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use backflow_api::ObjectKey;
+use kube::api::DynamicObject;
+
+/// The field manager of backflow's native applier.
+const APPLIER_MANAGER: &str = "backflow-applier";
+
+/// The apply windows of the coordinated targets, shared by the claims (which open and close
+/// them) and the watch streams (which judge writes against them).
+#[derive(Debug, Clone, Default)]
+pub struct ApplyWindows(Arc<Mutex<BTreeMap<(String, String), Window>>>);
+
+/// One target's window: open since the flush, until the operation ended plus the grace.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    since: SystemTime,
+    until: Option<SystemTime>,
+}
+
+impl ApplyWindows {
+    /// How long a window stays open after its operation ended: the apply's last watch events
+    /// may still be on their way.
+    pub const GRACE: Duration = Duration::from_secs(2);
+
+    /// Opens the window of each target (namespace, name), from `since` (the flush).
+    pub fn open(&self, targets: &[(String, String)], since: SystemTime) {
+        let mut windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in targets {
+            windows.insert(t.clone(), Window { since, until: None });
+        }
+    }
+
+    /// The operation of each target ended at `at`: its window closes after the grace.
+    pub fn close(&self, targets: &[(String, String)], at: SystemTime) {
+        let mut windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in targets {
+            if let Some(w) = windows.get_mut(t) {
+                w.until = Some(at + Self::GRACE);
+            }
+        }
+    }
+
+    /// Since when the window of `target` is open at `now`, if it is.
+    #[must_use]
+    pub fn since(&self, target: &(String, String), now: SystemTime) -> Option<SystemTime> {
+        let windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let w = windows.get(target)?;
+        w.until.is_none_or(|until| now < until).then_some(w.since)
+    }
+}
+
+/// What a write is, judged against its target's apply window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Somebody's edit (or a write the window cannot prove is the applier's): mirrored.
+    Edit,
+    /// The applier's alone with no window open: mirrored like any edit, counted `late`.
+    Late,
+    /// The apply landing: not mirrored.
+    Landing,
+    /// The applier's write over a live edit made in the window: withheld from Git (the edit
+    /// keeps its value there), and a Repair is asked for.
+    Collision,
+}
+
+/// The live edits one stream saw inside the open window, captured from their own watch
+/// events: per object, the second of the edit.
+#[derive(Debug, Default)]
+pub(crate) struct WindowEdits {
+    /// The window the edits were seen in (its start); another window forgets them.
+    window: Option<SystemTime>,
+    edits: BTreeMap<ObjectKey, i64>,
+}
+
+impl WindowEdits {
+    /// Judges a write of `key` (the object as its watch event carries it) against the window
+    /// open since `window`, and remembers it when it is an edit made inside the window.
+    pub(crate) fn judge(
+        &mut self,
+        key: &ObjectKey,
+        obj: &DynamicObject,
+        window: Option<SystemTime>,
+    ) -> Verdict {
+        if self.window != window {
+            self.window = window;
+            self.edits.clear();
+        }
+        let since = window.map(unix_second);
+        let writes = Writes::of(obj);
+        let Some(newest) = writes.newest() else {
+            return Verdict::Edit;
+        };
+        if !writes.applier_alone_at(newest) {
+            if since.is_some_and(|s| newest >= s) {
+                self.edits.insert(key.clone(), newest);
+            }
+            return Verdict::Edit;
+        }
+        let Some(since) = since else {
+            return Verdict::Late;
+        };
+        // The edit's event came first, so in the same second the edit arrived first.
+        if self.edits.get(key).is_some_and(|edit| newest >= *edit) {
+            self.edits.remove(key);
+            return Verdict::Collision;
+        }
+        if newest >= since && !writes.others_since(since) {
+            Verdict::Landing
+        } else {
+            Verdict::Edit
+        }
+    }
+}
+
+/// An object's non-status managedFields entries: whether each is the applier's, and its second.
+struct Writes(Vec<(bool, i64)>);
+
+impl Writes {
+    fn of(obj: &DynamicObject) -> Self {
+        let entries = obj.metadata.managed_fields.as_deref().unwrap_or_default();
+        Self(
+            entries
+                .iter()
+                .filter(|e| e.subresource.as_deref() != Some("status"))
+                .filter_map(|e| {
+                    let time = e.time.as_ref()?.0.as_second();
+                    Some((e.manager.as_deref() == Some(APPLIER_MANAGER), time))
+                })
+                .collect(),
+        )
+    }
+
+    fn newest(&self) -> Option<i64> {
+        self.0.iter().map(|(_, t)| *t).max()
+    }
+
+    /// Whether every entry of second `at` is the applier's (a tie with another manager is not).
+    fn applier_alone_at(&self, at: i64) -> bool {
+        self.0
+            .iter()
+            .filter(|(_, t)| *t == at)
+            .all(|(ours, _)| *ours)
+    }
+
+    /// Whether another manager's entry is as new as `since` (managedFields have second
+    /// precision: the window's own second counts as inside it).
+    fn others_since(&self, since: i64) -> bool {
+        self.0.iter().any(|(ours, t)| !ours && *t >= since)
+    }
+}
+
+fn unix_second(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use backflow_api::GroupResource;
+
+    use super::*;
+
+    fn object(entries: &[(&str, u64)]) -> DynamicObject {
+        let fields: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(manager, secs)| {
+                let time = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(*secs));
+                serde_json::json!({"manager": manager, "operation": "Update", "time": time.to_string()})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "managedFields": fields},
+        }))
+        .unwrap()
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
+    }
+
+    fn judge(entries: &[(&str, u64)], window: Option<u64>) -> Verdict {
+        WindowEdits::default().judge(
+            &key("a"),
+            &object(entries),
+            window.map(|s| UNIX_EPOCH + Duration::from_secs(s)),
+        )
+    }
+
+    #[test]
+    fn an_apply_landing_is_the_applier_alone_newest_inside_its_window() {
+        let landing = [("kubectl-edit", 50), ("backflow-applier", 101)];
+        assert_eq!(judge(&landing, Some(100)), Verdict::Landing);
+        assert_eq!(judge(&landing, None), Verdict::Late, "no window: an edit");
+        let edited_in_window = [("kubectl-edit", 100), ("backflow-applier", 101)];
+        assert_eq!(
+            judge(&edited_in_window, Some(100)),
+            Verdict::Edit,
+            "somebody else wrote in it"
+        );
+        let tie = [("kubectl-edit", 101), ("backflow-applier", 101)];
+        assert_eq!(
+            judge(&tie, Some(100)),
+            Verdict::Edit,
+            "a tie with another manager is mirrored"
+        );
+        let before = [("backflow-applier", 90)];
+        assert_eq!(
+            judge(&before, Some(100)),
+            Verdict::Edit,
+            "older than the window"
+        );
+        let user = [("backflow-applier", 90), ("kubectl-edit", 120)];
+        assert_eq!(judge(&user, Some(100)), Verdict::Edit);
+    }
+
+    #[test]
+    fn the_applier_writing_over_an_edit_seen_in_the_window_collides() {
+        let window = Some(UNIX_EPOCH + Duration::from_secs(100));
+        let mut edits = WindowEdits::default();
+        // The edit, in the window's second, then the forced apply that took its fields over:
+        // the edit's entry is gone from the apply's event, and only the captured edit tells.
+        let edit = object(&[("backflow-applier", 90), ("kubectl-edit", 100)]);
+        assert_eq!(edits.judge(&key("a"), &edit, window), Verdict::Edit);
+        let over = object(&[("backflow-applier", 100)]);
+        assert_eq!(edits.judge(&key("a"), &over, window), Verdict::Collision);
+        // Collided once: the Repair's own landing is not another collision.
+        assert_eq!(edits.judge(&key("a"), &over, window), Verdict::Landing);
+        // Another object, never edited: a landing.
+        assert_eq!(edits.judge(&key("b"), &over, window), Verdict::Landing);
+        // An edit captured in an earlier window does not count in the next one.
+        assert_eq!(edits.judge(&key("c"), &edit, window), Verdict::Edit);
+        let next = Some(UNIX_EPOCH + Duration::from_secs(200));
+        let later = object(&[("backflow-applier", 201)]);
+        assert_eq!(edits.judge(&key("c"), &later, next), Verdict::Landing);
+    }
+}

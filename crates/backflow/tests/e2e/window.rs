@@ -1,0 +1,330 @@
+//! The apply window end to end (`serve` defaults, the default folder coordinated by its
+//! `NativeClaim`): a coordinated folder exists before it holds anything, objects another applier
+//! owns stay out of it, and an edit that an apply writes over is kept in Git and repaired.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::apply::{assert_quiescent, claim, wait_acting, wait_applied};
+use crate::common::*;
+
+fn metric(w: &World, name: &str, labels: &[&str]) -> f64 {
+    metric_sum(&w.metrics(), name, labels)
+}
+
+/// A target `name` writing configmaps of namespace `namespace` to the folder `name`,
+/// coordinated by the default claim when `claimed`.
+fn target(name: &str, namespace: &str, claimed: bool) -> String {
+    let claim = if claimed {
+        "\n  applierClaimRef: {kind: NativeClaim, name: default}"
+    } else {
+        ""
+    };
+    format!(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: {name}, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: {name}{claim}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: {name}, namespace: backflow-system}}
+spec: {{targetRef: {{name: {name}}}, rules: [{{apiGroups: [""], resources: [configmaps], sourceNamespace: {namespace}}}]}}
+"#
+    )
+}
+
+#[test]
+fn a_coordinated_folder_exists_before_it_holds_anything() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.kubectl(&["create", "namespace", "quiet"]);
+    w.apply(&target("oneway", "quiet", false));
+    w.apply(&target("apps", "quiet", true));
+    w.wait_target_ready("apps");
+    w.wait_target_ready("oneway");
+    for file in ["apps/README.md", "apps/.gittargetignore"] {
+        w.wait_present(file);
+    }
+    w.wait_settled();
+    assert!(
+        !w.files().iter().any(|f| f.starts_with("oneway/")),
+        "a folder no claim coordinates gets its files with its first object:\n{}",
+        w.describe_remote()
+    );
+    // Bootstrapped once: a later resync of a folder that exists commits nothing, and a README a
+    // person removed stays removed.
+    let clone = w.clone_origin("bob");
+    std::fs::remove_file(clone.join("apps/README.md")).unwrap();
+    let removed = w.commit_all_and_push(&clone, "bob removes the README");
+    wait_applied(&w, &removed);
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "apps",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"prune":{"mode":"Always"}}}"#,
+    ]);
+    w.wait_target_ready("apps");
+    w.wait_settled();
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert!(
+        w.show("apps/README.md").is_none(),
+        "{}",
+        w.describe_remote()
+    );
+    assert!(w.show("apps/.gittargetignore").is_some());
+}
+
+/// A `ConfigMap` in `default` carrying labels and annotations, as another applier leaves it.
+fn stamped_configmap(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> String {
+    let mut s = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n"
+    );
+    for (field, pairs) in [("labels", labels), ("annotations", annotations)] {
+        if !pairs.is_empty() {
+            writeln!(s, "  {field}:").unwrap();
+            for (k, v) in pairs {
+                writeln!(s, "    {k}: \"{v}\"").unwrap();
+            }
+        }
+    }
+    s.push_str("data:\n  owner: \"theirs\"\n");
+    s
+}
+
+#[test]
+fn objects_another_applier_owns_are_neither_mirrored_nor_swept_nor_applied() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    // A one-way folder mirrors everything: what it is for.
+    w.apply(&target("oneway", "default", false));
+    w.wait_target_ready("oneway");
+    w.apply(&stamped_configmap(
+        "flux-owned",
+        &[
+            ("kustomize.toolkit.fluxcd.io/name", "apps"),
+            ("kustomize.toolkit.fluxcd.io/namespace", "flux-system"),
+            ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+        ],
+        &[("kustomize.toolkit.fluxcd.io/checksum", "abc")],
+    ));
+    w.apply(&stamped_configmap(
+        "argo-owned",
+        &[],
+        &[(
+            "argocd.argoproj.io/tracking-id",
+            "guestbook:/ConfigMap:default/argo-owned",
+        )],
+    ));
+    w.apply(&configmap("default", "mine", &[("owner", "us")]));
+    w.wait_present("live/default/configmaps/mine.yaml");
+    let flux = w.wait_present("oneway/default/configmaps/flux-owned.yaml");
+    w.wait_present("oneway/default/configmaps/argo-owned.yaml");
+    assert!(
+        flux.contains("kustomize.toolkit.fluxcd.io/reconcile")
+            && !flux.contains("kustomize.toolkit.fluxcd.io/name")
+            && !flux.contains("kustomize.toolkit.fluxcd.io/namespace")
+            && !flux.contains("checksum"),
+        "Flux's bookkeeping is stripped, its user-intent keys kept:\n{flux}"
+    );
+    w.wait_settled();
+    for name in ["flux-owned", "argo-owned"] {
+        assert!(
+            w.show(&format!("live/default/configmaps/{name}.yaml"))
+                .is_none(),
+            "{name} is not mirrored into the coordinated folder:\n{}",
+            w.describe_remote()
+        );
+    }
+    let conflicts = |w: &World| {
+        metric(
+            w,
+            "backflow_apply_ownership_conflicts_total",
+            &["target=\"backflow-system/default\""],
+        )
+    };
+    assert_eq!(conflicts(&w), 2.0, "{}", w.metrics());
+
+    // A live edit of an owned object is not mirrored either, and counts no new conflict.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "flux-owned",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"owner":"flux-edit"}}"#,
+    ]);
+    w.wait_file("oneway/default/configmaps/flux-owned.yaml", |t| {
+        t.contains("flux-edit")
+    });
+    w.wait_settled();
+    assert!(w.show("live/default/configmaps/flux-owned.yaml").is_none());
+    assert_eq!(conflicts(&w), 2.0);
+
+    // A document somebody pushed for an owned object is neither applied nor swept.
+    let clone = w.clone_origin("bob");
+    let doc = clone.join("live/default/configmaps/argo-owned.yaml");
+    std::fs::create_dir_all(doc.parent().unwrap()).unwrap();
+    std::fs::write(
+        &doc,
+        configmap("default", "argo-owned", &[("owner", "from-git")]),
+    )
+    .unwrap();
+    let pushed = w.commit_all_and_push(&clone, "bob declares argo-owned");
+    let op = wait_applied(&w, &pushed);
+    assert!(
+        op["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("owned by another applier 1"),
+        "{op:#}"
+    );
+    let live = w.get_json(&["configmap", "argo-owned"]);
+    assert_eq!(
+        live["data"]["owner"], "theirs",
+        "never applied over Argo CD"
+    );
+    assert!(live["metadata"]["labels"]["backflow.dev/applier"].is_null());
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"prune":{"mode":"Always"}}}"#,
+    ]);
+    w.wait_target_ready("default");
+    w.wait_settled();
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert!(
+        w.show("live/default/configmaps/argo-owned.yaml").is_some(),
+        "a resync under prune mode Always keeps another applier's document:\n{}",
+        w.describe_remote()
+    );
+    assert!(w.show("live/default/configmaps/flux-owned.yaml").is_none());
+    assert!(
+        !claim(&w)["inventory"].to_string().contains("argo-owned"),
+        "{:#}",
+        claim(&w)
+    );
+}
+
+#[test]
+fn an_edit_an_apply_writes_over_is_kept_in_git_and_repaired() {
+    let w = World::start(&[]);
+    w.apply(&configmap("default", "contested", &[("v", "original")]));
+    wait_acting(&w);
+    let path = "live/default/configmaps/contested.yaml";
+    w.wait_file(path, |t| t.contains("original"));
+    let before = |w: &World| {
+        (
+            metric(
+                w,
+                "backflow_apply_echoes_total",
+                &["outcome=\"not_mirrored\""],
+            ),
+            metric(w, "backflow_apply_objects_total", &["result=\"applied\""]),
+        )
+    };
+    let (echoes, applied) = before(&w);
+
+    // A push large enough that its apply is still running while the test edits.
+    let clone = w.clone_origin("bob");
+    let dir = clone.join("live/default/configmaps");
+    for i in 0..1500 {
+        std::fs::write(
+            dir.join(format!("bulk-{i:04}.yaml")),
+            configmap("default", &format!("bulk-{i:04}"), &[("n", &i.to_string())]),
+        )
+        .unwrap();
+    }
+    let bulk = w.commit_all_and_push(&clone, "bob adds 1500 configmaps");
+    wait_for(
+        "the bulk apply to be running",
+        || format!("{:#}", claim(&w)["operation"]),
+        || {
+            let op = claim(&w)["operation"].clone();
+            let foreign = op["reasons"].to_string().contains("ForeignCommit");
+            (op["phase"] == "Running" && foreign).then_some(())
+        },
+    );
+    // Alice edits during the apply; then the apply's write lands over her edit. The native
+    // applier never writes over a version it did not judge (its write carries the
+    // resourceVersion it read), so the write is made here as a slower applier makes it: under
+    // the applier's field manager, forced.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "contested",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"v":"alice"}}"#,
+    ]);
+    let over = configmap("default", "contested", &[("v", "original")]);
+    let manifest = clone.with_file_name("over.yaml");
+    std::fs::write(&manifest, over).unwrap();
+    w.kubectl(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=backflow-applier",
+        "-f",
+        &manifest.to_string_lossy(),
+    ]);
+    let repaired = wait_for(
+        "the Repair to restore Alice's edit",
+        || {
+            format!(
+                "{:#}\n{:?}",
+                claim(&w)["operation"],
+                w.get_json(&["configmap", "contested"])["data"]
+            )
+        },
+        || {
+            let ops = metric(
+                &w,
+                "backflow_apply_operations_total",
+                &["reason=\"Repair\"", "outcome=\"succeeded\""],
+            );
+            let live = w.get_json(&["configmap", "contested"]);
+            (ops >= 1.0 && live["data"]["v"] == "alice").then_some(live)
+        },
+    );
+    assert_eq!(repaired["data"]["v"], "alice");
+    assert!(w.show(path).unwrap().contains("alice"), "Git kept the edit");
+    assert_eq!(
+        metric(&w, "backflow_apply_window_collisions_total", &[]),
+        1.0,
+        "{}",
+        w.metrics()
+    );
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert!(w.show(path).unwrap().contains("alice"), "and still does");
+    assert_eq!(
+        w.get_json(&["configmap", "contested"])["data"]["v"],
+        "alice"
+    );
+    // The apply's own writes committed nothing: each created object's watch event was
+    // recognised as the apply landing.
+    let (echoes_now, applied_now) = before(&w);
+    assert!(applied_now - applied >= 1500.0, "{}", w.metrics());
+    assert!(echoes_now - echoes >= 1500.0, "{}", w.metrics());
+    let log = w.git(&["log", "--format=%s", &format!("{bulk}..main")]);
+    assert!(
+        !log.contains("bulk-"),
+        "no applied object was committed back:\n{log}"
+    );
+}
