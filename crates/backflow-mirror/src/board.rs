@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use backflow_api::{GroupResource, ObjectKey};
+
 use crate::plan::{StreamSpec, TargetRef};
 
 /// Where a watch stream stands.
@@ -28,8 +30,33 @@ pub struct TargetActivity {
     pub last_commit: Option<String>,
     /// When that was (RFC 3339).
     pub last_push_time: Option<String>,
-    /// The last refusal (a write that could not be placed), if any.
-    pub last_refusal: Option<String>,
+    /// Writes refused (they could not be placed safely) and not yet superseded, by what they
+    /// wrote: a later publication of the same object, or a resync of its type and namespace
+    /// that publishes without a refusal, clears one.
+    pub refusals: BTreeMap<WriteScope, String>,
+}
+
+/// What one write to the branch covers, for its refusal.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WriteScope {
+    /// One object (a watch event).
+    Object(ObjectKey),
+    /// A resync of a type in one namespace (`None`: every namespace).
+    Resync(GroupResource, Option<String>),
+}
+
+impl WriteScope {
+    /// Whether a write of `self` that published supersedes a refused write of `other`.
+    fn covers(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Object(a), Self::Object(b)) => a == b,
+            (Self::Resync(gr, ns), Self::Object(key)) => {
+                key.resource == *gr && ns.as_ref().is_none_or(|n| *n == key.namespace)
+            }
+            (Self::Resync(..), Self::Resync(..)) => self == other,
+            (Self::Object(_), Self::Resync(..)) => false,
+        }
+    }
 }
 
 /// What a branch (repository URL, branch) has seen lately.
@@ -127,14 +154,26 @@ impl Board {
         a.last_push_time = Some(now);
     }
 
-    /// Records a refused write.
-    pub fn refused(&self, target: &TargetRef, message: String) {
+    /// Records a refused write of `scope`.
+    pub fn refused(&self, target: &TargetRef, scope: WriteScope, message: String) {
         self.targets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(target.clone())
             .or_default()
-            .last_refusal = Some(message);
+            .refusals
+            .insert(scope, message);
+    }
+
+    /// A write of `scope` published (or changed nothing): the refusals it supersedes clear.
+    pub fn accepted(&self, target: &TargetRef, scope: &WriteScope) {
+        let mut targets = self
+            .targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(a) = targets.get_mut(target) {
+            a.refusals.retain(|refused, _| !scope.covers(refused));
+        }
     }
 
     /// Records that an object appeared in `target`'s scope without an applier's stamp.
@@ -261,5 +300,47 @@ impl Board {
             .get(target)
             .cloned()
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(namespace: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "configmaps"), namespace, name)
+    }
+
+    #[test]
+    fn a_refusal_clears_when_its_object_or_a_resync_of_its_scope_publishes() {
+        let board = Board::default();
+        let t = ("ns".to_string(), "t".to_string());
+        let configmaps = GroupResource::new("", "configmaps");
+        let refusals = |b: &Board| b.activity(&t).refusals.len();
+        board.refused(&t, WriteScope::Object(key("a", "x")), "anchors".into());
+        board.refused(&t, WriteScope::Object(key("b", "y")), "anchors".into());
+        board.accepted(&t, &WriteScope::Object(key("a", "other")));
+        assert_eq!(refusals(&board), 2, "another object clears nothing");
+        board.accepted(
+            &t,
+            &WriteScope::Resync(configmaps.clone(), Some("a".into())),
+        );
+        assert_eq!(
+            refusals(&board),
+            1,
+            "a resync of namespace a covers a/x only"
+        );
+        board.accepted(&t, &WriteScope::Object(key("b", "y")));
+        assert_eq!(refusals(&board), 0);
+        let every = WriteScope::Resync(configmaps.clone(), None);
+        board.refused(&t, every.clone(), "anchors".into());
+        board.accepted(&t, &WriteScope::Object(key("a", "x")));
+        assert_eq!(
+            refusals(&board),
+            1,
+            "one object does not cover a refused resync"
+        );
+        board.accepted(&t, &every);
+        assert_eq!(refusals(&board), 0);
     }
 }

@@ -208,13 +208,13 @@ pub(crate) fn target_status(
         );
         ready
     };
-    let accepted = match &activity.last_refusal {
-        Some(m) => stamp(
-            "GitPathAccepted",
-            ConditionStatus::False,
-            "WriteRefused",
-            m.clone(),
-        ),
+    let refused = refusal_message(activity);
+    let ready = match (ready, &refused) {
+        (Ok(()), Some(m)) => Err(NotReady::stalled("WriteRefused", m.clone())),
+        (ready, _) => ready,
+    };
+    let accepted = match refused {
+        Some(m) => stamp("GitPathAccepted", ConditionStatus::False, "WriteRefused", m),
         None => stamp(
             "GitPathAccepted",
             ConditionStatus::True,
@@ -238,6 +238,20 @@ pub(crate) fn target_status(
     summary(&mut st.conditions, ready, now, generation);
     st.streams = Some(sum);
     st
+}
+
+/// What the target's standing refusals say, for a person: the first, and how many more.
+fn refusal_message(activity: &TargetActivity) -> Option<String> {
+    let first = activity.refusals.values().next()?;
+    let more = activity.refusals.len() - 1;
+    let tail = if more > 0 {
+        format!(" (and {more} more refused)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{first}{tail}; fix the file or the object: the refusal clears when the object is written again or its type is resynced"
+    ))
 }
 
 /// `ApplierClaimReady` as the claims reported it; removed when the target names no claim.
@@ -342,6 +356,8 @@ fn streams_running(
 
 #[cfg(test)]
 mod tests {
+    use backflow_api::GroupResource;
+
     use super::*;
 
     fn target() -> GitTarget {
@@ -421,7 +437,11 @@ mod tests {
                 message: "branch main is not allowed".into(),
             }),
             activity: TargetActivity {
-                last_refusal: Some("anchors in live/a.yaml".into()),
+                refusals: [(
+                    crate::board::WriteScope::Resync(GroupResource::new("", "configmaps"), None),
+                    "anchors in live/a.yaml".to_string(),
+                )]
+                .into(),
                 ..TargetActivity::default()
             },
             encryption: None,
@@ -438,5 +458,35 @@ mod tests {
         );
         assert_eq!(st.observed_generation, Some(3));
         assert_eq!(condition(&st, "Ready").observed_generation, Some(3));
+    }
+
+    #[test]
+    fn a_standing_refusal_makes_the_target_not_ready_until_it_clears() {
+        let mut snapshot = TargetSnapshot {
+            streams: vec![StreamState::Streaming],
+            ..TargetSnapshot::default()
+        };
+        snapshot.activity.refusals.insert(
+            crate::board::WriteScope::Object(backflow_api::ObjectKey::new(
+                GroupResource::new("", "configmaps"),
+                "web",
+                "a",
+            )),
+            "anchors in live/web/configmaps/a.yaml".into(),
+        );
+        let st = target_status(&target(), &snapshot, "2026-12-01T00:00:00Z");
+        let ready = condition(&st, "Ready");
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, "WriteRefused")
+        );
+        assert!(ready.message.contains("anchors"), "{}", ready.message);
+        snapshot.activity.refusals.clear();
+        let st = target_status(&target(), &snapshot, "2026-12-01T00:00:01Z");
+        assert_eq!(condition(&st, "Ready").status, ConditionStatus::True);
+        assert_eq!(
+            condition(&st, "GitPathAccepted").status,
+            ConditionStatus::True
+        );
     }
 }

@@ -19,7 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::board::{Board, StreamState};
+use crate::board::{Board, StreamState, WriteScope};
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::StreamSpec;
 use crate::tracker::{Outcome, PublicationRx, Tracker};
@@ -106,8 +106,16 @@ impl StreamContext {
             .inc();
     }
 
-    /// Follows a submitted write to its end: records the commit for status and waiters.
-    fn follow(&self, pushed: Pushed) -> PublicationRx {
+    /// Submits one object's intent, and follows it.
+    fn submit(&self, intent: Intent) -> PublicationRx {
+        self.count("submitted");
+        let scope = WriteScope::Object(intent.key.clone());
+        self.follow(self.worker.submit(intent), scope)
+    }
+
+    /// Follows a submitted write of `scope` to its end: records the commit (or the refusal) for
+    /// status and waiters.
+    fn follow(&self, pushed: Pushed, scope: WriteScope) -> PublicationRx {
         let (tx, rx) = watch::channel(None);
         let board = self.board.clone();
         let target = self.spec.target.clone();
@@ -120,22 +128,26 @@ impl StreamContext {
         tokio::spawn(async move {
             let outcome = match pushed.await {
                 Ok(Some(oid)) => {
+                    board.accepted(&target, &scope);
                     let sha = oid.to_string();
                     let at = humantime::format_rfc3339_seconds(clock.now()).to_string();
                     board.pushed(&target, sha.clone(), at.clone());
                     board.branch_settled(&branch, Some((sha.clone(), at)));
                     Outcome::Pushed(sha)
                 }
-                Ok(None) => Outcome::NotPushed(
-                    "the branch does not exist yet and the write changed nothing".to_string(),
-                ),
+                Ok(None) => {
+                    board.accepted(&target, &scope);
+                    Outcome::NotPushed(
+                        "the branch does not exist yet and the write changed nothing".to_string(),
+                    )
+                }
                 Err(WriteError::Refused(e)) => {
                     metrics
                         .refusals
                         .get_or_create(&TargetLabels { target: label })
                         .inc();
                     tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
-                    board.refused(&target, e.to_string());
+                    board.refused(&target, scope, e.to_string());
                     Outcome::Refused(e.to_string())
                 }
                 Err(e) => Outcome::NotPushed(e.to_string()),
@@ -322,11 +334,7 @@ async fn catch_up(
     for key in gone {
         memory.submitted.remove(&key);
         if ctx.prune != PruneMode::Never {
-            ctx.count("submitted");
-            let rx = ctx.follow(
-                ctx.worker
-                    .submit(Intent::delete(ctx.path.clone(), key.clone())),
-            );
+            let rx = ctx.submit(Intent::delete(ctx.path.clone(), key.clone()));
             ctx.tracker.record(key, 0, rx);
         }
     }
@@ -404,7 +412,8 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             .inc();
     }
     tracing::debug!(target = %ctx.target_label(), resource = %ctx.spec.served.plural, namespace = ?ctx.spec.namespace, objects = count, "initial snapshot read; publishing it as a resync");
-    let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents));
+    let scope = WriteScope::Resync(gr.clone(), ctx.spec.namespace.clone());
+    let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents), scope);
     // Counted once in flight, so a counted resync that is no longer in flight is published.
     ctx.metrics
         .resyncs
@@ -466,11 +475,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         ctx.board.unstamped_object(&ctx.spec.target);
     }
     memory.submitted.insert(key.clone(), (print, rv));
-    ctx.count("submitted");
-    let rx = ctx.follow(
-        ctx.worker
-            .submit(Intent::put(ctx.path.clone(), key.clone(), value)),
-    );
+    let rx = ctx.submit(Intent::put(ctx.path.clone(), key.clone(), value));
     ctx.tracker.record(key, rv, rx);
 }
 
@@ -530,11 +535,7 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    ctx.count("submitted");
-    let rx = ctx.follow(
-        ctx.worker
-            .submit(Intent::delete(ctx.path.clone(), key.clone())),
-    );
+    let rx = ctx.submit(Intent::delete(ctx.path.clone(), key.clone()));
     ctx.tracker.record(key, rv, rx);
 }
 

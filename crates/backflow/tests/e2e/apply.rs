@@ -205,19 +205,9 @@ fn a_push_reaches_the_api_and_a_deleted_file_prunes_only_what_the_applier_owns()
     assert_quiescent(&w, Duration::from_secs(10));
 
     // The target reports whether its claim can act; a target naming a missing claim says so.
-    let condition = |name: &str| {
-        let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
-        t["status"]["conditions"].as_array().and_then(|cs| {
-            cs.iter()
-                .find(|c| c["type"] == "ApplierClaimReady")
-                .cloned()
-        })
-    };
+    let condition = |name: &str| w.target_condition(name, "ApplierClaimReady");
     let ready = condition("default").expect("ApplierClaimReady on the default target");
-    assert_eq!(
-        (ready["status"].as_str(), ready["reason"].as_str()),
-        (Some("True"), Some("Claimed"))
-    );
+    assert_eq!(ready.state(), ("True", "Claimed"));
     w.apply(
         r#"apiVersion: backflow.dev/v1alpha1
 kind: GitTarget
@@ -239,11 +229,7 @@ spec: {targetRef: {name: orphan}, rules: [{apiGroups: [""], resources: [configma
         || format!("{:?}", condition("orphan")),
         || condition("orphan"),
     );
-    assert_eq!(
-        (missing["status"].as_str(), missing["reason"].as_str()),
-        (Some("False"), Some("ClaimNotFound")),
-        "{missing:#}"
-    );
+    assert_eq!(missing.state(), ("False", "ClaimNotFound"), "{missing:?}");
 }
 
 #[test]

@@ -880,6 +880,40 @@ fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
         warning.starts_with("299 - ") && warning.contains("anchor"),
         "the Warning header names the reason: {a:?}"
     );
+    // The refusal stands on the target until the object is written again.
+    let ready = wait_for(
+        "the refusal on the target's Ready",
+        || format!("{:?}", w.target_condition("default", "Ready")),
+        || {
+            w.target_condition("default", "Ready")
+                .filter(|c| c.reason == "WriteRefused")
+        },
+    );
+    assert_eq!(ready.status, "False");
+    assert!(ready.message.contains("anchor"), "{}", ready.message);
+    std::fs::write(
+        clone.join("live/default/configmaps/anchored.yaml"),
+        configmap("default", "anchored", &[("color", "blue")]),
+    )
+    .expect("write");
+    w.commit_all_and_push(&clone, "No more anchors");
+    w.apply(&configmap("default", "anchored", &[("color", "green")]));
+    w.wait_file("live/default/configmaps/anchored.yaml", |c| {
+        c.contains("green")
+    });
+    wait_for(
+        "the target Ready again",
+        || format!("{:?}", w.target_condition("default", "Ready")),
+        || {
+            w.target_condition("default", "Ready")
+                .filter(|c| c.status == "True")
+        },
+    );
+    assert_eq!(
+        w.target_condition("default", "GitPathAccepted")
+            .map(|c| c.status),
+        Some("True".to_string())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1122,22 +1156,6 @@ fn journaled_deletes(dir: &std::path::Path) -> String {
 // A `.git` folder in any letter case is refused per target or per object, never per branch
 // ---------------------------------------------------------------------------------------------
 
-/// The reason and message of a target's `Ready` condition.
-fn ready_of(w: &World, name: &str) -> Option<(String, String, String)> {
-    let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
-    t["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap_or_default().to_string(),
-                c["reason"].as_str().unwrap_or_default().to_string(),
-                c["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-}
-
 #[test]
 fn a_git_folder_in_any_case_is_refused_and_the_branch_keeps_publishing() {
     let w = World::start(&["--commit-window", "0s"]);
@@ -1174,17 +1192,16 @@ spec: {targetRef: {name: kinds}, rules: [{apiGroups: [example.com], resources: [
 "#,
     );
     for name in ["upper", "placed"] {
-        let (status, reason, message) = wait_for(
+        let ready = wait_for(
             &format!("GitTarget {name} refused"),
-            || format!("{:?}", ready_of(&w, name)),
-            || ready_of(&w, name).filter(|(s, _, _)| s == "False"),
+            || format!("{:?}", w.target_condition(name, "Ready")),
+            || {
+                w.target_condition(name, "Ready")
+                    .filter(|c| c.status == "False")
+            },
         );
-        assert_eq!(
-            (status.as_str(), reason.as_str()),
-            ("False", "InvalidConfig"),
-            "{name}"
-        );
-        assert!(message.contains(".git"), "{name}: {message}");
+        assert_eq!(ready.state(), ("False", "InvalidConfig"), "{name}");
+        assert!(ready.message.contains(".git"), "{name}: {}", ready.message);
     }
     // An object whose kind makes a .git folder is refused on its own.
     wait_for(

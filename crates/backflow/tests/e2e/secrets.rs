@@ -127,20 +127,6 @@ spec:
     )
 }
 
-/// The status of condition `type_` of a `GitTarget` in backflow-system: (status, reason).
-fn target_condition(w: &World, name: &str, type_: &str) -> Option<(String, String)> {
-    let t = w.get_json(&["gittarget", name, "-n", "backflow-system"]);
-    t.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap_or_default().to_string(),
-                c["reason"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-}
-
 #[test]
 fn secrets_are_mirrored_only_encrypted_and_decrypt_with_sops() {
     let flags = ["--commit-window", "0s"];
@@ -176,8 +162,9 @@ fn secrets_are_mirrored_only_encrypted_and_decrypt_with_sops() {
             .is_some_and(|c| c.contains("encrypted_regex"))
     );
     assert_eq!(
-        target_condition(&w, "default", "EncryptionConfigured"),
-        Some(("True".to_string(), "Configured".to_string()))
+        w.target_condition("default", "EncryptionConfigured")
+            .map(|c| c.state() == ("True", "Configured")),
+        Some(true)
     );
 
     // Update a value.
@@ -281,16 +268,10 @@ fn a_target_without_encryption_does_not_mirror_secrets() {
     w.wait_settled();
     wait_for(
         "EncryptionConfigured=False on GitTarget plain",
+        || format!("{:?}", w.target_condition("plain", "EncryptionConfigured")),
         || {
-            format!(
-                "{:?}",
-                target_condition(&w, "plain", "EncryptionConfigured")
-            )
-        },
-        || {
-            (target_condition(&w, "plain", "EncryptionConfigured")
-                == Some(("False".to_string(), "NotConfigured".to_string())))
-            .then_some(())
+            w.target_condition("plain", "EncryptionConfigured")
+                .filter(|c| c.state() == ("False", "NotConfigured"))
         },
     );
     let files = w.files();
@@ -366,7 +347,8 @@ fn a_generated_key_secret_encrypts_the_target() {
         .expect("backflow generated the key Secret");
     assert!(identity.contains("AGE-SECRET-KEY-1"), "an age identity");
     assert_eq!(
-        target_condition(&w, "vault", "EncryptionConfigured").map(|c| c.0),
+        w.target_condition("vault", "EncryptionConfigured")
+            .map(|c| c.status),
         Some("True".to_string())
     );
 

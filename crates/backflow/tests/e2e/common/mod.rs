@@ -729,6 +729,22 @@ impl World {
         )
     }
 
+    /// Condition `type_` of `GitTarget` `name` in backflow-system, if it has one.
+    pub fn target_condition(&self, name: &str, type_: &str) -> Option<Cond> {
+        let t = self.get_json(&["gittarget", name, "-n", "backflow-system"]);
+        let c = t["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)?
+            .clone();
+        let text = |field: &str| c[field].as_str().unwrap_or_default().to_string();
+        Some(Cond {
+            status: text("status"),
+            reason: text("reason"),
+            message: text("message"),
+        })
+    }
+
     /// Waits until the `GitTarget`'s status describes its current generation and says Ready.
     pub fn wait_target_ready(&self, name: &str) {
         wait_for(
@@ -763,6 +779,24 @@ impl Drop for World {
     fn drop(&mut self) {
         // The server goes before its data dir.
         self.server.take();
+    }
+}
+
+/// A status condition, as a test reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cond {
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// CamelCase reason.
+    pub reason: String,
+    /// For a person.
+    pub message: String,
+}
+
+impl Cond {
+    /// Status and reason, for comparisons.
+    pub fn state(&self) -> (&str, &str) {
+        (&self.status, &self.reason)
     }
 }
 
