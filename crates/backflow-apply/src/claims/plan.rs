@@ -141,6 +141,28 @@ fn plan_one(
     Ok(plan)
 }
 
+/// The decision re-checked just before an apply is asked for, against the configuration as
+/// the API holds it now: `None` when the claim still exists, is not suspended, and the targets
+/// naming it still make `plan` (same branch, folders, targets); otherwise why not.
+#[must_use]
+pub fn recheck(
+    key: &ClaimKey,
+    plan: &ClaimPlan,
+    claims: &[NativeClaim],
+    targets: &[GitTarget],
+    providers: &[GitProvider],
+) -> Option<String> {
+    match plan_claims(claims, targets, providers).remove(key) {
+        Some(Ok(now)) if now.suspended => Some("spec.suspend is true".into()),
+        Some(Ok(now)) if now == *plan => None,
+        Some(Ok(_)) => Some(
+            "the GitTargets naming the claim changed just before the apply; deciding again".into(),
+        ),
+        Some(Err(problem)) => Some(problem.message),
+        None => Some("no GitTarget names the claim any more, or the claim is gone".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -207,5 +229,43 @@ mod tests {
             .clone()
             .unwrap_err();
         assert_eq!(problem.reason, "TargetsDisagree");
+    }
+
+    #[test]
+    fn the_recheck_before_an_apply_sees_a_target_that_stopped_naming_the_claim() {
+        let claim = |suspend: bool| -> NativeClaim {
+            obj(
+                json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
+                "metadata": {"name": "apply", "namespace": "team"}, "spec": {"suspend": suspend}}),
+            )
+        };
+        let providers: Vec<GitProvider> = vec![obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
+                   "metadata": {"name": "git", "namespace": "team"}, "spec": {"url": "file:///r.git"}}),
+        )];
+        let key = ("team".to_string(), "apply".to_string());
+        let both = vec![
+            target("a", "git", "main", Some("apply")),
+            target("b", "git", "main", Some("apply")),
+        ];
+        let plan = plan_claims(&[claim(false)], &both, &providers)[&key]
+            .clone()
+            .unwrap();
+        assert_eq!(
+            recheck(&key, &plan, &[claim(false)], &both, &providers),
+            None
+        );
+        let dropped = vec![
+            target("a", "git", "main", Some("apply")),
+            target("b", "git", "main", None),
+        ];
+        assert!(recheck(&key, &plan, &[claim(false)], &dropped, &providers).is_some());
+        let moved = vec![
+            target("a", "git", "main", Some("apply")),
+            target("b", "git", "release", Some("apply")),
+        ];
+        assert!(recheck(&key, &plan, &[claim(false)], &moved, &providers).is_some());
+        assert!(recheck(&key, &plan, &[claim(true)], &both, &providers).is_some());
+        assert!(recheck(&key, &plan, &[], &both, &providers).is_some());
     }
 }

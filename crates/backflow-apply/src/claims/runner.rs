@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::Clock;
-use backflow_api::config::{ClaimStatus, InventoryEntry, NativeClaim, OperationStatus};
+use backflow_api::config::{
+    ClaimStatus, GitProvider, GitTarget, InventoryEntry, NativeClaim, OperationStatus,
+};
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, CommitId, Hold, Moment,
     Operation, OperationId, OperationPhase, Reason, Reasons,
@@ -18,7 +20,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
-use super::plan::{ClaimKey, ClaimPlan};
+use super::plan::{ClaimKey, ClaimPlan, recheck};
 use super::status::{acting_conditions, inventory, operation_status};
 use crate::native::{Applier, ApplyReport, ApplyRequest};
 
@@ -40,6 +42,8 @@ enum Done {
     Applied(OperationId, ApplyReport),
     /// Objects were deferred to a newer live edit: look at them again.
     Retry,
+    /// Time to re-check a configuration that changed just before an apply.
+    Recheck,
 }
 
 /// What every runner shares: the API, time, metrics and the mirror's apply windows.
@@ -75,6 +79,11 @@ pub struct Runner {
     flushed_at: Option<std::time::SystemTime>,
     /// Objects the last apply left to a newer live edit: looked at again by the next one.
     deferred: std::collections::BTreeSet<backflow_manifest::Identity>,
+    /// What the coordinator last said holds applies back.
+    coordinator_gate: Option<Hold>,
+    /// Why the re-check just before an apply found the configuration changed, until a later
+    /// re-check finds it agrees with the plan again.
+    stale: Option<String>,
     done: mpsc::Sender<Done>,
 }
 
@@ -106,6 +115,8 @@ impl Runner {
             wake: None,
             flushed_at: None,
             deferred: std::collections::BTreeSet::new(),
+            coordinator_gate: None,
+            stale: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -142,7 +153,10 @@ impl Runner {
                         self.applier = applier;
                         continue;
                     }
-                    Some(RunnerCommand::Gate(hold)) => ApplyInput::Gate(hold),
+                    Some(RunnerCommand::Gate(hold)) => {
+                        self.coordinator_gate.clone_from(&hold);
+                        ApplyInput::Gate(self.gate())
+                    }
                     Some(RunnerCommand::Reason(r)) => ApplyInput::Reason(r),
                     Some(RunnerCommand::Published(tip)) => ApplyInput::Published(tip),
                 },
@@ -152,7 +166,15 @@ impl Runner {
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
                 Some(answer) = done.recv() => match answer {
-                    Done::Flushed(tip) => ApplyInput::Flushed(tip),
+                    Done::Flushed(tip) => {
+                        self.recheck().await;
+                        self.handle(ApplyInput::Gate(self.gate())).await;
+                        ApplyInput::Flushed(tip)
+                    }
+                    Done::Recheck => {
+                        self.recheck().await;
+                        ApplyInput::Gate(self.gate())
+                    }
                     Done::Applied(id, report) => self.applied(id, report),
                     Done::Retry => ApplyInput::Reason(Reason::Repair),
                 },
@@ -161,6 +183,44 @@ impl Runner {
             self.handle(input).await;
         }
         tracing::info!(claim = %self.claim_name(), "claim stopped acting");
+    }
+
+    /// What holds applies back: the coordinator's gate, or a configuration found changed.
+    fn gate(&self) -> Option<Hold> {
+        match &self.stale {
+            Some(why) => Some(Hold::Targets(why.clone())),
+            None => self.coordinator_gate.clone(),
+        }
+    }
+
+    /// Re-checks the claim and its targets as the API holds them now, just before an apply is
+    /// asked for: the coordinator's view follows its watches and may lag a change made a moment
+    /// ago. While they disagree with the plan, nothing is asked and the check repeats.
+    async fn recheck(&mut self) {
+        let ns = &self.key.0;
+        let params = kube::api::ListParams::default();
+        let claims = Api::<NativeClaim>::namespaced(self.client.clone(), ns);
+        let targets = Api::<GitTarget>::namespaced(self.client.clone(), ns);
+        let providers = Api::<GitProvider>::namespaced(self.client.clone(), ns);
+        let stale = match tokio::join!(
+            claims.list(&params),
+            targets.list(&params),
+            providers.list(&params)
+        ) {
+            (Ok(c), Ok(t), Ok(p)) => recheck(&self.key, &self.plan, &c.items, &t.items, &p.items),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                Some(format!("cannot re-check the claim's configuration: {e}"))
+            }
+        };
+        if let Some(why) = &stale {
+            tracing::info!(claim = %self.claim_name(), reason = %why, "not asking for the apply: the configuration changed");
+            let done = self.done.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _ = done.send(Done::Recheck).await;
+            });
+        }
+        self.stale = stale;
     }
 
     /// What the claim's status says: the last applied commit, an operation still in flight,
