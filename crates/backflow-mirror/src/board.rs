@@ -1,10 +1,11 @@
 //! The status board: what each stream and target is doing, written by streams, read by the
 //! status writer. Decouples the hot path (events) from status patches (a few per second at most).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use backflow_api::{GroupResource, ObjectKey};
+use backflow_manifest::Identity;
 
 use crate::plan::{StreamSpec, TargetRef};
 
@@ -84,6 +85,15 @@ pub struct ApplyAsks {
     pub repair: u64,
 }
 
+/// A live edit a folder refused, which its applier is to revert (`onRefusal: Reapply`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RefusedEdit {
+    /// The object edited.
+    pub object: Identity,
+    /// Its resource type: a resync of it clears the refusal once reverted.
+    pub resource: GroupResource,
+}
+
 /// A branch: repository URL and branch name.
 pub type BranchKey = (String, String);
 
@@ -95,6 +105,13 @@ pub struct Board {
     branches: Mutex<BTreeMap<BranchKey, BranchActivity>>,
     /// Per target, the reasons given to its applier to apply, counted.
     asks: Mutex<BTreeMap<TargetRef, ApplyAsks>>,
+    /// Per target (`onRefusal: Reapply`), objects whose live edit was refused: its applier
+    /// applies Git over them.
+    reapply: Mutex<BTreeMap<TargetRef, BTreeSet<RefusedEdit>>>,
+    /// Per target, types whose refusals only a fresh resync clears (after a reapply).
+    resyncs: Mutex<BTreeMap<TargetRef, BTreeSet<GroupResource>>>,
+    /// Signalled when a resync is asked for.
+    resync_news: tokio::sync::Notify,
     /// Apply windows, shared with the claims that open and close them.
     pub windows: crate::ApplyWindows,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
@@ -194,6 +211,55 @@ impl Board {
                 .entry(target.clone())
                 .or_default(),
         );
+    }
+
+    /// A refused live edit of `object` in `target`, whose applier is to apply Git over it.
+    pub fn reapply(&self, target: &TargetRef, object: RefusedEdit) {
+        self.reapply
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(target.clone())
+            .or_default()
+            .insert(object);
+    }
+
+    /// Takes the objects `target`'s applier is to apply Git over.
+    pub fn take_reapply(&self, target: &TargetRef) -> BTreeSet<RefusedEdit> {
+        self.reapply
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(target)
+            .unwrap_or_default()
+    }
+
+    /// Asks for a fresh resync of `resources` in `target` (the streams start over).
+    pub fn ask_resync(
+        &self,
+        target: &TargetRef,
+        resources: impl IntoIterator<Item = GroupResource>,
+    ) {
+        self.resyncs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(target.clone())
+            .or_default()
+            .extend(resources);
+        self.resync_news.notify_one();
+    }
+
+    /// Takes the resyncs asked for.
+    pub fn take_resyncs(&self) -> BTreeMap<TargetRef, BTreeSet<GroupResource>> {
+        std::mem::take(
+            &mut *self
+                .resyncs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Resolves when a resync was asked for since the last call.
+    pub async fn resync_news(&self) {
+        self.resync_news.notified().await;
     }
 
     /// The reasons given to `target`'s applier so far.

@@ -139,6 +139,7 @@ impl Controller {
             tokio::select! {
                 _ = stop.changed() => break,
                 Some(branch) = next_divergence(&mut divergences) => self.resync_branch(branch),
+                () = board.resync_news() => self.resync_asked(),
                 Some(()) = rx.recv() => {
                     // Coalesce a burst of changes into one reconcile.
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -195,6 +196,30 @@ impl Controller {
             }
         }
         self.recovering.insert(branch);
+    }
+
+    /// Starts over the streams whose fresh resync was asked for (a reapply reverted a refused
+    /// edit: only a resync of its scope clears the refusal). The reconcile that follows starts
+    /// them again.
+    fn resync_asked(&mut self) {
+        let asked = self.board.take_resyncs();
+        let specs: Vec<StreamSpec> = self
+            .running
+            .keys()
+            .filter(|s| {
+                asked
+                    .get(&s.target)
+                    .is_some_and(|resources| resources.contains(&s.served.group_resource()))
+            })
+            .cloned()
+            .collect();
+        for s in specs {
+            if let Some(r) = self.running.remove(&s) {
+                tracing::info!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "resyncing after a reapply");
+                r.task.abort();
+                self.board.remove_stream(&s);
+            }
+        }
     }
 
     /// Tells each recovering branch's worker once every stream on it has published its resync
@@ -350,7 +375,7 @@ impl Controller {
             spec: s.clone(),
             path: placement.path.clone(),
             prune: placement.prune,
-            applier: placement.applier.clone(),
+            policy: placement.policy.clone(),
             worker,
             branch: (placement.url.clone(), placement.branch.clone()),
             tracker: self.tracker.clone(),

@@ -17,6 +17,7 @@ mod controller;
 pub mod defaults;
 mod discovery;
 mod error;
+mod managers;
 mod metrics;
 mod plan;
 mod status;
@@ -29,7 +30,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backflow_api::Clock;
+use std::collections::BTreeSet;
+
+use backflow_api::{Clock, GroupResource};
 use backflow_git::GitMetrics;
 use backflow_manifest::KindMap;
 use kube::Client;
@@ -37,7 +40,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use board::ApplyAsks;
+pub use board::{ApplyAsks, RefusedEdit};
 pub use tracker::{Tracker, TrackerWaiter};
 pub use window::ApplyWindows;
 
@@ -240,6 +243,23 @@ impl MirrorBranches {
         self.workers
             .board()
             .asks(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Takes the objects of `GitTarget` `namespace/name` (`onRefusal: Reapply`) whose live edit
+    /// was refused: its applier is to apply Git over them.
+    #[must_use]
+    pub fn take_reapply(&self, namespace: &str, name: &str) -> BTreeSet<RefusedEdit> {
+        self.workers
+            .board()
+            .take_reapply(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Asks for a fresh resync of `resources` in `GitTarget` `namespace/name`: a reverted
+    /// refused edit clears only with a resync covering it.
+    pub fn resync(&self, namespace: &str, name: &str, resources: BTreeSet<GroupResource>) {
+        self.workers
+            .board()
+            .ask_resync(&(namespace.to_string(), name.to_string()), resources);
     }
 
     /// Whether every watch stream of `GitTarget` `namespace/name` has published its snapshot.

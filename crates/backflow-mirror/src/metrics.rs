@@ -19,7 +19,8 @@ pub struct EventLabels {
     /// `namespace/name` of the target.
     pub target: String,
     /// `submitted` (an intent went to the branch worker), `unchanged` (sanitized content equal),
-    /// `kept` (a delete kept by prune mode `Never`).
+    /// `kept` (a delete kept by prune mode `Never`), `excluded` (a write by
+    /// `spec.exclude.fieldManagers` alone).
     pub outcome: String,
 }
 

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::config::{
-    AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, PruneMode, ResourceRule, WatchRule,
+    AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, OnRefusal, PruneMode, ResourceRule,
+    WatchRule,
 };
 use backflow_api::{AppliedBy, GroupResource};
 use backflow_manifest::PlacementRules;
@@ -109,9 +110,21 @@ pub struct TargetPlan {
     pub placement: PlacementRules,
     /// Types written only encrypted beyond Secrets (`spec.encryption.sensitiveResources`).
     pub sensitive: Vec<GroupResource>,
-    /// The applier of the folder when an applier claim coordinates it
-    /// (`spec.applierClaimRef`): objects other appliers own are then not mirrored into it.
+    /// Which live writes the folder takes, and what a refusal asks for.
+    pub policy: FolderPolicy,
+}
+
+/// Which live writes a folder takes, and what a refused one asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FolderPolicy {
+    /// The folder's applier when an applier claim coordinates it (`spec.applierClaimRef`):
+    /// objects other appliers own are then not mirrored into it, and a resync bootstraps it.
     pub applier: Option<AppliedBy>,
+    /// `spec.onRefusal: Reapply` with a claim: a refused edit asks the applier to apply Git
+    /// over it.
+    pub reapply: bool,
+    /// `spec.exclude.fieldManagers`: writes made by these managers alone are not mirrored.
+    pub excluded_managers: Vec<String>,
 }
 
 impl TargetPlan {
@@ -135,8 +148,8 @@ pub struct StreamPlacement {
     pub url: String,
     /// The branch.
     pub branch: String,
-    /// The folder's applier, when a claim coordinates it.
-    pub applier: Option<AppliedBy>,
+    /// Which live writes the folder takes.
+    pub policy: FolderPolicy,
 }
 
 impl StreamPlacement {
@@ -148,7 +161,7 @@ impl StreamPlacement {
             prune: target.prune,
             url: target.url.clone(),
             branch: target.branch.clone(),
-            applier: target.applier.clone(),
+            policy: target.policy.clone(),
         }
     }
 
@@ -415,14 +428,28 @@ fn plan_target(t: &GitTarget, providers: &[GitProvider]) -> Result<TargetPlan, P
                     .collect()
             })
             .unwrap_or_default(),
-        // Every claim kind stamps backflow's label for now; a Flux or Argo CD claim will name
-        // the Kustomization or Application it holds.
-        applier: t
-            .spec
-            .applier_claim_ref
-            .as_ref()
-            .map(|claim| AppliedBy::claim(&ns, &claim.name)),
+        policy: folder_policy(&ns, t),
     })
+}
+
+fn folder_policy(ns: &str, t: &GitTarget) -> FolderPolicy {
+    // Every claim kind stamps backflow's label for now; a Flux or Argo CD claim will name the
+    // Kustomization or Application it holds.
+    let applier = t
+        .spec
+        .applier_claim_ref
+        .as_ref()
+        .map(|claim| AppliedBy::claim(ns, &claim.name));
+    FolderPolicy {
+        reapply: applier.is_some() && t.spec.on_refusal == OnRefusal::Reapply,
+        applier,
+        excluded_managers: t
+            .spec
+            .exclude
+            .as_ref()
+            .map(|e| e.field_managers.clone())
+            .unwrap_or_default(),
+    }
 }
 
 /// Two targets may not share a folder of one branch: their writes would fight. The first (in
@@ -553,7 +580,7 @@ mod tests {
             prune: PruneMode::OnEvent,
             url: "file:///r.git".into(),
             branch: "main".into(),
-            applier: None,
+            policy: FolderPolicy::default(),
         };
         let running = BTreeMap::from([
             (spec("configmaps"), at("live")),

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use backflow_api::config::PruneMode;
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey};
-use backflow_git::{Intent, Pushed, SweepScope, WorkerHandle, WriteError};
+use backflow_git::{Intent, ObjectState, Pushed, SweepScope, WorkerHandle, WriteError};
+use backflow_manifest::Identity;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
@@ -19,9 +20,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::board::{Board, StreamState, WriteScope};
+use crate::board::{Board, RefusedEdit, StreamState, WriteScope};
+use crate::managers::Writes;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
-use crate::plan::StreamSpec;
+use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker};
 use crate::window::{Verdict, WindowEdits};
 
@@ -36,9 +38,8 @@ pub struct StreamContext {
     pub path: String,
     /// The target's deletion policy.
     pub prune: PruneMode,
-    /// The folder's applier when a claim coordinates it: objects other appliers own are not
-    /// mirrored, and a resync bootstraps the folder.
-    pub applier: Option<AppliedBy>,
+    /// Which live writes the folder takes, and what a refused one asks for.
+    pub policy: FolderPolicy,
     /// The branch worker of the target's branch.
     pub worker: WorkerHandle,
     /// The target's branch (repository URL, branch), for its `GitBranch` status.
@@ -109,13 +110,30 @@ impl StreamContext {
     /// Submits one object's intent, and follows it.
     fn submit(&self, intent: Intent) -> PublicationRx {
         self.count("submitted");
+        // Only an edit asks for a reapply when refused, never a delete.
+        let reapply = (self.policy.reapply && matches!(intent.state, ObjectState::Present(_)))
+            .then(|| RefusedEdit {
+                object: Identity {
+                    group: intent.key.resource.group.clone(),
+                    kind: self.spec.served.kind.clone(),
+                    namespace: intent.key.namespace.clone(),
+                    name: intent.key.name.clone(),
+                },
+                resource: intent.key.resource.clone(),
+            });
         let scope = WriteScope::Object(intent.key.clone());
-        self.follow(self.worker.submit(intent), scope)
+        self.follow(self.worker.submit(intent), scope, reapply)
     }
 
     /// Follows a submitted write of `scope` to its end: records the commit (or the refusal) for
     /// status and waiters.
-    fn follow(&self, pushed: Pushed, scope: WriteScope) -> PublicationRx {
+    /// A refused edit of `reapply` asks the folder's applier to apply Git over it.
+    fn follow(
+        &self,
+        pushed: Pushed,
+        scope: WriteScope,
+        reapply: Option<RefusedEdit>,
+    ) -> PublicationRx {
         let (tx, rx) = watch::channel(None);
         let board = self.board.clone();
         let target = self.spec.target.clone();
@@ -148,6 +166,9 @@ impl StreamContext {
                         .inc();
                     tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
                     board.refused(&target, scope, e.to_string());
+                    if let Some(object) = reapply {
+                        board.reapply(&target, object);
+                    }
                     Outcome::Refused(e.to_string())
                 }
                 Err(e) => Outcome::NotPushed(e.to_string()),
@@ -169,7 +190,7 @@ impl StreamContext {
         owner: Option<&AppliedBy>,
         excluded: &mut BTreeSet<ObjectKey>,
     ) -> bool {
-        if !AppliedBy::excludes(self.applier.as_ref(), owner) {
+        if !AppliedBy::excludes(self.policy.applier.as_ref(), owner) {
             excluded.remove(key);
             return false;
         }
@@ -393,7 +414,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
     }
-    if ctx.applier.is_some() {
+    if ctx.policy.applier.is_some() {
         // A coordinated folder exists before it is applied, even with nothing in it.
         intents.push(Intent::bootstrap(ctx.path.clone()));
     }
@@ -413,7 +434,11 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
     }
     tracing::debug!(target = %ctx.target_label(), resource = %ctx.spec.served.plural, namespace = ?ctx.spec.namespace, objects = count, "initial snapshot read; publishing it as a resync");
     let scope = WriteScope::Resync(gr.clone(), ctx.spec.namespace.clone());
-    let rx = ctx.follow(ctx.worker.submit_resync(ctx.path.clone(), intents), scope);
+    let rx = ctx.follow(
+        ctx.worker.submit_resync(ctx.path.clone(), intents),
+        scope,
+        None,
+    );
     // Counted once in flight, so a counted resync that is no longer in flight is published.
     ctx.metrics
         .resyncs
@@ -430,6 +455,13 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
     if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
+    let excluded = &ctx.policy.excluded_managers;
+    if !excluded.is_empty() && Writes::of(obj).newest_only_by(excluded) {
+        // spec.exclude.fieldManagers: Git keeps what it had until another manager writes.
+        ctx.count("excluded");
         ctx.tracker.record_unchanged(key, rv);
         return;
     }

@@ -17,6 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use backflow_api::ObjectKey;
 use kube::api::DynamicObject;
 
+use crate::managers::Writes;
+
 /// The field manager of backflow's native applier.
 const APPLIER_MANAGER: &str = "backflow-applier";
 
@@ -114,7 +116,7 @@ impl WindowEdits {
         let Some(newest) = writes.newest() else {
             return Verdict::Edit;
         };
-        if !writes.applier_alone_at(newest) {
+        if !writes.only_by_at(&[APPLIER_MANAGER], newest) {
             if since.is_some_and(|s| newest >= s) {
                 self.edits.insert(key.clone(), newest);
             }
@@ -128,48 +130,11 @@ impl WindowEdits {
             self.edits.remove(key);
             return Verdict::Collision;
         }
-        if newest >= since && !writes.others_since(since) {
+        if newest >= since && !writes.others_since(&[APPLIER_MANAGER], since) {
             Verdict::Landing
         } else {
             Verdict::Edit
         }
-    }
-}
-
-/// An object's non-status managedFields entries: whether each is the applier's, and its second.
-struct Writes(Vec<(bool, i64)>);
-
-impl Writes {
-    fn of(obj: &DynamicObject) -> Self {
-        let entries = obj.metadata.managed_fields.as_deref().unwrap_or_default();
-        Self(
-            entries
-                .iter()
-                .filter(|e| e.subresource.as_deref() != Some("status"))
-                .filter_map(|e| {
-                    let time = e.time.as_ref()?.0.as_second();
-                    Some((e.manager.as_deref() == Some(APPLIER_MANAGER), time))
-                })
-                .collect(),
-        )
-    }
-
-    fn newest(&self) -> Option<i64> {
-        self.0.iter().map(|(_, t)| *t).max()
-    }
-
-    /// Whether every entry of second `at` is the applier's (a tie with another manager is not).
-    fn applier_alone_at(&self, at: i64) -> bool {
-        self.0
-            .iter()
-            .filter(|(_, t)| *t == at)
-            .all(|(ours, _)| *ours)
-    }
-
-    /// Whether another manager's entry is as new as `since` (managedFields have second
-    /// precision: the window's own second counts as inside it).
-    fn others_since(&self, since: i64) -> bool {
-        self.0.iter().any(|(ours, t)| !ours && *t >= since)
     }
 }
 

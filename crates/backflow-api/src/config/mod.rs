@@ -26,8 +26,8 @@ pub use provider::{
 };
 pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
 pub use target::{
-    AgeEncryption, Encryption, GitTarget, GitTargetSpec, GitTargetStatus, Placement, Prune,
-    PruneMode, StreamSummary,
+    AgeEncryption, Encryption, Exclude, GitTarget, GitTargetSpec, GitTargetStatus, OnRefusal,
+    Placement, Prune, PruneMode, StreamSummary,
 };
 pub use watch_rule::{
     ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, ResourceRule, WatchRule,

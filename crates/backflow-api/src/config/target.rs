@@ -119,6 +119,42 @@ pub struct GitTargetSpec {
     /// backflow asks: the folder is then coordinated (Git → live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applier_claim_ref: Option<super::ApplierClaimReference>,
+    /// What to do with a live edit the folder refuses (it cannot be placed safely): `Ignore`
+    /// (default) reports it; `Reapply` also asks the folder's applier to apply Git over it.
+    #[serde(default, skip_serializing_if = "OnRefusal::is_ignore")]
+    pub on_refusal: OnRefusal,
+    /// Changes that are not mirrored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<Exclude>,
+}
+
+/// What to do with a refused live edit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum OnRefusal {
+    /// Report the refusal (`Ready=False`, reason `WriteRefused`); recovery is left to a person
+    /// or a later apply.
+    #[default]
+    Ignore,
+    /// Also ask the folder's applier to apply the tip after a flush, which reverts the refused
+    /// edit on the live side (only an edit to a document the folder holds, never a delete).
+    /// Needs `spec.applierClaimRef`. The refusal clears after a resync of its scope.
+    Reapply,
+}
+
+impl OnRefusal {
+    fn is_ignore(&self) -> bool {
+        *self == Self::Ignore
+    }
+}
+
+/// Changes a folder does not mirror.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exclude {
+    /// Field managers whose changes are not mirrored: a write whose newest field managers
+    /// (status aside) are all in this list. A write another manager shares is mirrored whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub field_managers: Vec<String>,
 }
 
 /// Watch streams of a target, counted.

@@ -258,7 +258,7 @@ impl Coordinator {
             client: self.client.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
-            windows: self.mirror.apply_windows(),
+            mirror: self.mirror.clone(),
         };
         let task = Runner::start(key.clone(), plan.clone(), applier, worker, shared, rx);
         self.running.insert(
@@ -345,6 +345,14 @@ impl Coordinator {
                     let _ = running
                         .commands
                         .send(RunnerCommand::Reason(Reason::Repair))
+                        .await;
+                }
+                let edits = self.mirror.take_reapply(ns, name);
+                if !edits.is_empty() {
+                    let target = (ns.clone(), name.clone());
+                    let _ = running
+                        .commands
+                        .send(RunnerCommand::Reapply(target, edits))
                         .await;
                 }
             }

@@ -1,7 +1,7 @@
 //! One claim's shell: runs the apply decision's effects (flush, record, apply) and feeds their
 //! answers back. One task per acting claim; it ends when its command channel closes.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use backflow_decision::{
     Operation, OperationId, OperationPhase, Reason, Reasons,
 };
 use backflow_git::{BranchNotice, WorkerHandle};
+use backflow_mirror::{MirrorBranches, RefusedEdit};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -34,6 +35,8 @@ pub enum RunnerCommand {
     Published(CommitId),
     /// The claim's targets changed: apply these folders with this applier from now on.
     Plan(ClaimPlan, Arc<dyn Applier>),
+    /// Live edits a target (`onRefusal: Reapply`) refused: apply Git over them.
+    Reapply((String, String), BTreeSet<RefusedEdit>),
 }
 
 /// An answer from work the runner started.
@@ -55,8 +58,8 @@ pub struct Shared {
     pub clock: Arc<dyn Clock>,
     /// Metrics.
     pub metrics: ApplyMetrics,
-    /// Where an operation's window is opened for the mirror's watch streams.
-    pub windows: backflow_mirror::ApplyWindows,
+    /// The mirror: its apply windows, and the resyncs a reapply asks for.
+    pub mirror: MirrorBranches,
 }
 
 /// A running claim.
@@ -69,7 +72,7 @@ pub struct Runner {
     worker: WorkerHandle,
     clock: Arc<dyn Clock>,
     metrics: ApplyMetrics,
-    windows: backflow_mirror::ApplyWindows,
+    mirror: MirrorBranches,
     inventory: Vec<InventoryEntry>,
     last_applied: Option<String>,
     operation: Option<OperationStatus>,
@@ -78,7 +81,12 @@ pub struct Runner {
     /// When the last flush was asked for (wall clock, compared with managedFields times).
     flushed_at: Option<std::time::SystemTime>,
     /// Objects the last apply left to a newer live edit: looked at again by the next one.
-    deferred: std::collections::BTreeSet<backflow_manifest::Identity>,
+    deferred: BTreeSet<backflow_manifest::Identity>,
+    /// Refused live edits to revert, by target: applied by the next operation whatever Git
+    /// changed, then resynced (only a resync clears a refusal).
+    reapply: BTreeMap<(String, String), BTreeSet<RefusedEdit>>,
+    /// What the operation in flight reapplies.
+    reapplying: BTreeMap<(String, String), BTreeSet<RefusedEdit>>,
     /// What the coordinator last said holds applies back.
     coordinator_gate: Option<Hold>,
     /// Why the re-check just before an apply found the configuration changed, until a later
@@ -107,14 +115,16 @@ impl Runner {
             worker,
             clock: shared.clock,
             metrics: shared.metrics,
-            windows: shared.windows,
+            mirror: shared.mirror,
             inventory: Vec::new(),
             last_applied: None,
             operation: None,
             failures: Vec::new(),
             wake: None,
             flushed_at: None,
-            deferred: std::collections::BTreeSet::new(),
+            deferred: BTreeSet::new(),
+            reapply: BTreeMap::new(),
+            reapplying: BTreeMap::new(),
             coordinator_gate: None,
             stale: None,
             done,
@@ -158,6 +168,10 @@ impl Runner {
                         ApplyInput::Gate(self.gate())
                     }
                     Some(RunnerCommand::Reason(r)) => ApplyInput::Reason(r),
+                    Some(RunnerCommand::Reapply(target, edits)) => {
+                        self.reapply.entry(target).or_default().extend(edits);
+                        ApplyInput::Reason(Reason::Refusal)
+                    }
                     Some(RunnerCommand::Published(tip)) => ApplyInput::Published(tip),
                 },
                 notice = notices.recv() => match notice {
@@ -297,7 +311,17 @@ impl Runner {
     /// Starts the apply, its window open from the flush; the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
         let flushed_at = self.flushed_at.unwrap_or_else(|| self.clock.now());
-        self.windows.open(&self.plan.targets, flushed_at);
+        self.mirror
+            .apply_windows()
+            .open(&self.plan.targets, flushed_at);
+        self.reapplying = std::mem::take(&mut self.reapply);
+        let mut retry = self.deferred.clone();
+        retry.extend(
+            self.reapplying
+                .values()
+                .flatten()
+                .map(|edit| edit.object.clone()),
+        );
         let (applier, done) = (self.applier.clone(), self.done.clone());
         let request = ApplyRequest {
             commit: operation.commit,
@@ -308,7 +332,7 @@ impl Runner {
             // A restored operation's flush is not known: every later edit is spared.
             flushed_at,
             inventory: self.inventory.clone(),
-            retry: self.deferred.clone(),
+            retry,
             stamp_only: operation
                 .reasons
                 .iter()
@@ -328,7 +352,10 @@ impl Runner {
 
     /// An apply ended: close its window, keep its inventory and failures, and tell the core.
     fn applied(&mut self, id: OperationId, report: ApplyReport) -> ApplyInput {
-        self.windows.close(&self.plan.targets, self.clock.now());
+        self.mirror
+            .apply_windows()
+            .close(&self.plan.targets, self.clock.now());
+        self.reapplied(&report);
         let claim = self.claim_name();
         self.metrics.objects(&claim, "applied", report.applied);
         self.metrics.objects(&claim, "unchanged", report.unchanged);
@@ -378,6 +405,25 @@ impl Runner {
             )
         };
         ApplyInput::Progress { id, phase, message }
+    }
+
+    /// After an operation that reverted refused edits: the scopes of those it reverted are
+    /// resynced (which clears the refusals); one it failed or deferred is reverted by the next
+    /// operation (a failure is retried after the backoff, a deferral 1.5 s later).
+    fn reapplied(&mut self, report: &ApplyReport) {
+        let succeeded = report.failures.is_empty();
+        for (target, edits) in std::mem::take(&mut self.reapplying) {
+            let (again, done): (BTreeSet<RefusedEdit>, BTreeSet<RefusedEdit>) = edits
+                .into_iter()
+                .partition(|e| !succeeded || report.deferred.contains(&e.object));
+            if !done.is_empty() {
+                let resources = done.into_iter().map(|e| e.resource).collect();
+                self.mirror.resync(&target.0, &target.1, resources);
+            }
+            if !again.is_empty() {
+                self.reapply.entry(target).or_default().extend(again);
+            }
+        }
     }
 
     /// Writes the operation, inventory and conditions into the claim's status.

@@ -891,6 +891,11 @@ fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
     );
     assert_eq!(ready.status, "False");
     assert!(ready.message.contains("anchor"), "{}", ready.message);
+    // onRefusal: Ignore (the default) reports and reverts nothing.
+    assert_eq!(
+        w.get_json(&["configmap", "anchored"])["data"]["color"],
+        "red"
+    );
     std::fs::write(
         clone.join("live/default/configmaps/anchored.yaml"),
         configmap("default", "anchored", &[("color", "blue")]),
@@ -1046,6 +1051,67 @@ fn git_branch_reports_the_pushed_tip() {
         spec,
         serde_json::json!({"branch": "main", "providerRef": {"name": "default"}})
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Excluded field managers
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn changes_made_only_by_an_excluded_field_manager_are_not_mirrored() {
+    let w = World::start(&["--commit-window", "0s", "--no-apply"]);
+    w.apply(&configmap(
+        "default",
+        "scaled",
+        &[("replicas", "1"), ("owner", "team")],
+    ));
+    let path = "live/default/configmaps/scaled.yaml";
+    w.wait_present(path);
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"exclude":{"fieldManagers":["autoscaler"]}}}"#,
+    ]);
+    w.wait_target_ready("default");
+    w.wait_settled();
+    // managedFields have second precision: the autoscaler's write must be the newest alone.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let before = w.events("excluded");
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "scaled",
+        "--type",
+        "merge",
+        "--field-manager=autoscaler",
+        "-p",
+        r#"{"data":{"replicas":"5"}}"#,
+    ]);
+    w.wait_events("excluded", before, 1.0);
+    w.wait_settled();
+    let text = w.show(path).unwrap();
+    assert!(
+        text.contains("replicas: \"1\""),
+        "the autoscaler's change is not mirrored:\n{text}"
+    );
+    // A write another manager makes is mirrored whole, the excluded change with it.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "scaled",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"owner":"platform"}}"#,
+    ]);
+    let text = w.wait_file(path, |t| t.contains("platform"));
+    assert!(text.contains("replicas: \"5\""), "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -328,3 +328,73 @@ fn an_edit_an_apply_writes_over_is_kept_in_git_and_repaired() {
         "no applied object was committed back:\n{log}"
     );
 }
+
+#[test]
+fn a_refused_edit_is_reverted_with_reapply_and_ready_returns_after_a_covering_resync() {
+    let w = World::start(&["--commit-window", "0s"]);
+    w.apply(&configmap("default", "anchored", &[("color", "blue")]));
+    wait_acting(&w);
+    let path = "live/default/configmaps/anchored.yaml";
+    w.wait_present(path);
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"onRefusal":"Reapply"}}"#,
+    ]);
+    w.wait_target_ready("default");
+    w.wait_settled();
+    // A person shares labels through a YAML anchor, which backflow never edits in place.
+    let clone = w.clone_origin("bob");
+    let anchored = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: anchored\n  namespace: default\n  labels: &shared\n    app: shop\n  annotations: *shared\ndata:\n  color: blue\n";
+    std::fs::write(clone.join(path), anchored).unwrap();
+    let pushed = w.commit_all_and_push(&clone, "Share labels through an anchor");
+    wait_applied(&w, &pushed);
+    w.wait_target_ready("default");
+    let resyncs = metric(&w, "backflow_mirror_resyncs_total", &[]);
+
+    // Alice's edit cannot be placed: it is refused, and Reapply applies Git over it.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "anchored",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"color":"red"}}"#,
+    ]);
+    wait_for(
+        "the refused edit to be reverted",
+        || format!("{:?}", w.get_json(&["configmap", "anchored"])["data"]),
+        || (w.get_json(&["configmap", "anchored"])["data"]["color"] == "blue").then_some(()),
+    );
+    wait_for(
+        "the target Ready again after the covering resync",
+        || format!("{:?}", w.target_condition("default", "Ready")),
+        || {
+            let ready = w.target_condition("default", "Ready")?;
+            let resynced = metric(&w, "backflow_mirror_resyncs_total", &[]) > resyncs;
+            (ready.status == "True" && resynced).then_some(())
+        },
+    );
+    assert!(
+        metric(
+            &w,
+            "backflow_apply_operations_total",
+            &["reason=\"Refusal\"", "outcome=\"succeeded\""]
+        ) >= 1.0,
+        "{}",
+        w.metrics()
+    );
+    assert_eq!(w.show(path).as_deref(), Some(anchored), "Git is untouched");
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert_eq!(
+        w.get_json(&["configmap", "anchored"])["data"]["color"],
+        "blue"
+    );
+}
