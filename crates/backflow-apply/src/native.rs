@@ -278,7 +278,7 @@ impl NativeApplier {
             .await
             .map_err(|e| format!("reading {}: {e}", object.identity.name))?
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
-        let owner = live.as_ref().and_then(|l| owned_by(l));
+        let owner = live.as_ref().and_then(owned_by);
         let write = match live {
             _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
             None if !changed => Write::Absent,

@@ -142,6 +142,10 @@ pub enum OnRefusal {
 }
 
 impl OnRefusal {
+    #[allow(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's skip_serializing_if hands a reference"
+    )]
     fn is_ignore(&self) -> bool {
         *self == Self::Ignore
     }

@@ -12,6 +12,16 @@ fn metric(w: &World, name: &str, labels: &[&str]) -> f64 {
     metric_sum(&w.metrics(), name, labels)
 }
 
+/// A counter, as the whole number it is.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a counter is a small non-negative whole number"
+)]
+fn count(w: &World, name: &str, labels: &[&str]) -> u64 {
+    metric(w, name, labels).round() as u64
+}
+
 /// A target `name` writing configmaps of namespace `namespace` to the folder `name`,
 /// coordinated by the default claim when `claimed`.
 fn target(name: &str, namespace: &str, claimed: bool) -> String {
@@ -145,13 +155,13 @@ fn objects_another_applier_owns_are_neither_mirrored_nor_swept_nor_applied() {
         );
     }
     let conflicts = |w: &World| {
-        metric(
+        count(
             w,
             "backflow_apply_ownership_conflicts_total",
             &["target=\"backflow-system/default\""],
         )
     };
-    assert_eq!(conflicts(&w), 2.0, "{}", w.metrics());
+    assert_eq!(conflicts(&w), 2, "{}", w.metrics());
 
     // A live edit of an owned object is not mirrored either, and counts no new conflict.
     w.kubectl(&[
@@ -168,7 +178,7 @@ fn objects_another_applier_owns_are_neither_mirrored_nor_swept_nor_applied() {
     });
     w.wait_settled();
     assert!(w.show("live/default/configmaps/flux-owned.yaml").is_none());
-    assert_eq!(conflicts(&w), 2.0);
+    assert_eq!(conflicts(&w), 2);
 
     // A document somebody pushed for an owned object is neither applied nor swept.
     let clone = w.clone_origin("bob");
@@ -306,8 +316,8 @@ fn an_edit_an_apply_writes_over_is_kept_in_git_and_repaired() {
     assert_eq!(repaired["data"]["v"], "alice");
     assert!(w.show(path).unwrap().contains("alice"), "Git kept the edit");
     assert_eq!(
-        metric(&w, "backflow_apply_window_collisions_total", &[]),
-        1.0,
+        count(&w, "backflow_apply_window_collisions_total", &[]),
+        1,
         "{}",
         w.metrics()
     );
