@@ -235,9 +235,42 @@ struct Memory {
 type Fingerprint = String;
 
 fn fingerprint(value: &Value) -> Fingerprint {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    // Hashing in memory does not fail; an empty fingerprint only makes the next event look changed.
+    let mut bytes = Vec::new();
+    canonical(value, &mut bytes);
     backflow_git::blob_id(&bytes)
+}
+
+/// `value`'s JSON with object keys sorted: the API may send the same object with its keys in
+/// another order (a server-side apply rebuilds it), which is no change.
+fn canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by_key(|(k, _)| *k);
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                canonical(&Value::String(k.clone()), out);
+                out.push(b':');
+                canonical(v, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                canonical(v, out);
+            }
+            out.push(b']');
+        }
+        // Writing a scalar into memory does not fail.
+        scalar => out.extend(serde_json::to_vec(scalar).unwrap_or_default()),
+    }
 }
 
 /// A request to catch up: every change stored before it is submitted when it is answered.
@@ -496,8 +529,8 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
-        Verdict::Collision => {
-            // Git keeps the edit, and remembers it: the Repair's landing then changes nothing.
+        Verdict::Collision | Verdict::OverCollided => {
+            // Git keeps the edit, and so does what this stream remembers Git holds.
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
@@ -523,7 +556,7 @@ fn judge_in_window(
     let window = ctx.board.windows.since(&ctx.spec.target, ctx.clock.now());
     let verdict = memory.window_edits.judge(key, obj, window);
     match verdict {
-        Verdict::Edit => {}
+        Verdict::Edit | Verdict::OverCollided => {}
         Verdict::Late => ctx.echo("late"),
         Verdict::Landing => ctx.echo("not_mirrored"),
         Verdict::Collision => {
@@ -576,6 +609,15 @@ mod tests {
     use kube::core::Status;
 
     use super::*;
+
+    #[test]
+    fn the_fingerprint_ignores_key_order_and_nothing_else() {
+        let a = serde_json::json!({"metadata": {"name": "x", "namespace": "y"}, "data": {"k": [1, "v"]}});
+        let b = serde_json::json!({"data": {"k": [1, "v"]}, "metadata": {"namespace": "y", "name": "x"}});
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        let c = serde_json::json!({"data": {"k": ["v", 1]}, "metadata": {"namespace": "y", "name": "x"}});
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+    }
 
     fn status(code: u16, message: &str) -> Box<Status> {
         Box::new(Status::failure(message, "Invalid").with_code(code))

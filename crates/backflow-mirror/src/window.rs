@@ -87,15 +87,27 @@ pub(crate) enum Verdict {
     /// The applier's write over a live edit made in the window: withheld from Git (the edit
     /// keeps its value there), and a Repair is asked for.
     Collision,
+    /// Another applier write over the same edit in the same window (a stamp after the apply):
+    /// withheld too, without asking again.
+    OverCollided,
 }
 
 /// The live edits one stream saw inside the open window, captured from their own watch
-/// events: per object, the second of the edit.
+/// events.
 #[derive(Debug, Default)]
 pub(crate) struct WindowEdits {
     /// The window the edits were seen in (its start); another window forgets them.
     window: Option<SystemTime>,
-    edits: BTreeMap<ObjectKey, i64>,
+    edits: BTreeMap<ObjectKey, WindowEdit>,
+}
+
+/// A live edit seen in the window.
+#[derive(Debug, Clone, Copy)]
+struct WindowEdit {
+    /// Its second.
+    at: i64,
+    /// Whether an applier write already landed over it (and a Repair was asked for).
+    collided: bool,
 }
 
 impl WindowEdits {
@@ -118,16 +130,25 @@ impl WindowEdits {
         };
         if !writes.only_by_at(&[APPLIER_MANAGER], newest) {
             if since.is_some_and(|s| newest >= s) {
-                self.edits.insert(key.clone(), newest);
+                let edit = WindowEdit {
+                    at: newest,
+                    collided: false,
+                };
+                self.edits.insert(key.clone(), edit);
             }
             return Verdict::Edit;
         }
         let Some(since) = since else {
             return Verdict::Late;
         };
-        // The edit's event came first, so in the same second the edit arrived first.
-        if self.edits.get(key).is_some_and(|edit| newest >= *edit) {
-            self.edits.remove(key);
+        // The edit's event came first, so in the same second the edit arrived first. Every
+        // applier write over it in this window is withheld (Git keeps the edit until the
+        // Repair, which runs in a window of its own); only the first asks for the Repair.
+        if let Some(edit) = self.edits.get_mut(key).filter(|e| newest >= e.at) {
+            if edit.collided {
+                return Verdict::OverCollided;
+            }
+            edit.collided = true;
             return Verdict::Collision;
         }
         if newest >= since && !writes.others_since(&[APPLIER_MANAGER], since) {
@@ -213,10 +234,14 @@ mod tests {
         assert_eq!(edits.judge(&key("a"), &edit, window), Verdict::Edit);
         let over = object(&[("backflow-applier", 100)]);
         assert_eq!(edits.judge(&key("a"), &over, window), Verdict::Collision);
-        // Collided once: the Repair's own landing is not another collision.
-        assert_eq!(edits.judge(&key("a"), &over, window), Verdict::Landing);
+        // The applier writes over it again in the same window (a stamp): withheld, asked once.
+        assert_eq!(edits.judge(&key("a"), &over, window), Verdict::OverCollided);
         // Another object, never edited: a landing.
         assert_eq!(edits.judge(&key("b"), &over, window), Verdict::Landing);
+        // The Repair runs in a window of its own: its landing is a landing.
+        let repair = Some(UNIX_EPOCH + Duration::from_secs(150));
+        let repaired = object(&[("backflow-applier", 150)]);
+        assert_eq!(edits.judge(&key("a"), &repaired, repair), Verdict::Landing);
         // An edit captured in an earlier window does not count in the next one.
         assert_eq!(edits.judge(&key("c"), &edit, window), Verdict::Edit);
         let next = Some(UNIX_EPOCH + Duration::from_secs(200));
