@@ -854,9 +854,7 @@ impl Engine {
                 t.api_version()
             )));
         }
-        if !body.get("metadata").is_none_or(Value::is_object) {
-            return Err(ApiError::BadRequest("metadata must be an object".into()));
-        }
+        crate::decode::check_types(t, &body).map_err(ApiError::BadRequest)?;
         let meta = metadata_mut(&mut body);
         let body_ns = meta
             .get("namespace")

@@ -37,6 +37,15 @@ impl Cause {
         }
     }
 
+    /// A value over its size limit (`FieldValueTooLong`).
+    pub fn too_long(field: impl Into<String>, limit: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be more than {limit} bytes"),
+        }
+    }
+
     /// A value that may not be changed or set (`FieldValueForbidden`).
     pub fn forbidden(field: impl Into<String>, why: impl Into<String>) -> Self {
         Self {

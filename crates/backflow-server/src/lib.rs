@@ -8,6 +8,7 @@
 mod apply;
 mod builtin;
 mod crd;
+mod decode;
 mod engine;
 mod error;
 mod http;

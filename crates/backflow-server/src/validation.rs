@@ -230,14 +230,16 @@ fn validate_secret(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         for (k, v) in data {
             match v.as_str() {
                 Some(s) if STANDARD.decode(s).is_ok() => {}
+                // A Secret's value is never echoed back, not even an invalid one.
                 _ => causes.push(Cause::invalid(
                     format!("data[{k}]"),
-                    &v.to_string(),
+                    "<secret contents redacted>",
                     "must be base64-encoded bytes",
                 )),
             }
         }
     }
+    check_total_size(obj, &[("data", Encoding::Base64)], causes);
     if let Some(old) = old {
         if old.get("type") != obj.get("type") {
             let shown = obj.get("type").and_then(Value::as_str).unwrap_or("");
@@ -270,8 +272,46 @@ fn validate_configmap(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>)
             }
         }
     }
+    check_total_size(
+        obj,
+        &[("data", Encoding::Text), ("binaryData", Encoding::Base64)],
+        causes,
+    );
     if let Some(old) = old {
         immutable_data(obj, old, &["data", "binaryData"], causes);
+    }
+}
+
+/// The most a `ConfigMap`'s or Secret's data may hold: keys plus values (decoded bytes for
+/// base64 fields), as kube-apiserver counts it.
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// How a data field's values are held.
+#[derive(Clone, Copy)]
+enum Encoding {
+    /// As they are (`ConfigMap.data`).
+    Text,
+    /// Base64 of the bytes, which are what counts (`binaryData`, `Secret.data`).
+    Base64,
+}
+
+fn check_total_size(obj: &Value, fields: &[(&str, Encoding)], causes: &mut Vec<Cause>) {
+    let mut total = 0usize;
+    for (field, encoding) in fields {
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
+        for (k, v) in map {
+            let text = v.as_str().unwrap_or_default();
+            let bytes = match encoding {
+                Encoding::Text => text.len(),
+                Encoding::Base64 => STANDARD.decode(text).map_or(text.len(), |b| b.len()),
+            };
+            total += k.len() + bytes;
+        }
+    }
+    if total > MAX_DATA_BYTES {
+        causes.push(Cause::too_long("", MAX_DATA_BYTES));
     }
 }
 

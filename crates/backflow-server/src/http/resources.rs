@@ -35,7 +35,8 @@ fn parse_query(q: Option<&str>) -> Query {
 }
 
 fn flag(q: &Query, name: &str) -> bool {
-    q.get(name).is_some_and(|v| v == "true" || v == "1")
+    q.get(name)
+        .is_some_and(|v| matches!(v.as_str(), "true" | "1" | "t" | "T" | "TRUE" | "True"))
 }
 
 fn wants_table(headers: &HeaderMap) -> bool {
@@ -249,7 +250,8 @@ async fn route(
     headers: &HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let p = path::parse(uri.path()).ok_or(ApiError::UnknownResource)?;
+    let decoded = percent_decoded(uri.path())?;
+    let p = path::parse(&decoded).ok_or(ApiError::UnknownResource)?;
     let engine = &state.engine;
     let t = engine
         .resource_type(&p.group, &p.version, &p.plural)
@@ -258,6 +260,7 @@ async fn route(
         return Err(ApiError::UnknownResource);
     }
     let q = parse_query(uri.query());
+    check_query(&q)?;
     let ns = p.namespace.clone().unwrap_or_default();
     match (&p.name, &p.subresource) {
         (None, _) => collection(state, method, &t, &p, &q, headers, body).await,
@@ -282,6 +285,69 @@ async fn route(
             scale(engine, method, &t, &ns, name, &q, headers, body).await
         }
         _ => Err(ApiError::UnknownResource),
+    }
+}
+
+/// The path as kube-apiserver routes it: percent-encoded bytes decoded (`my%2Dapp` is `my-app`).
+fn percent_decoded(path: &str) -> ApiResult<String> {
+    if !path.contains('%') {
+        return Ok(path.to_string());
+    }
+    let bad = || ApiError::BadRequest(format!("invalid percent-encoding in the path {path:?}"));
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = path.get(i + 1..i + 3).ok_or_else(bad)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
+}
+
+/// The query parameters every request shares, checked as kube-apiserver decodes them: a
+/// boolean that is not one (400), a `resourceVersionMatch` it does not know (422).
+fn check_query(q: &Query) -> ApiResult<()> {
+    for name in ["watch", "allowWatchBookmarks", "sendInitialEvents"] {
+        if let Some(v) = q.get(name)
+            && !matches!(
+                v.as_str(),
+                "" | "1"
+                    | "t"
+                    | "T"
+                    | "true"
+                    | "TRUE"
+                    | "True"
+                    | "0"
+                    | "f"
+                    | "F"
+                    | "false"
+                    | "FALSE"
+                    | "False"
+            )
+        {
+            return Err(ApiError::BadRequest(format!(
+                "invalid value {v:?} for the query parameter {name}: must be true or false"
+            )));
+        }
+    }
+    match q.get("resourceVersionMatch").map(String::as_str) {
+        None | Some("" | "Exact" | "NotOlderThan") => Ok(()),
+        Some(other) => Err(ApiError::Invalid {
+            group: "meta.k8s.io".into(),
+            kind: "ListOptions".into(),
+            name: String::new(),
+            causes: vec![crate::error::Cause::invalid(
+                "resourceVersionMatch",
+                other,
+                "supported values: \"Exact\", \"NotOlderThan\"",
+            )],
+        }),
     }
 }
 
@@ -490,6 +556,7 @@ async fn object(
     }
     match *method {
         Method::GET => {
+            resource_version_param(q)?;
             let obj = engine.get(t, ns, name)?;
             if wants_table(headers) {
                 let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});

@@ -20,6 +20,9 @@ both_transports!(
     oversized_body_is_413,
     malformed_json_is_400,
     bad_selectors_are_400,
+    wrongly_typed_fields_are_400_and_nothing_is_stored,
+    data_over_one_mebibyte_is_422_and_secret_values_are_never_echoed,
+    bad_query_parameters_are_refused_and_encoded_paths_are_decoded,
 );
 
 fn configmap(name: &str) -> ConfigMap {
@@ -300,5 +303,166 @@ async fn bad_selectors_are_400(t: Transport) {
     assert_eq!(st.code, 400);
     assert!(api.get_opt("stay").await.expect("get").is_some());
     assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    s.stop().await;
+}
+
+async fn wrongly_typed_fields_are_400_and_nothing_is_stored(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let existing = api
+        .create(&PostParams::default(), &configmap("keep"))
+        .await
+        .expect("create");
+    let before = store_rv(&s.client).await;
+    let post = |body: serde_json::Value| {
+        raw(
+            &s.client,
+            http::Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+    };
+    for body in [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p", "ownerReferences": "x"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}, "data": [1, 2]}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p", "labels": {"a": 1}}}),
+    ] {
+        let (code, st) = post(body.clone()).await;
+        assert_eq!(code, 400, "{body}: {st}");
+        assert_eq!(st["reason"], "BadRequest");
+        assert!(
+            st["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("cannot be handled as a ConfigMap"),
+            "{st}"
+        );
+    }
+    // A resourceVersion that is a number is not a precondition skipped: it is a bad request.
+    let mut stale = serde_json::to_value(&existing).expect("json");
+    stale["metadata"]["resourceVersion"] = json!(1);
+    stale["data"] = json!({"k": "overwritten"});
+    let (code, st) = raw(
+        &s.client,
+        http::Method::PUT,
+        "/api/v1/namespaces/default/configmaps/keep",
+        "application/json",
+        stale.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+    // So is a Secret's stringData that is not a map.
+    let (code, st) = raw(
+        &s.client,
+        http::Method::POST,
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": "x"})
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    let kept = api.get("keep").await.expect("get");
+    assert_eq!(kept.data.expect("data")["k"], "v");
+    s.stop().await;
+}
+
+async fn data_over_one_mebibyte_is_422_and_secret_values_are_never_echoed(t: Transport) {
+    let s = TestServer::start(t).await;
+    let before = store_rv(&s.client).await;
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let mut big = configmap("big");
+    big.data = Some([("k".to_string(), "x".repeat(1024 * 1024))].into());
+    let st = status_of(configmaps.create(&PostParams::default(), &big).await);
+    assert_eq!(
+        (st.code, st.reason.as_str()),
+        (422, "Invalid"),
+        "{}",
+        st.message
+    );
+    let causes = st.details.expect("details").causes;
+    assert!(
+        causes.iter().any(|c| c.reason == "FieldValueTooLong"),
+        "{causes:?}"
+    );
+    // Exactly at the limit (key and value together) is fine.
+    big.data = Some([("k".to_string(), "x".repeat(1024 * 1024 - 1))].into());
+    configmaps
+        .create(&PostParams::default(), &big)
+        .await
+        .expect("at the limit");
+    configmaps
+        .delete("big", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+    let before = before.max(store_rv(&s.client).await);
+
+    let secrets: Api<Secret> = Api::default_namespaced(s.client.clone());
+    let (code, st) = raw(
+        &s.client,
+        http::Method::POST,
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+               "data": {"password": "hunter2-not-base64!"}})
+        .to_string()
+        .into_bytes(),
+    )
+    .await;
+    assert_eq!(code, 422, "{st}");
+    assert!(
+        !st.to_string().contains("hunter2"),
+        "the value is never echoed: {st}"
+    );
+    assert_eq!(store_rv(&s.client).await, before, "nothing was written");
+    assert!(secrets.get_opt("s").await.expect("get").is_none());
+    s.stop().await;
+}
+
+async fn bad_query_parameters_are_refused_and_encoded_paths_are_decoded(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    api.create(&PostParams::default(), &configmap("my-app"))
+        .await
+        .expect("create");
+    let get = |uri: String| {
+        let client = s.client.clone();
+        async move {
+            raw(
+                &client,
+                http::Method::GET,
+                &uri,
+                "application/json",
+                Vec::new(),
+            )
+            .await
+        }
+    };
+    let list = "/api/v1/namespaces/default/configmaps";
+    for (query, code, reason) in [
+        (
+            "?resourceVersionMatch=Bogus&resourceVersion=1",
+            422,
+            "Invalid",
+        ),
+        ("?watch=maybe", 400, "BadRequest"),
+        ("?resourceVersion=abc", 400, "BadRequest"),
+    ] {
+        let (got, st) = get(format!("{list}{query}")).await;
+        assert_eq!(got, code, "{query}: {st}");
+        assert_eq!(st["reason"], reason, "{query}: {st}");
+    }
+    let (got, st) = get(format!("{list}/my-app?resourceVersion=abc")).await;
+    assert_eq!(got, 400, "{st}");
+    // Go's router decodes percent-encoding: my%2Dapp is my-app.
+    let (got, found) = get(format!("{list}/my%2Dapp")).await;
+    assert_eq!(got, 200, "{found}");
+    assert_eq!(found["metadata"]["name"], "my-app");
+    let (got, _) = get(format!("{list}/my%zzapp")).await;
+    assert_eq!(got, 400);
     s.stop().await;
 }
