@@ -8,6 +8,7 @@
 mod apply;
 mod builtin;
 mod crd;
+mod data_dir;
 mod decode;
 mod engine;
 mod error;

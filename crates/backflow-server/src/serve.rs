@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use crate::engine::Engine;
 use crate::http::{AppState, Extensions, router};
 use crate::kubeconfig::{ClientAccess, render};
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use crate::tls::{self, TlsError, TlsMaterial};
 
 /// How to run the server.
@@ -38,6 +38,8 @@ pub struct ServerConfig {
     pub watch_history: usize,
     /// How often idle watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// Start with an empty store even though the data dir has history (a lost store).
+    pub initialize: bool,
 }
 
 impl ServerConfig {
@@ -51,6 +53,7 @@ impl ServerConfig {
             tls_key_file: None,
             watch_history: 100_000,
             bookmark_interval: Duration::from_secs(60),
+            initialize: false,
         }
     }
 }
@@ -69,6 +72,16 @@ pub enum StartError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The data dir has history but its store is missing or empty.
+    #[error(
+        "{path} is missing or empty, but the data directory holds {history} from an earlier start: the store was lost. Restore it from a backup, or start with --initialize to begin with an empty API"
+    )]
+    StoreMissing {
+        /// The store file.
+        path: PathBuf,
+        /// The files that show history.
+        history: String,
+    },
     /// The store could not be seeded (initial namespaces, CRDs).
     #[error("cannot initialize the store: {0}")]
     Init(String),
@@ -272,10 +285,7 @@ pub async fn start_with_clock(
     clock: Arc<dyn Clock>,
 ) -> Result<RunningServer, StartError> {
     let data_dir = config.data_dir.clone();
-    std::fs::create_dir_all(&data_dir).map_err(|e| StartError::DataDir {
-        path: data_dir.clone(),
-        source: e,
-    })?;
+    let store = crate::data_dir::open_store(&config)?;
     let loopback = config.listen.ip().is_loopback();
 
     let token = match (&config.token_file, loopback) {
@@ -289,7 +299,6 @@ pub async fn start_with_clock(
         None => None,
     };
 
-    let store = Store::open(&data_dir.join("store.redb"), config.watch_history)?;
     let engine = Engine::new(store, clock)
         .await
         .map_err(|e| StartError::Init(e.to_string()))?;
@@ -364,11 +373,7 @@ pub struct InProcess {
 impl InProcess {
     /// Opens the store in `config.data_dir` and builds the router (no TLS, no token).
     pub async fn open(config: &ServerConfig) -> Result<Self, StartError> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|e| StartError::DataDir {
-            path: config.data_dir.clone(),
-            source: e,
-        })?;
-        let store = Store::open(&config.data_dir.join("store.redb"), config.watch_history)?;
+        let store = crate::data_dir::open_store(config)?;
         let engine = Engine::new(store, Arc::new(SystemClock))
             .await
             .map_err(|e| StartError::Init(e.to_string()))?;

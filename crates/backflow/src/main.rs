@@ -101,6 +101,11 @@ struct ServeArgs {
     /// How often idle watches that allow bookmarks receive one (e.g. 60s).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     bookmark_interval: Duration,
+    /// Start with an empty API although the data dir holds an earlier start's files
+    /// (origin.git, age.key, kubeconfig) but no store.redb: without it, a lost store is refused
+    /// rather than served as a fresh install. The mirror then resyncs Git from the empty API.
+    #[arg(long)]
+    initialize: bool,
     /// Repository the default mirror writes to (file://, https://, ssh://); default: a bare
     /// repository created at <data-dir>/origin.git. Applied as `GitProvider`
     /// backflow-system/default on every start.
@@ -281,6 +286,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
     config.bookmark_interval = args.bookmark_interval;
+    config.initialize = args.initialize;
     let server = backflow_server::start(config)
         .await
         .map_err(|e| e.to_string())?;

@@ -228,7 +228,7 @@ async fn authenticate(State(s): State<AppState>, req: Request<Body>, next: Next)
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(bearer_token)
             .unwrap_or("");
         if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
             tracing::warn!(path = %req.uri().path(), "request refused: missing or wrong bearer token");
@@ -238,9 +238,29 @@ async fn authenticate(State(s): State<AppState>, req: Request<Body>, next: Next)
     next.run(req).await
 }
 
+/// The token of an `Authorization: Bearer <token>` header. The scheme is case-insensitive
+/// (RFC 9110 §11.1), as kube-apiserver reads it.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
+        .filter(|t| !t.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc"), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
+    }
 
     fn trimmed(path: &str) -> String {
         let req = Request::builder().uri(path).body(Body::empty()).unwrap();
