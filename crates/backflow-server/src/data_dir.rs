@@ -88,7 +88,10 @@ mod tests {
         std::fs::create_dir_all(&lost.data_dir).expect("mkdir");
         std::fs::write(lost.data_dir.join("age.key"), "key").expect("write");
         let err = open_store(&lost).expect_err("refused").to_string();
-        assert!(err.contains("age.key") && err.contains("--initialize"), "{err}");
+        assert!(
+            err.contains("age.key") && err.contains("--initialize"),
+            "{err}"
+        );
         std::fs::write(store_path(&lost.data_dir), b"").expect("truncate");
         assert!(open_store(&lost).is_err(), "an empty store is a lost one");
         lost.initialize = true;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::{Clock, SystemClock};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -40,7 +40,14 @@ pub struct ServerConfig {
     pub bookmark_interval: Duration,
     /// Start with an empty store even though the data dir has history (a lost store).
     pub initialize: bool,
+    /// How long a connection may take to send a request's headers (and a TLS client its
+    /// handshake) before it is closed: a client that trickles bytes holds no connection forever.
+    pub header_read_timeout: Duration,
 }
+
+/// How long a client may take to send its request headers or TLS handshake, by default
+/// (kube-apiserver allows 32 s).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 
 impl ServerConfig {
     /// Defaults: `./backflow-data`, `127.0.0.1:6443`, no TLS, no token.
@@ -54,6 +61,7 @@ impl ServerConfig {
             watch_history: 100_000,
             bookmark_interval: Duration::from_secs(60),
             initialize: false,
+            header_read_timeout: HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -147,7 +155,13 @@ impl Listener {
             .local_addr()
             .map_err(|source| StartError::Bind { addr, source })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            app,
+            acceptor,
+            HEADER_READ_TIMEOUT,
+            shutdown_rx,
+        ));
         Ok(Self {
             addr: bound,
             tls: tls.is_some(),
@@ -343,7 +357,13 @@ pub async fn start_with_clock(
         ..state.clone()
     });
     let app = router(state);
-    let task = tokio::spawn(accept_loop(listener, app, acceptor, shutdown_rx));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        app,
+        acceptor,
+        config.header_read_timeout,
+        shutdown_rx,
+    ));
     Ok(RunningServer {
         addr,
         kubeconfig_path,
@@ -405,6 +425,7 @@ async fn accept_loop(
     listener: TcpListener,
     app: axum::Router,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
+    header_read_timeout: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
@@ -422,7 +443,16 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let builder = auto::Builder::new(TokioExecutor::new());
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_read_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(20));
         match &acceptor {
             None => {
                 let conn = builder
@@ -439,10 +469,16 @@ async fn accept_loop(
                 let acceptor = acceptor.clone();
                 let watcher = graceful.watcher();
                 tokio::spawn(async move {
-                    let tls = match acceptor.accept(stream).await {
-                        Ok(s) => s,
-                        Err(e) => {
+                    let handshake =
+                        tokio::time::timeout(header_read_timeout, acceptor.accept(stream));
+                    let tls = match handshake.await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
                             tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
                             return;
                         }
                     };

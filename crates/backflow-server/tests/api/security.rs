@@ -200,3 +200,41 @@ async fn given_certificate_turns_on_tls_on_loopback() {
     let err = start(config).await.expect_err("cert without key");
     assert!(err.to_string().contains("go together"), "{err}");
 }
+
+#[tokio::test]
+async fn a_client_that_trickles_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.header_read_timeout = std::time::Duration::from_secs(1);
+    let server = start(config).await.expect("start");
+    // Slowloris: a request line and one header, then nothing.
+    let mut slow = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    slow.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        slow.read_to_end(&mut buf),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the server still holds a connection whose headers never end"
+    );
+    // A client that sends its request in time is served.
+    let mut fine = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    fine.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    fine.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    guard("shutdown", server.shutdown()).await;
+}
