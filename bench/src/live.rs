@@ -127,6 +127,7 @@ impl Live {
                 refresh_interval,
                 data_dir: self.data.join("git"),
                 identities: Vec::new(),
+                shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
             },
             Arc::new(SystemClock),
         );

@@ -59,7 +59,12 @@ pub struct MirrorOptions {
     /// age identities handed to every `GitTarget`'s encryptor (never used to encrypt): with
     /// them, a restart reuses the data keys of existing SOPS files instead of re-encrypting.
     pub identities: Vec<backflow_sops::Identity>,
+    /// How long a shutdown keeps trying to push pending writes (`--shutdown-grace`).
+    pub shutdown_grace: Duration,
 }
+
+/// How long a shutdown keeps pushing pending writes, unless configured.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A running mirror.
 pub struct Mirror {
@@ -90,6 +95,7 @@ impl Mirror {
         let workers = Arc::new(Workers::new(
             options.data_dir,
             options.refresh_interval,
+            options.shutdown_grace,
             board.clone(),
             clock.clone(),
             git_metrics,

@@ -82,6 +82,7 @@ pub fn worker_config(
 pub struct Workers {
     data_dir: PathBuf,
     refresh_interval: Duration,
+    shutdown_grace: Duration,
     board: Arc<Board>,
     clock: Arc<dyn Clock>,
     metrics: GitMetrics,
@@ -102,10 +103,12 @@ impl std::fmt::Debug for Workers {
 }
 
 impl Workers {
-    /// A registry keeping its caches under `data_dir`, reporting remote tips on `board`.
+    /// A registry keeping its caches under `data_dir`, reporting remote tips on `board`; a
+    /// worker's shutdown pushes what is pending for at most `shutdown_grace`.
     pub fn new(
         data_dir: PathBuf,
         refresh_interval: Duration,
+        shutdown_grace: Duration,
         board: Arc<Board>,
         clock: Arc<dyn Clock>,
         metrics: GitMetrics,
@@ -115,6 +118,7 @@ impl Workers {
         Self {
             data_dir,
             refresh_interval,
+            shutdown_grace,
             board,
             clock,
             metrics,
@@ -215,7 +219,7 @@ impl Workers {
             source,
         })?;
         let (handle, notices) =
-            backflow_git::spawn_with_notices(worker, self.clock.clone(), Duration::from_secs(30));
+            backflow_git::spawn_with_notices(worker, self.clock.clone(), self.shutdown_grace);
         tokio::spawn(forward_notices(
             notices,
             key.clone(),
@@ -271,16 +275,18 @@ impl Workers {
         )
         .into_iter()
         .collect();
-        for ((url, branch), h) in handles {
+        // Together: the grace bounds the whole stop, not each branch in turn.
+        let stops = handles.into_iter().map(|((url, branch), h)| async move {
             match h.shutdown().await {
                 Ok(tip) => {
                     tracing::info!(%url, %branch, tip = ?tip.map(|t| t.to_string()), "branch worker stopped");
                 }
                 Err(e) => {
-                    tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished");
+                    tracing::warn!(%url, %branch, error = %e, "branch worker stopped with writes unpublished; the next start's resync publishes them");
                 }
             }
-        }
+        });
+        futures::future::join_all(stops).await;
     }
 }
 

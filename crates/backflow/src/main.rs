@@ -65,6 +65,10 @@ struct SyncArgs {
     /// moved; a `GitProvider`'s spec.refreshInterval overrides it.
     #[arg(long, default_value = "10m", value_parser = parse_interval)]
     git_refresh_interval: Duration,
+    /// How long a stop (SIGTERM, Ctrl-C) keeps trying to push pending writes before it exits
+    /// anyway; what stayed unpushed is logged, and the next start's resync publishes it.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -307,11 +311,8 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         receiver.shutdown().await;
     }
     if let Some(running) = mirror {
-        if let Some(claims) = running.claims {
-            claims.shutdown().await;
-        }
-        // Pending writes are pushed before the API goes away.
-        running.mirror.shutdown().await;
+        // Pending writes are pushed before the API goes away, within the grace.
+        stop_mirror(running.mirror, running.claims, args.sync.shutdown_grace).await;
     }
     server.shutdown().await;
     tracing::info!("stopped");
@@ -422,6 +423,7 @@ async fn start_default_mirror(
             data_dir: args.data_dir.join("git"),
             refresh_interval: args.sync.git_refresh_interval,
             identities: identities.clone(),
+            shutdown_grace: args.sync.shutdown_grace,
         },
         Arc::new(SystemClock),
     );
@@ -512,6 +514,7 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         data_dir: args.data_dir.join("git"),
         refresh_interval: args.sync.git_refresh_interval,
         identities: Vec::new(),
+        shutdown_grace: args.sync.shutdown_grace,
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
     // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
@@ -540,9 +543,28 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
     if let Some(r) = receiver {
         r.shutdown().await;
     }
-    claims.shutdown().await;
-    mirror.shutdown().await;
+    stop_mirror(mirror, Some(claims), args.sync.shutdown_grace).await;
     Ok(())
+}
+
+/// Stops the claims and the mirror, pushing what is pending for at most `grace` (each worker
+/// gives up after it; this bounds a push stuck in the network too).
+async fn stop_mirror(mirror: Mirror, claims: Option<Claims>, grace: Duration) {
+    let stop = async {
+        if let Some(claims) = claims {
+            claims.shutdown().await;
+        }
+        mirror.shutdown().await;
+    };
+    if tokio::time::timeout(grace + Duration::from_secs(2), stop)
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            grace_s = grace.as_secs(),
+            "stopping anyway: writes may be unpushed; the next start's resync publishes them"
+        );
+    }
 }
 
 /// The operator receiver's certificate, if given.

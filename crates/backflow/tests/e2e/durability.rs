@@ -254,3 +254,63 @@ async fn sigterm_stops_cleanly_with_an_open_watch() {
         .expect("join");
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_the_remote_gone_stops_within_the_grace_and_the_restart_publishes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let flags = [
+        "--no-apply",
+        "--commit-window",
+        "0s",
+        "--shutdown-grace",
+        "1s",
+    ];
+    let server = Server::start_with(&data, None, &flags);
+    let client = kube_client(&server, &data).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    // The remote goes away: the write is stored, and its push keeps failing.
+    let origin = data.join("origin.git");
+    let away = dir.path().join("origin-away.git");
+    std::fs::rename(&origin, &away).expect("move the remote away");
+    guard(
+        "create",
+        api.create(&PostParams::default(), &configmap("stranded", "1")),
+    )
+    .await
+    .expect("create");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let asked = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .expect("join");
+    let took = asked.elapsed();
+    assert!(status.success(), "{status:?}");
+    // The worker gives up after its 1 s grace (it retried for 30 s before the grace existed).
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "SIGTERM took {took:?} with --shutdown-grace 1s"
+    );
+    // Nothing is lost: the restart's resync publishes the stranded write.
+    std::fs::rename(&away, &origin).expect("bring the remote back");
+    let server = Server::start_with(&data, None, &flags);
+    let show = || {
+        std::process::Command::new("git")
+            .args(["--git-dir", &origin.to_string_lossy(), "show"])
+            .arg("main:live/default/configmaps/stranded.yaml")
+            .output()
+            .expect("git show")
+    };
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    while !show().status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stranded write never reached Git"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .expect("join");
+    assert!(status.success(), "{status:?}");
+}
