@@ -408,7 +408,7 @@ impl Controller {
             (Some(age), Some(_)) => self.resolve_recipients(&tref.0, age).await,
             _ => Err((
                 "NotConfigured",
-                "Secrets are not mirrored into this folder: set spec.encryption.age (recipients or secretRef) to mirror them SOPS-encrypted"
+                "Secrets (and the types any GitTarget lists in spec.encryption.sensitiveResources) are not mirrored into this folder: set spec.encryption.age (recipients or secretRef) to mirror them SOPS-encrypted"
                     .to_string(),
             )),
         };

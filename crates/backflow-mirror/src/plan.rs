@@ -341,6 +341,7 @@ pub fn plan(
         }
     }
     refuse_shared_folders(&mut out);
+    share_sensitive_types(&mut out);
     for r in rules {
         let ns = r.namespace().unwrap_or_default();
         let rule_key = ("WatchRule".to_string(), ns.clone(), r.name_any());
@@ -366,6 +367,22 @@ pub fn plan(
     }
     drop_covered_streams(&mut out);
     out
+}
+
+/// A type one target writes only encrypted (`spec.encryption.sensitiveResources`) is sensitive
+/// in every target of the server: another target must not publish in plain text what the first
+/// encrypts. A target without encryption then does not mirror that type, as for Secrets.
+fn share_sensitive_types(out: &mut Plan) {
+    let mut shared: Vec<GroupResource> = out
+        .targets
+        .values()
+        .flat_map(|tp| tp.sensitive.iter().cloned())
+        .collect();
+    shared.sort();
+    shared.dedup();
+    for tp in out.targets.values_mut() {
+        tp.sensitive.clone_from(&shared);
+    }
 }
 
 /// Where one `GitTarget` writes, or why it cannot be served.
@@ -721,6 +738,52 @@ mod tests {
             tp.streams.iter().next().map(|s| s.namespace.clone()),
             Some(None)
         );
+    }
+
+    #[test]
+    fn a_type_one_target_encrypts_is_sensitive_in_every_target() {
+        let provider = {
+            let mut p = GitProvider::new(
+                "git",
+                GitProviderSpec {
+                    url: "file:///r".into(),
+                    ..Default::default()
+                },
+            );
+            p.metadata.namespace = Some("team".into());
+            p
+        };
+        let target = |name: &str, sensitive: &[&str]| {
+            let mut t = GitTarget::new(
+                name,
+                GitTargetSpec {
+                    provider_ref: LocalReference { name: "git".into() },
+                    branch: "main".into(),
+                    path: name.into(),
+                    encryption: (!sensitive.is_empty()).then(|| Encryption {
+                        sensitive_resources: sensitive.iter().map(|s| (*s).to_string()).collect(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            );
+            t.metadata.namespace = Some("team".into());
+            t
+        };
+        let p = plan(
+            &[provider],
+            &[target("vault", &["configmaps"]), target("plain", &[])],
+            &[],
+            &[],
+            &served(),
+        );
+        let configmaps = GroupResource::new("", "configmaps");
+        for name in ["vault", "plain"] {
+            assert!(
+                p.targets[&("team".to_string(), name.to_string())].is_sensitive(&configmaps),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -381,6 +381,9 @@ fn configured_sensitive_resources_are_written_only_encrypted() {
         "configmaps",
         r#"resources: ["configmaps"]"#,
     ));
+    // Sensitive from now on, in every folder (what was written before stays in history).
+    w.wait_target_ready("classified");
+    w.wait_settled();
     let value = "classified-config-5521";
     w.apply(&configmap("team-c", "plans", &[("launch", value)]));
     let file = w.wait_present("classified/team-c/configmaps/plans.sops.yaml");
@@ -391,9 +394,16 @@ fn configured_sensitive_resources_are_written_only_encrypted() {
     );
     let plain = sops_decrypt(&w, &file);
     assert_eq!(plain["data"]["launch"], value);
-    // The default target does not list configmaps as sensitive: its copy is plain YAML.
-    let default_copy = w.wait_present("live/team-c/configmaps/plans.yaml");
-    assert!(default_copy.contains(value));
+    // A type one target encrypts is sensitive in every target: the default folder, which does
+    // not list configmaps itself, writes its copy encrypted too, never in plain text.
+    let default_copy = w.wait_present("live/team-c/configmaps/plans.sops.yaml");
+    assert!(!default_copy.contains(value), "{default_copy}");
+    assert!(w.show("live/team-c/configmaps/plans.yaml").is_none());
+    let everything = w.git(&["log", "-p", "--all"]);
+    assert!(
+        !everything.contains(value),
+        "no folder's history holds the plaintext"
+    );
     let classified_history = w.git(&["log", "-p", "--all", "--", "classified"]);
     assert!(
         !classified_history.contains(value),
