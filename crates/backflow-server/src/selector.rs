@@ -113,13 +113,60 @@ impl LabelSelector {
     }
 }
 
-/// A parsed `fieldSelector`; only the fields every type supports (and Secret `type`).
+/// A parsed `fieldSelector`: the fields every type supports (`metadata.name`,
+/// `metadata.namespace`) and those kube-apiserver adds per built-in type (see [`field_path`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub struct FieldSelector(Vec<(&'static str, bool, String)>);
+
+/// Where a field label reads the object, for the type (`group`, `kind`): a JSON pointer, or
+/// `None` when the type does not support it (kube-apiserver answers 400 then).
+fn field_path(group: &str, kind: &str, field: &str) -> Option<&'static str> {
+    let common = match field {
+        "metadata.name" => Some("/metadata/name"),
+        "metadata.namespace" => Some("/metadata/namespace"),
+        _ => None,
+    };
+    common.or(match (group, kind, field) {
+        ("", "Event", "involvedObject.kind") => Some("/involvedObject/kind"),
+        ("", "Event", "involvedObject.namespace") => Some("/involvedObject/namespace"),
+        ("", "Event", "involvedObject.name") => Some("/involvedObject/name"),
+        ("", "Event", "involvedObject.uid") => Some("/involvedObject/uid"),
+        ("", "Event", "involvedObject.apiVersion") => Some("/involvedObject/apiVersion"),
+        ("", "Event", "involvedObject.resourceVersion") => Some("/involvedObject/resourceVersion"),
+        ("", "Event", "involvedObject.fieldPath") => Some("/involvedObject/fieldPath"),
+        ("", "Event", "reason") => Some("/reason"),
+        ("", "Event", "reportingComponent") => Some("/reportingComponent"),
+        ("", "Event", "source") => Some("/source/component"),
+        ("" | "events.k8s.io", "Event", "type") => Some("/type"),
+        ("events.k8s.io", "Event", "reason") => Some("/reason"),
+        ("events.k8s.io", "Event", "reportingController") => Some("/reportingController"),
+        ("events.k8s.io", "Event", "regarding.kind") => Some("/regarding/kind"),
+        ("events.k8s.io", "Event", "regarding.namespace") => Some("/regarding/namespace"),
+        ("events.k8s.io", "Event", "regarding.name") => Some("/regarding/name"),
+        ("events.k8s.io", "Event", "regarding.uid") => Some("/regarding/uid"),
+        ("", "Secret", "type") => Some("/type"),
+        ("", "Namespace", "status.phase") => Some("/status/phase"),
+        ("", "Node", "spec.unschedulable") => Some("/spec/unschedulable"),
+        ("", "Pod", "spec.nodeName") => Some("/spec/nodeName"),
+        ("", "Pod", "spec.restartPolicy") => Some("/spec/restartPolicy"),
+        ("", "Pod", "spec.schedulerName") => Some("/spec/schedulerName"),
+        ("", "Pod", "spec.serviceAccountName") => Some("/spec/serviceAccountName"),
+        ("", "Pod", "spec.hostNetwork") => Some("/spec/hostNetwork"),
+        ("", "Pod", "status.phase") => Some("/status/phase"),
+        ("", "Pod", "status.podIP") => Some("/status/podIP"),
+        ("", "Pod", "status.nominatedNodeName") => Some("/status/nominatedNodeName"),
+        ("" | "apps", "ReplicationController" | "ReplicaSet", "status.replicas") => {
+            Some("/status/replicas")
+        }
+        ("batch", "Job", "status.successful") => Some("/status/succeeded"),
+        _ => None,
+    })
+}
 
 impl FieldSelector {
-    /// Parses a selector; an unsupported field is a 400 naming it.
-    pub fn parse(s: &str, kind: &str) -> Result<Self, ApiError> {
+    /// Parses a selector for objects of `kind` in `group`; an unsupported field is a 400
+    /// naming it.
+    pub fn parse(s: &str, group: &str, kind: &str) -> Result<Self, ApiError> {
         let mut reqs = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, eq, value) = if let Some((f, v)) = part.split_once("!=") {
@@ -134,31 +181,28 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            let supported = matches!(field, "metadata.name" | "metadata.namespace")
-                || (kind == "Secret" && field == "type");
-            if !supported {
+            let Some(path) = field_path(group, kind, field) else {
                 return Err(ApiError::BadRequest(format!(
                     "field label not supported: {field}"
                 )));
-            }
-            reqs.push((field.to_string(), eq, value.trim().to_string()));
+            };
+            reqs.push((path, eq, value.trim().to_string()));
         }
         Ok(Self(reqs))
     }
 
-    /// Whether the object satisfies every requirement.
+    /// Whether the object satisfies every requirement. A missing field reads as `""`; a
+    /// number or boolean as its text (`spec.hostNetwork=true`).
     #[must_use]
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(field, eq, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => obj.pointer("/metadata/name"),
-                "metadata.namespace" => obj.pointer("/metadata/namespace"),
-                "type" => obj.get("type"),
-                _ => None,
-            }
-            .and_then(Value::as_str)
-            .unwrap_or("");
-            (actual == value) == *eq
+        self.0.iter().all(|(path, eq, value)| {
+            let actual = match obj.pointer(path) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            };
+            (actual == *value) == *eq
         })
     }
 }
@@ -195,15 +239,42 @@ mod tests {
     fn field_selectors() {
         let o = json!({"metadata": {"name": "a", "namespace": "ns"}});
         assert!(
-            FieldSelector::parse("metadata.name=a", "ConfigMap")
+            FieldSelector::parse("metadata.name=a", "", "ConfigMap")
                 .expect("parses")
                 .matches(&o)
         );
         assert!(
-            !FieldSelector::parse("metadata.name!=a", "ConfigMap")
+            !FieldSelector::parse("metadata.name!=a", "", "ConfigMap")
                 .expect("parses")
                 .matches(&o)
         );
-        assert!(FieldSelector::parse("spec.x=1", "ConfigMap").is_err());
+        assert!(FieldSelector::parse("spec.x=1", "", "ConfigMap").is_err());
+        // What kubectl describe asks for the events of an object.
+        let event = json!({"metadata": {"name": "e", "namespace": "ns"},
+            "involvedObject": {"kind": "Pod", "name": "web", "namespace": "ns", "uid": "u1"},
+            "reason": "Started", "type": "Normal", "source": {"component": "kubelet"}});
+        let describe = "involvedObject.name=web,involvedObject.namespace=ns,involvedObject.kind=Pod,involvedObject.uid=u1";
+        assert!(
+            FieldSelector::parse(describe, "", "Event")
+                .expect("parses")
+                .matches(&event)
+        );
+        assert!(
+            !FieldSelector::parse("involvedObject.uid=u2", "", "Event")
+                .expect("parses")
+                .matches(&event)
+        );
+        assert!(
+            FieldSelector::parse("source=kubelet,type!=Warning", "", "Event")
+                .expect("parses")
+                .matches(&event)
+        );
+        assert!(FieldSelector::parse("involvedObject.name=web", "", "ConfigMap").is_err());
+        let pod = json!({"spec": {"hostNetwork": true, "nodeName": "n1"}});
+        assert!(
+            FieldSelector::parse("spec.hostNetwork=true,spec.nodeName=n1", "", "Pod")
+                .expect("parses")
+                .matches(&pod)
+        );
     }
 }

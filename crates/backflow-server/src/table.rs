@@ -137,6 +137,109 @@ fn age(obj: &Value, now: SystemTime) -> String {
     }
 }
 
+/// An Event's row, as kube-apiserver prints it: when it was last seen, its type and reason, the
+/// object it is about (`kind/name`, lower-case kind) and its message.
+fn event_row(obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+    let since = |ptrs: &[&str]| {
+        ptrs.iter()
+            .find_map(|p| obj.pointer(p).and_then(Value::as_str))
+            .and_then(|s| humantime::parse_rfc3339(s).ok())
+            .map_or_else(
+                || "<unknown>".to_string(),
+                |t| human_duration(now.duration_since(t).unwrap_or_default()),
+            )
+    };
+    let last_seen = since(&[
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]);
+    let first_seen = since(&[
+        "/firstTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]);
+    let object = format!(
+        "{}/{}",
+        str_at(obj, "/involvedObject/kind").to_lowercase(),
+        str_at(obj, "/involvedObject/name")
+    );
+    let source = [
+        str_at(obj, "/source/component"),
+        str_at(obj, "/source/host"),
+    ]
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect::<Vec<_>>()
+    .join(", ");
+    let count = obj.get("count").and_then(Value::as_i64).unwrap_or(1);
+    (
+        vec![
+            col(
+                "Last Seen",
+                "string",
+                0,
+                "The time the event was last seen.",
+            ),
+            col("Type", "string", 0, "Type of this event."),
+            col(
+                "Reason",
+                "string",
+                0,
+                "Short, machine understandable string that gives the reason for the transition into the object's current status.",
+            ),
+            col(
+                "Object",
+                "string",
+                0,
+                "The object that this event is about.",
+            ),
+            col(
+                "Subobject",
+                "string",
+                1,
+                "The field of the object this event is about.",
+            ),
+            col("Source", "string", 1, "The component reporting this event."),
+            col(
+                "Message",
+                "string",
+                0,
+                "A human-readable description of the status of this operation.",
+            ),
+            col(
+                "First Seen",
+                "string",
+                1,
+                "The time the event was first seen.",
+            ),
+            col(
+                "Count",
+                "string",
+                1,
+                "The number of times this event has occurred.",
+            ),
+            Column {
+                priority: 1,
+                ..name_column()
+            },
+        ],
+        vec![
+            json!(last_seen),
+            json!(str_at(obj, "/type")),
+            json!(str_at(obj, "/reason")),
+            json!(object),
+            json!(str_at(obj, "/involvedObject/fieldPath")),
+            json!(source),
+            json!(str_at(obj, "/message")),
+            json!(first_seen),
+            json!(count.to_string()),
+            json!(crate::object::name(obj)),
+        ],
+    )
+}
+
 fn count(v: Option<&Value>) -> i64 {
     v.and_then(Value::as_object).map_or(0, |m| m.len() as i64)
 }
@@ -431,6 +534,7 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                 ],
             )
         }
+        ("", "events") => event_row(obj, now),
         ("apiextensions.k8s.io", "customresourcedefinitions") => (
             vec![name_column(), col("Created At", "date", 0, AGE_DESCRIPTION)],
             vec![name, json!(str_at(obj, "/metadata/creationTimestamp"))],

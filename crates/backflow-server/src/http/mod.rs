@@ -135,7 +135,7 @@ fn routes(state: AppState) -> Router {
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
         .route("/metrics", get(metrics))
-        .route("/openapi/v2", get(|| async { ApiError::UnknownResource }))
+        .route("/openapi/v2", get(openapi_v2))
         .route(
             "/openapi/v3",
             get(|State(s): State<AppState>| async move {
@@ -176,6 +176,33 @@ async fn group_version(
         &group,
         &version,
     ))
+}
+
+/// `/openapi/v2`: a document with no definitions. kubectl before 1.29 reads it (as protobuf)
+/// before any apply and gives up on a 404; with no definition for a type, it validates that
+/// type on the server (`fieldValidation`), as for any type it has no schema of.
+async fn openapi_v2(headers: HeaderMap) -> Response {
+    let protobuf = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("protobuf"));
+    if protobuf {
+        // openapi_v2.Document { swagger: "2.0" } in protobuf: field 1, length-delimited.
+        return (
+            [(
+                header::CONTENT_TYPE,
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )],
+            vec![0x0a, 0x03, b'2', b'.', b'0'],
+        )
+            .into_response();
+    }
+    json_response(serde_json::json!({
+        "swagger": "2.0",
+        "info": {"title": "backflow", "version": env!("CARGO_PKG_VERSION")},
+        "paths": {},
+        "definitions": {},
+    }))
 }
 
 async fn openapi_document(

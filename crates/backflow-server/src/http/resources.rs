@@ -181,7 +181,11 @@ fn list_options(q: &Query, t: &ResourceType) -> ApiResult<ListOptions> {
     };
     Ok(ListOptions {
         labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), &t.kind)?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector").map_or("", String::as_str),
+            &t.group,
+            &t.kind,
+        )?,
         limit,
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
     })
