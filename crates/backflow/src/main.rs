@@ -79,6 +79,10 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     }
 }
 
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line switches, as the flags read"
+)]
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// Directory for the store, the kubeconfig, the token, generated certificates, the default

@@ -1326,7 +1326,7 @@ fn describe(k: &Kubectl) {
     let cm = k.json(&["get", "configmap", "cm1"]);
     let uid = cm["metadata"]["uid"].as_str().expect("uid").to_string();
     let event = format!(
-        r#"apiVersion: v1
+        r"apiVersion: v1
 kind: Event
 metadata:
   name: cm1.seen
@@ -1341,7 +1341,7 @@ message: looked at by a test
 type: Normal
 source:
   component: backflow-test
-"#
+"
     );
     let event = k.file("event.yaml", &event);
     k.ok(&["apply", "-f", &event]);
