@@ -28,6 +28,8 @@ mod effect;
 mod error;
 #[cfg(feature = "testing")]
 mod file_planner;
+#[cfg(feature = "testing")]
+pub mod model;
 mod input;
 mod intent;
 mod moment;

@@ -6,7 +6,7 @@
     reason = "a test fails loudly on what it did not expect"
 )]
 
-mod model;
+use backflow_branch::model;
 
 mod crash;
 mod layering;

@@ -1,11 +1,13 @@
-//! A model remote and a model shell for the core: commits are maps from path to content, the
-//! branch is a pointer, and faults are switches the test flips.
+//! A model remote and a model shell for the core (feature `testing`): commits are maps from path
+//! to content, the branch is a pointer, and faults are switches a test flips. The core's own
+//! tests and the deterministic simulator drive the real [`BranchCore`] through it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use backflow_api::{GroupResource, ObjectKey};
-use backflow_branch::{
+
+use crate::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
     FetchedTip, Input, Intent, IoFailure, Moment, ObjectState, PlanError, PushAnswer,
     RefusedIntent, Tip,
@@ -19,7 +21,9 @@ pub type Files = BTreeMap<String, String>;
 /// One commit of the model.
 #[derive(Debug, Clone)]
 pub struct ModelCommit {
+    /// Its parent.
     pub parent: Option<CommitId>,
+    /// Its tree.
     pub files: Files,
     /// Who wrote it: "backflow" or a foreign pusher's name (read in failure traces).
     #[allow(dead_code)]
@@ -30,7 +34,9 @@ pub struct ModelCommit {
 /// store, as a bare cache plus a remote that shares its objects would be).
 #[derive(Debug, Default)]
 pub struct ModelRemote {
+    /// Every commit written, pushed or not.
     pub commits: BTreeMap<CommitId, ModelCommit>,
+    /// Where the branch points (`None`: no branch).
     pub tip: Option<CommitId>,
     /// Every tip the branch pointed at, in order, with whether a force-push set it.
     pub tips: Vec<(Option<CommitId>, bool)>,
@@ -45,6 +51,7 @@ impl ModelRemote {
         CommitId::from_bytes(bytes)
     }
 
+    /// Writes a commit (without moving the branch).
     pub fn write_commit(&mut self, parent: Option<CommitId>, files: Files, by: &str) -> CommitId {
         let id = self.new_id();
         self.commits.insert(
@@ -58,6 +65,8 @@ impl ModelRemote {
         id
     }
 
+    /// The tree of `commit` (empty for none).
+    #[must_use]
     pub fn files(&self, commit: Option<CommitId>) -> Files {
         commit
             .and_then(|c| self.commits.get(&c))
@@ -65,10 +74,14 @@ impl ModelRemote {
             .unwrap_or_default()
     }
 
+    /// The tree at the tip.
+    #[must_use]
     pub fn tip_files(&self) -> Files {
         self.files(self.tip)
     }
 
+    /// Whether `tip` is `commit` or descends from it.
+    #[must_use]
     pub fn contains(&self, tip: Option<CommitId>, commit: CommitId) -> bool {
         let mut at = tip;
         while let Some(c) = at {
@@ -81,6 +94,7 @@ impl ModelRemote {
     }
 
     /// Commits from the tip back to the root.
+    #[must_use]
     pub fn history(&self) -> Vec<CommitId> {
         let mut out = Vec::new();
         let mut at = self.tip;
@@ -114,6 +128,9 @@ impl ModelRemote {
     }
 
     /// Every tip that was not force-pushed descends from the tip before it.
+    ///
+    /// # Panics
+    /// When one does not: the assertion a test makes.
     pub fn assert_never_forced_by_backflow(&self) {
         let mut previous: Option<CommitId> = None;
         for (tip, forced) in &self.tips {
@@ -149,6 +166,7 @@ pub struct Faults {
 }
 
 /// Where a model file for an intent lives.
+#[must_use]
 pub fn path_of(intent: &Intent) -> String {
     format!(
         "{}/{}/{}/{}",
@@ -156,14 +174,20 @@ pub fn path_of(intent: &Intent) -> String {
     )
 }
 
+/// The key of `ConfigMap` `web/<name>`, the model's objects.
+#[must_use]
 pub fn key(name: &str) -> ObjectKey {
     ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
 }
 
+/// "`name` now reads `value`" in target `apps`.
+#[must_use]
 pub fn put(name: &str, value: &str) -> Intent {
     Intent::put("apps", key(name), serde_json::json!(value))
 }
 
+/// The model file of object `name` in target `apps`.
+#[must_use]
 pub fn file(name: &str) -> String {
     format!("apps/web/configmaps/{name}")
 }
@@ -183,13 +207,21 @@ pub struct ModelError(pub &'static str);
 /// Runs the core's effects against the model. Names starting with `bad` are refused by the
 /// model planner.
 pub struct Shell {
+    /// The core under test.
     pub core: BranchCore,
+    /// The remote it publishes to.
     pub remote: ModelRemote,
+    /// What the core persisted (kept across a restart).
     pub durable: DurableTips,
+    /// Faults armed for the next I/O.
     pub faults: Faults,
+    /// The model's time.
     pub now: Moment,
+    /// When the core asked to be woken.
     pub wake: Moment,
+    /// The core's randomness (seeded).
     pub rng: StdRng,
+    /// Events the core emitted, not taken yet.
     pub events: Vec<Event>,
     /// Every effect run, for traces and crash points.
     pub effects: Vec<String>,
@@ -198,10 +230,14 @@ pub struct Shell {
 }
 
 impl Shell {
+    /// A core with `cfg` over an empty remote.
+    #[must_use]
     pub fn new(cfg: CoreConfig) -> Self {
         Self::with(cfg, ModelRemote::default(), DurableTips::default())
     }
 
+    /// A core with `cfg` over `remote`, started from `durable`.
+    #[must_use]
     pub fn with(cfg: CoreConfig, remote: ModelRemote, durable: DurableTips) -> Self {
         let now = Moment(Duration::from_secs(1_000));
         Self {
@@ -219,6 +255,7 @@ impl Shell {
     }
 
     /// A restart: the core's memory is lost; the remote and the durable tips are kept.
+    #[must_use]
     pub fn restart(self, cfg: CoreConfig) -> Self {
         let mut next = Self::with(cfg, self.remote, self.durable);
         next.now = self.now;
@@ -248,14 +285,17 @@ impl Shell {
         true
     }
 
+    /// One step with `input`, run to the end.
     pub fn step(&mut self, input: Input) {
         self.step_budget(input, &mut None);
     }
 
+    /// Submits `intent`.
     pub fn submit(&mut self, intent: Intent) {
         self.step(Input::Submit(intent));
     }
 
+    /// Time passed.
     pub fn tick(&mut self) {
         self.step(Input::Tick);
     }
@@ -267,11 +307,14 @@ impl Shell {
     }
 
     /// Ticks at every wake-up until nothing is unpublished and nothing is in flight.
+    ///
+    /// # Panics
+    /// When it does not settle in 200 wake-ups (a livelock).
     pub fn settle(&mut self) {
         for _ in 0..200 {
             self.tick_at_wake();
             if !self.core.has_unpublished()
-                && matches!(self.core.phase(), backflow_branch::Phase::Idle)
+                && matches!(self.core.phase(), crate::Phase::Idle)
             {
                 return;
             }
@@ -283,10 +326,12 @@ impl Shell {
         );
     }
 
+    /// Moves time on by `by`.
     pub fn advance(&mut self, by: Duration) {
         self.now = self.now + by;
     }
 
+    /// Takes the events emitted so far.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
     }
@@ -412,6 +457,7 @@ impl Shell {
 }
 
 /// How many commits on the remote's history touched `path` (set it to a new value).
+#[must_use]
 pub fn commits_touching(remote: &ModelRemote, path: &str) -> usize {
     let history = remote.history();
     history
