@@ -28,10 +28,10 @@ mod effect;
 mod error;
 #[cfg(feature = "testing")]
 mod file_planner;
-#[cfg(feature = "testing")]
-pub mod model;
 mod input;
 mod intent;
+#[cfg(feature = "testing")]
+pub mod model;
 mod moment;
 mod planner;
 mod tree;

@@ -127,21 +127,30 @@ impl ModelRemote {
         self.move_tip(tip, true);
     }
 
+    /// A tip that was not force-pushed and does not descend from the tip before it, if any:
+    /// a push that dropped commits.
+    #[must_use]
+    pub fn dropped_by_a_push(&self) -> Option<String> {
+        let mut previous: Option<CommitId> = None;
+        for (tip, forced) in &self.tips {
+            if !forced
+                && let Some(prev) = previous
+                && !self.contains(*tip, prev)
+            {
+                return Some(format!("a push dropped {prev}: tips {:?}", self.tips));
+            }
+            previous = *tip;
+        }
+        None
+    }
+
     /// Every tip that was not force-pushed descends from the tip before it.
     ///
     /// # Panics
     /// When one does not: the assertion a test makes.
     pub fn assert_never_forced_by_backflow(&self) {
-        let mut previous: Option<CommitId> = None;
-        for (tip, forced) in &self.tips {
-            if !forced && let Some(prev) = previous {
-                assert!(
-                    self.contains(*tip, prev),
-                    "a push dropped {prev}: tips {:?}",
-                    self.tips
-                );
-            }
-            previous = *tip;
+        if let Some(dropped) = self.dropped_by_a_push() {
+            panic!("{dropped}");
         }
     }
 }
@@ -313,9 +322,7 @@ impl Shell {
     pub fn settle(&mut self) {
         for _ in 0..200 {
             self.tick_at_wake();
-            if !self.core.has_unpublished()
-                && matches!(self.core.phase(), crate::Phase::Idle)
-            {
+            if !self.core.has_unpublished() && matches!(self.core.phase(), crate::Phase::Idle) {
                 return;
             }
         }

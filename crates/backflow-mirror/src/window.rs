@@ -2,7 +2,8 @@
 //! Git), and which is an apply landing over a newer live edit (withheld, and repaired).
 //!
 //! A window opens at the flush before an apply and closes when its operation ends (plus
-//! [`ApplyWindows::GRACE`]). Inside it, a write whose newest field managers are the applier's
+//! [`ApplyWindows::GRACE`]). An edit whose watch event arrives while it is open was decided
+//! after the flush's mark, whenever it was made, so the apply's commit does not hold it. Inside it, a write whose newest field managers are the applier's
 //! alone, to an object nobody else edited in the window, is the apply landing: mirrored, it
 //! would carry the applied commit's values onto a newer tip. An edit made in the window keeps
 //! its value in Git; when the applier's write lands over it, that write is withheld and a
@@ -129,7 +130,9 @@ impl WindowEdits {
             return Verdict::Edit;
         };
         if !writes.only_by_at(&[APPLIER_MANAGER], newest) {
-            if since.is_some_and(|s| newest >= s) {
+            // An edit whose event arrives while the window is open was decided after the
+            // flush's mark, whenever it was made: the apply's commit does not hold it.
+            if since.is_some() {
                 let edit = WindowEdit {
                     at: newest,
                     collided: false,
@@ -238,6 +241,16 @@ mod tests {
         assert_eq!(edits.judge(&key("a"), &over, window), Verdict::OverCollided);
         // Another object, never edited: a landing.
         assert_eq!(edits.judge(&key("b"), &over, window), Verdict::Landing);
+        // An edit made before the flush whose event arrives in the window (a slow watch) was
+        // decided after the mark: an apply writing over it collides too.
+        let mut edits = WindowEdits::default();
+        let late = object(&[("kubectl-edit", 90)]);
+        assert_eq!(edits.judge(&key("d"), &late, window), Verdict::Edit);
+        let over_late = object(&[("backflow-applier", 101)]);
+        assert_eq!(
+            edits.judge(&key("d"), &over_late, window),
+            Verdict::Collision
+        );
         // The Repair runs in a window of its own: its landing is a landing.
         let repair = Some(UNIX_EPOCH + Duration::from_secs(150));
         let repaired = object(&[("backflow-applier", 150)]);

@@ -281,7 +281,11 @@ impl Runner {
     async fn run_effect(&mut self, effect: ApplyEffect) -> Option<ApplyInput> {
         match effect {
             ApplyEffect::Flush => {
-                self.flushed_at = Some(self.clock.now());
+                let now = self.clock.now();
+                self.flushed_at = Some(now);
+                // The window opens at the flush: an edit decided after its mark is not in
+                // the commit the apply will write.
+                self.mirror.apply_windows().open(&self.plan.targets, now);
                 let (worker, done) = (self.worker.clone(), self.done.clone());
                 tokio::spawn(async move {
                     // A stopped worker answers nothing: the coordinator starts this claim again
@@ -308,12 +312,14 @@ impl Runner {
         }
     }
 
-    /// Starts the apply, its window open from the flush; the native applier is at work at once.
+    /// Starts the apply (its window opened at the flush); the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
-        let flushed_at = self.flushed_at.unwrap_or_else(|| self.clock.now());
-        self.mirror
-            .apply_windows()
-            .open(&self.plan.targets, flushed_at);
+        let flushed_at = self.flushed_at.unwrap_or_else(|| {
+            // A restored operation had its flush in another process: the window opens now.
+            let now = self.clock.now();
+            self.mirror.apply_windows().open(&self.plan.targets, now);
+            now
+        });
         self.reapplying = std::mem::take(&mut self.reapply);
         let mut retry = self.deferred.clone();
         retry.extend(

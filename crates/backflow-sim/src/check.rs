@@ -1,0 +1,156 @@
+//! The invariants, checked after every step and at quiescence.
+//!
+//! 1. Every API edit decided before a flush is in the commit that apply applies.
+//! 2. No API edit is reverted permanently, and 3. a Git-side change to an object with no
+//!    pending API edit reaches the live side: at quiescence each object holds the value of its
+//!    last edit, where an API edit not yet published when somebody pushed wins over the push
+//!    (the API side wins the replay) and a push made after it was published wins over it.
+//! 4. At quiescence Git equals the live state.
+//! 5. No commit is lost and no push is forced: every tip descends from the one before.
+//! 6. A quiescent system makes no commit and asks for no apply.
+//! 7. Nothing is applied before the initial snapshot is published.
+
+use std::fmt;
+
+use backflow_branch::IntentSeq;
+use backflow_branch::model;
+
+use crate::world::{NAMES, World};
+
+/// What a schedule broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// 1: an apply was asked while an edit decided before its flush was unpublished.
+    AppliedUnflushed(String),
+    /// 2, 3, 4: the value an object ended with.
+    WrongFinalValue(String),
+    /// 5: a push dropped commits.
+    LostCommit(String),
+    /// 6: a quiescent system committed or asked for an apply.
+    NotQuiescent(String),
+    /// 7: an apply asked before the initial snapshot was published.
+    AppliedBeforeSnapshot,
+    /// The system never settled.
+    NeverQuiet(String),
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AppliedUnflushed(m) => write!(f, "(1) applied unflushed: {m}"),
+            Self::WrongFinalValue(m) => write!(f, "(2-4) wrong final value: {m}"),
+            Self::LostCommit(m) => write!(f, "(5) lost commit: {m}"),
+            Self::NotQuiescent(m) => write!(f, "(6) not quiescent: {m}"),
+            Self::AppliedBeforeSnapshot => write!(f, "(7) applied before the initial snapshot"),
+            Self::NeverQuiet(m) => write!(f, "never quiet: {m}"),
+        }
+    }
+}
+
+/// What one object should end with, following the last edit on each side.
+#[derive(Debug, Clone)]
+pub(crate) struct Expected {
+    /// The value it should end with, as things stand.
+    pub value: String,
+    /// The newest API edit not yet published: a push meanwhile does not win over it.
+    person: Option<PendingEdit>,
+}
+
+/// An API edit on its way to Git.
+#[derive(Debug, Clone)]
+struct PendingEdit {
+    value: String,
+    /// Its intent, once the mirror submitted it.
+    seq: Option<IntentSeq>,
+}
+
+impl Expected {
+    pub(crate) fn new(value: String) -> Self {
+        Self {
+            value,
+            person: None,
+        }
+    }
+
+    pub(crate) fn person_edits(&mut self, value: String) {
+        self.value.clone_from(&value);
+        self.person = Some(PendingEdit { value, seq: None });
+    }
+
+    pub(crate) fn submitted(&mut self, value: &str, seq: IntentSeq) {
+        if let Some(p) = self.person.as_mut().filter(|p| p.value == value) {
+            p.seq = Some(seq);
+        }
+    }
+
+    pub(crate) fn published(&mut self, through: IntentSeq) {
+        if self
+            .person
+            .as_ref()
+            .is_some_and(|p| p.seq.is_some_and(|s| s <= through))
+        {
+            self.person = None;
+        }
+    }
+
+    pub(crate) fn foreign_push(&mut self, value: String) {
+        if self.person.is_none() {
+            self.value = value;
+        }
+    }
+}
+
+/// Invariant 1, at the moment an apply is asked: no edit decided up to the flush's mark is
+/// still unpublished.
+pub(crate) fn flushed_before_asking(world: &World, mark: IntentSeq) -> Option<Violation> {
+    let stale: Vec<String> = world
+        .unpublished()
+        .into_iter()
+        .filter(|(seq, _)| *seq <= mark)
+        .map(|(seq, intent)| format!("intent {} ({})", seq.0, intent.key.name))
+        .collect();
+    (!stale.is_empty()).then(|| {
+        Violation::AppliedUnflushed(format!(
+            "{} decided before the flush but not published",
+            stale.join(", ")
+        ))
+    })
+}
+
+impl World {
+    /// The invariants that hold after every step.
+    pub fn check_step(&mut self) -> Result<(), Violation> {
+        if let Some(v) = self.found.take() {
+            return Err(v);
+        }
+        match self.branch.remote.dropped_by_a_push() {
+            Some(dropped) => Err(Violation::LostCommit(dropped)),
+            None => Ok(()),
+        }
+    }
+
+    /// The invariants of a quiescent system (call after [`World::quiesce`]).
+    pub fn check_quiescent(&mut self) -> Result<(), Violation> {
+        self.check_step()?;
+        let git = self.branch.remote.tip_files();
+        for name in NAMES {
+            let want = &self.expected[name].value;
+            let live = &self.live[name].value;
+            let in_git = git.get(&model::file(name));
+            if live != want || in_git != Some(want) {
+                return Err(Violation::WrongFinalValue(format!(
+                    "{name}: expected {want}, live {live}, Git {in_git:?}"
+                )));
+            }
+        }
+        let (tip, asks) = (self.branch.remote.tip, self.asks);
+        self.idle_for(40);
+        if self.branch.remote.tip != tip || self.asks != asks {
+            return Err(Violation::NotQuiescent(format!(
+                "tip {tip:?} -> {:?}, applies asked {asks} -> {}",
+                self.branch.remote.tip, self.asks
+            )));
+        }
+        self.check_step()
+    }
+}

@@ -1,0 +1,536 @@
+//! The simulated system: the real branch-worker core over a model remote, the real apply
+//! decision, and models of the live store, the mirror's routing, the applier, the people on
+//! both sides and time. One [`World::step`] is one scheduled action, run to its end.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use backflow_branch::model::{self, Shell};
+use backflow_branch::{CoreConfig, Event, Input, Intent, IntentSeq, Moment, Phase};
+use backflow_decision::{
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
+    OperationPhase, Reason,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::check::{Expected, Violation};
+
+/// The objects of the simulated folder.
+pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// Which system is simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// backflow as designed.
+    Correct,
+    /// Broken on purpose: an apply is asked for the tip as it is, without flushing first.
+    ApplyWithoutFlush,
+    /// Broken on purpose: the apply's own writes are mirrored back like any edit.
+    MirrorTheApply,
+}
+
+/// Who wrote a live value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    Person,
+    Applier,
+}
+
+/// A live object: its value, who wrote it and when.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveObject {
+    pub value: String,
+    pub by: Writer,
+    pub at: Moment,
+}
+
+/// A watch event on its way to the mirror.
+#[derive(Debug, Clone)]
+struct WatchEvent {
+    name: String,
+    value: String,
+    by: Writer,
+}
+
+/// The simulated system. See the module documentation.
+pub struct World {
+    variant: Variant,
+    rng: StdRng,
+    pub(crate) branch: Shell,
+    applier: ApplierCore,
+    apply_wake: Option<Moment>,
+    apply_inputs: VecDeque<ApplyInput>,
+    pub(crate) live: BTreeMap<String, LiveObject>,
+    watch: VecDeque<WatchEvent>,
+    /// The operation the applier is carrying out.
+    asked: Option<Operation>,
+    /// The applier's own watch events not delivered yet: the apply window stays open for them.
+    echoes_queued: usize,
+    /// Whether the apply window is open: from the flush until the apply ended and its own
+    /// events reached the mirror.
+    window: bool,
+    /// People's edits whose events reached the mirror while the window was open: decided after
+    /// the flush's mark, so the apply's commit does not hold them.
+    window_edits: BTreeSet<String>,
+    /// When the last flush was asked for, and the last intent it covers.
+    flushed_at: Moment,
+    flush_mark: IntentSeq,
+    last_applied: Option<CommitId>,
+    /// Objects the last apply left to a newer live edit, and when they are looked at again
+    /// (the native applier's 1.5 s retry).
+    deferred: BTreeSet<String>,
+    retry_at: Option<Moment>,
+    pub(crate) expected: BTreeMap<String, Expected>,
+    snapshot_published: bool,
+    pub(crate) asks: usize,
+    counter: u64,
+    trace: Vec<String>,
+    /// A violation found inside an effect (the flush-before-apply check runs at the ask).
+    pub(crate) found: Option<Violation>,
+}
+
+impl World {
+    /// The world of `seed`: the folder holds `a`, `b`, `c` = `v0` live, and the mirror starts by
+    /// publishing that snapshot.
+    #[must_use]
+    pub fn new(seed: u64, variant: Variant) -> Self {
+        let mut world = Self {
+            variant,
+            rng: StdRng::seed_from_u64(seed),
+            branch: Shell::new(CoreConfig::default()),
+            applier: ApplierCore::new(ApplierConfig::default()),
+            apply_wake: None,
+            apply_inputs: VecDeque::new(),
+            live: BTreeMap::new(),
+            watch: VecDeque::new(),
+            asked: None,
+            echoes_queued: 0,
+            window: false,
+            window_edits: BTreeSet::new(),
+            flushed_at: Moment(Duration::ZERO),
+            flush_mark: IntentSeq(0),
+            last_applied: None,
+            deferred: BTreeSet::new(),
+            retry_at: None,
+            expected: BTreeMap::new(),
+            snapshot_published: false,
+            asks: 0,
+            counter: 0,
+            trace: Vec::new(),
+            found: None,
+        };
+        world.start();
+        world
+    }
+
+    fn start(&mut self) {
+        let now = self.branch.now;
+        let mut intents = Vec::new();
+        for name in NAMES {
+            let object = LiveObject {
+                value: "v0".into(),
+                by: Writer::Person,
+                at: now,
+            };
+            self.live.insert(name.to_string(), object);
+            self.expected
+                .insert(name.to_string(), Expected::new("v0".into()));
+            intents.push(model::put(name, "v0"));
+        }
+        self.applier_input(ApplyInput::Restored {
+            last_applied: None,
+            in_flight: None,
+        });
+        self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
+            "the initial snapshot is not published".into(),
+        ))));
+        self.applier_input(ApplyInput::Reason(Reason::CatchUpConverge));
+        self.log("start: a, b, c = v0 live; the mirror publishes them as a resync".into());
+        self.branch.step(Input::Resync {
+            target: "apps".into(),
+            intents,
+        });
+        // The snapshot is the API side: until it is published, a push does not win over it
+        // (nothing is applied before it, so a push made meanwhile meets the live values).
+        let seq = self.branch.core.last_seq();
+        for e in self.expected.values_mut() {
+            e.person_edits("v0".into());
+            e.submitted("v0", seq);
+        }
+        self.pump();
+    }
+
+    /// Every step and effect so far.
+    #[must_use]
+    pub fn trace(&self) -> &[String] {
+        &self.trace
+    }
+
+    fn log(&mut self, line: String) {
+        let at = self.branch.now.0.as_millis();
+        self.trace.push(format!("{at:>8} ms  {line}"));
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.counter += 1;
+        format!("{prefix}{}", self.counter)
+    }
+
+    /// One scheduled action, run to its end.
+    pub fn step(&mut self) {
+        match self.rng.random_range(0..100) {
+            0..30 => self.person_edits(),
+            30..45 => self.foreign_push(),
+            45..75 => self.deliver(),
+            75..82 => self.webhook(),
+            82..90 if self.asked.is_some() => self.finish_apply(),
+            _ => self.tick(),
+        }
+    }
+
+    /// A person edits an object through the API.
+    fn person_edits(&mut self) {
+        let name = NAMES[self.rng.random_range(0..NAMES.len())].to_string();
+        let value = self.fresh("p");
+        self.log(format!("a person sets {name} = {value} through the API"));
+        let at = self.branch.now;
+        self.live.insert(
+            name.clone(),
+            LiveObject {
+                value: value.clone(),
+                by: Writer::Person,
+                at,
+            },
+        );
+        if let Some(e) = self.expected.get_mut(&name) {
+            e.person_edits(value.clone());
+        }
+        self.watch.push_back(WatchEvent {
+            name,
+            value,
+            by: Writer::Person,
+        });
+    }
+
+    /// Somebody else pushes a change of one object to the branch.
+    fn foreign_push(&mut self) {
+        let name = NAMES[self.rng.random_range(0..NAMES.len())].to_string();
+        let value = self.fresh("g");
+        self.log(format!("somebody pushes {name} = {value} to the branch"));
+        self.branch
+            .remote
+            .foreign_push(&model::file(&name), Some(&value));
+        if let Some(e) = self.expected.get_mut(&name) {
+            e.foreign_push(value);
+        }
+    }
+
+    /// The push webhook arrives: the branch worker looks at the remote.
+    fn webhook(&mut self) {
+        self.log("a push notice: the worker looks at the remote".into());
+        self.branch.step(Input::RemoteMoved);
+        self.pump();
+    }
+
+    /// The oldest watch event reaches the mirror, which routes it.
+    fn deliver(&mut self) {
+        let Some(event) = self.watch.pop_front() else {
+            return self.tick();
+        };
+        if event.by == Writer::Applier {
+            self.echoes_queued = self.echoes_queued.saturating_sub(1);
+            if self.variant != Variant::MirrorTheApply {
+                self.apply_landed(&event);
+                return self.close_window_if_done();
+            }
+        } else if self.window {
+            self.window_edits.insert(event.name.clone());
+        }
+        self.log(format!(
+            "the mirror submits {} = {} ({:?})",
+            event.name, event.value, event.by
+        ));
+        self.branch
+            .step(Input::Submit(model::put(&event.name, &event.value)));
+        let seq = self.branch.core.last_seq();
+        if event.by == Writer::Person
+            && let Some(e) = self.expected.get_mut(&event.name)
+        {
+            e.submitted(&event.value, seq);
+        }
+        self.pump();
+    }
+
+    /// The apply's own write reached the mirror: not mirrored. Over an edit decided after the
+    /// flush it is a collision: Git keeps the edit, and a Repair applies it back.
+    fn apply_landed(&mut self, event: &WatchEvent) {
+        if self.window_edits.contains(&event.name) {
+            self.log(format!(
+                "the apply wrote {} = {} over a newer edit: withheld, Repair asked",
+                event.name, event.value
+            ));
+            self.applier_input(ApplyInput::Reason(Reason::Repair));
+            self.pump();
+        } else {
+            self.log(format!(
+                "the mirror sees the apply land on {} (= {}): not mirrored",
+                event.name, event.value
+            ));
+        }
+    }
+
+    fn close_window_if_done(&mut self) {
+        if self.window && self.asked.is_none() && self.echoes_queued == 0 {
+            self.window = false;
+            self.window_edits.clear();
+        }
+    }
+
+    /// Time moves to the next wake-up of either core (or a little), and both look at it.
+    fn tick(&mut self) {
+        let now = self.branch.now;
+        let mut next = now + Duration::from_millis(250);
+        for wake in [Some(self.branch.wake), self.apply_wake, self.retry_at]
+            .into_iter()
+            .flatten()
+        {
+            if wake > now && wake < next {
+                next = wake;
+            }
+        }
+        self.branch.now = next;
+        self.branch.tick();
+        if self.apply_wake.is_some_and(|w| w <= next) {
+            self.apply_wake = None;
+            self.applier_input(ApplyInput::Tick);
+        }
+        if self.retry_at.is_some_and(|r| r <= next) {
+            self.retry_at = None;
+            self.applier_input(ApplyInput::Reason(Reason::Repair));
+        }
+        self.pump();
+    }
+
+    /// Hands the branch worker's events to the expectations and the apply decision, and runs
+    /// the decision's effects until nothing is left to do.
+    pub(crate) fn pump(&mut self) {
+        loop {
+            for event in self.branch.take_events() {
+                self.branch_event(event);
+            }
+            let Some(input) = self.apply_inputs.pop_front() else {
+                return;
+            };
+            let now = self.branch.now;
+            for effect in self.applier.step(input, now) {
+                self.apply_effect(effect);
+            }
+        }
+    }
+
+    fn applier_input(&mut self, input: ApplyInput) {
+        self.apply_inputs.push_back(input);
+    }
+
+    fn branch_event(&mut self, event: Event) {
+        match event {
+            Event::Published { through, tip } => {
+                for e in self.expected.values_mut() {
+                    e.published(through);
+                }
+                if !self.snapshot_published {
+                    self.snapshot_published = true;
+                    self.log("the initial snapshot is published: applies may be asked".into());
+                    self.applier_input(ApplyInput::Gate(None));
+                }
+                if let Some(tip) = tip {
+                    self.applier_input(ApplyInput::Published(tip));
+                }
+            }
+            Event::Foreign(foreign) => {
+                self.log(format!("the worker saw a foreign commit {}", foreign.tip));
+                self.applier_input(ApplyInput::Foreign(foreign.tip));
+            }
+            other => self.log(format!("branch event {other:?}")),
+        }
+    }
+
+    fn apply_effect(&mut self, effect: ApplyEffect) {
+        match effect {
+            ApplyEffect::Flush => self.flush(),
+            ApplyEffect::Ask(operation) => self.ask(operation),
+            ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
+            ApplyEffect::Record { .. } => {}
+            ApplyEffect::Emit(event) => self.log(format!("apply decision: {event:?}")),
+        }
+    }
+
+    /// Closes the window and publishes everything decided so far, then answers with the tip.
+    fn flush(&mut self) {
+        self.flushed_at = self.branch.now;
+        self.window = true;
+        self.window_edits.clear();
+        if self.variant == Variant::ApplyWithoutFlush {
+            self.flush_mark = self.branch.core.last_seq();
+            let tip = self.branch.remote.tip;
+            self.log("flush skipped (broken variant)".into());
+            return self.applier_input(ApplyInput::Flushed(tip));
+        }
+        self.branch.step(Input::Flush);
+        self.flush_mark = self.branch.core.decided_through();
+        self.log(format!("flush through intent {}", self.flush_mark.0));
+        self.branch.settle();
+        let tip = self.branch.remote.tip;
+        self.applier_input(ApplyInput::Flushed(tip));
+    }
+
+    /// The applier is asked: every edit decided before the flush must be in what it applies.
+    fn ask(&mut self, operation: Operation) {
+        self.asks += 1;
+        self.log(format!(
+            "apply {} asked for {} ({:?})",
+            operation.id.0,
+            operation.commit,
+            operation.reasons.names()
+        ));
+        if self.found.is_none() {
+            self.found = crate::check::flushed_before_asking(self, self.flush_mark)
+                .or_else(|| (!self.snapshot_published).then_some(Violation::AppliedBeforeSnapshot));
+        }
+        let id = operation.id;
+        self.asked = Some(operation);
+        self.applier_input(ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        });
+    }
+
+    /// The applier finishes: it writes what Git changed since the last applied commit, over
+    /// nothing a person edited after the flush (that is left for a Repair).
+    fn finish_apply(&mut self) {
+        let Some(op) = self.asked.take() else {
+            return;
+        };
+        let files = self.branch.remote.files(Some(op.commit));
+        let before = self.branch.remote.files(self.last_applied);
+        let catch_up_only = op
+            .reasons
+            .iter()
+            .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge));
+        let now = self.branch.now;
+        for name in NAMES {
+            let path = model::file(name);
+            let Some(want) = files.get(&path) else {
+                continue;
+            };
+            let changed = before.get(&path) != Some(want) || self.deferred.contains(name);
+            let live = &self.live[name];
+            if catch_up_only || !changed || live.value == *want {
+                self.deferred.remove(name);
+                continue;
+            }
+            if live.by == Writer::Person && live.at >= self.flushed_at {
+                self.log(format!(
+                    "apply {}: {name} was edited after the flush: left",
+                    op.id.0
+                ));
+                self.deferred.insert(name.to_string());
+                continue;
+            }
+            self.deferred.remove(name);
+            self.log(format!("apply {} writes {name} = {want}", op.id.0));
+            self.live.insert(
+                name.to_string(),
+                LiveObject {
+                    value: want.clone(),
+                    by: Writer::Applier,
+                    at: now,
+                },
+            );
+            self.echoes_queued += 1;
+            self.watch.push_back(WatchEvent {
+                name: name.to_string(),
+                value: want.clone(),
+                by: Writer::Applier,
+            });
+        }
+        self.last_applied = Some(op.commit);
+        self.applier_input(ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Succeeded,
+            message: String::new(),
+        });
+        if !self.deferred.is_empty() {
+            self.retry_at = Some(now + Duration::from_millis(1500));
+        }
+        self.close_window_if_done();
+        self.pump();
+    }
+
+    /// Runs until nothing is in flight anywhere: every event delivered, every apply finished,
+    /// every write published, no reason pending.
+    pub fn quiesce(&mut self) -> Result<(), Violation> {
+        self.log("--- quiescence: no more edits or pushes ---".into());
+        for _ in 0..2_000 {
+            if self.is_quiet() {
+                return Ok(());
+            }
+            if !self.watch.is_empty() {
+                self.deliver();
+            } else if self.asked.is_some() {
+                self.finish_apply();
+            } else {
+                self.webhook();
+                self.tick();
+            }
+        }
+        Err(Violation::NeverQuiet(format!(
+            "branch {:?}, apply {:?}, {} events queued",
+            self.branch.core.phase(),
+            self.applier.phase(),
+            self.watch.len()
+        )))
+    }
+
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.watch.is_empty()
+            && self.asked.is_none()
+            && self.echoes_queued == 0
+            && !self.branch.core.has_unpublished()
+            && matches!(self.branch.core.phase(), Phase::Idle)
+            && matches!(self.applier.phase(), ApplyPhase::Idle)
+            && self.applier.pending().is_empty()
+            && self.retry_at.is_none()
+            && self.branch.remote.tip == self.known_tip()
+    }
+
+    /// The tip the branch worker last saw, as a commit.
+    fn known_tip(&self) -> Option<CommitId> {
+        self.branch.core.remote_tip().commit()
+    }
+
+    /// Lets time pass with nothing happening: for the "quiescent stays quiet" check.
+    pub(crate) fn idle_for(&mut self, ticks: usize) {
+        for _ in 0..ticks {
+            self.tick();
+            if !self.watch.is_empty() {
+                self.deliver();
+            }
+            if self.asked.is_some() {
+                self.finish_apply();
+            }
+        }
+    }
+
+    /// The intents the branch worker has not published yet, with their sequence numbers.
+    pub(crate) fn unpublished(&self) -> Vec<(IntentSeq, Intent)> {
+        self.branch
+            .core
+            .pending_writes()
+            .iter()
+            .flat_map(|w| w.intents.values().cloned())
+            .collect()
+    }
+}
