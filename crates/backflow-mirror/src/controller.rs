@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::config::{
-    ClusterWatchRule, CommitRequest, ConditionStatus, GitBranch, GitBranchSpec, GitBranchStatus,
-    GitProvider, GitTarget, LocalReference, WatchRule,
+    ClusterWatchRule, CommitRequest, ConditionStatus, FluxClaim, GitBranch, GitBranchSpec,
+    GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -30,7 +30,7 @@ use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
 use crate::plan::{
     Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
-    plan,
+    hold_flux_appliers, plan,
 };
 use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot};
 use crate::stream::{self, StreamContext};
@@ -257,13 +257,14 @@ impl Controller {
 
     async fn reconcile(&mut self) -> Result<(), kube::Error> {
         let config = Configuration::list(&self.client).await?;
-        let p = plan(
+        let mut p = plan(
             &config.providers,
             &config.targets,
             &config.rules,
             &config.cluster_rules,
             &self.served,
         );
+        hold_flux_appliers(&mut p, &config.targets, &config.flux_claims);
         let (wanted, worker_problems) = self.wanted_streams(&p, &config).await;
         let running: BTreeMap<StreamSpec, StreamPlacement> = self
             .running
@@ -925,6 +926,7 @@ struct Configuration {
     targets: Vec<GitTarget>,
     rules: Vec<WatchRule>,
     cluster_rules: Vec<ClusterWatchRule>,
+    flux_claims: Vec<FluxClaim>,
 }
 
 impl Configuration {
@@ -941,6 +943,7 @@ impl Configuration {
                 .list(&lp)
                 .await?
                 .items,
+            flux_claims: Api::<FluxClaim>::all(client.clone()).list(&lp).await?.items,
         })
     }
 }

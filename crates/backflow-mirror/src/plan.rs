@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::config::{
-    AgeEncryption, ClusterWatchRule, GitProvider, GitTarget, OnRefusal, PruneMode, ResourceRule,
-    WatchRule,
+    AgeEncryption, ClusterWatchRule, FluxClaim, GitProvider, GitTarget, OnRefusal, PruneMode,
+    ResourceRule, WatchRule,
 };
 use backflow_api::{AppliedBy, GroupResource};
 use backflow_manifest::PlacementRules;
@@ -447,6 +447,39 @@ fn plan_target(t: &GitTarget, providers: &[GitProvider]) -> Result<TargetPlan, P
             .unwrap_or_default(),
         policy: folder_policy(&ns, t),
     })
+}
+
+/// A folder coordinated by a `FluxClaim` belongs to the Kustomization the claim holds: objects
+/// it applied (its labels) are the folder's own, and every other applier's are excluded.
+pub fn hold_flux_appliers(p: &mut Plan, targets: &[GitTarget], claims: &[FluxClaim]) {
+    for t in targets {
+        let Some(reference) = t
+            .spec
+            .applier_claim_ref
+            .as_ref()
+            .filter(|r| r.kind == "FluxClaim")
+        else {
+            continue;
+        };
+        let ns = t.namespace().unwrap_or_default();
+        let Some(claim) = claims.iter().find(|c| {
+            c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == reference.name
+        }) else {
+            continue;
+        };
+        let ks = &claim.spec.kustomization_ref;
+        let applier = AppliedBy::Flux {
+            namespace: if ks.namespace.is_empty() {
+                ns.clone()
+            } else {
+                ks.namespace.clone()
+            },
+            name: ks.name.clone(),
+        };
+        if let Some(tp) = p.targets.get_mut(&(ns, t.name_any())) {
+            tp.policy.applier = Some(applier);
+        }
+    }
 }
 
 fn folder_policy(ns: &str, t: &GitTarget) -> FolderPolicy {

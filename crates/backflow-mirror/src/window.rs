@@ -20,8 +20,13 @@ use kube::api::DynamicObject;
 
 use crate::managers::Writes;
 
-/// The field manager of backflow's native applier.
-const APPLIER_MANAGER: &str = "backflow-applier";
+/// The field managers of the appliers backflow holds: its own, Flux's kustomize-controller and
+/// Argo CD's application controller. A write by these alone is an applier's.
+const APPLIER_MANAGERS: &[&str] = &[
+    "backflow-applier",
+    "kustomize-controller",
+    "argocd-controller",
+];
 
 /// The apply windows of the coordinated targets, shared by the claims (which open and close
 /// them) and the watch streams (which judge writes against them).
@@ -129,7 +134,7 @@ impl WindowEdits {
         let Some(newest) = writes.newest() else {
             return Verdict::Edit;
         };
-        if !writes.only_by_at(&[APPLIER_MANAGER], newest) {
+        if !writes.only_by_at(APPLIER_MANAGERS, newest) {
             // An edit whose event arrives while the window is open was decided after the
             // flush's mark, whenever it was made: the apply's commit does not hold it.
             if since.is_some() {
@@ -154,7 +159,7 @@ impl WindowEdits {
             edit.collided = true;
             return Verdict::Collision;
         }
-        if newest >= since && !writes.others_since(&[APPLIER_MANAGER], since) {
+        if newest >= since && !writes.others_since(APPLIER_MANAGERS, since) {
             Verdict::Landing
         } else {
             Verdict::Edit

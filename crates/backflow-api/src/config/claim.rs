@@ -10,7 +10,7 @@ use super::condition::Condition;
 /// The applier claim a `GitTarget` names (same namespace): its folder is then coordinated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApplierClaimReference {
-    /// `NativeClaim` (`FluxClaim` and `ArgoCDClaim` to come).
+    /// `NativeClaim` or `FluxClaim` (`ArgoCDClaim` to come).
     pub kind: String,
     /// The claim's name.
     pub name: String,
@@ -38,6 +38,54 @@ pub struct ApplierClaimReference {
 pub struct NativeClaimSpec {
     /// Ask nothing while true (reasons stay pending).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+}
+
+/// Flux's kustomize-controller, held: backflow owns the `Kustomization`'s `spec.suspend` and
+/// resumes it for one reconcile of the commit it decided, after a flush.
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
+#[kube(
+    group = "backflow.dev",
+    version = "v1alpha1",
+    kind = "FluxClaim",
+    namespaced,
+    status = "ClaimStatus",
+    shortname = "fc",
+    category = "backflow",
+    printcolumn = r#"{"name":"Kustomization","type":"string","jsonPath":".spec.kustomizationRef.name"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.operation.phase"}"#,
+    printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.lastAppliedCommit"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxClaimSpec {
+    /// The `kustomize.toolkit.fluxcd.io/v1` Kustomization held (its namespace defaults to the
+    /// claim's; another namespace is not held).
+    pub kustomization_ref: ObjectReference,
+    /// Ask nothing while true (reasons stay pending).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+}
+
+/// An object by name, in a namespace (the referring object's when empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectReference {
+    /// Its name.
+    pub name: String,
+    /// Its namespace; the referring object's when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// What a claim gives back when it lets go of an applier it held.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandBack {
+    /// The Kustomization's `spec.suspend` before backflow held it.
+    #[serde(default)]
     pub suspend: bool,
 }
 
@@ -99,4 +147,7 @@ pub struct ClaimStatus {
     /// Objects the last operation could not apply, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<String>,
+    /// What is given back when the claim lets go of the applier it holds (Flux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hand_back: Option<HandBack>,
 }

@@ -15,8 +15,8 @@ mod watch_rule;
 
 pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use claim::{
-    ApplierClaimReference, ClaimStatus, InventoryEntry, NativeClaim, NativeClaimSpec,
-    OperationStatus,
+    ApplierClaimReference, ClaimStatus, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry,
+    NativeClaim, NativeClaimSpec, ObjectReference, OperationStatus,
 };
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};
@@ -62,6 +62,7 @@ pub fn crds() -> Vec<serde_json::Value> {
         GitBranch::crd(),
         GitReceiver::crd(),
         NativeClaim::crd(),
+        FluxClaim::crd(),
     ]
     .into_iter()
     .filter_map(|c| serde_json::to_value(c).ok())

@@ -4,6 +4,7 @@
 //! - `plan.rs`: claims → branch, folders, targets (pure).
 //! - `status.rs`: a claim's status (pure).
 //! - `runner.rs`: one claim's shell around its [`ApplierCore`](backflow_decision::ApplierCore).
+//! - `store.rs`: reading and writing claims of every kind.
 //! - `metrics.rs`: `backflow_apply_*`.
 //!
 //! The coordinator below re-reads the configuration on every change (and every 10 s) and
@@ -13,6 +14,7 @@ mod metrics;
 mod plan;
 mod runner;
 mod status;
+mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,22 +22,23 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::{
-    ApplierClaimReference, ClaimStatus, CommitRequest, ConditionStatus, GitProvider, GitTarget,
-    NativeClaim,
+    ApplierClaimReference, ClaimStatus, CommitRequest, ConditionStatus, FluxClaim, GitProvider,
+    GitTarget, NativeClaim,
 };
 use backflow_decision::{CommitId, Hold, Reason};
 use backflow_mirror::{ClaimReadiness, MirrorBranches, TargetSnapshots, watch_changes};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use metrics::ApplyMetrics;
-pub use plan::{ClaimKey, ClaimPlan, ClaimProblem, NATIVE, plan_claims};
+pub use plan::{ClaimKey, ClaimObject, ClaimPlan, ClaimProblem, FLUX, Holds, NATIVE, plan_claims};
 use runner::{Runner, RunnerCommand, Shared};
+use store::ListedClaim;
 
+use crate::flux::FluxApplier;
 use crate::native::{Applier, NativeApplier};
 
 /// The running applier claims.
@@ -121,6 +124,10 @@ impl Coordinator {
                 tx.clone(),
             )),
             tokio::spawn(watch_changes(
+                Api::<FluxClaim>::all(self.client.clone()),
+                tx.clone(),
+            )),
+            tokio::spawn(watch_changes(
                 Api::<GitTarget>::all(self.client.clone()),
                 tx.clone(),
             )),
@@ -150,17 +157,16 @@ impl Coordinator {
 
     async fn reconcile(&mut self) {
         let lp = ListParams::default();
-        let (claims_api, targets_api, providers_api) = (
-            Api::<NativeClaim>::all(self.client.clone()),
+        let (targets_api, providers_api) = (
             Api::<GitTarget>::all(self.client.clone()),
             Api::<GitProvider>::all(self.client.clone()),
         );
         let (claims, targets, providers) = match tokio::try_join!(
-            claims_api.list(&lp),
+            store::list_claims(&self.client),
             targets_api.list(&lp),
             providers_api.list(&lp),
         ) {
-            Ok((c, t, p)) => (c.items, t.items, p.items),
+            Ok((c, t, p)) => (c, t.items, p.items),
             Err(e) => {
                 tracing::warn!(error = %e, "listing claims failed; retrying on the next change or tick");
                 return;
@@ -171,8 +177,9 @@ impl Coordinator {
             .await
             .map(|l| saving_targets(&l.items))
             .unwrap_or_default();
-        let plans = plan_claims(&claims, &targets, &providers);
-        self.report_targets(&targets, &claims, &plans);
+        let objects: Vec<ClaimObject> = claims.iter().map(|c| c.object.clone()).collect();
+        let plans = plan_claims(&objects, &targets, &providers);
+        self.report_targets(&targets, &objects, &plans);
         self.running
             .retain(|key, r| plans.get(key).is_some_and(Result::is_ok) && !r.task.is_finished());
         for (key, planned) in plans {
@@ -182,9 +189,7 @@ impl Coordinator {
                     self.act(key, plan).await;
                 }
                 Err(problem) => {
-                    let claim = claims.iter().find(|c| {
-                        c.namespace().as_deref() == Some(key.0.as_str()) && c.name_any() == key.1
-                    });
+                    let claim = claims.iter().find(|c| c.object.key == key);
                     self.report_problem(&key, claim, problem).await;
                 }
             }
@@ -195,7 +200,7 @@ impl Coordinator {
     fn report_targets(
         &mut self,
         targets: &[GitTarget],
-        claims: &[NativeClaim],
+        claims: &[ClaimObject],
         plans: &BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>,
     ) {
         let mut reported = BTreeSet::new();
@@ -204,7 +209,11 @@ impl Coordinator {
                 continue;
             };
             let ns = t.namespace().unwrap_or_default();
-            let key = (ns.clone(), r.name.clone());
+            let key = ClaimKey {
+                kind: r.kind.clone(),
+                namespace: ns.clone(),
+                name: r.name.clone(),
+            };
             let readiness = claim_readiness(r, &key, claims, plans);
             self.mirror
                 .report_claim(&ns, &t.name_any(), Some(readiness));
@@ -225,15 +234,25 @@ impl Coordinator {
         if self.running.get(&key).is_some_and(|r| r.plan == plan) {
             return;
         }
-        let identities = self.identities_for(&key.0, &plan).await;
-        let applier: Arc<dyn Applier> = Arc::new(NativeApplier::new(
-            self.client.clone(),
-            &key.0,
-            &key.1,
-            worker.clone(),
-            plan.folders.clone(),
-            identities,
-        ));
+        let applier: Arc<dyn Applier> = match &plan.holds {
+            Holds::Native => {
+                let identities = self.identities_for(&key.namespace, &plan).await;
+                Arc::new(NativeApplier::new(
+                    self.client.clone(),
+                    &key.namespace,
+                    &key.name,
+                    worker.clone(),
+                    plan.folders.clone(),
+                    identities,
+                ))
+            }
+            Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
+                self.client.clone(),
+                namespace,
+                name,
+                self.clock.clone(),
+            )),
+        };
         if let Some(running) = self.running.get_mut(&key) {
             let newly_named = plan
                 .targets
@@ -252,7 +271,7 @@ impl Coordinator {
             running.plan = plan;
             return;
         }
-        tracing::info!(claim = %format!("{}/{}", key.0, key.1), folders = ?plan.folders, branch = %plan.branch, "claim acts");
+        tracing::info!(claim = %key, folders = ?plan.folders, branch = %plan.branch, "claim acts");
         let (commands, rx) = mpsc::channel(64);
         let shared = Shared {
             client: self.client.clone(),
@@ -362,27 +381,22 @@ impl Coordinator {
     async fn report_problem(
         &mut self,
         key: &ClaimKey,
-        claim: Option<&NativeClaim>,
+        claim: Option<&ListedClaim>,
         problem: ClaimProblem,
     ) {
         if self.problems.get(key) == Some(&problem) {
             return;
         }
-        tracing::warn!(claim = %format!("{}/{}", key.0, key.1), reason = problem.reason, message = %problem.message, "claim cannot act");
+        tracing::warn!(claim = %key, reason = problem.reason, message = %problem.message, "claim cannot act");
         let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         let status: ClaimStatus = status::problem_status(
             claim.and_then(|c| c.status.as_ref()),
             &problem,
             &now,
-            claim.and_then(|c| c.metadata.generation),
+            claim.and_then(|c| c.generation),
         );
-        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &key.0);
-        let patch = Patch::Merge(json!({"status": status}));
-        match api
-            .patch_status(&key.1, &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(_) => {
+        match store::write_status(&self.client, key, &status).await {
+            Ok(()) => {
                 self.problems.insert(key.clone(), problem);
             }
             Err(e) => tracing::debug!(error = %e, "claim status update failed; retrying later"),
@@ -394,7 +408,7 @@ impl Coordinator {
 fn claim_readiness(
     reference: &ApplierClaimReference,
     key: &ClaimKey,
-    claims: &[NativeClaim],
+    claims: &[ClaimObject],
     plans: &BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>,
 ) -> ClaimReadiness {
     let not = |reason: &str, message: String| ClaimReadiness {
@@ -402,41 +416,30 @@ fn claim_readiness(
         reason: reason.to_string(),
         message,
     };
-    if reference.kind != NATIVE {
+    if reference.kind != NATIVE && reference.kind != FLUX {
         return not(
             "UnsupportedKind",
             format!(
-                "applierClaimRef.kind {:?} is not served (NativeClaim is; FluxClaim and ArgoCDClaim are to come)",
+                "applierClaimRef.kind {:?} is not served (NativeClaim and FluxClaim are; ArgoCDClaim is to come)",
                 reference.kind
             ),
         );
     }
-    let exists = claims
-        .iter()
-        .any(|c| c.namespace().as_deref() == Some(key.0.as_str()) && c.name_any() == key.1);
-    if !exists {
-        return not(
-            "ClaimNotFound",
-            format!("NativeClaim {}/{} does not exist; create it", key.0, key.1),
-        );
+    if !claims.iter().any(|c| c.key == *key) {
+        return not("ClaimNotFound", format!("{key} does not exist; create it"));
     }
     match plans.get(key) {
         Some(Ok(plan)) => ClaimReadiness {
             ready: true,
             reason: "Claimed".into(),
             message: format!(
-                "NativeClaim {}/{} applies {} of branch {} when backflow asks",
-                key.0,
-                key.1,
+                "{key} applies {} of branch {} when backflow asks",
                 plan.folders.join(", "),
                 plan.branch
             ),
         },
         Some(Err(problem)) => not(problem.reason, problem.message.clone()),
-        None => not(
-            "ClaimNotFound",
-            format!("NativeClaim {}/{} is not planned", key.0, key.1),
-        ),
+        None => not("ClaimNotFound", format!("{key} is not planned")),
     }
 }
 

@@ -2,11 +2,82 @@
 
 use std::collections::BTreeMap;
 
-use backflow_api::config::{GitProvider, GitTarget, NativeClaim};
+use backflow_api::config::{FluxClaim, GitProvider, GitTarget, NativeClaim};
 use kube::ResourceExt;
 
-/// A claim: (namespace, name).
-pub type ClaimKey = (String, String);
+/// A claim: its kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaimKey {
+    /// `NativeClaim` or `FluxClaim`.
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// The applier a claim holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holds {
+    /// backflow's own applier.
+    Native,
+    /// A Flux Kustomization: (namespace, name).
+    Flux(String, String),
+}
+
+/// A claim of any kind, as planning reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimObject {
+    /// Which claim.
+    pub key: ClaimKey,
+    /// `spec.suspend`.
+    pub suspend: bool,
+    /// The applier it holds.
+    pub holds: Holds,
+}
+
+impl ClaimObject {
+    /// A `NativeClaim`.
+    #[must_use]
+    pub fn native(claim: &NativeClaim) -> Self {
+        Self {
+            key: ClaimKey {
+                kind: NATIVE.into(),
+                namespace: claim.namespace().unwrap_or_default(),
+                name: claim.name_any(),
+            },
+            suspend: claim.spec.suspend,
+            holds: Holds::Native,
+        }
+    }
+
+    /// A `FluxClaim`; its Kustomization's namespace defaults to the claim's.
+    #[must_use]
+    pub fn flux(claim: &FluxClaim) -> Self {
+        let namespace = claim.namespace().unwrap_or_default();
+        let reference = &claim.spec.kustomization_ref;
+        let ks_namespace = if reference.namespace.is_empty() {
+            namespace.clone()
+        } else {
+            reference.namespace.clone()
+        };
+        Self {
+            key: ClaimKey {
+                kind: FLUX.into(),
+                namespace,
+                name: claim.name_any(),
+            },
+            suspend: claim.spec.suspend,
+            holds: Holds::Flux(ks_namespace, reference.name.clone()),
+        }
+    }
+}
 
 /// What one claim applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +94,8 @@ pub struct ClaimPlan {
     pub identity_secrets: Vec<String>,
     /// `spec.suspend`.
     pub suspended: bool,
+    /// The applier it holds.
+    pub holds: Holds,
 }
 
 /// Why a claim named by targets cannot act.
@@ -36,42 +109,53 @@ pub struct ClaimProblem {
 
 /// The kind a `GitTarget` names for backflow's own applier.
 pub const NATIVE: &str = "NativeClaim";
+/// The kind a `GitTarget` names for a Flux Kustomization.
+pub const FLUX: &str = "FluxClaim";
 
-/// Every `NativeClaim` some target names, with its plan or why it has none.
+/// Every claim some target names, with its plan or why it has none.
 #[must_use]
 pub fn plan_claims(
-    claims: &[NativeClaim],
+    claims: &[ClaimObject],
     targets: &[GitTarget],
     providers: &[GitProvider],
 ) -> BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>> {
     let mut out = BTreeMap::new();
     for claim in claims {
-        let ns = claim.namespace().unwrap_or_default();
-        let key = (ns.clone(), claim.name_any());
+        let key = &claim.key;
         let naming: Vec<&GitTarget> = targets
             .iter()
-            .filter(|t| t.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|t| t.namespace().as_deref() == Some(key.namespace.as_str()))
             .filter(|t| {
                 t.spec
                     .applier_claim_ref
                     .as_ref()
-                    .is_some_and(|r| r.kind == NATIVE && r.name == key.1)
+                    .is_some_and(|r| r.kind == key.kind && r.name == key.name)
             })
             .collect();
         if naming.is_empty() {
             continue;
         }
-        out.insert(key, plan_one(claim, &naming, providers));
+        out.insert(key.clone(), plan_one(claim, &naming, providers));
     }
     out
 }
 
 fn plan_one(
-    claim: &NativeClaim,
+    claim: &ClaimObject,
     naming: &[&GitTarget],
     providers: &[GitProvider],
 ) -> Result<ClaimPlan, ClaimProblem> {
-    let ns = claim.namespace().unwrap_or_default();
+    let ns = claim.key.namespace.clone();
+    if let Holds::Flux(ks_namespace, name) = &claim.holds
+        && *ks_namespace != ns
+    {
+        return Err(ClaimProblem {
+            reason: "CrossNamespaceNotAllowed",
+            message: format!(
+                "Kustomization {ks_namespace}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
+            ),
+        });
+    }
     let mut branch_of: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut plan = ClaimPlan {
         url: String::new(),
@@ -79,7 +163,8 @@ fn plan_one(
         folders: Vec::new(),
         targets: Vec::new(),
         identity_secrets: Vec::new(),
-        suspended: claim.spec.suspend,
+        suspended: claim.suspend,
+        holds: claim.holds.clone(),
     };
     for t in naming {
         let provider = providers
@@ -148,7 +233,7 @@ fn plan_one(
 pub fn recheck(
     key: &ClaimKey,
     plan: &ClaimPlan,
-    claims: &[NativeClaim],
+    claims: &[ClaimObject],
     targets: &[GitTarget],
     providers: &[GitProvider],
 ) -> Option<String> {
@@ -209,11 +294,10 @@ mod tests {
             target("a", "git", "main", Some("apply")),
             target("c", "git", "main", None),
         ];
+        let (claim, idle) = (ClaimObject::native(&claim), ClaimObject::native(&idle));
         let plans = plan_claims(&[claim.clone(), idle], &targets, &providers);
         assert_eq!(plans.len(), 1, "a claim no target names does nothing");
-        let plan = plans[&("team".to_string(), "apply".to_string())]
-            .clone()
-            .unwrap();
+        let plan = plans[&claim.key].clone().unwrap();
         assert_eq!(plan.folders, ["a", "b"]);
         assert_eq!(
             (plan.url.as_str(), plan.branch.as_str()),
@@ -224,26 +308,24 @@ mod tests {
             target("a", "git", "main", Some("apply")),
             target("b", "other", "main", Some("apply")),
         ];
-        let plans = plan_claims(&[claim], &split, &providers);
-        let problem = plans[&("team".to_string(), "apply".to_string())]
-            .clone()
-            .unwrap_err();
+        let plans = plan_claims(std::slice::from_ref(&claim), &split, &providers);
+        let problem = plans[&claim.key].clone().unwrap_err();
         assert_eq!(problem.reason, "TargetsDisagree");
     }
 
     #[test]
     fn the_recheck_before_an_apply_sees_a_target_that_stopped_naming_the_claim() {
-        let claim = |suspend: bool| -> NativeClaim {
-            obj(
+        let claim = |suspend: bool| -> ClaimObject {
+            ClaimObject::native(&obj(
                 json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
                 "metadata": {"name": "apply", "namespace": "team"}, "spec": {"suspend": suspend}}),
-            )
+            ))
         };
         let providers: Vec<GitProvider> = vec![obj(
             json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
                    "metadata": {"name": "git", "namespace": "team"}, "spec": {"url": "file:///r.git"}}),
         )];
-        let key = ("team".to_string(), "apply".to_string());
+        let key = claim(false).key;
         let both = vec![
             target("a", "git", "main", Some("apply")),
             target("b", "git", "main", Some("apply")),
@@ -267,5 +349,43 @@ mod tests {
         assert!(recheck(&key, &plan, &[claim(false)], &moved, &providers).is_some());
         assert!(recheck(&key, &plan, &[claim(true)], &both, &providers).is_some());
         assert!(recheck(&key, &plan, &[], &both, &providers).is_some());
+    }
+
+    #[test]
+    fn a_flux_claim_is_named_by_kind_and_holds_only_a_kustomization_of_its_namespace() {
+        let flux = |ns: &str| -> ClaimObject {
+            ClaimObject::flux(&obj(
+                json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "FluxClaim",
+                "metadata": {"name": "apply", "namespace": "team"},
+                "spec": {"kustomizationRef": {"name": "apps", "namespace": ns}}}),
+            ))
+        };
+        let providers: Vec<GitProvider> = vec![obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
+                   "metadata": {"name": "git", "namespace": "team"}, "spec": {"url": "file:///r.git"}}),
+        )];
+        let mut named = target("a", "git", "main", None);
+        named.spec.applier_claim_ref = Some(backflow_api::config::ApplierClaimReference {
+            kind: FLUX.into(),
+            name: "apply".into(),
+        });
+        // A NativeClaim of the same name is not named by a target naming the FluxClaim.
+        let native = ClaimObject::native(&obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
+            "metadata": {"name": "apply", "namespace": "team"}, "spec": {}}),
+        ));
+        let plans = plan_claims(
+            &[flux(""), native],
+            std::slice::from_ref(&named),
+            &providers,
+        );
+        assert_eq!(plans.len(), 1);
+        let plan = plans[&flux("").key].clone().unwrap();
+        assert_eq!(plan.holds, Holds::Flux("team".into(), "apps".into()));
+        let plans = plan_claims(&[flux("flux-system")], &[named], &providers);
+        assert_eq!(
+            plans[&flux("").key].clone().unwrap_err().reason,
+            "CrossNamespaceNotAllowed"
+        );
     }
 }

@@ -6,18 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::Clock;
-use backflow_api::config::{
-    ClaimStatus, GitProvider, GitTarget, InventoryEntry, NativeClaim, OperationStatus,
-};
+use backflow_api::config::{ClaimStatus, GitProvider, GitTarget, InventoryEntry, OperationStatus};
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, CommitId, Hold, Moment,
     Operation, OperationId, OperationPhase, Reason, Reasons,
 };
 use backflow_git::{BranchNotice, WorkerHandle};
 use backflow_mirror::{MirrorBranches, RefusedEdit};
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
@@ -137,7 +133,7 @@ impl Runner {
     }
 
     fn claim_name(&self) -> String {
-        format!("{}/{}", self.key.0, self.key.1)
+        format!("{}/{}", self.key.namespace, self.key.name)
     }
 
     async fn run(
@@ -211,17 +207,19 @@ impl Runner {
     /// asked for: the coordinator's view follows its watches and may lag a change made a moment
     /// ago. While they disagree with the plan, nothing is asked and the check repeats.
     async fn recheck(&mut self) {
-        let ns = &self.key.0;
+        let ns = &self.key.namespace;
         let params = kube::api::ListParams::default();
-        let claims = Api::<NativeClaim>::namespaced(self.client.clone(), ns);
         let targets = Api::<GitTarget>::namespaced(self.client.clone(), ns);
         let providers = Api::<GitProvider>::namespaced(self.client.clone(), ns);
         let stale = match tokio::join!(
-            claims.list(&params),
+            super::store::list_claims(&self.client),
             targets.list(&params),
             providers.list(&params)
         ) {
-            (Ok(c), Ok(t), Ok(p)) => recheck(&self.key, &self.plan, &c.items, &t.items, &p.items),
+            (Ok(c), Ok(t), Ok(p)) => {
+                let claims: Vec<_> = c.into_iter().map(|c| c.object).collect();
+                recheck(&self.key, &self.plan, &claims, &t.items, &p.items)
+            }
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 Some(format!("cannot re-check the claim's configuration: {e}"))
             }
@@ -240,9 +238,8 @@ impl Runner {
     /// What the claim's status says: the last applied commit, an operation still in flight,
     /// the inventory.
     async fn restore(&mut self) -> ApplyInput {
-        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.key.0);
-        let status = match api.get_opt(&self.key.1).await {
-            Ok(Some(c)) => c.status.unwrap_or_default(),
+        let status = match super::store::read(&self.client, &self.key).await {
+            Ok(Some((status, _))) => status,
             Ok(None) => ClaimStatus::default(),
             Err(e) => {
                 tracing::warn!(claim = %self.claim_name(), error = %e, "cannot read the claim's status; starting without it");
@@ -446,13 +443,12 @@ impl Runner {
             self.last_applied = Some(operation.commit.to_string());
         }
         self.operation = Some(op.clone());
-        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.key.0);
-        let current = api.get_opt(&self.key.1).await.ok().flatten();
-        let generation = current.as_ref().and_then(|c| c.metadata.generation);
-        let previous = current
-            .and_then(|c| c.status)
-            .map(|s| s.conditions)
-            .unwrap_or_default();
+        let current = super::store::read(&self.client, &self.key)
+            .await
+            .ok()
+            .flatten();
+        let generation = current.as_ref().and_then(|(_, g)| *g);
+        let previous = current.map(|(s, _)| s.conditions).unwrap_or_default();
         let status = ClaimStatus {
             observed_generation: generation,
             conditions: acting_conditions(&previous, &self.plan, Some(&op), &now, generation),
@@ -460,12 +456,9 @@ impl Runner {
             last_applied_commit: self.last_applied.clone(),
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
+            hand_back: None,
         };
-        let patch = Patch::Merge(json!({"status": status}));
-        if let Err(e) = api
-            .patch_status(&self.key.1, &PatchParams::default(), &patch)
-            .await
-        {
+        if let Err(e) = super::store::write_status(&self.client, &self.key, &status).await {
             tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the operation in the claim's status");
         }
     }

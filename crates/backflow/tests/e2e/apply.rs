@@ -527,23 +527,7 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
     )
     .unwrap();
     // The mirror keeps committing the configuration just applied: rebase as a person would.
-    w.git_in(Some(&clone), &["add", "-A"]);
-    w.git_in(
-        Some(&clone),
-        &["commit", "-q", "-m", "a manifest in the gated folder"],
-    );
-    let pushed = wait_for("the push to land", String::new, || {
-        w.git_in(Some(&clone), &["pull", "-q", "--rebase", "origin", "main"]);
-        let out = run_bounded(
-            "git push",
-            w.git_command(Some(&clone), &["push", "-q", "origin", "HEAD:main"]),
-        );
-        (out.code == Some(0)).then(|| {
-            w.git_in(Some(&clone), &["rev-parse", "HEAD"])
-                .trim()
-                .to_string()
-        })
-    });
+    let pushed = w.commit_all_and_push_rebasing(&clone, "a manifest in the gated folder");
     // The default claim acts on that push (so it was seen); the gated one asks nothing.
     wait_applied(&w, &pushed);
     std::thread::sleep(Duration::from_secs(2));

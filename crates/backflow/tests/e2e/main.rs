@@ -12,6 +12,7 @@ mod apply;
 mod clients;
 mod common;
 mod durability;
+mod flux;
 mod kubectl;
 mod mirror;
 mod operator;

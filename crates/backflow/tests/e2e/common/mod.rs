@@ -621,6 +621,25 @@ impl World {
             .to_string()
     }
 
+    /// Commits everything in `clone` with `message` and pushes it, pulling with rebase first as
+    /// a person would while the mirror keeps committing; returns the commit pushed.
+    pub fn commit_all_and_push_rebasing(&self, clone: &Path, message: &str) -> String {
+        self.git_in(Some(clone), &["add", "-A"]);
+        self.git_in(Some(clone), &["commit", "-q", "-m", message]);
+        wait_for("the push to land", String::new, || {
+            self.git_in(Some(clone), &["pull", "-q", "--rebase", "origin", "main"]);
+            let out = run_bounded(
+                "git push",
+                self.git_command(Some(clone), &["push", "-q", "origin", "HEAD:main"]),
+            );
+            (out.code == Some(0)).then(|| {
+                self.git_in(Some(clone), &["rev-parse", "HEAD"])
+                    .trim()
+                    .to_string()
+            })
+        })
+    }
+
     /// The remote's `main`, if it exists.
     pub fn tip(&self) -> Option<String> {
         let out = run_bounded(

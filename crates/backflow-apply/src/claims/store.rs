@@ -1,0 +1,80 @@
+//! Reading and writing claims of every kind: one API per kind, one status shape for all.
+
+use backflow_api::config::{ClaimStatus, FluxClaim, NativeClaim};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::plan::{ClaimKey, ClaimObject, FLUX};
+
+/// A claim as listed: what planning reads, and its status and generation.
+#[derive(Debug, Clone)]
+pub struct ListedClaim {
+    /// What planning reads.
+    pub object: ClaimObject,
+    /// Its status as stored.
+    pub status: Option<ClaimStatus>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+}
+
+/// Every claim of every kind.
+pub async fn list_claims(client: &Client) -> Result<Vec<ListedClaim>, kube::Error> {
+    let lp = ListParams::default();
+    let (native_api, flux_api) = (
+        Api::<NativeClaim>::all(client.clone()),
+        Api::<FluxClaim>::all(client.clone()),
+    );
+    let (natives, fluxes) = tokio::try_join!(native_api.list(&lp), flux_api.list(&lp))?;
+    let natives = natives.items.into_iter().map(|c| ListedClaim {
+        object: ClaimObject::native(&c),
+        generation: c.metadata.generation,
+        status: c.status,
+    });
+    let fluxes = fluxes.items.into_iter().map(|c| ListedClaim {
+        object: ClaimObject::flux(&c),
+        generation: c.metadata.generation,
+        status: c.status,
+    });
+    Ok(natives.chain(fluxes).collect())
+}
+
+/// The API of `key`'s kind in its namespace.
+fn api(client: &Client, key: &ClaimKey) -> Api<DynamicObject> {
+    let resource = if key.kind == FLUX {
+        ApiResource::erase::<FluxClaim>(&())
+    } else {
+        ApiResource::erase::<NativeClaim>(&())
+    };
+    Api::namespaced_with(client.clone(), &key.namespace, &resource)
+}
+
+/// The claim's status and generation (`Ok(None)`: the claim does not exist).
+pub async fn read(
+    client: &Client,
+    key: &ClaimKey,
+) -> Result<Option<(ClaimStatus, Option<i64>)>, kube::Error> {
+    let Some(found) = api(client, key).get_opt(&key.name).await? else {
+        return Ok(None);
+    };
+    let status = found
+        .data
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    Ok(Some((status, found.metadata.generation)))
+}
+
+/// Writes `status` into the claim (a merge patch of the status subresource).
+pub async fn write_status(
+    client: &Client,
+    key: &ClaimKey,
+    status: &ClaimStatus,
+) -> Result<(), kube::Error> {
+    let patch = Patch::Merge(json!({"status": status}));
+    api(client, key)
+        .patch_status(&key.name, &PatchParams::default(), &patch)
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,248 @@
+//! Flux's kustomize-controller, held (`FluxClaim`): one apply is one reconcile of the
+//! `Kustomization`, resumed for it and suspended again.
+//!
+//! The contract followed (Flux's documented behaviour): `reconcile.fluxcd.io/requestedAt` on the
+//! `GitRepository` makes it fetch the branch, and on the `Kustomization` makes it reconcile;
+//! `spec.suspend: true` stops every reconcile, drift correction and prune. An apply is done when
+//! `Ready=True` at the Kustomization's current generation (resuming it moved the generation, so
+//! a reconcile ran since) with `status.lastAppliedRevision` ending in `@sha1:<the commit>`, or
+//! equal to the revision attempted by the reconcile our request started (the source fetched
+//! after the flush: the commit or a descendant). `status.lastHandledReconcileAt` alone proves
+//! nothing: a suspended Kustomization copies it too without applying anything. It failed when
+//! `Ready` is `False` at the current generation for that attempt.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backflow_api::Clock;
+use backflow_api::config::InventoryEntry;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::native::{Applier, ApplyReport, ApplyRequest};
+
+/// The annotation Flux reconciles on.
+const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+/// The field manager of backflow's writes to Flux objects.
+const FIELD_MANAGER: &str = "backflow";
+/// How long one apply waits for Flux before it reports a failure (the decision reports it
+/// `Unresolved` after 5 minutes and keeps following it).
+const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
+
+/// backflow's merge patches to Flux objects, under its own field manager.
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
+fn kustomizations() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+        "kustomizations",
+    )
+}
+
+fn git_repositories() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
+        "gitrepositories",
+    )
+}
+
+/// A held Kustomization.
+pub struct FluxApplier {
+    client: Client,
+    namespace: String,
+    name: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl FluxApplier {
+    /// The applier of Kustomization `namespace/name`.
+    #[must_use]
+    pub fn new(client: Client, namespace: &str, name: &str, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            client,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            clock,
+        }
+    }
+
+    fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, resource)
+    }
+
+    fn shown(&self) -> String {
+        format!("Kustomization {}/{}", self.namespace, self.name)
+    }
+
+    async fn run(&self, request: ApplyRequest) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        let token = humantime::format_rfc3339_nanos(self.clock.now()).to_string();
+        if let Err(e) = self.resume(&token).await {
+            report.failures.push(e);
+            return report;
+        }
+        let outcome = self.wait(&request.commit.to_string(), &token).await;
+        // Held again whatever happened: nothing of Flux's applies between backflow's requests.
+        if let Err(e) = self.suspend().await {
+            report.failures.push(e);
+        }
+        match outcome {
+            Ok(inventory) => {
+                report.applied = inventory.len();
+                report.inventory = inventory;
+            }
+            Err(e) => report.failures.push(e),
+        }
+        report
+    }
+
+    /// Asks the source to fetch and the Kustomization to reconcile, resumed for it.
+    async fn resume(&self, token: &str) -> Result<(), String> {
+        let ks_api = self.api(&kustomizations(), &self.namespace);
+        let ks = ks_api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| format!("reading {}: {e}", self.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.shown()))?;
+        let source = &ks.data["spec"]["sourceRef"];
+        let source_name = source["name"].as_str().unwrap_or_default();
+        let source_ns = source["namespace"].as_str().unwrap_or(&self.namespace);
+        let annotate = json!({"metadata": {"annotations": {REQUESTED_AT: token}}});
+        self.api(&git_repositories(), source_ns)
+            .patch(source_name, &params(), &Patch::Merge(&annotate))
+            .await
+            .map_err(|e| format!("asking GitRepository {source_ns}/{source_name} to fetch: {e}"))?;
+        let resume =
+            json!({"metadata": {"annotations": {REQUESTED_AT: token}}, "spec": {"suspend": false}});
+        ks_api
+            .patch(&self.name, &params(), &Patch::Merge(&resume))
+            .await
+            .map_err(|e| format!("resuming {}: {e}", self.shown()))?;
+        Ok(())
+    }
+
+    async fn suspend(&self) -> Result<(), String> {
+        let suspend = json!({"spec": {"suspend": true}});
+        self.api(&kustomizations(), &self.namespace)
+            .patch(&self.name, &params(), &Patch::Merge(&suspend))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("suspending {} again: {e}", self.shown()))
+    }
+
+    /// Follows the Kustomization until it applied `commit` (its inventory) or failed at it.
+    async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
+        let api = self.api(&kustomizations(), &self.namespace);
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(ks) = api.get_opt(&self.name).await.ok().flatten()
+                && let Some(outcome) = outcome(&ks.data, ks.metadata.generation, commit, token)
+            {
+                return outcome.map_err(|m| format!("{}: {m}", self.shown()));
+            }
+            if started.elapsed() > GIVE_UP_AFTER {
+                return Err(format!(
+                    "{} did not apply {commit} within {}s",
+                    self.shown(),
+                    GIVE_UP_AFTER.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// What a Kustomization's status says about applying `commit` after the request `token`:
+/// `None` while undecided.
+fn outcome(
+    ks: &Value,
+    generation: Option<i64>,
+    commit: &str,
+    token: &str,
+) -> Option<Result<Vec<InventoryEntry>, String>> {
+    let status = &ks["status"];
+    if status["observedGeneration"].as_i64() != generation {
+        return None;
+    }
+    let text = |field: &str| status[field].as_str().unwrap_or_default();
+    let of_commit = |field: &str| text(field).ends_with(&format!("@sha1:{commit}"));
+    // The reconcile our request started, at the revision its source fetched after the flush.
+    let ours = text("lastHandledReconcileAt") == token;
+    let ready = status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))?;
+    let applied = of_commit("lastAppliedRevision")
+        || (ours
+            && !text("lastAppliedRevision").is_empty()
+            && text("lastAppliedRevision") == text("lastAttemptedRevision"));
+    match ready["status"].as_str() {
+        Some("True") if applied => Some(Ok(inventory(status))),
+        Some("False") if ours || of_commit("lastAttemptedRevision") => Some(Err(ready["message"]
+            .as_str()
+            .unwrap_or("Ready=False")
+            .to_string())),
+        _ => None,
+    }
+}
+
+fn inventory(status: &Value) -> Vec<InventoryEntry> {
+    status["inventory"]["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some(InventoryEntry {
+                id: e["id"].as_str()?.to_string(),
+                v: e["v"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
+}
+
+impl Applier for FluxApplier {
+    fn apply(
+        &self,
+        request: ApplyRequest,
+    ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
+        Box::pin(self.run(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_means_applied_at_the_current_generation_never_handled() {
+        let sha = "0123456789012345678901234567890123456789";
+        let ks = |observed: i64, ready: &str, applied: &str, attempted: &str| {
+            json!({"status": {"observedGeneration": observed,
+                "lastAppliedRevision": applied, "lastAttemptedRevision": attempted,
+                "lastHandledReconcileAt": "token",
+                "conditions": [{"type": "Ready", "status": ready, "message": "kustomize build failed"}],
+                "inventory": {"entries": [{"id": "default_a__ConfigMap", "v": "v1"}]}}})
+        };
+        let rev = format!("main@sha1:{sha}");
+        let decide = |ks: &Value, token: &str| outcome(ks, Some(2), sha, token);
+        let applied = decide(&ks(2, "True", &rev, &rev), "other").expect("decided");
+        assert_eq!(applied.expect("applied").len(), 1);
+        // An older generation's status, or another revision of another request, decides nothing.
+        assert!(decide(&ks(1, "True", &rev, &rev), "token").is_none());
+        let later = "main@sha1:descendant";
+        assert!(decide(&ks(2, "True", later, later), "other").is_none());
+        // The reconcile our request started applied what its source fetched after the flush.
+        assert!(decide(&ks(2, "True", later, later), "token").is_some());
+        // Handled is not applied: a suspended Kustomization copies the token and applies nothing.
+        assert!(decide(&ks(2, "Unknown", "", ""), "token").is_none());
+        let failed = decide(&ks(2, "False", "main@sha1:old", &rev), "other").expect("decided");
+        assert_eq!(failed.expect_err("failed"), "kustomize build failed");
+    }
+}

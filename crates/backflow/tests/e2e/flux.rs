@@ -1,0 +1,463 @@
+//! `FluxClaim` end to end, against a contract simulator of Flux's kustomize-controller (no Flux
+//! runs here): it acts on the API as the real controller does — on each reconcile of a
+//! Kustomization that is not suspended (its generation moved, or `requestedAt` changed) it reads
+//! the `GitRepository`'s branch, applies the path with field manager `kustomize-controller` and
+//! Flux's owner labels, prunes by inventory, and writes the status Flux writes. Suspended, it
+//! applies nothing, but copies `requestedAt` into `lastHandledReconcileAt` (Flux's trap: handled
+//! is not applied).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::apply::{assert_quiescent, wait_acting};
+use crate::common::*;
+
+const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+
+fn kustomizations() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+        "kustomizations",
+    )
+}
+
+fn git_repositories() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
+        "gitrepositories",
+    )
+}
+
+/// Flux's two kinds, schemaless, with a status subresource.
+fn flux_crds() -> String {
+    let crd = |group: &str, plural: &str, singular: &str, kind: &str| {
+        format!(
+            r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.{group}}}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {{status: {{}}}}
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+"
+        )
+    };
+    format!(
+        "{}---\n{}",
+        crd(
+            "kustomize.toolkit.fluxcd.io",
+            "kustomizations",
+            "kustomization",
+            "Kustomization"
+        ),
+        crd(
+            "source.toolkit.fluxcd.io",
+            "gitrepositories",
+            "gitrepository",
+            "GitRepository"
+        )
+    )
+}
+
+/// The simulated kustomize-controller, running until dropped.
+struct KustomizeController {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KustomizeController {
+    fn start(kubeconfig: &Path) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, kubeconfig) = (stop.clone(), kubeconfig.to_path_buf());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let client = client(&kubeconfig).await;
+                while !flag.load(Ordering::Relaxed) {
+                    reconcile_all(&client).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for KustomizeController {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+async fn reconcile_all(client: &Client) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &kustomizations());
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    for ks in list.items {
+        let requested = ks.annotations().get(REQUESTED_AT).cloned();
+        let status = &ks.data["status"];
+        let handled = status["lastHandledReconcileAt"]
+            .as_str()
+            .map(str::to_string);
+        let generation = ks.metadata.generation;
+        let due = requested != handled || status["observedGeneration"].as_i64() != generation;
+        if !due {
+            continue;
+        }
+        let ns = ks.namespace().unwrap_or_default();
+        let ns_api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &kustomizations());
+        if ks.data["spec"]["suspend"] == true {
+            // Suspended: nothing is applied, yet the request is marked handled.
+            let status = json!({"status": {"lastHandledReconcileAt": requested}});
+            let _ = ns_api
+                .patch_status(
+                    &ks.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await;
+            continue;
+        }
+        let status = apply_kustomization(client, &ks, &ns).await;
+        let mut status = status;
+        status["observedGeneration"] = json!(generation);
+        status["lastHandledReconcileAt"] = json!(requested);
+        let _ = ns_api
+            .patch_status(
+                &ks.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await;
+    }
+}
+
+/// One reconcile: the source's revision, the path's objects applied with Flux's manager and
+/// labels, the previous inventory pruned; the status Flux writes.
+async fn apply_kustomization(client: &Client, ks: &DynamicObject, ns: &str) -> Value {
+    let source = &ks.data["spec"]["sourceRef"];
+    let repos: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &git_repositories());
+    let Ok(repo) = repos.get(source["name"].as_str().unwrap_or_default()).await else {
+        return failed("", "GitRepository not found");
+    };
+    let url = repo.data["spec"]["url"].as_str().unwrap_or_default();
+    let branch = repo.data["spec"]["ref"]["branch"]
+        .as_str()
+        .unwrap_or("main");
+    let git_dir = PathBuf::from(url.trim_start_matches("file://"));
+    let sha = git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")]);
+    let revision = format!("{branch}@sha1:{}", sha.trim());
+    let path = ks.data["spec"]["path"]
+        .as_str()
+        .unwrap_or(".")
+        .trim_start_matches("./")
+        .to_string();
+    let mut entries = Vec::new();
+    for file in git_out(
+        &git_dir,
+        &["ls-tree", "-r", "--name-only", sha.trim(), &path],
+    )
+    .lines()
+    {
+        if !file.ends_with(".yaml") || file.ends_with(".sops.yaml") {
+            continue;
+        }
+        let text = git_out(&git_dir, &["show", &format!("{}:{file}", sha.trim())]);
+        for doc in text.split("\n---") {
+            let Ok(object) = yaml_serde::from_str::<Value>(doc) else {
+                continue;
+            };
+            if object.get("kind").is_none() {
+                continue;
+            }
+            match apply_object(client, object, ks).await {
+                Ok(entry) => entries.push(entry),
+                Err(e) => return failed(&revision, &e),
+            }
+        }
+    }
+    prune(client, ks, &entries).await;
+    json!({
+        "lastAttemptedRevision": revision,
+        "lastAppliedRevision": revision,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                        "message": format!("Applied revision: {revision}")}],
+        "inventory": {"entries": entries},
+    })
+}
+
+fn failed(revision: &str, message: &str) -> Value {
+    json!({"lastAttemptedRevision": revision,
+           "conditions": [{"type": "Ready", "status": "False", "reason": "ReconciliationFailed", "message": message}]})
+}
+
+fn git_out(git_dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The API of an object's kind (discovered, as Flux resolves it), in its namespace.
+async fn api_of(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    ns: &str,
+) -> Result<(Api<DynamicObject>, ApiResource), String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| format!("{kind}: {e}"))?;
+    let api = match caps.scope {
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), ns, &resource),
+    };
+    Ok((api, resource))
+}
+
+async fn apply_object(
+    client: &Client,
+    mut object: Value,
+    ks: &DynamicObject,
+) -> Result<Value, String> {
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1").to_string();
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
+    let (api, resource) = api_of(client, &api_version, &kind, &ns).await?;
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let labels = object["metadata"]
+        .as_object_mut()
+        .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+    if let Some(labels) = labels {
+        labels["kustomize.toolkit.fluxcd.io/name"] = json!(ks.name_any());
+        labels["kustomize.toolkit.fluxcd.io/namespace"] = json!(ks.namespace());
+    }
+    api.patch(
+        &name,
+        &PatchParams::apply("kustomize-controller").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .map_err(|e| format!("{name}: {e}"))?;
+    Ok(json!({"id": format!("{ns}_{name}_{}_{kind}", resource.group), "v": api_version}))
+}
+
+async fn prune(client: &Client, ks: &DynamicObject, kept: &[Value]) {
+    let previous = ks.data["status"]["inventory"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for entry in previous.iter().filter(|e| !kept.contains(e)) {
+        let id = entry["id"].as_str().unwrap_or_default();
+        let parts: Vec<&str> = id.splitn(4, '_').collect();
+        if let [ns, name, _group, kind] = parts[..] {
+            let api_version = entry["v"].as_str().unwrap_or("v1");
+            if let Ok((api, _)) = api_of(client, api_version, kind, ns).await {
+                let _ = api.delete(name, &DeleteParams::default()).await;
+            }
+        }
+    }
+}
+
+fn kustomization(w: &World) -> Value {
+    w.get_json(&[
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "apps",
+        "-n",
+        "backflow-system",
+    ])
+}
+
+fn flux_claim(w: &World) -> Value {
+    w.get_json(&["fluxclaim", "flux", "-n", "backflow-system"])["status"].clone()
+}
+
+#[test]
+fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    // The default folder (every namespace) mirrors one way here: two coordinated folders holding
+    // one object would be two appliers fighting over it, and each excludes the other's.
+    w.kubectl(&[
+        "patch",
+        "gittarget",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"applierClaimRef":null}}"#,
+    ]);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    w.apply(&flux_crds());
+    for crd in [
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "gitrepositories.source.toolkit.fluxcd.io",
+    ] {
+        w.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
+    }
+    let origin = std::fs::canonicalize(w.origin()).unwrap();
+    // Folder `apps` holds the shop's ConfigMaps; a held Kustomization applies it.
+    w.apply(&format!(
+        r"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: repo, namespace: backflow-system}}
+spec: {{url: 'file://{}', ref: {{branch: main}}, interval: 10m}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: apps, namespace: backflow-system}}
+spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m, suspend: true}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: FluxClaim
+metadata: {{name: flux, namespace: backflow-system}}
+spec: {{kustomizationRef: {{name: apps}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: apps, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: apps
+  applierClaimRef: {{kind: FluxClaim, name: flux}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: apps, namespace: backflow-system}}
+spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
+",
+        origin.display()
+    ));
+    let _flux = KustomizeController::start(&w.dirs.data.join("kubeconfig"));
+    let path = "apps/shop/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "the target to name the FluxClaim",
+        || format!("{:?}", w.target_condition("apps", "ApplierClaimReady")),
+        || {
+            w.target_condition("apps", "ApplierClaimReady")
+                .filter(|c| c.status == "True" && c.message.contains("FluxClaim"))
+        },
+    );
+    let clone = w.clone_origin("bob");
+    let file = clone.join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("hello", "from-flux")).unwrap();
+    let bob = w.commit_all_and_push_rebasing(&clone, "bob edits demo");
+    let op = wait_for(
+        "the FluxClaim's operation for Bob's push to succeed",
+        || format!("{:#}\n{:#}", flux_claim(&w), kustomization(&w)["status"]),
+        || {
+            let op = flux_claim(&w)["operation"].clone();
+            let commit = op["commit"].as_str().unwrap_or_default().to_string();
+            let holds_bob = !commit.is_empty()
+                && run_bounded(
+                    "git merge-base",
+                    w.git_command(None, &["merge-base", "--is-ancestor", &bob, &commit]),
+                )
+                .code
+                    == Some(0);
+            (op["phase"] == "Succeeded" && holds_bob).then_some(op)
+        },
+    );
+    let ks = kustomization(&w);
+    assert!(
+        ks["status"]["lastAppliedRevision"]
+            .as_str()
+            .is_some_and(|r| r.contains("@sha1:")),
+        "{:#}",
+        ks["status"]
+    );
+    assert_eq!(
+        ks["spec"]["suspend"], true,
+        "held again after the apply: {op:#}"
+    );
+    let live = w.get_json(&["configmap", "demo", "-n", "shop"]);
+    assert_eq!(live["data"]["greeting"], "from-flux");
+    assert_eq!(
+        live["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "apps"
+    );
+    let in_git = w.show(path).unwrap();
+    assert!(
+        in_git.contains("from-flux") && !in_git.contains("kustomize.toolkit.fluxcd.io"),
+        "Flux's labels never reach Git:\n{in_git}"
+    );
+    // A live edit of a Flux-applied object is mirrored: the folder's own applier owns it.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "demo",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"greeting":"live-edit"}}"#,
+    ]);
+    w.wait_file(path, |t| t.contains("live-edit"));
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert_eq!(kustomization(&w)["spec"]["suspend"], true);
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "live-edit"
+    );
+}
