@@ -19,7 +19,7 @@ use std::time::Duration;
 use backflow_api::Clock;
 use backflow_api::config::InventoryEntry;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::native::{Applier, ApplyReport, ApplyRequest};
@@ -129,13 +129,41 @@ impl FluxApplier {
         Ok(())
     }
 
-    async fn suspend(&self) -> Result<(), String> {
-        let suspend = json!({"spec": {"suspend": true}});
+    /// Suspends the Kustomization if it is not; answers whether it was. A Kustomization that
+    /// another Kustomization applies from Git is refused: its parent would resume it again
+    /// (its `spec.suspend` is Git's, not backflow's to hold).
+    async fn hold_suspended(&self) -> Result<Option<bool>, String> {
+        let ks = self
+            .api(&kustomizations(), &self.namespace)
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| format!("reading {}: {e}", self.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.shown()))?;
+        if let Some(parent) = ks.labels().get("kustomize.toolkit.fluxcd.io/name") {
+            return Err(format!(
+                "{} is applied by Kustomization {parent}, which owns its spec.suspend: hold the parent, or make it ignore /spec/suspend",
+                self.shown()
+            ));
+        }
+        let suspended = ks.data["spec"]["suspend"] == true;
+        if !suspended {
+            tracing::info!(kustomization = %self.shown(), "resumed outside backflow: suspended again");
+            self.suspend().await?;
+        }
+        Ok(Some(suspended))
+    }
+
+    async fn set_suspend(&self, suspended: bool) -> Result<(), String> {
+        let patch = json!({"spec": {"suspend": suspended}});
         self.api(&kustomizations(), &self.namespace)
-            .patch(&self.name, &params(), &Patch::Merge(&suspend))
+            .patch(&self.name, &params(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
-            .map_err(|e| format!("suspending {} again: {e}", self.shown()))
+            .map_err(|e| format!("setting {} suspend={suspended}: {e}", self.shown()))
+    }
+
+    async fn suspend(&self) -> Result<(), String> {
+        self.set_suspend(true).await
     }
 
     /// Follows the Kustomization until it applied `commit` (its inventory) or failed at it.
@@ -213,6 +241,17 @@ impl Applier for FluxApplier {
         request: ApplyRequest,
     ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
         Box::pin(self.run(request))
+    }
+
+    fn hold(&self) -> Pin<Box<dyn Future<Output = Result<Option<bool>, String>> + Send + '_>> {
+        Box::pin(self.hold_suspended())
+    }
+
+    fn release(
+        &self,
+        suspended: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(self.set_suspend(suspended))
     }
 }
 

@@ -57,6 +57,23 @@ pub trait Applier: Send + Sync {
         &self,
         request: ApplyRequest,
     ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>>;
+
+    /// Keeps the applier held between applies (a Flux Kustomization a person resumed is
+    /// suspended again). Answers how it was found, for the hand-back: `Some(suspended)` for an
+    /// applier backflow holds by switching it off. backflow's own applier needs nothing.
+    fn hold(&self) -> Pin<Box<dyn Future<Output = Result<Option<bool>, String>> + Send + '_>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Gives the applier back as it was before backflow held it (`suspended`: as `hold` first
+    /// found it).
+    fn release(
+        &self,
+        suspended: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        let _ = suspended;
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// One operation, as the applier is asked to carry it out.

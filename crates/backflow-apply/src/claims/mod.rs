@@ -180,8 +180,7 @@ impl Coordinator {
         let objects: Vec<ClaimObject> = claims.iter().map(|c| c.object.clone()).collect();
         let plans = plan_claims(&objects, &targets, &providers);
         self.report_targets(&targets, &objects, &plans);
-        self.running
-            .retain(|key, r| plans.get(key).is_some_and(Result::is_ok) && !r.task.is_finished());
+        self.let_go(&plans).await;
         for (key, planned) in plans {
             match planned {
                 Ok(plan) => {
@@ -192,6 +191,24 @@ impl Coordinator {
                     let claim = claims.iter().find(|c| c.object.key == key);
                     self.report_problem(&key, claim, problem).await;
                 }
+            }
+        }
+    }
+
+    /// Stops the runners of claims that no longer act. A claim deleted or no longer named hands
+    /// its applier back as it found it; one that cannot act for now keeps it held.
+    async fn let_go(&mut self, plans: &BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>) {
+        let stopping: Vec<ClaimKey> = self
+            .running
+            .iter()
+            .filter(|(key, r)| !plans.get(*key).is_some_and(Result::is_ok) || r.task.is_finished())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stopping {
+            if let Some(running) = self.running.remove(&key)
+                && !plans.contains_key(&key)
+            {
+                let _ = running.commands.send(RunnerCommand::Release).await;
             }
         }
     }

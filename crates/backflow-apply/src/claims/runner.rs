@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::Clock;
-use backflow_api::config::{ClaimStatus, GitProvider, GitTarget, InventoryEntry, OperationStatus};
+use backflow_api::config::{
+    ClaimStatus, GitProvider, GitTarget, HandBack, InventoryEntry, OperationStatus,
+};
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, CommitId, Hold, Moment,
-    Operation, OperationId, OperationPhase, Reason, Reasons,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
+    Moment, Operation, OperationId, OperationPhase, Reason, Reasons,
 };
 use backflow_git::{BranchNotice, WorkerHandle};
 use backflow_mirror::{MirrorBranches, RefusedEdit};
@@ -20,6 +22,10 @@ use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
 use super::plan::{ClaimKey, ClaimPlan, recheck};
 use super::status::{acting_conditions, inventory, operation_status};
 use crate::native::{Applier, ApplyReport, ApplyRequest};
+
+/// How often a held applier is checked between applies (a person's `flux resume` is undone
+/// within this).
+const HOLD_EVERY: Duration = Duration::from_secs(10);
 
 /// What the coordinator tells a runner.
 pub enum RunnerCommand {
@@ -33,6 +39,9 @@ pub enum RunnerCommand {
     Plan(ClaimPlan, Arc<dyn Applier>),
     /// Live edits a target (`onRefusal: Reapply`) refused: apply Git over them.
     Reapply((String, String), BTreeSet<RefusedEdit>),
+    /// The claim lets go (deleted, or no target names it): give the applier back as it was
+    /// found, then stop.
+    Release,
 }
 
 /// An answer from work the runner started.
@@ -88,6 +97,8 @@ pub struct Runner {
     /// Why the re-check just before an apply found the configuration changed, until a later
     /// re-check finds it agrees with the plan again.
     stale: Option<String>,
+    /// Why the applier cannot be held (a Kustomization its parent resumes), until it can.
+    unheld: Option<String>,
     done: mpsc::Sender<Done>,
 }
 
@@ -123,6 +134,7 @@ impl Runner {
             reapplying: BTreeMap::new(),
             coordinator_gate: None,
             stale: None,
+            unheld: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -144,6 +156,8 @@ impl Runner {
         let mut notices = self.worker.subscribe();
         let restored = self.restore().await;
         self.handle(restored).await;
+        self.keep_held().await;
+        let mut hold_tick = tokio::time::interval(HOLD_EVERY);
         // Converge once when the claim starts acting: at start, or when a target first names it.
         self.handle(ApplyInput::Reason(Reason::CatchUpConverge))
             .await;
@@ -152,8 +166,19 @@ impl Runner {
                 w.saturating_since(self.now())
             });
             let input = tokio::select! {
+                _ = hold_tick.tick() => {
+                    if !matches!(self.core.phase(), ApplyPhase::InFlight(_)) {
+                        self.keep_held().await;
+                        self.handle(ApplyInput::Gate(self.gate())).await;
+                    }
+                    continue;
+                }
                 command = commands.recv() => match command {
                     None => break,
+                    Some(RunnerCommand::Release) => {
+                        self.release().await;
+                        return;
+                    }
                     Some(RunnerCommand::Plan(plan, applier)) => {
                         self.plan = plan;
                         self.applier = applier;
@@ -192,14 +217,65 @@ impl Runner {
             };
             self.handle(input).await;
         }
+        // A graceful stop leaves the applier held (a Kustomization suspended).
+        self.keep_held().await;
         tracing::info!(claim = %self.claim_name(), "claim stopped acting");
     }
 
-    /// What holds applies back: the coordinator's gate, or a configuration found changed.
+    /// What holds applies back: the coordinator's gate, a configuration found changed, or an
+    /// applier that cannot be held.
     fn gate(&self) -> Option<Hold> {
-        match &self.stale {
+        match self.stale.as_ref().or(self.unheld.as_ref()) {
             Some(why) => Some(Hold::Targets(why.clone())),
             None => self.coordinator_gate.clone(),
+        }
+    }
+
+    /// Keeps the applier held; the first time, records how it was found (the hand-back).
+    async fn keep_held(&mut self) {
+        match self.applier.hold().await {
+            Ok(found) => {
+                self.unheld = None;
+                let Some(suspended) = found else {
+                    return;
+                };
+                let recorded = super::store::read(&self.client, &self.key)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|(s, _)| s.hand_back.is_some());
+                if !recorded {
+                    let hand_back = HandBack { suspend: suspended };
+                    if let Err(e) =
+                        super::store::write_hand_back(&self.client, &self.key, &hand_back).await
+                    {
+                        tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the hand-back");
+                    }
+                }
+            }
+            Err(why) => {
+                if self.unheld.as_ref() != Some(&why) {
+                    tracing::warn!(claim = %self.claim_name(), reason = %why, "the applier cannot be held");
+                }
+                self.unheld = Some(why);
+            }
+        }
+    }
+
+    /// Gives the applier back as the hand-back says it was found.
+    async fn release(&self) {
+        let status = super::store::read(&self.client, &self.key)
+            .await
+            .ok()
+            .flatten();
+        let suspended = status
+            .and_then(|(s, _)| s.hand_back)
+            .is_some_and(|h| h.suspend);
+        match self.applier.release(suspended).await {
+            Ok(()) => tracing::info!(claim = %self.claim_name(), suspended, "applier handed back"),
+            Err(e) => {
+                tracing::warn!(claim = %self.claim_name(), error = %e, "cannot hand the applier back");
+            }
         }
     }
 

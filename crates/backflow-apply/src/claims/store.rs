@@ -1,6 +1,6 @@
 //! Reading and writing claims of every kind: one API per kind, one status shape for all.
 
-use backflow_api::config::{ClaimStatus, FluxClaim, NativeClaim};
+use backflow_api::config::{ClaimStatus, FluxClaim, HandBack, NativeClaim};
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -73,6 +73,19 @@ pub async fn write_status(
     status: &ClaimStatus,
 ) -> Result<(), kube::Error> {
     let patch = Patch::Merge(json!({"status": status}));
+    api(client, key)
+        .patch_status(&key.name, &PatchParams::default(), &patch)
+        .await
+        .map(|_| ())
+}
+
+/// Records how the claim found the applier it holds (`status.handBack`), touching nothing else.
+pub async fn write_hand_back(
+    client: &Client,
+    key: &ClaimKey,
+    hand_back: &HandBack,
+) -> Result<(), kube::Error> {
+    let patch = Patch::Merge(json!({"status": {"handBack": hand_back}}));
     api(client, key)
         .patch_status(&key.name, &PatchParams::default(), &patch)
         .await

@@ -363,7 +363,7 @@ spec: {{url: 'file://{}', ref: {{branch: main}}, interval: 10m}}
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {{name: apps, namespace: backflow-system}}
-spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m, suspend: true}}
+spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m}}
 ---
 apiVersion: backflow.dev/v1alpha1
 kind: FluxClaim
@@ -395,6 +395,16 @@ spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [config
         || {
             w.target_condition("apps", "ApplierClaimReady")
                 .filter(|c| c.status == "True" && c.message.contains("FluxClaim"))
+        },
+    );
+    // Held: suspended between applies, and how it was found is kept for the hand-back.
+    wait_for(
+        "the Kustomization to be held",
+        || format!("{:#}", flux_claim(&w)),
+        || {
+            (kustomization(&w)["spec"]["suspend"] == true
+                && flux_claim(&w)["handBack"]["suspend"] == false)
+                .then_some(())
         },
     );
     let clone = w.clone_origin("bob");
@@ -459,5 +469,31 @@ spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [config
     assert_eq!(
         w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
         "live-edit"
+    );
+
+    // A person's `flux resume` is undone: the Kustomization is held again.
+    let resume = r#"{"spec":{"suspend":false}}"#;
+    w.kubectl(&[
+        "patch",
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "apps",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        resume,
+    ]);
+    wait_for(
+        "a resumed Kustomization to be suspended again",
+        || format!("{:#}", kustomization(&w)["spec"]),
+        || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
+    );
+    // Deleting the claim hands the Kustomization back as it was found: not suspended.
+    w.kubectl(&["delete", "fluxclaim", "flux", "-n", "backflow-system"]);
+    wait_for(
+        "the Kustomization to be handed back",
+        || format!("{:#}", kustomization(&w)["spec"]),
+        || (kustomization(&w)["spec"]["suspend"] == false).then_some(()),
     );
 }
