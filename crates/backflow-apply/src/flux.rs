@@ -23,6 +23,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::native::{Applier, ApplyReport, ApplyRequest};
+use crate::receiver::RepositoryId;
 
 /// The annotation Flux reconciles on.
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -59,18 +60,62 @@ pub struct FluxApplier {
     client: Client,
     namespace: String,
     name: String,
+    /// The repository URL and branch the claim's targets write: the Kustomization's source
+    /// must fetch them.
+    source: (String, String),
     clock: Arc<dyn Clock>,
 }
 
 impl FluxApplier {
-    /// The applier of Kustomization `namespace/name`.
+    /// The applier of Kustomization `namespace/name`, whose source must fetch `url` `branch`.
     #[must_use]
-    pub fn new(client: Client, namespace: &str, name: &str, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        (url, branch): (&str, &str),
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
+            source: (url.to_string(), branch.to_string()),
             clock,
+        }
+    }
+
+    /// Whether the Kustomization's `GitRepository` fetches the repository and branch the
+    /// targets write (URLs compared as one repository: scheme, user, `.git`, case of the host).
+    async fn check_source(&self, ks: &DynamicObject) -> Result<(), String> {
+        let source = &ks.data["spec"]["sourceRef"];
+        let name = source["name"].as_str().unwrap_or_default();
+        let ns = source["namespace"].as_str().unwrap_or(&self.namespace);
+        let repo = self
+            .api(&git_repositories(), ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("reading GitRepository {ns}/{name}: {e}"))?
+            .ok_or_else(|| {
+                format!(
+                    "GitRepository {ns}/{name} of {} does not exist",
+                    self.shown()
+                )
+            })?;
+        let url = repo.data["spec"]["url"].as_str().unwrap_or_default();
+        let branch = repo.data["spec"]["ref"]["branch"]
+            .as_str()
+            .unwrap_or("master");
+        let same = RepositoryId::parse(url)
+            .is_some_and(|a| RepositoryId::parse(&self.source.0) == Some(a))
+            && branch == self.source.1;
+        if same {
+            Ok(())
+        } else {
+            Err(format!(
+                "GitRepository {ns}/{name} fetches {url} branch {branch}, but the GitTargets naming the claim write {} branch {}",
+                self.source.0, self.source.1
+            ))
         }
     }
 
@@ -139,6 +184,7 @@ impl FluxApplier {
             .await
             .map_err(|e| format!("reading {}: {e}", self.shown()))?
             .ok_or_else(|| format!("{} does not exist", self.shown()))?;
+        self.check_source(&ks).await?;
         if let Some(parent) = ks.labels().get("kustomize.toolkit.fluxcd.io/name") {
             return Err(format!(
                 "{} is applied by Kustomization {parent}, which owns its spec.suspend: hold the parent, or make it ignore /spec/suspend",

@@ -267,6 +267,7 @@ impl Coordinator {
                 self.client.clone(),
                 namespace,
                 name,
+                (&plan.url, &plan.branch),
                 self.clock.clone(),
             )),
         };

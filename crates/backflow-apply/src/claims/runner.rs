@@ -256,9 +256,32 @@ impl Runner {
             Err(why) => {
                 if self.unheld.as_ref() != Some(&why) {
                     tracing::warn!(claim = %self.claim_name(), reason = %why, "the applier cannot be held");
+                    self.report_unheld(&why).await;
                 }
                 self.unheld = Some(why);
             }
+        }
+    }
+
+    /// Shows on the claim why its applier is not held (nothing is asked of it meanwhile).
+    async fn report_unheld(&self, why: &str) {
+        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let current = super::store::read(&self.client, &self.key)
+            .await
+            .ok()
+            .flatten();
+        let problem = super::plan::ClaimProblem {
+            reason: "ApplierNotHeld",
+            message: why.to_string(),
+        };
+        let status = super::status::problem_status(
+            current.as_ref().map(|(s, _)| s),
+            &problem,
+            &now,
+            current.as_ref().and_then(|(_, g)| *g),
+        );
+        if let Err(e) = super::store::write_status(&self.client, &self.key, &status).await {
+            tracing::warn!(claim = %self.claim_name(), error = %e, "cannot report the claim's problem");
         }
     }
 

@@ -352,13 +352,17 @@ fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
     ] {
         w.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
     }
-    let origin = std::fs::canonicalize(w.origin()).unwrap();
+    // The GitRepository fetches what the GitTarget writes: the default provider's URL.
+    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Folder `apps` holds the shop's ConfigMaps; a held Kustomization applies it.
     w.apply(&format!(
         r"apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {{name: repo, namespace: backflow-system}}
-spec: {{url: 'file://{}', ref: {{branch: main}}, interval: 10m}}
+spec: {{url: '{url}', ref: {{branch: main}}, interval: 10m}}
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -383,8 +387,7 @@ apiVersion: backflow.dev/v1alpha1
 kind: WatchRule
 metadata: {{name: apps, namespace: backflow-system}}
 spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
-",
-        origin.display()
+"
     ));
     let _flux = KustomizeController::start(&w.dirs.data.join("kubeconfig"));
     let path = "apps/shop/configmaps/demo.yaml";
@@ -495,5 +498,80 @@ spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [config
         "the Kustomization to be handed back",
         || format!("{:#}", kustomization(&w)["spec"]),
         || (kustomization(&w)["spec"]["suspend"] == false).then_some(()),
+    );
+}
+
+#[test]
+fn a_kustomization_fetching_another_branch_is_reported_and_not_held() {
+    let w = World::start(&["--no-receiver"]);
+    wait_acting(&w);
+    w.apply(&flux_crds());
+    for crd in [
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "gitrepositories.source.toolkit.fluxcd.io",
+    ] {
+        w.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
+    }
+    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    w.apply(&format!(
+        r"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: repo, namespace: backflow-system}}
+spec: {{url: '{url}', ref: {{branch: release}}, interval: 10m}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: apps, namespace: backflow-system}}
+spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: FluxClaim
+metadata: {{name: flux, namespace: backflow-system}}
+spec: {{kustomizationRef: {{name: apps}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: apps, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: apps
+  applierClaimRef: {{kind: FluxClaim, name: flux}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: apps, namespace: backflow-system}}
+spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
+"
+    ));
+    let condition = wait_for(
+        "the claim to say its Kustomization is not held",
+        || format!("{:#}", flux_claim(&w)),
+        || {
+            flux_claim(&w)["conditions"]
+                .as_array()
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c["type"] == "ApplierClaimReady")
+                        .cloned()
+                })
+                .filter(|c| c["reason"] == "ApplierNotHeld")
+        },
+    );
+    let message = condition["message"].as_str().unwrap();
+    assert!(
+        message.contains("branch release") && message.contains("branch main"),
+        "{message}"
+    );
+    assert!(
+        kustomization(&w)["spec"]["suspend"].is_null(),
+        "a Kustomization backflow cannot hold is left as it is"
+    );
+    assert!(
+        flux_claim(&w)["operation"].is_null(),
+        "nothing is asked of it"
     );
 }
