@@ -25,7 +25,8 @@ fn every_kind_has_a_structural_crd_in_the_group() {
             "CommitRequest",
             "GitBranch",
             "GitReceiver",
-            "NativeClaim"
+            "NativeClaim",
+            "FluxClaim"
         ]
     );
     for crd in &crds {

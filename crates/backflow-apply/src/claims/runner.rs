@@ -132,7 +132,8 @@ impl Runner {
             deferred: BTreeSet::new(),
             reapply: BTreeMap::new(),
             reapplying: BTreeMap::new(),
-            coordinator_gate: None,
+            // Closed until the coordinator says otherwise: nothing before the snapshots.
+            coordinator_gate: Some(Hold::Snapshots("not looked at yet".into())),
             stale: None,
             unheld: None,
             done,
@@ -168,8 +169,11 @@ impl Runner {
             let input = tokio::select! {
                 _ = hold_tick.tick() => {
                     if !matches!(self.core.phase(), ApplyPhase::InFlight(_)) {
+                        let before = self.unheld.clone();
                         self.keep_held().await;
-                        self.handle(ApplyInput::Gate(self.gate())).await;
+                        if self.unheld != before {
+                            self.handle(ApplyInput::Gate(self.gate())).await;
+                        }
                     }
                     continue;
                 }
