@@ -41,14 +41,18 @@ fn params() -> PatchParams {
     }
 }
 
-fn kustomizations() -> ApiResource {
+/// `kustomize.toolkit.fluxcd.io/v1` `Kustomization`.
+#[must_use]
+pub fn kustomizations() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
         "kustomizations",
     )
 }
 
-fn git_repositories() -> ApiResource {
+/// `source.toolkit.fluxcd.io/v1` `GitRepository`.
+#[must_use]
+pub fn git_repositories() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
         "gitrepositories",

@@ -677,7 +677,8 @@ mod tests {
         setup_with(rules, None)
     }
 
-    fn setup_with(rules: Vec<ResourceRule>, encryption: Option<Encryption>) -> Plan {
+    /// `GitProvider` `team/git` for `file:///r`.
+    fn provider() -> GitProvider {
         let mut p = GitProvider::new(
             "git",
             GitProviderSpec {
@@ -686,6 +687,11 @@ mod tests {
             },
         );
         p.metadata.namespace = Some("team".into());
+        p
+    }
+
+    fn setup_with(rules: Vec<ResourceRule>, encryption: Option<Encryption>) -> Plan {
+        let p = provider();
         let mut t = GitTarget::new(
             "t",
             GitTargetSpec {
@@ -775,17 +781,6 @@ mod tests {
 
     #[test]
     fn a_type_one_target_encrypts_is_sensitive_in_every_target() {
-        let provider = {
-            let mut p = GitProvider::new(
-                "git",
-                GitProviderSpec {
-                    url: "file:///r".into(),
-                    ..Default::default()
-                },
-            );
-            p.metadata.namespace = Some("team".into());
-            p
-        };
         let target = |name: &str, sensitive: &[&str]| {
             let mut t = GitTarget::new(
                 name,
@@ -804,7 +799,7 @@ mod tests {
             t
         };
         let p = plan(
-            &[provider],
+            &[provider()],
             &[target("vault", &["configmaps"]), target("plain", &[])],
             &[],
             &[],

@@ -18,24 +18,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::{Value, json};
 
+use backflow_apply::flux::{git_repositories, kustomizations};
+
 use crate::apply::{assert_quiescent, wait_acting};
 use crate::common::*;
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
-
-fn kustomizations() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
-        "kustomizations",
-    )
-}
-
-fn git_repositories() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
-        "gitrepositories",
-    )
-}
 
 /// Flux's two kinds, schemaless, with a status subresource.
 fn flux_crds() -> String {
@@ -304,47 +292,11 @@ async fn prune(client: &Client, ks: &DynamicObject, kept: &[Value]) {
     }
 }
 
-fn kustomization(w: &World) -> Value {
-    w.get_json(&[
-        "kustomizations.kustomize.toolkit.fluxcd.io",
-        "apps",
-        "-n",
-        "backflow-system",
-    ])
-}
-
-fn flux_claim(w: &World) -> Value {
-    w.get_json(&["fluxclaim", "flux", "-n", "backflow-system"])["status"].clone()
-}
-
-#[test]
-fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    // The default folder (every namespace) mirrors one way here: two coordinated folders holding
-    // one object would be two appliers fighting over it, and each excludes the other's.
-    w.kubectl(&[
-        "patch",
-        "gittarget",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"applierClaimRef":null}}"#,
-    ]);
-    wait_for(
-        "the default folder to be one-way",
-        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
-        || {
-            w.target_condition("default", "ApplierClaimReady")
-                .is_none()
-                .then_some(())
-        },
-    );
-    w.kubectl(&["create", "namespace", "shop"]);
-    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+/// Flux's kinds, and a held Kustomization: `GitRepository` `repo` fetching the default
+/// provider's repository at `branch`, Kustomization `apps` (path `./apps`, not suspended), the
+/// `FluxClaim` `flux` holding it, and `GitTarget` `apps` writing the shop's `ConfigMaps` to `apps/`,
+/// coordinated by the claim.
+fn hold_a_kustomization(w: &World, branch: &str) {
     w.apply(&flux_crds());
     for crd in [
         "kustomizations.kustomize.toolkit.fluxcd.io",
@@ -357,12 +309,11 @@ fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
         .as_str()
         .unwrap()
         .to_string();
-    // Folder `apps` holds the shop's ConfigMaps; a held Kustomization applies it.
     w.apply(&format!(
         r"apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {{name: repo, namespace: backflow-system}}
-spec: {{url: '{url}', ref: {{branch: main}}, interval: 10m}}
+spec: {{url: '{url}', ref: {{branch: {branch}}}, interval: 10m}}
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -389,6 +340,40 @@ metadata: {{name: apps, namespace: backflow-system}}
 spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
 "
     ));
+}
+
+fn kustomization(w: &World) -> Value {
+    w.get_json(&[
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "apps",
+        "-n",
+        "backflow-system",
+    ])
+}
+
+fn flux_claim(w: &World) -> Value {
+    w.get_json(&["fluxclaim", "flux", "-n", "backflow-system"])["status"].clone()
+}
+
+#[test]
+fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    // The default folder (every namespace) mirrors one way here: two coordinated folders holding
+    // one object would be two appliers fighting over it, and each excludes the other's.
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    hold_a_kustomization(&w, "main");
     let _flux = KustomizeController::start(&w.dirs.data.join("kubeconfig"));
     let path = "apps/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
@@ -505,48 +490,7 @@ spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [config
 fn a_kustomization_fetching_another_branch_is_reported_and_not_held() {
     let w = World::start(&["--no-receiver"]);
     wait_acting(&w);
-    w.apply(&flux_crds());
-    for crd in [
-        "kustomizations.kustomize.toolkit.fluxcd.io",
-        "gitrepositories.source.toolkit.fluxcd.io",
-    ] {
-        w.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
-    }
-    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    w.apply(&format!(
-        r"apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {{name: repo, namespace: backflow-system}}
-spec: {{url: '{url}', ref: {{branch: release}}, interval: 10m}}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {{name: apps, namespace: backflow-system}}
-spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: FluxClaim
-metadata: {{name: flux, namespace: backflow-system}}
-spec: {{kustomizationRef: {{name: apps}}}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitTarget
-metadata: {{name: apps, namespace: backflow-system}}
-spec:
-  providerRef: {{name: default}}
-  branch: main
-  path: apps
-  applierClaimRef: {{kind: FluxClaim, name: flux}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: WatchRule
-metadata: {{name: apps, namespace: backflow-system}}
-spec: {{targetRef: {{name: apps}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
-"
-    ));
+    hold_a_kustomization(&w, "release");
     let condition = wait_for(
         "the claim to say its Kustomization is not held",
         || format!("{:#}", flux_claim(&w)),

@@ -481,16 +481,7 @@ fn a_force_push_that_drops_mirror_commits_is_repaired_by_a_resync() {
 
 fn set_prune(w: &World, mode: &str) {
     let patch = format!(r#"{{"spec":{{"prune":{{"mode":"{mode}"}}}}}}"#);
-    w.kubectl(&[
-        "patch",
-        "gittarget",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    w.patch_target("default", &patch);
     w.wait_target_ready("default");
 }
 
@@ -1067,17 +1058,10 @@ fn changes_made_only_by_an_excluded_field_manager_are_not_mirrored() {
     ));
     let path = "live/default/configmaps/scaled.yaml";
     w.wait_present(path);
-    w.kubectl(&[
-        "patch",
-        "gittarget",
+    w.patch_target(
         "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"exclude":{"fieldManagers":["autoscaler"]}}}"#,
-    ]);
+    );
     w.wait_target_ready("default");
     w.wait_settled();
     // managedFields have second precision: the autoscaler's write must be the newest alone.
@@ -1124,10 +1108,7 @@ fn placement_templates_place_new_objects_and_never_move_old_ones() {
     w.apply(&configmap("default", "before", &[("a", "1")]));
     w.wait_present("live/default/configmaps/before.yaml");
 
-    w.kubectl(&[
-        "patch", "gittarget", "default", "-n", "backflow-system", "--type", "merge", "-p",
-        r#"{"spec":{"placement":{"byType":{"v1/configmaps":"{namespace}/config/{name}.yaml"},"default":"{namespaceOrCluster}/{kind}-{name}.yaml"}}}"#,
-    ]);
+    w.patch_target("default", r#"{"spec":{"placement":{"byType":{"v1/configmaps":"{namespace}/config/{name}.yaml"},"default":"{namespaceOrCluster}/{kind}-{name}.yaml"}}}"#);
     w.wait_target_ready("default");
 
     w.apply(&configmap("default", "after", &[("b", "2")]));
@@ -1169,17 +1150,10 @@ fn placement_templates_place_new_objects_and_never_move_old_ones() {
     );
 
     // A template that would leave the folder is refused when applied, and the target says why.
-    w.kubectl(&[
-        "patch",
-        "gittarget",
+    w.patch_target(
         "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"placement":{"default":"../{name}.yaml"}}}"#,
-    ]);
+    );
     let reason = wait_for(
         "GitTarget default to refuse the template",
         || w.describe_remote(),

@@ -71,17 +71,7 @@ fn a_coordinated_folder_exists_before_it_holds_anything() {
     std::fs::remove_file(clone.join("apps/README.md")).unwrap();
     let removed = w.commit_all_and_push(&clone, "bob removes the README");
     wait_applied(&w, &removed);
-    w.kubectl(&[
-        "patch",
-        "gittarget",
-        "apps",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"prune":{"mode":"Always"}}}"#,
-    ]);
+    w.patch_target("apps", r#"{"spec":{"prune":{"mode":"Always"}}}"#);
     w.wait_target_ready("apps");
     w.wait_settled();
     assert_quiescent(&w, Duration::from_secs(10));
@@ -204,17 +194,7 @@ fn objects_another_applier_owns_are_neither_mirrored_nor_swept_nor_applied() {
         "never applied over Argo CD"
     );
     assert!(live["metadata"]["labels"]["backflow.dev/applier"].is_null());
-    w.kubectl(&[
-        "patch",
-        "gittarget",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"prune":{"mode":"Always"}}}"#,
-    ]);
+    w.patch_target("default", r#"{"spec":{"prune":{"mode":"Always"}}}"#);
     w.wait_target_ready("default");
     w.wait_settled();
     assert_quiescent(&w, Duration::from_secs(10));
@@ -349,17 +329,7 @@ fn a_refused_edit_is_reverted_with_reapply_and_ready_returns_after_a_covering_re
     wait_acting(&w);
     let path = "live/default/configmaps/anchored.yaml";
     w.wait_present(path);
-    w.kubectl(&[
-        "patch",
-        "gittarget",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"onRefusal":"Reapply"}}"#,
-    ]);
+    w.patch_target("default", r#"{"spec":{"onRefusal":"Reapply"}}"#);
     w.wait_target_ready("default");
     w.wait_settled();
     // A person shares labels through a YAML anchor, which backflow never edits in place.

@@ -748,6 +748,21 @@ impl World {
         )
     }
 
+    /// A JSON merge patch of `GitTarget` `name` in backflow-system, as `kubectl patch` sends it.
+    pub fn patch_target(&self, name: &str, patch: &str) {
+        self.kubectl(&[
+            "patch",
+            "gittarget",
+            name,
+            "-n",
+            "backflow-system",
+            "--type",
+            "merge",
+            "-p",
+            patch,
+        ]);
+    }
+
     /// Condition `type_` of `GitTarget` `name` in backflow-system, if it has one.
     pub fn target_condition(&self, name: &str, type_: &str) -> Option<Cond> {
         let t = self.get_json(&["gittarget", name, "-n", "backflow-system"]);
