@@ -315,47 +315,50 @@ impl NativeApplier {
             }
             Some(_) => Write::Stamp,
         };
+        let write = self.write(&api, object, write, &desired).await?;
+        Ok((entry, write))
+    }
+
+    /// Carries out `write` of `object` (`desired`: with the label, and for a whole apply the
+    /// resourceVersion it was judged at); says what was done in the end.
+    async fn write(
+        &self,
+        api: &Api<DynamicObject>,
+        object: &DeclaredObject,
+        write: Write,
+        desired: &Value,
+    ) -> Result<Write, String> {
         let name = &object.identity.name;
         let failed = |e: kube::Error| format!("applying {} {name}: {e}", object.identity.kind);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
         match write {
-            Write::None | Write::Deferred | Write::Absent | Write::Foreign => {
-                return Ok((entry, write));
-            }
+            Write::None | Write::Deferred | Write::Absent | Write::Foreign => Ok(write),
             Write::Stamp => {
                 let patch =
                     serde_json::json!({"metadata": {"labels": {APPLIER_LABEL: self.owner}}});
-                let params = PatchParams::default();
-                api.patch(
-                    name,
-                    &PatchParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..params
-                    },
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .map_err(failed)?;
+                api.patch(name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(failed)?;
+                Ok(write)
             }
             Write::Apply => {
                 let applied = api
                     .patch(
                         name,
                         &PatchParams::apply(FIELD_MANAGER).force(),
-                        &Patch::Apply(&desired),
+                        &Patch::Apply(desired),
                     )
                     .await;
                 match applied {
                     // Edited between the read and the write: the edit reaches Git and wins.
-                    Err(kube::Error::Api(status)) if status.code == 409 => {
-                        return Ok((entry, Write::Deferred));
-                    }
-                    other => {
-                        other.map_err(failed)?;
-                    }
+                    Err(kube::Error::Api(status)) if status.code == 409 => Ok(Write::Deferred),
+                    other => other.map(|_| write).map_err(failed),
                 }
             }
         }
-        Ok((entry, write))
     }
 
     /// Deletes an object the applier owned and the commit no longer declares, if it still

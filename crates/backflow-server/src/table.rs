@@ -137,6 +137,60 @@ fn age(obj: &Value, now: SystemTime) -> String {
     }
 }
 
+/// An Event's columns, as kube-apiserver's printer declares them.
+fn event_columns() -> Vec<Column> {
+    vec![
+        col(
+            "Last Seen",
+            "string",
+            0,
+            "The time the event was last seen.",
+        ),
+        col("Type", "string", 0, "Type of this event."),
+        col(
+            "Reason",
+            "string",
+            0,
+            "Short, machine understandable string that gives the reason for the transition into the object's current status.",
+        ),
+        col(
+            "Object",
+            "string",
+            0,
+            "The object that this event is about.",
+        ),
+        col(
+            "Subobject",
+            "string",
+            1,
+            "The field of the object this event is about.",
+        ),
+        col("Source", "string", 1, "The component reporting this event."),
+        col(
+            "Message",
+            "string",
+            0,
+            "A human-readable description of the status of this operation.",
+        ),
+        col(
+            "First Seen",
+            "string",
+            1,
+            "The time the event was first seen.",
+        ),
+        col(
+            "Count",
+            "string",
+            1,
+            "The number of times this event has occurred.",
+        ),
+        Column {
+            priority: 1,
+            ..name_column()
+        },
+    ]
+}
+
 /// An Event's row, as kube-apiserver prints it: when it was last seen, its type and reason, the
 /// object it is about (`kind/name`, lower-case kind) and its message.
 fn event_row(obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
@@ -175,56 +229,7 @@ fn event_row(obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
     .join(", ");
     let count = obj.get("count").and_then(Value::as_i64).unwrap_or(1);
     (
-        vec![
-            col(
-                "Last Seen",
-                "string",
-                0,
-                "The time the event was last seen.",
-            ),
-            col("Type", "string", 0, "Type of this event."),
-            col(
-                "Reason",
-                "string",
-                0,
-                "Short, machine understandable string that gives the reason for the transition into the object's current status.",
-            ),
-            col(
-                "Object",
-                "string",
-                0,
-                "The object that this event is about.",
-            ),
-            col(
-                "Subobject",
-                "string",
-                1,
-                "The field of the object this event is about.",
-            ),
-            col("Source", "string", 1, "The component reporting this event."),
-            col(
-                "Message",
-                "string",
-                0,
-                "A human-readable description of the status of this operation.",
-            ),
-            col(
-                "First Seen",
-                "string",
-                1,
-                "The time the event was first seen.",
-            ),
-            col(
-                "Count",
-                "string",
-                1,
-                "The number of times this event has occurred.",
-            ),
-            Column {
-                priority: 1,
-                ..name_column()
-            },
-        ],
+        event_columns(),
         vec![
             json!(last_seen),
             json!(str_at(obj, "/type")),

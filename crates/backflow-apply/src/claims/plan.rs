@@ -140,22 +140,27 @@ pub fn plan_claims(
     out
 }
 
+/// A claim holds only an applier in its own namespace.
+fn same_namespace(claim: &ClaimObject) -> Result<(), ClaimProblem> {
+    let ns = &claim.key.namespace;
+    match &claim.holds {
+        Holds::Flux(ks_namespace, name) if ks_namespace != ns => Err(ClaimProblem {
+            reason: "CrossNamespaceNotAllowed",
+            message: format!(
+                "Kustomization {ks_namespace}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn plan_one(
     claim: &ClaimObject,
     naming: &[&GitTarget],
     providers: &[GitProvider],
 ) -> Result<ClaimPlan, ClaimProblem> {
     let ns = claim.key.namespace.clone();
-    if let Holds::Flux(ks_namespace, name) = &claim.holds
-        && *ks_namespace != ns
-    {
-        return Err(ClaimProblem {
-            reason: "CrossNamespaceNotAllowed",
-            message: format!(
-                "Kustomization {ks_namespace}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
-            ),
-        });
-    }
+    same_namespace(claim)?;
     let mut branch_of: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut plan = ClaimPlan {
         url: String::new(),
