@@ -29,8 +29,8 @@ pub enum AppliedBy {
         /// The Kustomization's name.
         name: String,
     },
-    /// An Argo CD Application, as its tracking id names it (`<namespace>_<name>` for an
-    /// application outside Argo CD's own namespace).
+    /// An Argo CD Application, by name (its tracking id's application part, without the
+    /// `<namespace>_` an Application outside Argo CD's own namespace gets).
     ArgoCd(String),
 }
 
@@ -61,7 +61,10 @@ impl AppliedBy {
             .and_then(|id| id.split(':').next())
             .filter(|app| !app.is_empty());
         if let Some(app) = tracked {
-            return Some(Self::ArgoCd(app.to_string()));
+            // `<namespace>_<name>` for an Application outside Argo CD's own namespace; names
+            // never hold `_`.
+            let name = app.rsplit('_').next().unwrap_or(app);
+            return Some(Self::ArgoCd(name.to_string()));
         }
         label(APPLIER_LABEL).map(|claim| Self::Claim(claim.clone()))
     }

@@ -26,7 +26,8 @@ fn every_kind_has_a_structural_crd_in_the_group() {
             "GitBranch",
             "GitReceiver",
             "NativeClaim",
-            "FluxClaim"
+            "FluxClaim",
+            "ArgoCDClaim"
         ]
     );
     for crd in &crds {

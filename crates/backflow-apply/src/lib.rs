@@ -3,9 +3,11 @@
 //! - [`claims`]: which claims act, and one runner per claim around its apply decision.
 //! - [`native`]: backflow's own applier (`NativeClaim`): server-side apply of a commit's folders.
 //! - [`flux`]: Flux's kustomize-controller, held (`FluxClaim`): one reconcile per apply.
+//! - [`argo`]: Argo CD's application controller, held (`ArgoCDClaim`): one sync per apply.
 //! - [`receiver`]: push webhooks (`GitReceiver`): verified deliveries wake the branch workers
 //!   of the repository and branch they name.
 
+pub mod argo;
 pub mod claims;
 pub mod flux;
 pub mod native;

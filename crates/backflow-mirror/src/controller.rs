@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::config::{
-    ClusterWatchRule, CommitRequest, ConditionStatus, FluxClaim, GitBranch, GitBranchSpec,
-    GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
+    ArgoCDClaim, ClusterWatchRule, CommitRequest, ConditionStatus, FluxClaim, GitBranch,
+    GitBranchSpec, GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
 };
 use backflow_api::{Clock, GroupResource};
 use backflow_git::Credentials;
@@ -30,7 +30,7 @@ use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
 use crate::plan::{
     Plan, Problem, ServedType, StreamChanges, StreamPlacement, StreamSpec, TargetRef, diff_streams,
-    hold_flux_appliers, plan,
+    hold_appliers, plan,
 };
 use crate::status::{self, CommitOutcome, ConditionReport, TargetSnapshot};
 use crate::stream::{self, StreamContext};
@@ -264,7 +264,12 @@ impl Controller {
             &config.cluster_rules,
             &self.served,
         );
-        hold_flux_appliers(&mut p, &config.targets, &config.flux_claims);
+        hold_appliers(
+            &mut p,
+            &config.targets,
+            &config.flux_claims,
+            &config.argo_claims,
+        );
         let (wanted, worker_problems) = self.wanted_streams(&p, &config).await;
         let running: BTreeMap<StreamSpec, StreamPlacement> = self
             .running
@@ -927,6 +932,7 @@ struct Configuration {
     rules: Vec<WatchRule>,
     cluster_rules: Vec<ClusterWatchRule>,
     flux_claims: Vec<FluxClaim>,
+    argo_claims: Vec<ArgoCDClaim>,
 }
 
 impl Configuration {
@@ -944,6 +950,10 @@ impl Configuration {
                 .await?
                 .items,
             flux_claims: Api::<FluxClaim>::all(client.clone()).list(&lp).await?.items,
+            argo_claims: Api::<ArgoCDClaim>::all(client.clone())
+                .list(&lp)
+                .await?
+                .items,
         })
     }
 }

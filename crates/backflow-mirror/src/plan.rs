@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::config::{
-    AgeEncryption, ClusterWatchRule, FluxClaim, GitProvider, GitTarget, OnRefusal, PruneMode,
-    ResourceRule, WatchRule,
+    AgeEncryption, ArgoCDClaim, ClusterWatchRule, FluxClaim, GitProvider, GitTarget,
+    ObjectReference, OnRefusal, PruneMode, ResourceRule, WatchRule,
 };
 use backflow_api::{AppliedBy, GroupResource};
 use backflow_manifest::PlacementRules;
@@ -449,36 +449,59 @@ fn plan_target(t: &GitTarget, providers: &[GitProvider]) -> Result<TargetPlan, P
     })
 }
 
-/// A folder coordinated by a `FluxClaim` belongs to the Kustomization the claim holds: objects
-/// it applied (its labels) are the folder's own, and every other applier's are excluded.
-pub fn hold_flux_appliers(p: &mut Plan, targets: &[GitTarget], claims: &[FluxClaim]) {
+/// A folder coordinated by a `FluxClaim` or an `ArgoCDClaim` belongs to the Kustomization or
+/// Application the claim holds: objects it applied (its stamps) are the folder's own, and every
+/// other applier's are excluded.
+pub fn hold_appliers(
+    p: &mut Plan,
+    targets: &[GitTarget],
+    fluxes: &[FluxClaim],
+    argos: &[ArgoCDClaim],
+) {
     for t in targets {
-        let Some(reference) = t
-            .spec
-            .applier_claim_ref
-            .as_ref()
-            .filter(|r| r.kind == "FluxClaim")
-        else {
+        let Some(reference) = t.spec.applier_claim_ref.as_ref() else {
             continue;
         };
         let ns = t.namespace().unwrap_or_default();
-        let Some(claim) = claims.iter().find(|c| {
-            c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == reference.name
-        }) else {
-            continue;
-        };
-        let ks = &claim.spec.kustomization_ref;
-        let applier = AppliedBy::Flux {
-            namespace: if ks.namespace.is_empty() {
+        let named = |c: &dyn ResourceExtName| c.ns() == ns && c.name() == reference.name;
+        let held = |r: &ObjectReference| {
+            let held_ns = if r.namespace.is_empty() {
                 ns.clone()
             } else {
-                ks.namespace.clone()
-            },
-            name: ks.name.clone(),
+                r.namespace.clone()
+            };
+            (held_ns, r.name.clone())
         };
-        if let Some(tp) = p.targets.get_mut(&(ns, t.name_any())) {
+        let applier = match reference.kind.as_str() {
+            "FluxClaim" => fluxes.iter().find(|c| named(*c)).map(|c| {
+                let (namespace, name) = held(&c.spec.kustomization_ref);
+                AppliedBy::Flux { namespace, name }
+            }),
+            "ArgoCDClaim" => argos
+                .iter()
+                .find(|c| named(*c))
+                .map(|c| AppliedBy::ArgoCd(held(&c.spec.application_ref).1)),
+            _ => None,
+        };
+        if let (Some(applier), Some(tp)) = (applier, p.targets.get_mut(&(ns.clone(), t.name_any())))
+        {
             tp.policy.applier = Some(applier);
         }
+    }
+}
+
+/// A claim's namespace and name, whatever its kind.
+trait ResourceExtName {
+    fn ns(&self) -> String;
+    fn name(&self) -> String;
+}
+
+impl<K: ResourceExt> ResourceExtName for K {
+    fn ns(&self) -> String {
+        self.namespace().unwrap_or_default()
+    }
+    fn name(&self) -> String {
+        self.name_any()
     }
 }
 

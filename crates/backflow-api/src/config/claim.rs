@@ -10,7 +10,7 @@ use super::condition::Condition;
 /// The applier claim a `GitTarget` names (same namespace): its folder is then coordinated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApplierClaimReference {
-    /// `NativeClaim` or `FluxClaim` (`ArgoCDClaim` to come).
+    /// `NativeClaim`, `FluxClaim` or `ArgoCDClaim`.
     pub kind: String,
     /// The claim's name.
     pub name: String,
@@ -70,6 +70,36 @@ pub struct FluxClaimSpec {
     pub suspend: bool,
 }
 
+/// Argo CD's application controller, held: backflow owns the `Application`'s automated sync
+/// (`spec.syncPolicy.automated.enabled: false`) and requests one sync of the commit it decided,
+/// after a flush.
+#[derive(
+    CustomResource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
+#[kube(
+    group = "backflow.dev",
+    version = "v1alpha1",
+    kind = "ArgoCDClaim",
+    namespaced,
+    status = "ClaimStatus",
+    shortname = "ac",
+    category = "backflow",
+    printcolumn = r#"{"name":"Application","type":"string","jsonPath":".spec.applicationRef.name"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.operation.phase"}"#,
+    printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.lastAppliedCommit"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ArgoCDClaimSpec {
+    /// The `argoproj.io/v1alpha1` Application held (its namespace defaults to the claim's;
+    /// another namespace is not held).
+    pub application_ref: ObjectReference,
+    /// Ask nothing while true (reasons stay pending).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+}
+
 /// An object by name, in a namespace (the referring object's when empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ObjectReference {
@@ -84,7 +114,8 @@ pub struct ObjectReference {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandBack {
-    /// The Kustomization's `spec.suspend` before backflow held it.
+    /// Whether the applier was off on its own before backflow held it: a Kustomization's
+    /// `spec.suspend`, an Application without automated sync.
     #[serde(default)]
     pub suspend: bool,
 }

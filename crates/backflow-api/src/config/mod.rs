@@ -15,8 +15,8 @@ mod watch_rule;
 
 pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use claim::{
-    ApplierClaimReference, ClaimStatus, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry,
-    NativeClaim, NativeClaimSpec, ObjectReference, OperationStatus,
+    ApplierClaimReference, ArgoCDClaim, ArgoCDClaimSpec, ClaimStatus, FluxClaim, FluxClaimSpec,
+    HandBack, InventoryEntry, NativeClaim, NativeClaimSpec, ObjectReference, OperationStatus,
 };
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};
@@ -63,6 +63,7 @@ pub fn crds() -> Vec<serde_json::Value> {
         GitReceiver::crd(),
         NativeClaim::crd(),
         FluxClaim::crd(),
+        ArgoCDClaim::crd(),
     ]
     .into_iter()
     .filter_map(|c| serde_json::to_value(c).ok())

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::{
-    ApplierClaimReference, ClaimStatus, CommitRequest, ConditionStatus, FluxClaim, GitProvider,
-    GitTarget, NativeClaim,
+    ApplierClaimReference, ArgoCDClaim, ClaimStatus, CommitRequest, ConditionStatus, FluxClaim,
+    GitProvider, GitTarget, NativeClaim,
 };
 use backflow_decision::{CommitId, Hold, Reason};
 use backflow_mirror::{ClaimReadiness, MirrorBranches, TargetSnapshots, watch_changes};
@@ -34,10 +34,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use metrics::ApplyMetrics;
-pub use plan::{ClaimKey, ClaimObject, ClaimPlan, ClaimProblem, FLUX, Holds, NATIVE, plan_claims};
+pub use plan::{
+    ARGO, ClaimKey, ClaimObject, ClaimPlan, ClaimProblem, FLUX, Holds, NATIVE, plan_claims,
+};
 use runner::{Runner, RunnerCommand, Shared};
 use store::ListedClaim;
 
+use crate::argo::ArgoApplier;
 use crate::flux::FluxApplier;
 use crate::native::{Applier, NativeApplier};
 
@@ -125,6 +128,10 @@ impl Coordinator {
             )),
             tokio::spawn(watch_changes(
                 Api::<FluxClaim>::all(self.client.clone()),
+                tx.clone(),
+            )),
+            tokio::spawn(watch_changes(
+                Api::<ArgoCDClaim>::all(self.client.clone()),
                 tx.clone(),
             )),
             tokio::spawn(watch_changes(
@@ -264,6 +271,13 @@ impl Coordinator {
                 ))
             }
             Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
+                self.client.clone(),
+                namespace,
+                name,
+                (&plan.url, &plan.branch),
+                self.clock.clone(),
+            )),
+            Holds::Argo(namespace, name) => Arc::new(ArgoApplier::new(
                 self.client.clone(),
                 namespace,
                 name,
@@ -434,11 +448,11 @@ fn claim_readiness(
         reason: reason.to_string(),
         message,
     };
-    if reference.kind != NATIVE && reference.kind != FLUX {
+    if ![NATIVE, FLUX, ARGO].contains(&reference.kind.as_str()) {
         return not(
             "UnsupportedKind",
             format!(
-                "applierClaimRef.kind {:?} is not served (NativeClaim and FluxClaim are; ArgoCDClaim is to come)",
+                "applierClaimRef.kind {:?} is not served: NativeClaim, FluxClaim or ArgoCDClaim",
                 reference.kind
             ),
         );

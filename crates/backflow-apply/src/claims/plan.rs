@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use backflow_api::config::{FluxClaim, GitProvider, GitTarget, NativeClaim};
+use backflow_api::config::{
+    ArgoCDClaim, FluxClaim, GitProvider, GitTarget, NativeClaim, ObjectReference,
+};
 use kube::ResourceExt;
 
 /// A claim: its kind, namespace and name.
@@ -29,6 +31,8 @@ pub enum Holds {
     Native,
     /// A Flux Kustomization: (namespace, name).
     Flux(String, String),
+    /// An Argo CD Application: (namespace, name).
+    Argo(String, String),
 }
 
 /// A claim of any kind, as planning reads it.
@@ -60,22 +64,43 @@ impl ClaimObject {
     /// A `FluxClaim`; its Kustomization's namespace defaults to the claim's.
     #[must_use]
     pub fn flux(claim: &FluxClaim) -> Self {
+        let (key, (ns, name)) = Self::held(claim, FLUX, &claim.spec.kustomization_ref);
+        Self {
+            key,
+            suspend: claim.spec.suspend,
+            holds: Holds::Flux(ns, name),
+        }
+    }
+
+    /// An `ArgoCDClaim`; its Application's namespace defaults to the claim's.
+    #[must_use]
+    pub fn argo(claim: &ArgoCDClaim) -> Self {
+        let (key, (ns, name)) = Self::held(claim, ARGO, &claim.spec.application_ref);
+        Self {
+            key,
+            suspend: claim.spec.suspend,
+            holds: Holds::Argo(ns, name),
+        }
+    }
+
+    /// The claim's key, and the (namespace, name) of what it holds.
+    fn held<K: ResourceExt>(
+        claim: &K,
+        kind: &str,
+        reference: &ObjectReference,
+    ) -> (ClaimKey, (String, String)) {
         let namespace = claim.namespace().unwrap_or_default();
-        let reference = &claim.spec.kustomization_ref;
-        let ks_namespace = if reference.namespace.is_empty() {
+        let held_namespace = if reference.namespace.is_empty() {
             namespace.clone()
         } else {
             reference.namespace.clone()
         };
-        Self {
-            key: ClaimKey {
-                kind: FLUX.into(),
-                namespace,
-                name: claim.name_any(),
-            },
-            suspend: claim.spec.suspend,
-            holds: Holds::Flux(ks_namespace, reference.name.clone()),
-        }
+        let key = ClaimKey {
+            kind: kind.into(),
+            namespace,
+            name: claim.name_any(),
+        };
+        (key, (held_namespace, reference.name.clone()))
     }
 }
 
@@ -111,6 +136,8 @@ pub struct ClaimProblem {
 pub const NATIVE: &str = "NativeClaim";
 /// The kind a `GitTarget` names for a Flux Kustomization.
 pub const FLUX: &str = "FluxClaim";
+/// The kind a `GitTarget` names for an Argo CD Application.
+pub const ARGO: &str = "ArgoCDClaim";
 
 /// Every claim some target names, with its plan or why it has none.
 #[must_use]
@@ -144,12 +171,14 @@ pub fn plan_claims(
 fn same_namespace(claim: &ClaimObject) -> Result<(), ClaimProblem> {
     let ns = &claim.key.namespace;
     match &claim.holds {
-        Holds::Flux(ks_namespace, name) if ks_namespace != ns => Err(ClaimProblem {
-            reason: "CrossNamespaceNotAllowed",
-            message: format!(
-                "Kustomization {ks_namespace}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
-            ),
-        }),
+        Holds::Flux(held_ns, name) | Holds::Argo(held_ns, name) if held_ns != ns => {
+            Err(ClaimProblem {
+                reason: "CrossNamespaceNotAllowed",
+                message: format!(
+                    "{held_ns}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
+                ),
+            })
+        }
         _ => Ok(()),
     }
 }

@@ -1,11 +1,11 @@
 //! Reading and writing claims of every kind: one API per kind, one status shape for all.
 
-use backflow_api::config::{ClaimStatus, FluxClaim, HandBack, NativeClaim};
+use backflow_api::config::{ArgoCDClaim, ClaimStatus, FluxClaim, HandBack, NativeClaim};
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::plan::{ClaimKey, ClaimObject, FLUX};
+use super::plan::{ARGO, ClaimKey, ClaimObject, FLUX};
 
 /// A claim as listed: what planning reads, and its status and generation.
 #[derive(Debug, Clone)]
@@ -21,11 +21,13 @@ pub struct ListedClaim {
 /// Every claim of every kind.
 pub async fn list_claims(client: &Client) -> Result<Vec<ListedClaim>, kube::Error> {
     let lp = ListParams::default();
-    let (native_api, flux_api) = (
+    let (native_api, flux_api, argo_api) = (
         Api::<NativeClaim>::all(client.clone()),
         Api::<FluxClaim>::all(client.clone()),
+        Api::<ArgoCDClaim>::all(client.clone()),
     );
-    let (natives, fluxes) = tokio::try_join!(native_api.list(&lp), flux_api.list(&lp))?;
+    let (natives, fluxes, argos) =
+        tokio::try_join!(native_api.list(&lp), flux_api.list(&lp), argo_api.list(&lp))?;
     let natives = natives.items.into_iter().map(|c| ListedClaim {
         object: ClaimObject::native(&c),
         generation: c.metadata.generation,
@@ -36,15 +38,20 @@ pub async fn list_claims(client: &Client) -> Result<Vec<ListedClaim>, kube::Erro
         generation: c.metadata.generation,
         status: c.status,
     });
-    Ok(natives.chain(fluxes).collect())
+    let argos = argos.items.into_iter().map(|c| ListedClaim {
+        object: ClaimObject::argo(&c),
+        generation: c.metadata.generation,
+        status: c.status,
+    });
+    Ok(natives.chain(fluxes).chain(argos).collect())
 }
 
 /// The API of `key`'s kind in its namespace.
 fn api(client: &Client, key: &ClaimKey) -> Api<DynamicObject> {
-    let resource = if key.kind == FLUX {
-        ApiResource::erase::<FluxClaim>(&())
-    } else {
-        ApiResource::erase::<NativeClaim>(&())
+    let resource = match key.kind.as_str() {
+        FLUX => ApiResource::erase::<FluxClaim>(&()),
+        ARGO => ApiResource::erase::<ArgoCDClaim>(&()),
+        _ => ApiResource::erase::<NativeClaim>(&()),
     };
     Api::namespaced_with(client.clone(), &key.namespace, &resource)
 }

@@ -101,7 +101,7 @@ impl Drop for KustomizeController {
     }
 }
 
-async fn client(kubeconfig: &Path) -> Client {
+pub(crate) async fn client(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig).unwrap();
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
@@ -169,35 +169,29 @@ async fn apply_kustomization(client: &Client, ks: &DynamicObject, ns: &str) -> V
     let git_dir = PathBuf::from(url.trim_start_matches("file://"));
     let sha = git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")]);
     let revision = format!("{branch}@sha1:{}", sha.trim());
-    let path = ks.data["spec"]["path"]
-        .as_str()
-        .unwrap_or(".")
-        .trim_start_matches("./")
-        .to_string();
-    let mut entries = Vec::new();
-    for file in git_out(
+    let path = ks.data["spec"]["path"].as_str().unwrap_or(".");
+    let stamp = |object: &mut Value| {
+        let labels = object["metadata"]
+            .as_object_mut()
+            .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+        if let Some(labels) = labels {
+            labels["kustomize.toolkit.fluxcd.io/name"] = json!(ks.name_any());
+            labels["kustomize.toolkit.fluxcd.io/namespace"] = json!(ks.namespace());
+        }
+    };
+    let entries = match apply_tree(
+        client,
         &git_dir,
-        &["ls-tree", "-r", "--name-only", sha.trim(), &path],
+        sha.trim(),
+        path,
+        "kustomize-controller",
+        stamp,
     )
-    .lines()
+    .await
     {
-        if !file.ends_with(".yaml") || file.ends_with(".sops.yaml") {
-            continue;
-        }
-        let text = git_out(&git_dir, &["show", &format!("{}:{file}", sha.trim())]);
-        for doc in text.split("\n---") {
-            let Ok(object) = yaml_serde::from_str::<Value>(doc) else {
-                continue;
-            };
-            if object.get("kind").is_none() {
-                continue;
-            }
-            match apply_object(client, object, ks).await {
-                Ok(entry) => entries.push(entry),
-                Err(e) => return failed(&revision, &e),
-            }
-        }
-    }
+        Ok(entries) => entries,
+        Err(e) => return failed(&revision, &e),
+    };
     prune(client, ks, &entries).await;
     json!({
         "lastAttemptedRevision": revision,
@@ -213,7 +207,7 @@ fn failed(revision: &str, message: &str) -> Value {
            "conditions": [{"type": "Ready", "status": "False", "reason": "ReconciliationFailed", "message": message}]})
 }
 
-fn git_out(git_dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git_out(git_dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .arg("--git-dir")
         .arg(git_dir)
@@ -242,11 +236,39 @@ async fn api_of(
     Ok((api, resource))
 }
 
-async fn apply_object(
+/// The objects of `path` at commit `sha` of the bare repository `git_dir`, each `stamp`ed and
+/// server-side applied by `manager`, forced, as Flux and Argo CD apply them. Answers each
+/// object's inventory entry (`{id: <ns>_<name>_<group>_<kind>, v}`).
+pub(crate) async fn apply_tree(
     client: &Client,
-    mut object: Value,
-    ks: &DynamicObject,
-) -> Result<Value, String> {
+    git_dir: &Path,
+    sha: &str,
+    path: &str,
+    manager: &str,
+    stamp: impl Fn(&mut Value),
+) -> Result<Vec<Value>, String> {
+    let path = path.trim_start_matches("./");
+    let mut entries = Vec::new();
+    for file in git_out(git_dir, &["ls-tree", "-r", "--name-only", sha, path]).lines() {
+        if !file.ends_with(".yaml") || file.ends_with(".sops.yaml") {
+            continue;
+        }
+        let text = git_out(git_dir, &["show", &format!("{sha}:{file}")]);
+        for doc in text.split("\n---") {
+            let Ok(mut object) = yaml_serde::from_str::<Value>(doc) else {
+                continue;
+            };
+            if object.get("kind").is_none() {
+                continue;
+            }
+            stamp(&mut object);
+            entries.push(apply_object(client, &object, manager).await?);
+        }
+    }
+    Ok(entries)
+}
+
+async fn apply_object(client: &Client, object: &Value, manager: &str) -> Result<Value, String> {
     let api_version = object["apiVersion"].as_str().unwrap_or("v1").to_string();
     let kind = object["kind"].as_str().unwrap_or_default().to_string();
     let ns = object["metadata"]["namespace"]
@@ -258,17 +280,10 @@ async fn apply_object(
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let labels = object["metadata"]
-        .as_object_mut()
-        .map(|m| m.entry("labels").or_insert_with(|| json!({})));
-    if let Some(labels) = labels {
-        labels["kustomize.toolkit.fluxcd.io/name"] = json!(ks.name_any());
-        labels["kustomize.toolkit.fluxcd.io/namespace"] = json!(ks.namespace());
-    }
     api.patch(
         &name,
-        &PatchParams::apply("kustomize-controller").force(),
-        &Patch::Apply(&object),
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(object),
     )
     .await
     .map_err(|e| format!("{name}: {e}"))?;
@@ -280,6 +295,11 @@ async fn prune(client: &Client, ks: &DynamicObject, kept: &[Value]) {
         .as_array()
         .cloned()
         .unwrap_or_default();
+    prune_entries(client, &previous, kept).await;
+}
+
+/// Deletes the objects of `previous` (inventory entries) that are not `kept`.
+pub(crate) async fn prune_entries(client: &Client, previous: &[Value], kept: &[Value]) {
     for entry in previous.iter().filter(|e| !kept.contains(e)) {
         let id = entry["id"].as_str().unwrap_or_default();
         let parts: Vec<&str> = id.splitn(4, '_').collect();

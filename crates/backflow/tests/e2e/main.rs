@@ -9,6 +9,7 @@
 )]
 
 mod apply;
+mod argo;
 mod clients;
 mod common;
 mod durability;

@@ -1,0 +1,282 @@
+//! Argo CD's application controller, held (`ArgoCDClaim`): one apply is one sync of the
+//! `Application`, requested through its `operation` field, with automated sync off between
+//! applies.
+//!
+//! The contract followed (Argo CD's documented behaviour): writing a complete top-level
+//! `operation` (`sync.revision` always explicit, `initiatedBy`, an `info` entry correlating it)
+//! makes the controller sync, copy the request into `status.operationState` and clear
+//! `operation` when the phase completes. An apply is done when that state is ours (its `info`
+//! holds our correlation id), its phase is `Succeeded` and `syncResult.revision` is the commit;
+//! `Failed` or `Error` fails it. `operation` is never written while a sync is `Running`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backflow_api::Clock;
+use backflow_api::config::InventoryEntry;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::native::{Applier, ApplyReport, ApplyRequest};
+use crate::receiver::RepositoryId;
+
+/// The `info` entry that marks an operation as backflow's, with its correlation id.
+const CORRELATION: &str = "backflow-operation";
+/// How long one apply waits for Argo CD before it reports a failure.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
+
+/// `argoproj.io/v1alpha1` `Application`.
+#[must_use]
+pub fn applications() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"),
+        "applications",
+    )
+}
+
+/// A held Application.
+pub struct ArgoApplier {
+    client: Client,
+    namespace: String,
+    name: String,
+    /// The repository URL and branch the claim's targets write: the Application must sync
+    /// them.
+    source: (String, String),
+    clock: Arc<dyn Clock>,
+}
+
+impl ArgoApplier {
+    /// The applier of Application `namespace/name`, which must sync `url` `branch`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        (url, branch): (&str, &str),
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            client,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            source: (url.to_string(), branch.to_string()),
+            clock,
+        }
+    }
+
+    fn api(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, &applications())
+    }
+
+    fn shown(&self) -> String {
+        format!("Application {}/{}", self.namespace, self.name)
+    }
+
+    fn params() -> PatchParams {
+        PatchParams {
+            field_manager: Some("backflow".into()),
+            ..PatchParams::default()
+        }
+    }
+
+    async fn get(&self) -> Result<DynamicObject, String> {
+        self.api()
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| format!("reading {}: {e}", self.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.shown()))
+    }
+
+    async fn run(&self, request: ApplyRequest) -> ApplyReport {
+        let mut report = ApplyReport::default();
+        let commit = request.commit.to_string();
+        let token = humantime::format_rfc3339_nanos(self.clock.now()).to_string();
+        let outcome = match self.request_sync(&commit, &token).await {
+            Ok(()) => self.wait(&commit, &token).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(inventory) => {
+                report.applied = inventory.len();
+                report.inventory = inventory;
+            }
+            Err(e) => report.failures.push(e),
+        }
+        report
+    }
+
+    /// Writes the sync request, once no sync is running.
+    async fn request_sync(&self, commit: &str, token: &str) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        while self.get().await?.data["status"]["operationState"]["phase"] == "Running" {
+            if started.elapsed() > GIVE_UP_AFTER {
+                return Err(format!("{} kept a sync running", self.shown()));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let operation = json!({"operation": {
+            "sync": {"revision": commit, "prune": true},
+            "initiatedBy": {"username": "backflow"},
+            "info": [{"name": CORRELATION, "value": token}],
+        }});
+        self.api()
+            .patch(&self.name, &Self::params(), &Patch::Merge(&operation))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("requesting a sync of {}: {e}", self.shown()))
+    }
+
+    async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(outcome) = outcome(&self.get().await?.data, commit, token) {
+                return outcome.map_err(|m| format!("{}: {m}", self.shown()));
+            }
+            if started.elapsed() > GIVE_UP_AFTER {
+                return Err(format!("{} did not sync {commit}", self.shown()));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Turns automated sync off if it is on; answers whether it was off. An Application that
+    /// syncs another repository or branch than the targets write is refused.
+    async fn hold_off(&self) -> Result<Option<bool>, String> {
+        let app = self.get().await?;
+        let source = &app.data["spec"]["source"];
+        let url = source["repoURL"].as_str().unwrap_or_default();
+        let branch = source["targetRevision"].as_str().unwrap_or("HEAD");
+        let same = RepositoryId::parse(url)
+            .is_some_and(|a| RepositoryId::parse(&self.source.0) == Some(a))
+            && branch == self.source.1;
+        if !same {
+            return Err(format!(
+                "{} syncs {url} at {branch}, but the GitTargets naming the claim write {} branch {}",
+                self.shown(),
+                self.source.0,
+                self.source.1
+            ));
+        }
+        let automated = &app.data["spec"]["syncPolicy"]["automated"];
+        // `automated` present with `enabled` unset counts as enabled.
+        let on = automated.is_object() && automated["enabled"] != false;
+        if on {
+            tracing::info!(application = %self.shown(), "automated sync was on: switched off");
+            self.set_automated(false).await?;
+        }
+        Ok(Some(!on))
+    }
+
+    async fn set_automated(&self, enabled: bool) -> Result<(), String> {
+        let patch = json!({"spec": {"syncPolicy": {"automated": {"enabled": enabled}}}});
+        self.api()
+            .patch(&self.name, &Self::params(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("setting {} automated sync {enabled}: {e}", self.shown()))
+    }
+}
+
+/// What an Application's status says about our sync of `commit` (correlated by `token`):
+/// `None` while undecided.
+fn outcome(app: &Value, commit: &str, token: &str) -> Option<Result<Vec<InventoryEntry>, String>> {
+    let state = &app["status"]["operationState"];
+    let ours = state["operation"]["info"].as_array().is_some_and(|info| {
+        info.iter()
+            .any(|i| i["name"] == CORRELATION && i["value"] == token)
+    });
+    if !ours {
+        return None;
+    }
+    match state["phase"].as_str() {
+        Some("Succeeded") if state["syncResult"]["revision"] == commit => {
+            Some(Ok(inventory(&app["status"])))
+        }
+        Some("Succeeded") => Some(Err(format!(
+            "synced {} instead of {commit}",
+            state["syncResult"]["revision"]
+        ))),
+        Some("Failed" | "Error") => Some(Err(state["message"]
+            .as_str()
+            .unwrap_or("the sync failed")
+            .to_string())),
+        _ => None,
+    }
+}
+
+fn inventory(status: &Value) -> Vec<InventoryEntry> {
+    status["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |f: &str| r[f].as_str().unwrap_or_default().to_string();
+            InventoryEntry {
+                id: format!(
+                    "{}_{}_{}_{}",
+                    text("namespace"),
+                    text("name"),
+                    text("group"),
+                    text("kind")
+                ),
+                v: text("version"),
+            }
+        })
+        .collect()
+}
+
+impl Applier for ArgoApplier {
+    fn apply(
+        &self,
+        request: ApplyRequest,
+    ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
+        Box::pin(self.run(request))
+    }
+
+    fn hold(&self) -> Pin<Box<dyn Future<Output = Result<Option<bool>, String>> + Send + '_>> {
+        Box::pin(self.hold_off())
+    }
+
+    fn release(
+        &self,
+        suspended: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(self.set_automated(!suspended))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_means_our_operation_succeeded_at_the_commit() {
+        let app = |token: &str, phase: &str, revision: &str| {
+            json!({"status": {"operationState": {
+                "operation": {"info": [{"name": CORRELATION, "value": token}]},
+                "phase": phase, "message": "one or more objects failed to apply",
+                "syncResult": {"revision": revision}},
+                "resources": [{"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "demo"}]}})
+        };
+        let done = outcome(&app("t", "Succeeded", "abc"), "abc", "t").expect("decided");
+        assert_eq!(done.expect("synced")[0].id, "shop_demo__ConfigMap");
+        assert!(outcome(&app("t", "Running", ""), "abc", "t").is_none());
+        assert!(
+            outcome(&app("other", "Succeeded", "abc"), "abc", "t").is_none(),
+            "another request's state is not ours"
+        );
+        assert!(
+            outcome(&app("t", "Succeeded", "old"), "abc", "t")
+                .expect("decided")
+                .is_err()
+        );
+        assert!(
+            outcome(&app("t", "Failed", ""), "abc", "t")
+                .expect("decided")
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! `ArgoCDClaim` end to end, against a contract simulator of Argo CD's application controller
+//! (no Argo CD runs here): it acts on the API as the real controller does — a requested
+//! `operation` is copied into `status.operationState` (`Running`), the revision it names is
+//! synced (the path applied with field manager `argocd-controller` and the
+//! `argocd.argoproj.io/tracking-id` annotation, what it applied before and no longer holds
+//! pruned), the state ends `Succeeded` with `syncResult.revision`, and `operation` is cleared.
+//! With automated sync on it syncs the branch's tip by itself whenever it moves.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use backflow_apply::argo::applications;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::apply::{assert_quiescent, wait_acting};
+use crate::common::*;
+use crate::flux::{apply_tree, client, git_out, prune_entries};
+
+/// The simulated application controller, running until dropped.
+struct ApplicationController {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ApplicationController {
+    fn start(kubeconfig: &Path) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, kubeconfig) = (stop.clone(), kubeconfig.to_path_buf());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let client = client(&kubeconfig).await;
+                while !flag.load(Ordering::Relaxed) {
+                    reconcile_all(&client).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ApplicationController {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn reconcile_all(client: &Client) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &applications());
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    for app in list.items {
+        let git_dir = PathBuf::from(
+            app.data["spec"]["source"]["repoURL"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_start_matches("file://"),
+        );
+        let automated = &app.data["spec"]["syncPolicy"]["automated"];
+        let requested = app.data["operation"]["sync"]["revision"]
+            .as_str()
+            .map(str::to_string);
+        let revision = match requested {
+            Some(r) => r,
+            None if automated.is_object() && automated["enabled"] != false => {
+                let branch = app.data["spec"]["source"]["targetRevision"]
+                    .as_str()
+                    .unwrap_or("main");
+                let tip = git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")]);
+                let tip = tip.trim().to_string();
+                if app.data["status"]["sync"]["revision"] == tip.as_str() {
+                    continue;
+                }
+                tip
+            }
+            None => continue,
+        };
+        sync(client, &app, &git_dir, &revision).await;
+    }
+}
+
+/// One sync of `revision`, as the controller runs it and reports it.
+async fn sync(client: &Client, app: &DynamicObject, git_dir: &Path, revision: &str) {
+    let ns = app.namespace().unwrap_or_default();
+    let name = app.name_any();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &applications());
+    let operation = if app.data["operation"].is_null() {
+        json!({"sync": {"revision": revision}, "initiatedBy": {"automated": true}})
+    } else {
+        app.data["operation"].clone()
+    };
+    let running =
+        json!({"status": {"operationState": {"operation": operation, "phase": "Running"}}});
+    let _ = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&running))
+        .await;
+    let path = app.data["spec"]["source"]["path"].as_str().unwrap_or(".");
+    let stamp = |object: &mut Value| {
+        let group_kind = format!(
+            "{}/{}",
+            object["apiVersion"]
+                .as_str()
+                .and_then(|v| v.split_once('/'))
+                .map_or("", |(g, _)| g),
+            object["kind"].as_str().unwrap_or_default()
+        );
+        let target = format!(
+            "{}/{}",
+            object["metadata"]["namespace"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let annotations = object["metadata"]
+            .as_object_mut()
+            .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+        if let Some(annotations) = annotations {
+            annotations["argocd.argoproj.io/tracking-id"] =
+                json!(format!("{name}:{group_kind}:{target}"));
+        }
+    };
+    let outcome = apply_tree(client, git_dir, revision, path, "argocd-controller", stamp).await;
+    let state = match &outcome {
+        Ok(entries) => {
+            let previous = app.data["status"]["entries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            prune_entries(client, &previous, entries).await;
+            json!({"operation": operation, "phase": "Succeeded", "message": "successfully synced",
+                   "syncResult": {"revision": revision}})
+        }
+        Err(e) => json!({"operation": operation, "phase": "Failed", "message": e}),
+    };
+    let mut status = json!({"operationState": state});
+    if let Ok(entries) = &outcome {
+        status["sync"] = json!({"status": "Synced", "revision": revision});
+        status["entries"] = json!(entries);
+    }
+    let done = json!({"operation": null, "status": status});
+    let _ = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&done))
+        .await;
+}
+
+/// Argo CD's Application kind: schemaless, no status subresource (as Argo CD's own CRD).
+const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: applications.argoproj.io}
+spec:
+  group: argoproj.io
+  scope: Namespaced
+  names: {plural: applications, singular: application, kind: Application}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+";
+
+fn application(w: &World) -> Value {
+    w.get_json(&["applications.argoproj.io", "shop", "-n", "backflow-system"])
+}
+
+fn argo_claim(w: &World) -> Value {
+    w.get_json(&["argocdclaim", "argo", "-n", "backflow-system"])["status"].clone()
+}
+
+#[test]
+fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    // The default folder mirrors one way here: the shop's objects belong to the Application.
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    w.apply(APPLICATION_CRD);
+    w.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/applications.argoproj.io",
+    ]);
+    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // An Application with automated sync on, as a cluster runs it; the claim holds it.
+    w.apply(&format!(
+        r"apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {{name: shop, namespace: backflow-system}}
+spec:
+  source: {{repoURL: '{url}', targetRevision: main, path: shop}}
+  destination: {{namespace: shop}}
+  syncPolicy: {{automated: {{prune: true}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: ArgoCDClaim
+metadata: {{name: argo, namespace: backflow-system}}
+spec: {{applicationRef: {{name: shop}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: shop, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: shop
+  applierClaimRef: {{kind: ArgoCDClaim, name: argo}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: shop, namespace: backflow-system}}
+spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
+"
+    ));
+    let _argo = ApplicationController::start(&w.dirs.data.join("kubeconfig"));
+    let path = "shop/shop/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "automated sync to be switched off and recorded for the hand-back",
+        || format!("{:#}\n{:#}", argo_claim(&w), application(&w)["spec"]),
+        || {
+            (application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false
+                && argo_claim(&w)["handBack"]["suspend"] == false)
+                .then_some(())
+        },
+    );
+    let clone = w.clone_origin("bob");
+    let file = clone.join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("hello", "from-argo")).unwrap();
+    let bob = w.commit_all_and_push_rebasing(&clone, "bob edits demo");
+    let op = wait_for(
+        "the ArgoCDClaim's sync of Bob's push to succeed",
+        || format!("{:#}\n{:#}", argo_claim(&w), application(&w)["status"]),
+        || {
+            let op = argo_claim(&w)["operation"].clone();
+            let commit = op["commit"].as_str().unwrap_or_default().to_string();
+            let holds_bob = !commit.is_empty()
+                && run_bounded(
+                    "git merge-base",
+                    w.git_command(None, &["merge-base", "--is-ancestor", &bob, &commit]),
+                )
+                .code
+                    == Some(0);
+            (op["phase"] == "Succeeded" && holds_bob).then_some(op)
+        },
+    );
+    let app = application(&w);
+    let state = &app["status"]["operationState"];
+    assert_eq!(state["syncResult"]["revision"], op["commit"], "{state:#}");
+    assert_eq!(state["operation"]["initiatedBy"]["username"], "backflow");
+    assert!(
+        app["operation"].is_null(),
+        "the controller cleared the request"
+    );
+    let live = w.get_json(&["configmap", "demo", "-n", "shop"]);
+    assert_eq!(live["data"]["greeting"], "from-argo");
+    assert!(
+        live["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("shop:")),
+        "{live:#}"
+    );
+    let in_git = w.show(path).unwrap();
+    assert!(
+        in_git.contains("from-argo") && !in_git.contains("tracking-id"),
+        "Argo CD's tracking id never reaches Git:\n{in_git}"
+    );
+    // A live edit of an object the Application applied is mirrored: the folder's own applier.
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "demo",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"greeting":"live-edit"}}"#,
+    ]);
+    w.wait_file(path, |t| t.contains("live-edit"));
+    assert_quiescent(&w, Duration::from_secs(10));
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "live-edit",
+        "automated sync stayed off: nothing synced the edit away"
+    );
+    // Deleting the claim hands automated sync back as it was found: on.
+    w.kubectl(&["delete", "argocdclaim", "argo", "-n", "backflow-system"]);
+    wait_for(
+        "automated sync to be handed back",
+        || format!("{:#}", application(&w)["spec"]),
+        || (application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == true).then_some(()),
+    );
+}
