@@ -83,6 +83,11 @@ pub struct World {
     retry_at: Option<Moment>,
     pub(crate) expected: BTreeMap<String, Expected>,
     snapshot_published: bool,
+    /// The claim's status as the apply decision recorded it (what a restart reads back).
+    recorded: Option<Operation>,
+    recorded_applied: Option<CommitId>,
+    /// An operation a restart found in flight: followed, not newly asked.
+    followed: Option<backflow_decision::OperationId>,
     pub(crate) asks: usize,
     counter: u64,
     trace: Vec<String>,
@@ -115,6 +120,9 @@ impl World {
             retry_at: None,
             expected: BTreeMap::new(),
             snapshot_published: false,
+            recorded: None,
+            recorded_applied: None,
+            followed: None,
             asks: 0,
             counter: 0,
             trace: Vec::new(),
@@ -126,7 +134,6 @@ impl World {
 
     fn start(&mut self) {
         let now = self.branch.now;
-        let mut intents = Vec::new();
         for name in NAMES {
             let object = LiveObject {
                 value: "v0".into(),
@@ -136,17 +143,28 @@ impl World {
             self.live.insert(name.to_string(), object);
             self.expected
                 .insert(name.to_string(), Expected::new("v0".into()));
-            intents.push(model::put(name, "v0"));
         }
-        self.applier_input(ApplyInput::Restored {
+        self.log("start: a, b, c = v0 live".into());
+        self.snapshot(ApplyInput::Restored {
             last_applied: None,
             in_flight: None,
         });
+    }
+
+    /// The mirror publishes the live state as a resync, and the apply decision starts from
+    /// `restored`, held until that snapshot is published.
+    fn snapshot(&mut self, restored: ApplyInput) {
+        self.applier_input(restored);
         self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
             "the initial snapshot is not published".into(),
         ))));
         self.applier_input(ApplyInput::Reason(Reason::CatchUpConverge));
-        self.log("start: a, b, c = v0 live; the mirror publishes them as a resync".into());
+        let intents: Vec<Intent> = self
+            .live
+            .iter()
+            .map(|(name, o)| model::put(name, &o.value))
+            .collect();
+        self.log("the mirror publishes the live objects as a resync".into());
         self.branch.step(Input::Resync {
             target: "apps".into(),
             intents,
@@ -154,11 +172,43 @@ impl World {
         // The snapshot is the API side: until it is published, a push does not win over it
         // (nothing is applied before it, so a push made meanwhile meets the live values).
         let seq = self.branch.core.last_seq();
-        for e in self.expected.values_mut() {
-            e.person_edits("v0".into());
-            e.submitted("v0", seq);
+        for (name, e) in &mut self.expected {
+            let value = self.live[name].value.clone();
+            e.person_edits(value.clone());
+            e.submitted(&value, seq);
         }
         self.pump();
+    }
+
+    /// The process is killed and started again: memory is lost (pending writes, queued watch
+    /// events, the decision's state, an apply being carried out); the live store, the remote,
+    /// what the worker persisted and the claim's status are kept.
+    fn crash(&mut self) {
+        self.log("--- the process is killed and starts again ---".into());
+        let shell = std::mem::replace(&mut self.branch, Shell::new(CoreConfig::default()));
+        self.branch = shell.restart(CoreConfig::default());
+        self.applier = ApplierCore::new(ApplierConfig::default());
+        self.apply_wake = None;
+        self.apply_inputs.clear();
+        self.watch.clear();
+        self.asked = None;
+        self.echoes_queued = 0;
+        self.window = false;
+        self.window_edits.clear();
+        self.deferred.clear();
+        self.retry_at = None;
+        self.snapshot_published = false;
+        self.last_applied = self.recorded_applied;
+        let in_flight = self
+            .recorded
+            .as_ref()
+            .filter(|op| op.phase.in_flight())
+            .map(|op| (op.id, op.commit, op.reasons.clone(), op.phase));
+        self.followed = in_flight.as_ref().map(|(id, ..)| *id);
+        self.snapshot(ApplyInput::Restored {
+            last_applied: self.recorded_applied,
+            in_flight,
+        });
     }
 
     /// Every step and effect so far.
@@ -185,6 +235,7 @@ impl World {
             45..75 => self.deliver(),
             75..82 => self.webhook(),
             82..90 if self.asked.is_some() => self.finish_apply(),
+            90..92 => self.crash(),
             _ => self.tick(),
         }
     }
@@ -221,8 +272,9 @@ impl World {
         self.branch
             .remote
             .foreign_push(&model::file(&name), Some(&value));
+        let published = self.branch.core.published_through();
         if let Some(e) = self.expected.get_mut(&name) {
-            e.foreign_push(value);
+            e.foreign_push(value, published);
         }
     }
 
@@ -335,10 +387,7 @@ impl World {
 
     fn branch_event(&mut self, event: Event) {
         match event {
-            Event::Published { through, tip } => {
-                for e in self.expected.values_mut() {
-                    e.published(through);
-                }
+            Event::Published { tip, .. } => {
                 if !self.snapshot_published {
                     self.snapshot_published = true;
                     self.log("the initial snapshot is published: applies may be asked".into());
@@ -361,7 +410,16 @@ impl World {
             ApplyEffect::Flush => self.flush(),
             ApplyEffect::Ask(operation) => self.ask(operation),
             ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
-            ApplyEffect::Record { .. } => {}
+            ApplyEffect::Record { operation, .. } => {
+                let catch_up_only = operation
+                    .reasons
+                    .iter()
+                    .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge));
+                if operation.phase == OperationPhase::Succeeded && !catch_up_only {
+                    self.recorded_applied = Some(operation.commit);
+                }
+                self.recorded = Some(operation);
+            }
             ApplyEffect::Emit(event) => self.log(format!("apply decision: {event:?}")),
         }
     }
@@ -394,11 +452,21 @@ impl World {
             operation.commit,
             operation.reasons.names()
         ));
-        if self.found.is_none() {
+        // A followed operation (found in flight after a restart) was asked before the crash.
+        if self.found.is_none() && self.followed != Some(operation.id) {
             self.found = crate::check::flushed_before_asking(self, self.flush_mark)
                 .or_else(|| (!self.snapshot_published).then_some(Violation::AppliedBeforeSnapshot));
         }
         let id = operation.id;
+        if self.followed.take() == Some(id) {
+            // The native applier ran in the process that died: its operation ended with it.
+            self.log(format!("apply {} was interrupted by the restart", id.0));
+            return self.applier_input(ApplyInput::Progress {
+                id,
+                phase: OperationPhase::Failed,
+                message: "interrupted".into(),
+            });
+        }
         self.asked = Some(operation);
         self.applier_input(ApplyInput::Progress {
             id,
@@ -456,7 +524,10 @@ impl World {
                 by: Writer::Applier,
             });
         }
-        self.last_applied = Some(op.commit);
+        // A catch-up only stamps: it is not what the next apply's "changed since" starts from.
+        if !catch_up_only {
+            self.last_applied = Some(op.commit);
+        }
         self.applier_input(ApplyInput::Progress {
             id: op.id,
             phase: OperationPhase::Succeeded,

@@ -19,9 +19,17 @@ use kube::{Api, Client};
 use tokio::sync::{broadcast, mpsc};
 
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
-use super::plan::{ClaimKey, ClaimPlan, recheck};
+use super::plan::{ClaimKey, ClaimPlan, Holds, recheck};
 use super::status::{acting_conditions, inventory, operation_status};
 use crate::native::{Applier, ApplyReport, ApplyRequest};
+
+/// Whether an operation for these reasons only stamps what is live (catch-ups: adopt,
+/// converge): it creates, rewrites and prunes nothing.
+fn stamps_only(reasons: &Reasons) -> bool {
+    reasons
+        .iter()
+        .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge))
+}
 
 /// How often a held applier is checked between applies (a person's `flux resume` is undone
 /// within this).
@@ -99,6 +107,8 @@ pub struct Runner {
     stale: Option<String>,
     /// Why the applier cannot be held (a Kustomization its parent resumes), until it can.
     unheld: Option<String>,
+    /// The operation a restart found in flight, until it is asked again.
+    interrupted: Option<OperationId>,
     done: mpsc::Sender<Done>,
 }
 
@@ -136,6 +146,7 @@ impl Runner {
             coordinator_gate: Some(Hold::Snapshots("not looked at yet".into())),
             stale: None,
             unheld: None,
+            interrupted: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -359,6 +370,7 @@ impl Runner {
             tracing::info!(claim = %self.claim_name(), operation = op.id, commit = %op.commit, "following an operation found in flight");
             Some((OperationId(op.id), commit, reasons, phase))
         });
+        self.interrupted = in_flight.as_ref().map(|(id, ..)| *id);
         ApplyInput::Restored {
             last_applied: status.last_applied_commit.and_then(|c| c.parse().ok()),
             in_flight,
@@ -414,6 +426,19 @@ impl Runner {
 
     /// Starts the apply (its window opened at the flush); the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
+        if self.interrupted.take() == Some(operation.id) && self.plan.holds == Holds::Native {
+            // backflow's own applier ran in the process that died: the operation ended with
+            // it. Applying its commit again now, before this process's snapshot is published,
+            // could write over a live edit made after its flush that never reached Git.
+            tracing::info!(claim = %self.claim_name(), operation = operation.id.0, "the operation found in flight was interrupted by the restart; it is decided again");
+            return ApplyInput::Progress {
+                id: operation.id,
+                phase: OperationPhase::Failed,
+                message:
+                    "interrupted: the process restarted during this apply; it is decided again"
+                        .into(),
+            };
+        }
         let flushed_at = self.flushed_at.unwrap_or_else(|| {
             // A restored operation had its flush in another process: the window opens now.
             let now = self.clock.now();
@@ -439,10 +464,7 @@ impl Runner {
             flushed_at,
             inventory: self.inventory.clone(),
             retry,
-            stamp_only: operation
-                .reasons
-                .iter()
-                .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge)),
+            stamp_only: stamps_only(&operation.reasons),
         };
         let id = operation.id;
         tokio::spawn(async move {
@@ -542,7 +564,9 @@ impl Runner {
             .and_then(|o| o.requested_at.clone())
             .unwrap_or_else(|| now.clone());
         let op = operation_status(operation, message, &requested_at, &now);
-        if operation.phase == OperationPhase::Succeeded {
+        // A catch-up only stamps: Git's changes up to its commit are not on the live side yet,
+        // so it is not what the next apply's "changed since" starts from.
+        if operation.phase == OperationPhase::Succeeded && !stamps_only(&operation.reasons) {
             self.last_applied = Some(operation.commit.to_string());
         }
         self.operation = Some(op.clone());
