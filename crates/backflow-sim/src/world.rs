@@ -481,6 +481,18 @@ impl World {
         let Some(op) = self.asked.take() else {
             return;
         };
+        if self.rng.random_range(0..10) == 0 {
+            // The applier fails (an object the API refuses): nothing written, decided again
+            // after the backoff.
+            self.log(format!("apply {} fails", op.id.0));
+            self.applier_input(ApplyInput::Progress {
+                id: op.id,
+                phase: OperationPhase::Failed,
+                message: "the applier failed".into(),
+            });
+            self.close_window_if_done();
+            return self.pump();
+        }
         let files = self.branch.remote.files(Some(op.commit));
         let before = self.branch.remote.files(self.last_applied);
         let catch_up_only = op
