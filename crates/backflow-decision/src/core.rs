@@ -61,6 +61,8 @@ pub enum ApplyInput {
         last_applied: Option<CommitId>,
         /// `status.operation`, when its phase is in flight.
         in_flight: Option<(OperationId, CommitId, Reasons, OperationPhase)>,
+        /// `status.operation`'s id whatever its phase: numbering goes on after it.
+        last_operation: Option<OperationId>,
     },
     /// What holds applies back now (`None`: nothing).
     Gate(Option<Hold>),
@@ -217,7 +219,13 @@ impl ApplierCore {
             ApplyInput::Restored {
                 last_applied,
                 in_flight,
-            } => self.restore(last_applied, in_flight, now, &mut out),
+                last_operation,
+            } => {
+                if let Some(last) = last_operation {
+                    self.next_id = self.next_id.max(last.0 + 1);
+                }
+                self.restore(last_applied, in_flight, now, &mut out);
+            }
             ApplyInput::Gate(hold) => self.hold = hold,
             ApplyInput::Foreign(tip) => {
                 self.seen(tip);

@@ -168,6 +168,7 @@ fn a_converge_of_the_commit_already_applied_asks_nothing_but_an_adopt_always_ask
         ApplyInput::Restored {
             last_applied: Some(commit(7)),
             in_flight: None,
+            last_operation: None,
         },
         at(0),
     );
@@ -295,6 +296,7 @@ fn an_operation_found_in_flight_at_start_is_followed_to_its_end() {
         ApplyInput::Restored {
             last_applied: Some(commit(1)),
             in_flight: Some((OperationId(41), commit(2), reasons, OperationPhase::Running)),
+            last_operation: None,
         },
         at(0),
     );
@@ -321,4 +323,21 @@ fn a_remote_without_the_branch_holds_the_reason_until_a_tip_appears() {
     );
     assert!(!flushes(&core.step(ApplyInput::Tick, at(5))));
     assert!(flushes(&core.step(ApplyInput::Published(commit(1)), at(6))));
+}
+
+#[test]
+fn numbering_goes_on_after_the_last_recorded_operation_even_one_that_ended() {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    core.step(
+        ApplyInput::Restored {
+            last_applied: Some(commit(1)),
+            in_flight: None,
+            last_operation: Some(OperationId(41)),
+        },
+        at(0),
+    );
+    core.step(ApplyInput::Gate(None), at(0));
+    core.step(ApplyInput::Foreign(commit(2)), at(0));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(commit(2))), at(0))).expect("asked");
+    assert_eq!(op.id, OperationId(42));
 }

@@ -148,6 +148,7 @@ impl World {
         self.snapshot(ApplyInput::Restored {
             last_applied: None,
             in_flight: None,
+            last_operation: None,
         });
     }
 
@@ -205,9 +206,11 @@ impl World {
             .filter(|op| op.phase.in_flight())
             .map(|op| (op.id, op.commit, op.reasons.clone(), op.phase));
         self.followed = in_flight.as_ref().map(|(id, ..)| *id);
+        let last_operation = self.recorded.as_ref().map(|op| op.id);
         self.snapshot(ApplyInput::Restored {
             last_applied: self.recorded_applied,
             in_flight,
+            last_operation,
         });
     }
 

@@ -374,6 +374,7 @@ impl Runner {
         ApplyInput::Restored {
             last_applied: status.last_applied_commit.and_then(|c| c.parse().ok()),
             in_flight,
+            last_operation: status.operation.as_ref().map(|op| OperationId(op.id)),
         }
     }
 
