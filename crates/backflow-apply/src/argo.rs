@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::InventoryEntry;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+use crate::held::Held;
 use crate::native::{Applier, ApplyReport, ApplyRequest};
-use crate::receiver::RepositoryId;
 
 /// The `info` entry that marks an operation as backflow's, with its correlation id.
 const CORRELATION: &str = "backflow-operation";
@@ -39,13 +39,7 @@ pub fn applications() -> ApiResource {
 
 /// A held Application.
 pub struct ArgoApplier {
-    client: Client,
-    namespace: String,
-    name: String,
-    /// The repository URL and branch the claim's targets write: the Application must sync
-    /// them.
-    source: (String, String),
-    clock: Arc<dyn Clock>,
+    held: Held,
 }
 
 impl ArgoApplier {
@@ -55,45 +49,30 @@ impl ArgoApplier {
         client: Client,
         namespace: &str,
         name: &str,
-        (url, branch): (&str, &str),
+        source: (&str, &str),
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            client,
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            source: (url.to_string(), branch.to_string()),
-            clock,
+            held: Held::new(client, "Application", (namespace, name), source, clock),
         }
     }
 
     fn api(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &applications())
-    }
-
-    fn shown(&self) -> String {
-        format!("Application {}/{}", self.namespace, self.name)
-    }
-
-    fn params() -> PatchParams {
-        PatchParams {
-            field_manager: Some("backflow".into()),
-            ..PatchParams::default()
-        }
+        self.held.api(&applications(), &self.held.namespace)
     }
 
     async fn get(&self) -> Result<DynamicObject, String> {
         self.api()
-            .get_opt(&self.name)
+            .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.shown()))?
-            .ok_or_else(|| format!("{} does not exist", self.shown()))
+            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.held.shown()))
     }
 
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
         let mut report = ApplyReport::default();
         let commit = request.commit.to_string();
-        let token = humantime::format_rfc3339_nanos(self.clock.now()).to_string();
+        let token = self.held.token();
         let outcome = match self.request_sync(&commit, &token).await {
             Ok(()) => self.wait(&commit, &token).await,
             Err(e) => Err(e),
@@ -113,7 +92,7 @@ impl ArgoApplier {
         let started = std::time::Instant::now();
         while self.get().await?.data["status"]["operationState"]["phase"] == "Running" {
             if started.elapsed() > GIVE_UP_AFTER {
-                return Err(format!("{} kept a sync running", self.shown()));
+                return Err(format!("{} kept a sync running", self.held.shown()));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -123,20 +102,20 @@ impl ArgoApplier {
             "info": [{"name": CORRELATION, "value": token}],
         }});
         self.api()
-            .patch(&self.name, &Self::params(), &Patch::Merge(&operation))
+            .patch(&self.held.name, &Held::params(), &Patch::Merge(&operation))
             .await
             .map(|_| ())
-            .map_err(|e| format!("requesting a sync of {}: {e}", self.shown()))
+            .map_err(|e| format!("requesting a sync of {}: {e}", self.held.shown()))
     }
 
     async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
         let started = std::time::Instant::now();
         loop {
             if let Some(outcome) = outcome(&self.get().await?.data, commit, token) {
-                return outcome.map_err(|m| format!("{}: {m}", self.shown()));
+                return outcome.map_err(|m| format!("{}: {m}", self.held.shown()));
             }
             if started.elapsed() > GIVE_UP_AFTER {
-                return Err(format!("{} did not sync {commit}", self.shown()));
+                return Err(format!("{} did not sync {commit}", self.held.shown()));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -149,22 +128,12 @@ impl ArgoApplier {
         let source = &app.data["spec"]["source"];
         let url = source["repoURL"].as_str().unwrap_or_default();
         let branch = source["targetRevision"].as_str().unwrap_or("HEAD");
-        let same = RepositoryId::parse(url)
-            .is_some_and(|a| RepositoryId::parse(&self.source.0) == Some(a))
-            && branch == self.source.1;
-        if !same {
-            return Err(format!(
-                "{} syncs {url} at {branch}, but the GitTargets naming the claim write {} branch {}",
-                self.shown(),
-                self.source.0,
-                self.source.1
-            ));
-        }
+        self.held.check_source(&self.held.shown(), url, branch)?;
         let automated = &app.data["spec"]["syncPolicy"]["automated"];
         // `automated` present with `enabled` unset counts as enabled.
         let on = automated.is_object() && automated["enabled"] != false;
         if on {
-            tracing::info!(application = %self.shown(), "automated sync was on: switched off");
+            tracing::info!(application = %self.held.shown(), "automated sync was on: switched off");
             self.set_automated(false).await?;
         }
         Ok(Some(!on))
@@ -173,10 +142,15 @@ impl ArgoApplier {
     async fn set_automated(&self, enabled: bool) -> Result<(), String> {
         let patch = json!({"spec": {"syncPolicy": {"automated": {"enabled": enabled}}}});
         self.api()
-            .patch(&self.name, &Self::params(), &Patch::Merge(&patch))
+            .patch(&self.held.name, &Held::params(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
-            .map_err(|e| format!("setting {} automated sync {enabled}: {e}", self.shown()))
+            .map_err(|e| {
+                format!(
+                    "setting {} automated sync {enabled}: {e}",
+                    self.held.shown()
+                )
+            })
     }
 }
 

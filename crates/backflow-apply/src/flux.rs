@@ -18,28 +18,18 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::InventoryEntry;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::held::Held;
 use crate::native::{Applier, ApplyReport, ApplyRequest};
-use crate::receiver::RepositoryId;
 
 /// The annotation Flux reconciles on.
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
-/// The field manager of backflow's writes to Flux objects.
-const FIELD_MANAGER: &str = "backflow";
 /// How long one apply waits for Flux before it reports a failure (the decision reports it
 /// `Unresolved` after 5 minutes and keeps following it).
 const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
-
-/// backflow's merge patches to Flux objects, under its own field manager.
-fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    }
-}
 
 /// `kustomize.toolkit.fluxcd.io/v1` `Kustomization`.
 #[must_use]
@@ -61,13 +51,7 @@ pub fn git_repositories() -> ApiResource {
 
 /// A held Kustomization.
 pub struct FluxApplier {
-    client: Client,
-    namespace: String,
-    name: String,
-    /// The repository URL and branch the claim's targets write: the Kustomization's source
-    /// must fetch them.
-    source: (String, String),
-    clock: Arc<dyn Clock>,
+    held: Held,
 }
 
 impl FluxApplier {
@@ -77,25 +61,22 @@ impl FluxApplier {
         client: Client,
         namespace: &str,
         name: &str,
-        (url, branch): (&str, &str),
+        source: (&str, &str),
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            client,
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            source: (url.to_string(), branch.to_string()),
-            clock,
+            held: Held::new(client, "Kustomization", (namespace, name), source, clock),
         }
     }
 
     /// Whether the Kustomization's `GitRepository` fetches the repository and branch the
-    /// targets write (URLs compared as one repository: scheme, user, `.git`, case of the host).
+    /// targets write.
     async fn check_source(&self, ks: &DynamicObject) -> Result<(), String> {
         let source = &ks.data["spec"]["sourceRef"];
         let name = source["name"].as_str().unwrap_or_default();
-        let ns = source["namespace"].as_str().unwrap_or(&self.namespace);
+        let ns = source["namespace"].as_str().unwrap_or(&self.held.namespace);
         let repo = self
+            .held
             .api(&git_repositories(), ns)
             .get_opt(name)
             .await
@@ -103,37 +84,20 @@ impl FluxApplier {
             .ok_or_else(|| {
                 format!(
                     "GitRepository {ns}/{name} of {} does not exist",
-                    self.shown()
+                    self.held.shown()
                 )
             })?;
         let url = repo.data["spec"]["url"].as_str().unwrap_or_default();
         let branch = repo.data["spec"]["ref"]["branch"]
             .as_str()
             .unwrap_or("master");
-        let same = RepositoryId::parse(url)
-            .is_some_and(|a| RepositoryId::parse(&self.source.0) == Some(a))
-            && branch == self.source.1;
-        if same {
-            Ok(())
-        } else {
-            Err(format!(
-                "GitRepository {ns}/{name} fetches {url} branch {branch}, but the GitTargets naming the claim write {} branch {}",
-                self.source.0, self.source.1
-            ))
-        }
-    }
-
-    fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), namespace, resource)
-    }
-
-    fn shown(&self) -> String {
-        format!("Kustomization {}/{}", self.namespace, self.name)
+        self.held
+            .check_source(&format!("GitRepository {ns}/{name}"), url, branch)
     }
 
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
         let mut report = ApplyReport::default();
-        let token = humantime::format_rfc3339_nanos(self.clock.now()).to_string();
+        let token = self.held.token();
         if let Err(e) = self.resume(&token).await {
             report.failures.push(e);
             return report;
@@ -155,26 +119,27 @@ impl FluxApplier {
 
     /// Asks the source to fetch and the Kustomization to reconcile, resumed for it.
     async fn resume(&self, token: &str) -> Result<(), String> {
-        let ks_api = self.api(&kustomizations(), &self.namespace);
+        let ks_api = self.held.api(&kustomizations(), &self.held.namespace);
         let ks = ks_api
-            .get_opt(&self.name)
+            .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.shown()))?
-            .ok_or_else(|| format!("{} does not exist", self.shown()))?;
+            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         let source = &ks.data["spec"]["sourceRef"];
         let source_name = source["name"].as_str().unwrap_or_default();
-        let source_ns = source["namespace"].as_str().unwrap_or(&self.namespace);
+        let source_ns = source["namespace"].as_str().unwrap_or(&self.held.namespace);
         let annotate = json!({"metadata": {"annotations": {REQUESTED_AT: token}}});
-        self.api(&git_repositories(), source_ns)
-            .patch(source_name, &params(), &Patch::Merge(&annotate))
+        self.held
+            .api(&git_repositories(), source_ns)
+            .patch(source_name, &Held::params(), &Patch::Merge(&annotate))
             .await
             .map_err(|e| format!("asking GitRepository {source_ns}/{source_name} to fetch: {e}"))?;
         let resume =
             json!({"metadata": {"annotations": {REQUESTED_AT: token}}, "spec": {"suspend": false}});
         ks_api
-            .patch(&self.name, &params(), &Patch::Merge(&resume))
+            .patch(&self.held.name, &Held::params(), &Patch::Merge(&resume))
             .await
-            .map_err(|e| format!("resuming {}: {e}", self.shown()))?;
+            .map_err(|e| format!("resuming {}: {e}", self.held.shown()))?;
         Ok(())
     }
 
@@ -183,21 +148,22 @@ impl FluxApplier {
     /// (its `spec.suspend` is Git's, not backflow's to hold).
     async fn hold_suspended(&self) -> Result<Option<bool>, String> {
         let ks = self
-            .api(&kustomizations(), &self.namespace)
-            .get_opt(&self.name)
+            .held
+            .api(&kustomizations(), &self.held.namespace)
+            .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.shown()))?
-            .ok_or_else(|| format!("{} does not exist", self.shown()))?;
+            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         self.check_source(&ks).await?;
         if let Some(parent) = ks.labels().get("kustomize.toolkit.fluxcd.io/name") {
             return Err(format!(
                 "{} is applied by Kustomization {parent}, which owns its spec.suspend: hold the parent, or make it ignore /spec/suspend",
-                self.shown()
+                self.held.shown()
             ));
         }
         let suspended = ks.data["spec"]["suspend"] == true;
         if !suspended {
-            tracing::info!(kustomization = %self.shown(), "resumed outside backflow: suspended again");
+            tracing::info!(kustomization = %self.held.shown(), "resumed outside backflow: suspended again");
             self.suspend().await?;
         }
         Ok(Some(suspended))
@@ -205,11 +171,12 @@ impl FluxApplier {
 
     async fn set_suspend(&self, suspended: bool) -> Result<(), String> {
         let patch = json!({"spec": {"suspend": suspended}});
-        self.api(&kustomizations(), &self.namespace)
-            .patch(&self.name, &params(), &Patch::Merge(&patch))
+        self.held
+            .api(&kustomizations(), &self.held.namespace)
+            .patch(&self.held.name, &Held::params(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
-            .map_err(|e| format!("setting {} suspend={suspended}: {e}", self.shown()))
+            .map_err(|e| format!("setting {} suspend={suspended}: {e}", self.held.shown()))
     }
 
     async fn suspend(&self) -> Result<(), String> {
@@ -218,18 +185,18 @@ impl FluxApplier {
 
     /// Follows the Kustomization until it applied `commit` (its inventory) or failed at it.
     async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
-        let api = self.api(&kustomizations(), &self.namespace);
+        let api = self.held.api(&kustomizations(), &self.held.namespace);
         let started = std::time::Instant::now();
         loop {
-            if let Some(ks) = api.get_opt(&self.name).await.ok().flatten()
+            if let Some(ks) = api.get_opt(&self.held.name).await.ok().flatten()
                 && let Some(outcome) = outcome(&ks.data, ks.metadata.generation, commit, token)
             {
-                return outcome.map_err(|m| format!("{}: {m}", self.shown()));
+                return outcome.map_err(|m| format!("{}: {m}", self.held.shown()));
             }
             if started.elapsed() > GIVE_UP_AFTER {
                 return Err(format!(
                     "{} did not apply {commit} within {}s",
-                    self.shown(),
+                    self.held.shown(),
                     GIVE_UP_AFTER.as_secs()
                 ));
             }

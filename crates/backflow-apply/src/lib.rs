@@ -10,5 +10,6 @@
 pub mod argo;
 pub mod claims;
 pub mod flux;
+mod held;
 pub mod native;
 pub mod receiver;

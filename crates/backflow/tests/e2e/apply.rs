@@ -21,15 +21,8 @@ pub(crate) fn wait_applied(w: &World, commit: &str) -> Value {
         || format!("{:#}", claim(w)),
         || {
             let op = claim(w)["operation"].clone();
-            let applied = op["commit"].as_str().unwrap_or_default().to_string();
-            let contains = applied == commit
-                || (!applied.is_empty()
-                    && run_bounded(
-                        "git merge-base",
-                        w.git_command(None, &["merge-base", "--is-ancestor", commit, &applied]),
-                    )
-                    .code
-                        == Some(0));
+            let applied = op["commit"].as_str().unwrap_or_default();
+            let contains = applied == commit || w.is_ancestor(commit, applied);
             (contains && op["phase"] == "Succeeded").then_some(op)
         },
     )

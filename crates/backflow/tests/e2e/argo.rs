@@ -7,8 +7,6 @@
 //! With automated sync on it syncs the branch's tip by itself whenever it moves.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use backflow_apply::argo::applications;
@@ -18,46 +16,7 @@ use serde_json::{Value, json};
 
 use crate::apply::{assert_quiescent, wait_acting};
 use crate::common::*;
-use crate::flux::{apply_tree, client, git_out, prune_entries};
-
-/// The simulated application controller, running until dropped.
-struct ApplicationController {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ApplicationController {
-    fn start(kubeconfig: &Path) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, kubeconfig) = (stop.clone(), kubeconfig.to_path_buf());
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let client = client(&kubeconfig).await;
-                while !flag.load(Ordering::Relaxed) {
-                    reconcile_all(&client).await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            });
-        });
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for ApplicationController {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+use crate::flux::{SimulatedController, apply_tree, git_out, prune_entries};
 
 async fn reconcile_all(client: &Client) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &applications());
@@ -236,7 +195,10 @@ metadata: {{name: shop, namespace: backflow-system}}
 spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
 "
     ));
-    let _argo = ApplicationController::start(&w.dirs.data.join("kubeconfig"));
+    // The simulated application controller.
+    let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    });
     let path = "shop/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
     wait_for(
@@ -248,24 +210,13 @@ spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [config
                 .then_some(())
         },
     );
-    let clone = w.clone_origin("bob");
-    let file = clone.join(path);
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replace("hello", "from-argo")).unwrap();
-    let bob = w.commit_all_and_push_rebasing(&clone, "bob edits demo");
+    let bob = w.push_edit(path, "hello", "from-argo");
     let op = wait_for(
         "the ArgoCDClaim's sync of Bob's push to succeed",
         || format!("{:#}\n{:#}", argo_claim(&w), application(&w)["status"]),
         || {
             let op = argo_claim(&w)["operation"].clone();
-            let commit = op["commit"].as_str().unwrap_or_default().to_string();
-            let holds_bob = !commit.is_empty()
-                && run_bounded(
-                    "git merge-base",
-                    w.git_command(None, &["merge-base", "--is-ancestor", &bob, &commit]),
-                )
-                .code
-                    == Some(0);
+            let holds_bob = w.is_ancestor(&bob, op["commit"].as_str().unwrap_or_default());
             (op["phase"] == "Succeeded" && holds_bob).then_some(op)
         },
     );

@@ -640,6 +640,27 @@ impl World {
         })
     }
 
+    /// Whether `commit` is `ancestor` or descends from it, in the remote.
+    pub fn is_ancestor(&self, ancestor: &str, commit: &str) -> bool {
+        !commit.is_empty()
+            && run_bounded(
+                "git merge-base",
+                self.git_command(None, &["merge-base", "--is-ancestor", ancestor, commit]),
+            )
+            .code
+                == Some(0)
+    }
+
+    /// Bob replaces `from` with `to` in the remote's `path` and pushes (rebasing as a person
+    /// would while the mirror commits); returns his commit.
+    pub fn push_edit(&self, path: &str, from: &str, to: &str) -> String {
+        let clone = self.clone_origin(&format!("bob-{to}"));
+        let file = clone.join(path);
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        std::fs::write(&file, text.replace(from, to)).expect("write");
+        self.commit_all_and_push_rebasing(&clone, &format!("bob sets {to}"))
+    }
+
     /// The remote's `main`, if it exists.
     pub fn tip(&self) -> Option<String> {
         let out = run_bounded(
