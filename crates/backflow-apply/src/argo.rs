@@ -217,6 +217,7 @@ impl Applier for ArgoApplier {
     fn release(
         &self,
         suspended: bool,
+        _inventory: Vec<InventoryEntry>,
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(self.set_automated(!suspended))
     }

@@ -267,6 +267,7 @@ impl Applier for FluxApplier {
     fn release(
         &self,
         suspended: bool,
+        _inventory: Vec<InventoryEntry>,
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(self.set_suspend(suspended))
     }

@@ -21,7 +21,7 @@ use backflow_git::WorkerHandle;
 use backflow_manifest::{DeclaredObject, Identity, declared_objects};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{ApiCapabilities, Scope};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
 /// The field manager of every apply.
@@ -66,12 +66,13 @@ pub trait Applier: Send + Sync {
     }
 
     /// Gives the applier back as it was before backflow held it (`suspended`: as `hold` first
-    /// found it).
+    /// found it); `inventory`: what the claim's applies stamped.
     fn release(
         &self,
         suspended: bool,
+        inventory: Vec<InventoryEntry>,
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
-        let _ = suspended;
+        let _ = (suspended, inventory);
         Box::pin(async { Ok(()) })
     }
 }
@@ -361,6 +362,52 @@ impl NativeApplier {
         }
     }
 
+    /// Removes the ownership label from what the claim stamped (and still carries it): a claim
+    /// that lets go leaves the objects to whoever coordinates the folder next, which would
+    /// otherwise take them for another applier's.
+    async fn unstamp(&self, inventory: Vec<InventoryEntry>) -> Result<(), String> {
+        let mut kinds = Kinds::default();
+        let mut failures = Vec::new();
+        for entry in &inventory {
+            let Some((namespace, name, group, kind)) = parse_id(&entry.id) else {
+                continue;
+            };
+            let version = entry.v.rsplit('/').next().unwrap_or("v1");
+            let Ok((resource, _)) = kinds
+                .resolve(&self.client, &GroupVersionKind::gvk(group, version, kind))
+                .await
+            else {
+                continue;
+            };
+            let api = api_for(&self.client, &resource, namespace);
+            let ours = api
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|live| live.labels().get(APPLIER_LABEL) == Some(&self.owner));
+            if !ours {
+                continue;
+            }
+            let patch = serde_json::json!({"metadata": {"labels": {APPLIER_LABEL: null}}});
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            if let Err(e) = api.patch(name, &params, &Patch::Merge(&patch)).await {
+                failures.push(format!("{}: {e}", entry.id));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "could not remove the ownership label from {}",
+                failures.join("; ")
+            ))
+        }
+    }
+
     /// Deletes an object the applier owned and the commit no longer declares, if it still
     /// carries this claim's label; says whether it deleted.
     async fn prune(&self, entry: &InventoryEntry, kinds: &mut Kinds) -> Result<bool, String> {
@@ -400,6 +447,14 @@ impl Applier for NativeApplier {
         request: ApplyRequest,
     ) -> Pin<Box<dyn Future<Output = ApplyReport> + Send + '_>> {
         Box::pin(self.run(request))
+    }
+
+    fn release(
+        &self,
+        _suspended: bool,
+        inventory: Vec<InventoryEntry>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(self.unstamp(inventory))
     }
 }
 

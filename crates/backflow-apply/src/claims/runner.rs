@@ -309,7 +309,11 @@ impl Runner {
         let suspended = status
             .and_then(|(s, _)| s.hand_back)
             .is_some_and(|h| h.suspend);
-        match self.applier.release(suspended).await {
+        match self
+            .applier
+            .release(suspended, self.inventory.clone())
+            .await
+        {
             Ok(()) => tracing::info!(claim = %self.claim_name(), suspended, "applier handed back"),
             Err(e) => {
                 tracing::warn!(claim = %self.claim_name(), error = %e, "cannot hand the applier back");

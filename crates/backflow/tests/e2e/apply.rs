@@ -422,6 +422,33 @@ fn an_operation_found_in_flight_after_kill_9_ends_interrupted_and_is_decided_aga
     assert!(op["id"].as_u64().unwrap() > 90, "{op:#}");
 }
 
+/// A claim no target names any more lets go of what it stamped: the ownership label is removed,
+/// so whoever coordinates the folder next does not take the objects for another applier's.
+#[test]
+fn a_claim_no_longer_named_removes_its_ownership_labels() {
+    let w = World::start(&[]);
+    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
+    wait_acting(&w);
+    let label = |w: &World| {
+        w.get_json(&["configmap", "demo"])["metadata"]["labels"]["backflow.dev/applier"].clone()
+    };
+    wait_for(
+        "the live create to be adopted",
+        || format!("{:?}", label(&w)),
+        || (label(&w) == "backflow-system.default").then_some(()),
+    );
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the ownership label to be removed",
+        || format!("{:?}", label(&w)),
+        || label(&w).is_null().then_some(()),
+    );
+    assert_eq!(
+        w.get_json(&["configmap", "demo"])["data"]["greeting"],
+        "hello"
+    );
+}
+
 #[test]
 fn a_sops_encrypted_secret_pushed_to_git_arrives_decrypted() {
     let w = World::start(&[]);
