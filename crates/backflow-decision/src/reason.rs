@@ -92,6 +92,14 @@ impl Reasons {
         self.0.len() == 1 && self.contains(Reason::CatchUpConverge)
     }
 
+    /// Whether every reason is a catch-up (adopt, converge): an apply for them only stamps what
+    /// is live, and does not bring Git's changes to the live side.
+    #[must_use]
+    pub fn catch_up_only(&self) -> bool {
+        self.iter()
+            .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge))
+    }
+
     /// The reasons, in a stable order.
     pub fn iter(&self) -> impl Iterator<Item = Reason> + '_ {
         self.0.iter().copied()

@@ -166,41 +166,53 @@ impl YamlPlanner {
             }
             updates.push(PathUpdate::write(found.path.clone(), edited));
         } else {
-            let path = if let Some(placed) = self.placement.place(target, key, &object, false)? {
-                placed
-            } else {
-                self.placement.count_canonical();
-                object_path(target, key)?
-            };
-            if is_sops_path(&path) {
-                // A name like `x.sops` would make a plain file that sops treats as encrypted.
-                return Err(ManifestError::EncryptedFileConflict {
-                    path,
-                    reason: format!(
-                        "{key} would be written in plain text to a file named like a SOPS file; move it with spec.placement or rename the object"
-                    ),
-                }
-                .into());
-            }
-            let content = match tree.read(&path)? {
-                Some(existing) => {
-                    if let Some((_, at)) =
-                        index.iter().find(|(_, at)| at.path == path && at.encrypted)
-                    {
-                        return Err(ManifestError::EncryptedDocument {
-                            path: at.path.clone(),
-                            doc: at.doc,
-                        }
-                        .into());
-                    }
-                    append_document(&existing, &object)
-                }
-                None => render(&object).into_bytes(),
-            };
-            updates.push(PathUpdate::write(path, content));
+            updates.push(self.place_new(tree, index, target, key, &object)?);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
+    }
+
+    /// A new document for an object the folder does not hold: at its placement (or layout)
+    /// path, appended to a file already there, never in a file named like a SOPS file.
+    fn place_new(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        target: &str,
+        key: &ObjectKey,
+        object: &Value,
+    ) -> Result<PathUpdate, TreeError> {
+        let path = if let Some(placed) = self.placement.place(target, key, object, false)? {
+            placed
+        } else {
+            self.placement.count_canonical();
+            object_path(target, key)?
+        };
+        if is_sops_path(&path) {
+            // A name like `x.sops` would make a plain file that sops treats as encrypted.
+            return Err(ManifestError::EncryptedFileConflict {
+                path,
+                reason: format!(
+                    "{key} would be written in plain text to a file named like a SOPS file; move it with spec.placement or rename the object"
+                ),
+            }
+            .into());
+        }
+        let content = match tree.read(&path)? {
+            Some(existing) => {
+                if let Some((_, at)) = index.iter().find(|(_, at)| at.path == path && at.encrypted)
+                {
+                    return Err(ManifestError::EncryptedDocument {
+                        path: at.path.clone(),
+                        doc: at.doc,
+                    }
+                    .into());
+                }
+                append_document(&existing, object)
+            }
+            None => render(object).into_bytes(),
+        };
+        Ok(PathUpdate::write(path, content))
     }
 
     /// A sensitive object: encrypted into its own SOPS file, or refused.

@@ -12,6 +12,7 @@ use backflow_api::config::{
 use backflow_api::{AppliedBy, GroupResource};
 use backflow_manifest::PlacementRules;
 use backflow_manifest::validate_template;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 /// A type the live API serves (its preferred version, or each listed version).
@@ -463,23 +464,26 @@ pub fn hold_appliers(
             continue;
         };
         let ns = t.namespace().unwrap_or_default();
-        let named = |c: &dyn ResourceExtName| c.ns() == ns && c.name() == reference.name;
+        let named = |meta: &ObjectMeta| {
+            meta.namespace.as_deref() == Some(ns.as_str())
+                && meta.name.as_deref() == Some(reference.name.as_str())
+        };
         let held = |r: &ObjectReference| {
             let held_ns = if r.namespace.is_empty() {
-                ns.clone()
+                &ns
             } else {
-                r.namespace.clone()
+                &r.namespace
             };
-            (held_ns, r.name.clone())
+            (held_ns.clone(), r.name.clone())
         };
         let applier = match reference.kind.as_str() {
-            "FluxClaim" => fluxes.iter().find(|c| named(*c)).map(|c| {
+            "FluxClaim" => fluxes.iter().find(|c| named(&c.metadata)).map(|c| {
                 let (namespace, name) = held(&c.spec.kustomization_ref);
                 AppliedBy::Flux { namespace, name }
             }),
             "ArgoCDClaim" => argos
                 .iter()
-                .find(|c| named(*c))
+                .find(|c| named(&c.metadata))
                 .map(|c| AppliedBy::ArgoCd(held(&c.spec.application_ref).1)),
             _ => None,
         };
@@ -487,21 +491,6 @@ pub fn hold_appliers(
         {
             tp.policy.applier = Some(applier);
         }
-    }
-}
-
-/// A claim's namespace and name, whatever its kind.
-trait ResourceExtName {
-    fn ns(&self) -> String;
-    fn name(&self) -> String;
-}
-
-impl<K: ResourceExt> ResourceExtName for K {
-    fn ns(&self) -> String {
-        self.namespace().unwrap_or_default()
-    }
-    fn name(&self) -> String {
-        self.name_any()
     }
 }
 

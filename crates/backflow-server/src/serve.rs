@@ -293,6 +293,24 @@ fn client_host(addr: SocketAddr) -> String {
     }
 }
 
+/// The listener on `addr`, and the address it got (a port 0 picks one).
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_error = |source| StartError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, bound))
+}
+
+/// Writes `<data-dir>/kubeconfig` (owner only) for `access`; returns its path.
+fn write_kubeconfig(data_dir: &Path, access: &ClientAccess) -> Result<PathBuf, StartError> {
+    let path = kubeconfig_path(data_dir);
+    tls::write_private(&path, render(access).as_bytes()).map_err(|e| StartError::Kubeconfig {
+        path: path.clone(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(path)
+}
+
 /// [`start`] with an injected clock.
 pub async fn start_with_clock(
     config: ServerConfig,
@@ -317,16 +335,7 @@ pub async fn start_with_clock(
         .await
         .map_err(|e| StartError::Init(e.to_string()))?;
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| StartError::Bind {
-            addr: config.listen,
-            source: e,
-        })?;
-    let addr = listener.local_addr().map_err(|e| StartError::Bind {
-        addr: config.listen,
-        source: e,
-    })?;
+    let (listener, addr) = bind(config.listen).await?;
     let host = client_host(addr);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let access = ClientAccess {
@@ -334,13 +343,7 @@ pub async fn start_with_clock(
         ca_pem: tls.as_ref().map(|m| m.ca_pem.clone()),
         token: token.clone(),
     };
-    let kubeconfig_path = kubeconfig_path(&data_dir);
-    tls::write_private(&kubeconfig_path, render(&access).as_bytes()).map_err(|e| {
-        StartError::Kubeconfig {
-            path: kubeconfig_path.clone(),
-            source: std::io::Error::other(e.to_string()),
-        }
-    })?;
+    let kubeconfig_path = write_kubeconfig(&data_dir, &access)?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let extensions = Arc::new(Extensions::default());

@@ -414,11 +414,9 @@ impl World {
             ApplyEffect::Ask(operation) => self.ask(operation),
             ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
             ApplyEffect::Record { operation, .. } => {
-                let catch_up_only = operation
-                    .reasons
-                    .iter()
-                    .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge));
-                if operation.phase == OperationPhase::Succeeded && !catch_up_only {
+                if operation.phase == OperationPhase::Succeeded
+                    && !operation.reasons.catch_up_only()
+                {
                     self.recorded_applied = Some(operation.commit);
                 }
                 self.recorded = Some(operation);
@@ -498,10 +496,7 @@ impl World {
         }
         let files = self.branch.remote.files(Some(op.commit));
         let before = self.branch.remote.files(self.last_applied);
-        let catch_up_only = op
-            .reasons
-            .iter()
-            .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge));
+        let catch_up_only = op.reasons.catch_up_only();
         let now = self.branch.now;
         for name in NAMES {
             let path = model::file(name);

@@ -23,14 +23,6 @@ use super::plan::{ClaimKey, ClaimPlan, Holds, recheck};
 use super::status::{acting_conditions, inventory, operation_status};
 use crate::native::{Applier, ApplyReport, ApplyRequest};
 
-/// Whether an operation for these reasons only stamps what is live (catch-ups: adopt,
-/// converge): it creates, rewrites and prunes nothing.
-fn stamps_only(reasons: &Reasons) -> bool {
-    reasons
-        .iter()
-        .all(|r| matches!(r, Reason::CatchUpAdopt | Reason::CatchUpConverge))
-}
-
 /// How often a held applier is checked between applies (a person's `flux resume` is undone
 /// within this).
 const HOLD_EVERY: Duration = Duration::from_secs(10);
@@ -109,6 +101,8 @@ pub struct Runner {
     unheld: Option<String>,
     /// The operation a restart found in flight, until it is asked again.
     interrupted: Option<OperationId>,
+    /// How the held applier was found (`status.handBack`), once recorded.
+    hand_back: Option<HandBack>,
     done: mpsc::Sender<Done>,
 }
 
@@ -147,6 +141,7 @@ impl Runner {
             stale: None,
             unheld: None,
             interrupted: None,
+            hand_back: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -254,17 +249,13 @@ impl Runner {
                 let Some(suspended) = found else {
                     return;
                 };
-                let recorded = super::store::read(&self.client, &self.key)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some_and(|(s, _)| s.hand_back.is_some());
-                if !recorded {
+                if self.hand_back.is_none() {
                     let hand_back = HandBack { suspend: suspended };
-                    if let Err(e) =
-                        super::store::write_hand_back(&self.client, &self.key, &hand_back).await
-                    {
-                        tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the hand-back");
+                    match super::store::write_hand_back(&self.client, &self.key, &hand_back).await {
+                        Ok(()) => self.hand_back = Some(hand_back),
+                        Err(e) => {
+                            tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the hand-back");
+                        }
                     }
                 }
             }
@@ -302,13 +293,7 @@ impl Runner {
 
     /// Gives the applier back as the hand-back says it was found.
     async fn release(&self) {
-        let status = super::store::read(&self.client, &self.key)
-            .await
-            .ok()
-            .flatten();
-        let suspended = status
-            .and_then(|(s, _)| s.hand_back)
-            .is_some_and(|h| h.suspend);
+        let suspended = self.hand_back.as_ref().is_some_and(|h| h.suspend);
         match self
             .applier
             .release(suspended, self.inventory.clone())
@@ -365,6 +350,7 @@ impl Runner {
             }
         };
         self.inventory.clone_from(&status.inventory);
+        self.hand_back.clone_from(&status.hand_back);
         self.last_applied.clone_from(&status.last_applied_commit);
         self.operation.clone_from(&status.operation);
         let in_flight = status.operation.as_ref().and_then(|op| {
@@ -469,7 +455,7 @@ impl Runner {
             flushed_at,
             inventory: self.inventory.clone(),
             retry,
-            stamp_only: stamps_only(&operation.reasons),
+            stamp_only: operation.reasons.catch_up_only(),
         };
         let id = operation.id;
         tokio::spawn(async move {
@@ -571,7 +557,7 @@ impl Runner {
         let op = operation_status(operation, message, &requested_at, &now);
         // A catch-up only stamps: Git's changes up to its commit are not on the live side yet,
         // so it is not what the next apply's "changed since" starts from.
-        if operation.phase == OperationPhase::Succeeded && !stamps_only(&operation.reasons) {
+        if operation.phase == OperationPhase::Succeeded && !operation.reasons.catch_up_only() {
             self.last_applied = Some(operation.commit.to_string());
         }
         self.operation = Some(op.clone());

@@ -156,15 +156,8 @@ fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     w.apply(APPLICATION_CRD);
-    w.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/applications.argoproj.io",
-    ]);
-    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    w.wait_established(&["applications.argoproj.io"]);
+    let url = w.provider_url();
     // An Application with automated sync on, as a cluster runs it; the claim holds it.
     w.apply(&format!(
         r"apiVersion: argoproj.io/v1alpha1

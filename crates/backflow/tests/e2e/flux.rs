@@ -323,17 +323,12 @@ pub(crate) async fn prune_entries(client: &Client, previous: &[Value], kept: &[V
 /// coordinated by the claim.
 fn hold_a_kustomization(w: &World, branch: &str) {
     w.apply(&flux_crds());
-    for crd in [
+    w.wait_established(&[
         "kustomizations.kustomize.toolkit.fluxcd.io",
         "gitrepositories.source.toolkit.fluxcd.io",
-    ] {
-        w.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
-    }
-    // The GitRepository fetches what the GitTarget writes: the default provider's URL.
-    let url = w.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    ]);
+    // The applier reads what the GitTarget writes: the default provider's repository.
+    let url = w.provider_url();
     w.apply(&format!(
         r"apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository

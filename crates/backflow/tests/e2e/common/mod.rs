@@ -640,6 +640,21 @@ impl World {
         })
     }
 
+    /// The default `GitProvider`'s URL: what an applier must read to apply the default branch.
+    pub fn provider_url(&self) -> String {
+        self.get_json(&["gitprovider", "default", "-n", "backflow-system"])["spec"]["url"]
+            .as_str()
+            .expect("the default provider's URL")
+            .to_string()
+    }
+
+    /// Waits until each of `crds` (by name) is established.
+    pub fn wait_established(&self, crds: &[&str]) {
+        for crd in crds {
+            self.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
+        }
+    }
+
     /// Whether `commit` is `ancestor` or descends from it, in the remote.
     pub fn is_ancestor(&self, ancestor: &str, commit: &str) -> bool {
         !commit.is_empty()
