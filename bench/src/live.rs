@@ -128,6 +128,7 @@ impl Live {
                 data_dir: self.data.join("git"),
                 identities: Vec::new(),
                 shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
+                authors: Some(self.server.engine.store().authors().clone()),
             },
             Arc::new(SystemClock),
         );

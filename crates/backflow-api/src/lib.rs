@@ -3,6 +3,7 @@
 //! This crate does no I/O. Everything that decides (the branch worker, the apply decision, the
 //! store's metadata stamping) reads time through [`Clock`] so a simulator can drive it.
 
+pub mod authors;
 pub mod clock;
 pub mod compact;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod ids;
 pub mod ownership;
 pub mod publication;
 
+pub use authors::WriteAuthors;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};
 pub use ids::{IdSource, SequentialIds};

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use backflow_api::config::CommitAuthors;
 use backflow_api::{GroupResource, ObjectKey};
 
 /// The state an object should have in Git.
@@ -48,6 +49,26 @@ impl SweepScope {
     }
 }
 
+/// Who made the change an intent records, as far as backflow can tell.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChangedBy {
+    /// A user the API server authenticated: the author of the commit.
+    User(Arc<str>),
+    /// The newest field manager, when no request user is known (a real cluster's watch does
+    /// not say who wrote): named in a `Changed-by:` trailer.
+    Manager(Arc<str>),
+}
+
+/// Who made an intent's change, and how its target's commits name users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribution {
+    /// Who made the change.
+    pub by: ChangedBy,
+    /// Whether each user's changes get commits of their own (the target's
+    /// `spec.commitAuthors`).
+    pub commits: CommitAuthors,
+}
+
 /// "This object should now read X in target T", or "this object is gone".
 ///
 /// An intent carries the whole object, never a diff: on a refused push it is planned again onto
@@ -61,6 +82,8 @@ pub struct Intent {
     pub key: ObjectKey,
     /// Its desired state.
     pub state: ObjectState,
+    /// Who made the change, when known.
+    pub attribution: Option<Attribution>,
 }
 
 impl Intent {
@@ -70,6 +93,7 @@ impl Intent {
             target: target.into(),
             key,
             state: ObjectState::Present(Arc::new(value)),
+            attribution: None,
         }
     }
 
@@ -79,6 +103,27 @@ impl Intent {
             target: target.into(),
             key,
             state: ObjectState::Absent,
+            attribution: None,
+        }
+    }
+
+    /// The same intent, attributed to whoever `attribution` names.
+    #[must_use]
+    pub fn attributed(mut self, attribution: Option<Attribution>) -> Self {
+        self.attribution = attribution;
+        self
+    }
+
+    /// The user whose changes get a commit of their own: an authenticated user whose target
+    /// keeps authors apart. Intents with the same answer (or none) may share a commit.
+    #[must_use]
+    pub fn separate_author(&self) -> Option<&Arc<str>> {
+        match &self.attribution {
+            Some(Attribution {
+                by: ChangedBy::User(user),
+                commits: CommitAuthors::PerAuthor,
+            }) => Some(user),
+            _ => None,
         }
     }
 
@@ -95,6 +140,7 @@ impl Intent {
             target: target.into(),
             key,
             state: ObjectState::Sweep(Arc::new(scope)),
+            attribution: None,
         }
     }
 
@@ -105,6 +151,7 @@ impl Intent {
             target: target.into(),
             key: ObjectKey::new(GroupResource::new("", ""), "", ""),
             state: ObjectState::Bootstrap,
+            attribution: None,
         }
     }
 

@@ -30,6 +30,7 @@
 //! [`Event::Diverged`] and publishes nothing until its owner resubmitted every target.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -453,10 +454,18 @@ impl BranchCore {
 
     /// Closes every window: the resyncs first (their intents are older), then the ordinary
     /// one as a write of `kind`.
+    /// A window's intents by users whose targets keep authors apart become one write per
+    /// user, so history says who changed what; the writes go into the pending list together,
+    /// so they are built and pushed as one chain (one compare-and-swap push).
     fn decide(&mut self, kind: WriteKind) {
         self.decide_resyncs(|_| true);
         let intents = self.window.close();
-        self.push_write(intents, kind);
+        if kind != WriteKind::Window {
+            return self.push_write(intents, kind);
+        }
+        for group in by_author(intents) {
+            self.push_write(group, WriteKind::Window);
+        }
     }
 
     fn push_write(&mut self, intents: BTreeMap<Slot, (IntentSeq, Intent)>, kind: WriteKind) {
@@ -840,4 +849,21 @@ impl BranchCore {
         self.push_not_before =
             (!self.cfg.push_cooldown.is_zero()).then(|| now + self.cfg.push_cooldown);
     }
+}
+
+/// Splits a closed window's intents into the writes their authors get: one per user whose
+/// target keeps authors apart, one for every other intent, in the order of each group's first
+/// intent.
+fn by_author(
+    intents: BTreeMap<Slot, (IntentSeq, Intent)>,
+) -> Vec<BTreeMap<Slot, (IntentSeq, Intent)>> {
+    let mut groups: BTreeMap<Option<Arc<str>>, BTreeMap<Slot, (IntentSeq, Intent)>> =
+        BTreeMap::new();
+    for (slot, (seq, intent)) in intents {
+        let author = intent.separate_author().cloned();
+        groups.entry(author).or_default().insert(slot, (seq, intent));
+    }
+    let mut groups: Vec<_> = groups.into_values().collect();
+    groups.sort_by_key(|g| g.values().map(|(seq, _)| *seq).min());
+    groups
 }

@@ -69,7 +69,7 @@ mod worker;
 pub use backflow_branch::FilePerObjectPlanner;
 pub use backflow_branch::Planner;
 pub use backflow_branch::{
-    BackoffPolicy, CommitId, CommitWindow, CoreConfig, CycleFailure, Divergence, FlushMark,
+    Attribution, BackoffPolicy, ChangedBy, CommitId, CommitWindow, CoreConfig, CycleFailure, Divergence, FlushMark,
     ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError, SweepScope, Tip,
     WorkerStats, WriteKind,
 };
@@ -79,7 +79,7 @@ pub use driver::{
 };
 pub use error::{RepoError, TreeError};
 pub use git2::Oid;
-pub use message::MessageTemplates;
+pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};
 pub use metrics::{BranchMetrics, GitMetrics};
 pub use remote::{
     CliRemote, Credentials, ExpectedTip, FileRemote, GitRemote, Libgit2Remote, PushOutcome,

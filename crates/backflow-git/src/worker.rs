@@ -28,7 +28,7 @@ use rand::rngs::StdRng;
 
 use crate::error::{RepoError, TreeError};
 use crate::journal::{DeleteJournal, JournaledDelete};
-use crate::message::MessageTemplates;
+use crate::message::{CommitPeople, MessageTemplates};
 use crate::metrics::BranchMetrics;
 use crate::remote::{ExpectedTip, GitRemote, PushOutcome, RemoteSpec, open_remote};
 use crate::repo::{Identity, LocalRepo, tracking_ref};
@@ -44,8 +44,10 @@ pub struct WorkerConfig {
     pub timing: CoreConfig,
     /// Committer of every commit.
     pub committer: Identity,
-    /// Author of every commit; the committer when `None`.
+    /// Author of commits whose changes no known user made; the committer when `None`.
     pub author: Option<Identity>,
+    /// The email of a user who authors a commit: `{user}` stands for the user name.
+    pub author_email: String,
     /// Commit message shapes.
     pub messages: MessageTemplates,
     /// Seed of the backoff jitter; the driver's caller picks a random one in production.
@@ -60,6 +62,7 @@ impl WorkerConfig {
             timing: CoreConfig::default(),
             committer: Identity::default(),
             author: None,
+            author_email: crate::message::DEFAULT_AUTHOR_EMAIL.to_string(),
             messages: MessageTemplates::default(),
             seed: 0,
         }
@@ -659,8 +662,13 @@ impl BranchWorker {
             let (built, new_tree) = self.build_write(write, tree)?;
             let mut built = built;
             if new_tree != tree {
-                let author = self.cfg.author.as_ref().unwrap_or(&self.cfg.committer);
-                let message = self.cfg.messages.render(write);
+                let people = CommitPeople::of(write, &self.cfg.author_email);
+                let author = people
+                    .author
+                    .as_ref()
+                    .or(self.cfg.author.as_ref())
+                    .unwrap_or(&self.cfg.committer);
+                let message = self.cfg.messages.render(write) + &people.trailers();
                 let commit = self
                     .repo
                     .write_commit(new_tree, parent, author, &self.cfg.committer, now, &message)

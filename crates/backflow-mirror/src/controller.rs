@@ -12,7 +12,7 @@ use backflow_api::config::{
     ArgoCDClaim, ClusterWatchRule, CommitRequest, ConditionStatus, FluxClaim, GitBranch,
     GitBranchSpec, GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
 };
-use backflow_api::{Clock, GroupResource};
+use backflow_api::{Clock, GroupResource, WriteAuthors};
 use backflow_git::Credentials;
 use backflow_manifest::{KindMap, identities_from_secret};
 use backflow_sops::{Encryptor, Identity, Recipient, generate_identity};
@@ -76,6 +76,8 @@ pub struct Controller {
     /// Branches that lost backflow's commits whose streams are replaying their snapshots: once
     /// every stream of the branch published its resync, its worker is told it recovered.
     recovering: BTreeSet<BranchKey>,
+    /// The users of recent writes, when the live side is backflow's own API server.
+    authors: Option<Arc<WriteAuthors>>,
 }
 
 /// Why a target's encryption is not usable: (reason, message for a person).
@@ -89,6 +91,13 @@ fn now(clock: &dyn Clock) -> String {
 }
 
 impl Controller {
+    /// Commits name the users `authors` records as the authors of their changes.
+    #[must_use]
+    pub fn with_authors(mut self, authors: Option<Arc<WriteAuthors>>) -> Self {
+        self.authors = authors;
+        self
+    }
+
     /// A controller over `client`'s API.
     pub fn new(
         client: Client,
@@ -101,6 +110,7 @@ impl Controller {
     ) -> Self {
         Self {
             identities,
+            authors: None,
             encryptors: BTreeMap::new(),
             encryption_status: BTreeMap::new(),
             board: workers.board(),
@@ -388,6 +398,7 @@ impl Controller {
             board: self.board.clone(),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
+            authors: self.authors.clone(),
         };
         self.board.set_stream(s, StreamState::Replaying);
         let (barriers, barrier_rx) = mpsc::channel(8);

@@ -61,6 +61,9 @@ pub struct MirrorOptions {
     pub identities: Vec<backflow_sops::Identity>,
     /// How long a shutdown keeps trying to push pending writes (`--shutdown-grace`).
     pub shutdown_grace: Duration,
+    /// The users of recent writes, when the live side is backflow's own API server: each
+    /// change's commit is authored by the user who made it.
+    pub authors: Option<Arc<backflow_api::WriteAuthors>>,
 }
 
 /// How long a shutdown keeps pushing pending writes, unless configured.
@@ -110,7 +113,8 @@ impl Mirror {
             clock.clone(),
             kinds,
             options.identities,
-        );
+        )
+        .with_authors(options.authors);
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(controller.run(stop_rx));
         Self {

@@ -22,6 +22,17 @@ impl Writes {
         )
     }
 
+    /// The manager of the newest entry (of the ties, the last listed).
+    pub(crate) fn newest_manager(&self) -> Option<&str> {
+        let newest = self.newest()?;
+        self.0
+            .iter()
+            .rev()
+            .find(|(_, t)| *t == newest)
+            .map(|(m, _)| m.as_str())
+            .filter(|m| !m.is_empty())
+    }
+
     /// The second of the newest entry.
     pub(crate) fn newest(&self) -> Option<i64> {
         self.0.iter().map(|(_, t)| *t).max()

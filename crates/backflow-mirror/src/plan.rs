@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::config::{
+    CommitAuthors,
     AgeEncryption, ArgoCDClaim, ClusterWatchRule, FluxClaim, GitProvider, GitTarget,
     ObjectReference, OnRefusal, PruneMode, ResourceRule, WatchRule,
 };
@@ -126,6 +127,10 @@ pub struct FolderPolicy {
     pub reapply: bool,
     /// `spec.exclude.fieldManagers`: writes made by these managers alone are not mirrored.
     pub excluded_managers: Vec<String>,
+    /// `spec.exclude.users`: changes these users make are not mirrored.
+    pub excluded_users: Vec<String>,
+    /// `spec.commitAuthors`: whether each user's changes get commits of their own.
+    pub commit_authors: CommitAuthors,
 }
 
 impl TargetPlan {
@@ -511,6 +516,13 @@ fn folder_policy(ns: &str, t: &GitTarget) -> FolderPolicy {
             .as_ref()
             .map(|e| e.field_managers.clone())
             .unwrap_or_default(),
+        excluded_users: t
+            .spec
+            .exclude
+            .as_ref()
+            .map(|e| e.users.clone())
+            .unwrap_or_default(),
+        commit_authors: t.spec.commit_authors,
     }
 }
 

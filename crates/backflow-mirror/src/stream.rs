@@ -9,8 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use backflow_api::config::PruneMode;
-use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey};
-use backflow_git::{Intent, ObjectState, Pushed, SweepScope, WorkerHandle, WriteError};
+use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
+use backflow_git::{
+    Attribution, ChangedBy, Intent, ObjectState, Pushed, SweepScope, WorkerHandle, WriteError,
+};
 use backflow_manifest::Identity;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
@@ -52,6 +54,8 @@ pub struct StreamContext {
     pub metrics: MirrorMetrics,
     /// Time, for status stamps.
     pub clock: Arc<dyn Clock>,
+    /// The users of recent writes, when the live side is backflow's own API server.
+    pub authors: Option<Arc<WriteAuthors>>,
 }
 
 fn api_resource(spec: &StreamSpec) -> ApiResource {
@@ -91,6 +95,29 @@ impl StreamContext {
                 outcome: outcome.to_string(),
             })
             .inc();
+    }
+
+    /// Who made the change that gave `key` the resourceVersion `rv`: the user the API server
+    /// authenticated when it is known, else (not for a delete, whose managedFields say nothing
+    /// of who deleted) the newest field manager.
+    fn changed_by(&self, key: &ObjectKey, rv: u64, obj: Option<&DynamicObject>) -> Option<ChangedBy> {
+        let user = self.authors.as_ref().and_then(|a| a.user_of(key, rv));
+        user.map(ChangedBy::User).or_else(|| {
+            let writes = Writes::of(obj?);
+            writes.newest_manager().map(|m| ChangedBy::Manager(m.into()))
+        })
+    }
+
+    /// Whether `by` is a user whose changes the folder does not mirror (`spec.exclude.users`).
+    fn excludes(&self, by: Option<&ChangedBy>) -> bool {
+        matches!(by, Some(ChangedBy::User(u)) if self.policy.excluded_users.iter().any(|x| x.as_str() == &**u))
+    }
+
+    fn attribution(&self, by: Option<ChangedBy>) -> Option<Attribution> {
+        by.map(|by| Attribution {
+            by,
+            commits: self.policy.commit_authors,
+        })
     }
 
     fn target_label(&self) -> String {
@@ -492,8 +519,11 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         return;
     }
     let excluded = &ctx.policy.excluded_managers;
-    if !excluded.is_empty() && Writes::of(obj).newest_only_by(excluded) {
-        // spec.exclude.fieldManagers: Git keeps what it had until another manager writes.
+    let by = ctx.changed_by(&key, rv, Some(obj));
+    if ctx.excludes(by.as_ref())
+        || (!excluded.is_empty() && Writes::of(obj).newest_only_by(excluded))
+    {
+        // spec.exclude: Git keeps what it had until someone else writes.
         ctx.count("excluded");
         ctx.tracker.record_unchanged(key, rv);
         return;
@@ -540,7 +570,8 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         ctx.board.unstamped_object(&ctx.spec.target);
     }
     memory.submitted.insert(key.clone(), (print, rv));
-    let rx = ctx.submit(Intent::put(ctx.path.clone(), key.clone(), value));
+    let intent = Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
+    let rx = ctx.submit(intent);
     ctx.tracker.record(key, rv, rx);
 }
 
@@ -600,7 +631,14 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    let rx = ctx.submit(Intent::delete(ctx.path.clone(), key.clone()));
+    let by = ctx.changed_by(&key, rv, None);
+    if ctx.excludes(by.as_ref()) {
+        ctx.count("excluded");
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
+    let intent = Intent::delete(ctx.path.clone(), key.clone()).attributed(ctx.attribution(by));
+    let rx = ctx.submit(intent);
     ctx.tracker.record(key, rv, rx);
 }
 

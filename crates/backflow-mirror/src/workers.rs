@@ -66,6 +66,12 @@ pub fn worker_config(
             }
             cfg.committer = Identity::new(p.name.clone(), p.email.clone());
         }
+        if let Some(template) = &commit.author_email {
+            if !template.contains("{user}") || template.contains(['<', '>', '\n']) {
+                return Err(MirrorError::AuthorEmail(template.clone()));
+            }
+            cfg.author_email.clone_from(template);
+        }
         if let Some(m) = &commit.message {
             let defaults = MessageTemplates::default();
             cfg.messages = MessageTemplates {

@@ -156,6 +156,7 @@ async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirr
             data_dir: data.path().to_path_buf(),
             identities: Vec::new(),
             shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
+            authors: None,
         },
         Arc::new(SystemClock),
     );

@@ -34,6 +34,8 @@ pub struct WriteOptions {
     pub force: bool,
     /// What to do with fields the kind's schema does not know.
     pub field_validation: FieldValidation,
+    /// The authenticated user making the write (`None`: anonymous, or backflow itself).
+    pub user: Option<Arc<str>>,
 }
 
 /// Options of a delete (query parameters and the `DeleteOptions` body).
@@ -45,6 +47,8 @@ pub struct DeleteOptions {
     pub uid: Option<String>,
     /// `preconditions.resourceVersion`.
     pub resource_version: Option<String>,
+    /// The authenticated user making the delete (`None`: anonymous, or backflow itself).
+    pub user: Option<Arc<str>>,
 }
 
 /// Options of a list.
@@ -431,7 +435,10 @@ impl Engine {
         let opts2 = opts.clone();
         let written = self
             .store
-            .write(move |tx| engine.write_in(tx, &t2, &ns, &name, part, change, &opts2))
+            .write(move |tx| {
+                tx.act_as(opts2.user.clone());
+                engine.write_in(tx, &t2, &ns, &name, part, change, &opts2)
+            })
             .await?;
         if is_crd(t) && !opts.dry_run {
             self.refresh_custom_types();
@@ -979,6 +986,7 @@ impl Engine {
         let out = self
             .store
             .write(move |tx| {
+                tx.act_as(opts2.user.clone());
                 let existing = tx.get(&key).ok_or_else(|| not_found(&t2, &name))?;
                 if let Some(uid) = &opts2.uid
                     && uid != object::uid(&existing)
@@ -1125,9 +1133,11 @@ impl Engine {
         };
         let list = list.clone();
         let dry_run = opts.dry_run;
+        let user = opts.user.clone();
         let items = self
             .store
             .write(move |tx| {
+                tx.act_as(user);
                 let mut out = Vec::new();
                 for (k, v) in tx.list(&t2.group_resource(), ns.as_deref()) {
                     if list.labels.matches(&v) && list.fields.matches(&v) {

@@ -6,6 +6,7 @@
 //! drive it unmodified. It knows nothing about Git.
 
 mod apply;
+mod auth;
 mod builtin;
 mod crd;
 mod data_dir;
@@ -29,6 +30,7 @@ mod table;
 mod tls;
 mod validation;
 
+pub use auth::{ADMIN_USER, TokenFileError, Tokens, UserInfo};
 pub use engine::Engine;
 pub use error::{ApiError, ApiResult};
 pub use http::Extensions;

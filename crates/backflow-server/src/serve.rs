@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::Tokens;
 use crate::engine::Engine;
 use crate::http::{AppState, Extensions, router};
 use crate::kubeconfig::{ClientAccess, render};
@@ -25,11 +26,16 @@ use crate::tls::{self, TlsError, TlsMaterial};
 pub struct ServerConfig {
     /// Where the store, kubeconfig, token and certificates live.
     pub data_dir: PathBuf,
-    /// Address to listen on; anything but loopback requires TLS and a token.
+    /// Address to listen on; anything but loopback requires TLS and a token (and a token, on
+    /// any address, turns TLS on: clients send tokens only over TLS).
     pub listen: SocketAddr,
     /// File holding the bearer token clients must send (generated into the data dir when a
     /// non-loopback listener needs one and none is given).
     pub token_file: Option<PathBuf>,
+    /// A token file in kube-apiserver's format (`token,user,uid,"groups"` per line): each
+    /// line's user may use the API, and commits name them as the authors of their changes.
+    /// With it, authentication is on even on loopback.
+    pub token_auth_file: Option<PathBuf>,
     /// Serving certificate (PEM); generated with a CA into the data dir when absent and TLS is needed.
     pub tls_cert_file: Option<PathBuf>,
     /// Private key of `tls_cert_file` (PEM).
@@ -56,6 +62,7 @@ impl ServerConfig {
             data_dir: data_dir.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             token_file: None,
+            token_auth_file: None,
             tls_cert_file: None,
             tls_key_file: None,
             watch_history: 100_000,
@@ -104,6 +111,9 @@ pub enum StartError {
         /// What went wrong, for a person.
         message: String,
     },
+    /// The token auth file could not be used.
+    #[error(transparent)]
+    TokenAuthFile(#[from] crate::auth::TokenFileError),
     /// Only one of the certificate and key was given.
     #[error("--tls-cert-file and --tls-private-key-file go together; give both or neither")]
     HalfTls,
@@ -253,10 +263,11 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, StartError> {
 }
 
 /// The certificate the server presents: the one given, or one generated (with its CA) into the
-/// data dir when listening beyond loopback; none on loopback.
+/// data dir when listening beyond loopback or checking tokens; none otherwise.
 fn tls_material(
     config: &ServerConfig,
     data_dir: &std::path::Path,
+    tokens: bool,
 ) -> Result<Option<TlsMaterial>, StartError> {
     let loopback = config.listen.ip().is_loopback();
     match (&config.tls_cert_file, &config.tls_key_file) {
@@ -269,7 +280,7 @@ fn tls_material(
                 source: e,
             })?,
         })),
-        (None, None) if !loopback => {
+        (None, None) if !loopback || tokens => {
             let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
             if !config.listen.ip().is_unspecified() {
                 hosts.push(config.listen.ip().to_string());
@@ -320,12 +331,22 @@ pub async fn start_with_clock(
     let store = crate::data_dir::open_store(&config)?;
     let loopback = config.listen.ip().is_loopback();
 
-    let token = match (&config.token_file, loopback) {
+    let users = config.token_auth_file.is_some();
+    let token = match (&config.token_file, loopback && !users) {
         (Some(f), _) => Some(read_token(f)?),
         (None, false) => Some(generated_token(&data_dir)?),
         (None, true) => None,
     };
-    let tls = tls_material(&config, &data_dir)?;
+    let mut tokens = Tokens::default();
+    if let Some(token) = &token {
+        tokens.add_admin(token);
+    }
+    if let Some(file) = &config.token_auth_file {
+        tokens.read_file(file)?;
+    }
+    // kubectl (client-go) never sends a bearer token over plain HTTP, and kube-apiserver
+    // authenticates on its secure port only: wherever tokens are checked, TLS is on.
+    let tls = tls_material(&config, &data_dir, !tokens.is_empty())?;
     let acceptor = match &tls {
         Some(m) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(m)?)),
         None => None,
@@ -349,14 +370,14 @@ pub async fn start_with_clock(
     let extensions = Arc::new(Extensions::default());
     let state = AppState {
         engine: engine.clone(),
-        token: token.map(Into::into),
+        tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
         shutdown: shutdown_rx.clone(),
         bookmark_interval: config.bookmark_interval,
         server_address: format!("{host}:{}", addr.port()),
         extensions: extensions.clone(),
     };
     let internal_router = router(AppState {
-        token: None,
+        tokens: None,
         ..state.clone()
     });
     let app = router(state);
@@ -404,7 +425,7 @@ impl InProcess {
         let extensions = Arc::new(Extensions::default());
         let router = router(AppState {
             engine: engine.clone(),
-            token: None,
+            tokens: None,
             shutdown: shutdown_rx,
             bookmark_interval: config.bookmark_interval,
             server_address: "in-process".into(),

@@ -93,10 +93,17 @@ struct ServeArgs {
     /// into the data dir unless --tls-cert-file is given) and bearer-token authentication.
     #[arg(long, default_value = "127.0.0.1:6443", env = "BACKFLOW_LISTEN")]
     listen: SocketAddr,
-    /// File holding the bearer token clients must send. Required of clients whenever given; on a
-    /// non-loopback address without it, a token is generated into <data-dir>/token.
+    /// File holding the bearer token clients must send. Required of clients whenever given (and
+    /// then TLS is on: kubectl sends tokens only over TLS); on a non-loopback address without
+    /// it, a token is generated into <data-dir>/token.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Users and their tokens, in kube-apiserver's token file format: one `token,user,uid`
+    /// line per user, optionally with `,"group1,group2"`. Turns authentication and TLS on (also
+    /// on loopback; the kubeconfig keeps the server's own token, user `admin`), and each user's
+    /// changes are committed under their name.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
     /// Serving certificate chain (PEM), instead of a generated one; needs --tls-private-key-file.
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
@@ -290,6 +297,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.listen = args.listen;
     config.token_file = args.token_file.clone();
+    config.token_auth_file = args.token_auth_file.clone();
     config.tls_cert_file = args.tls_cert_file.clone();
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
@@ -428,6 +436,7 @@ async fn start_default_mirror(
             refresh_interval: args.sync.git_refresh_interval,
             identities: identities.clone(),
             shutdown_grace: args.sync.shutdown_grace,
+            authors: Some(server.engine.store().authors().clone()),
         },
         Arc::new(SystemClock),
     );
@@ -519,6 +528,8 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         refresh_interval: args.sync.git_refresh_interval,
         identities: Vec::new(),
         shutdown_grace: args.sync.shutdown_grace,
+        // A real cluster's watch does not say who wrote: commits name field managers.
+        authors: None,
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
     // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.

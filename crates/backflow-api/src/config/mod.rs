@@ -26,7 +26,8 @@ pub use provider::{
 };
 pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
 pub use target::{
-    AgeEncryption, Encryption, Exclude, GitTarget, GitTargetSpec, GitTargetStatus, OnRefusal,
+    AgeEncryption, CommitAuthors, Encryption, Exclude, GitTarget, GitTargetSpec, GitTargetStatus,
+    OnRefusal,
     Placement, Prune, PruneMode, StreamSummary,
 };
 pub use watch_rule::{

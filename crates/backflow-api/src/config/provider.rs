@@ -58,9 +58,15 @@ pub struct CommitMessages {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitPolicy {
-    /// Committer (and author) of backflow's commits; default `backflow <backflow@localhost>`.
+    /// Committer of backflow's commits, and their author when no user is known (a resync, an
+    /// anonymous write); default `backflow <backflow@localhost>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committer: Option<Person>,
+    /// The email of a commit's author, when the author is the user who made the change:
+    /// `{user}` stands for the user name (characters an email cannot hold become `-`).
+    /// Default `{user}@users.backflow.local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_email: Option<String>,
     /// Message templates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<CommitMessages>,

@@ -126,6 +126,32 @@ pub struct GitTargetSpec {
     /// Changes that are not mirrored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Exclude>,
+    /// How commits name the users who changed the folder's objects: `PerAuthor` (default)
+    /// gives each user's changes of a commit window a commit of its own, authored by them;
+    /// `CoAuthored` keeps one commit per window, authored by the first user, with a
+    /// `Co-authored-by:` trailer for each other.
+    #[serde(default, skip_serializing_if = "CommitAuthors::is_per_author")]
+    pub commit_authors: CommitAuthors,
+}
+
+/// How commits name the users who changed a folder's objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum CommitAuthors {
+    /// Each user's changes in a commit window become a commit authored by them.
+    #[default]
+    PerAuthor,
+    /// One commit per window, with a `Co-authored-by:` trailer for each user but its author.
+    CoAuthored,
+}
+
+impl CommitAuthors {
+    #[allow(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's skip_serializing_if hands a reference"
+    )]
+    fn is_per_author(&self) -> bool {
+        *self == Self::PerAuthor
+    }
 }
 
 /// What to do with a refused live edit.
@@ -159,6 +185,11 @@ pub struct Exclude {
     /// (status aside) are all in this list. A write another manager shares is mirrored whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub field_managers: Vec<String>,
+    /// Users whose changes are not mirrored (writes and deletes they make through backflow's
+    /// API server, which knows the user; a real cluster's watch does not say who wrote, so
+    /// there this list matches nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
 }
 
 /// Watch streams of a target, counted.

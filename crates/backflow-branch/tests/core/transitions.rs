@@ -663,3 +663,53 @@ fn a_long_commit_window_does_not_hold_back_a_resync() {
     );
     assert_eq!(s.core.window_len(), 1, "the live edit waits for its window");
 }
+
+#[test]
+fn a_window_of_several_users_becomes_one_commit_per_user_in_one_push() {
+    use backflow_api::config::CommitAuthors;
+    use backflow_branch::{Attribution, ChangedBy};
+    let by = |user: &str, commits| {
+        Some(Attribution {
+            by: ChangedBy::User(user.into()),
+            commits,
+        })
+    };
+    let mut s = Shell::new(CoreConfig {
+        window: Duration::from_secs(1),
+        ..CoreConfig::default()
+    });
+    s.submit(put("a", "1").attributed(by("alice", CommitAuthors::PerAuthor)));
+    s.submit(put("b", "1").attributed(by("bob", CommitAuthors::PerAuthor)));
+    s.submit(put("c", "1"));
+    s.submit(put("d", "1").attributed(by("alice", CommitAuthors::PerAuthor)));
+    // A target that groups authors keeps its users' changes with the unattributed ones.
+    s.submit(put("e", "1").attributed(by("carol", CommitAuthors::CoAuthored)));
+    s.settle();
+    let pushes = s.effects.iter().filter(|e| e.starts_with("Push")).count();
+    assert_eq!(pushes, 1, "one compare-and-swap push: {:#?}", s.effects);
+    let mut history = s.remote.history();
+    history.reverse();
+    assert_eq!(history.len(), 3, "alice, bob, everyone else");
+    let files_of = |i: usize| {
+        let commit = history[i];
+        let parent = s.remote.commits[&commit].parent;
+        let before = s.remote.files(parent);
+        let mut changed: Vec<String> = s
+            .remote
+            .files(Some(commit))
+            .into_keys()
+            .filter(|f| !before.contains_key(f))
+            .collect();
+        changed.sort();
+        changed
+    };
+    // In the order of each group's first change: alice (a), bob (b), the rest (c).
+    assert_eq!(files_of(0), [file("a"), file("d")]);
+    assert_eq!(files_of(1), [file("b")]);
+    assert_eq!(files_of(2), [file("c"), file("e")]);
+    assert_eq!(
+        published(&s.events).last(),
+        Some(&IntentSeq(5)),
+        "every intent is published by that push"
+    );
+}

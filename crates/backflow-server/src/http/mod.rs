@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderMap, header};
 use serde_json::json;
-use subtle::ConstantTimeEq;
 
+use crate::auth::{Tokens, UserInfo};
 use crate::engine::Engine;
 use crate::error::ApiError;
 
@@ -26,8 +26,9 @@ use crate::error::ApiError;
 pub struct AppState {
     /// The object semantics.
     pub engine: Engine,
-    /// The bearer token every request must carry, when authentication is on.
-    pub token: Option<Arc<str>>,
+    /// The bearer tokens requests must carry and the users they stand for; `None`:
+    /// authentication is off (loopback without tokens, and backflow's own in-process client).
+    pub tokens: Option<Arc<Tokens>>,
     /// Flips to `true` when the server stops, ending open watches.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// How often idle watches that allow bookmarks get one.
@@ -239,7 +240,8 @@ async fn metrics(State(s): State<AppState>) -> Response {
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
-    resources::serve(s, parts.method, parts.uri, parts.headers, body).await
+    let user = parts.extensions.get::<UserInfo>().map(|u| u.name.clone());
+    resources::serve(s, parts.method, parts.uri, parts.headers, body, user).await
 }
 
 /// Paths anyone may read, as on a cluster (`system:public-info-viewer`).
@@ -247,19 +249,24 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
-async fn authenticate(State(s): State<AppState>, req: Request<Body>, next: Next) -> Response {
-    if let Some(token) = &s.token
-        && !is_public(req.uri().path())
-    {
+async fn authenticate(State(s): State<AppState>, mut req: Request<Body>, next: Next) -> Response {
+    if let Some(tokens) = &s.tokens {
         let given = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_token)
             .unwrap_or("");
-        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            tracing::warn!(path = %req.uri().path(), "request refused: missing or wrong bearer token");
-            return ApiError::Unauthorized.into_response();
+        match tokens.user(given) {
+            Some(user) => {
+                let user = user.clone();
+                req.extensions_mut().insert(user);
+            }
+            None if is_public(req.uri().path()) => {}
+            None => {
+                tracing::warn!(path = %req.uri().path(), "request refused: missing or wrong bearer token");
+                return ApiError::Unauthorized.into_response();
+            }
         }
     }
     next.run(req).await

@@ -115,8 +115,12 @@ fn field_manager(q: &Query, headers: &HeaderMap) -> ApiResult<String> {
     Ok(product.chars().take(128).collect())
 }
 
-fn write_options(q: &Query, headers: &HeaderMap) -> ApiResult<WriteOptions> {
+/// The authenticated user of a request (`None`: anonymous, or backflow itself).
+pub type User = Option<std::sync::Arc<str>>;
+
+fn write_options(q: &Query, headers: &HeaderMap, user: &User) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
+        user: user.clone(),
         dry_run: dry_run(q)?,
         field_manager: field_manager(q, headers)?,
         force: flag(q, "force"),
@@ -209,12 +213,13 @@ pub async fn serve(
     uri: http::Uri,
     headers: HeaderMap,
     body: Body,
+    user: User,
 ) -> Response {
     let wait = match parse_wait_header(headers.get(WAIT_HEADER).and_then(|v| v.to_str().ok())) {
         Ok(w) => w,
         Err(e) => return ApiError::BadRequest(e).into_response(),
     };
-    let mut resp = match route(&state, &method, &uri, &headers, body).await {
+    let mut resp = match route(&state, &method, &uri, &headers, body, &user).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
@@ -253,6 +258,7 @@ async fn route(
     uri: &http::Uri,
     headers: &HeaderMap,
     body: Body,
+    user: &User,
 ) -> ApiResult<Response> {
     let decoded = percent_decoded(uri.path())?;
     let p = path::parse(&decoded).ok_or(ApiError::UnknownResource)?;
@@ -267,9 +273,21 @@ async fn route(
     check_query(&q)?;
     let ns = p.namespace.clone().unwrap_or_default();
     match (&p.name, &p.subresource) {
-        (None, _) => collection(state, method, &t, &p, &q, headers, body).await,
+        (None, _) => collection(state, method, &t, &p, &q, headers, body, user).await,
         (Some(name), None) => {
-            object(engine, method, &t, &ns, name, Part::Main, &q, headers, body).await
+            object(
+                engine,
+                method,
+                &t,
+                &ns,
+                name,
+                Part::Main,
+                &q,
+                headers,
+                body,
+                user,
+            )
+            .await
         }
         (Some(name), Some(sub)) if sub == "status" && t.status_subresource => {
             object(
@@ -282,11 +300,12 @@ async fn route(
                 &q,
                 headers,
                 body,
+                user,
             )
             .await
         }
         (Some(name), Some(sub)) if sub == "scale" && t.scale.is_some() => {
-            scale(engine, method, &t, &ns, name, &q, headers, body).await
+            scale(engine, method, &t, &ns, name, &q, headers, body, user).await
         }
         _ => Err(ApiError::UnknownResource),
     }
@@ -428,6 +447,7 @@ fn check_streaming_list(q: &Query) -> ApiResult<()> {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn collection(
     state: &AppState,
     method: &Method,
@@ -436,6 +456,7 @@ async fn collection(
     q: &Query,
     headers: &HeaderMap,
     body: Body,
+    user: &User,
 ) -> ApiResult<Response> {
     let engine = &state.engine;
     match *method {
@@ -467,7 +488,7 @@ async fn collection(
             }
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;
-            let opts = write_options(q, headers)?;
+            let opts = write_options(q, headers, user)?;
             let w = engine
                 .create(t, p.namespace.as_deref().unwrap_or(""), obj, &opts)
                 .await?;
@@ -475,7 +496,7 @@ async fn collection(
         }
         Method::DELETE => {
             let bytes = read_body(body).await?;
-            let opts = delete_options(q, &bytes)?;
+            let opts = delete_options(q, &bytes, user)?;
             let list = engine
                 .delete_collection(t, p.namespace.as_deref(), &list_options(q, t)?, &opts)
                 .await?;
@@ -488,9 +509,10 @@ async fn collection(
     }
 }
 
-fn delete_options(q: &Query, bytes: &[u8]) -> ApiResult<DeleteOptions> {
+fn delete_options(q: &Query, bytes: &[u8], user: &User) -> ApiResult<DeleteOptions> {
     let mut opts = DeleteOptions {
         dry_run: dry_run(q)?,
+        user: user.clone(),
         ..Default::default()
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -554,6 +576,7 @@ async fn object(
     q: &Query,
     headers: &HeaderMap,
     body: Body,
+    user: &User,
 ) -> ApiResult<Response> {
     if t.namespaced() && ns.is_empty() {
         return Err(ApiError::UnknownResource);
@@ -575,14 +598,14 @@ async fn object(
         Method::PUT => {
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;
-            let opts = write_options(q, headers)?;
+            let opts = write_options(q, headers, user)?;
             let w = engine.update(t, ns, name, part, obj, &opts).await?;
             Ok(written(t, &w))
         }
         Method::PATCH => {
             let bytes = read_body(body).await?;
             let (pt, patch_body) = patch_request(t, q, headers, &bytes)?;
-            let opts = write_options(q, headers)?;
+            let opts = write_options(q, headers, user)?;
             let w = engine
                 .patch(t, ns, name, part, pt, patch_body, &opts)
                 .await?;
@@ -590,7 +613,7 @@ async fn object(
         }
         Method::DELETE if part == Part::Main => {
             let bytes = read_body(body).await?;
-            let opts = delete_options(q, &bytes)?;
+            let opts = delete_options(q, &bytes, user)?;
             let obj = engine.delete(t, ns, name, &opts).await?;
             // An object held by finalizers is answered as it now stands (202 like the API server);
             // a removed one as its last state.
@@ -690,6 +713,7 @@ async fn scale(
     q: &Query,
     headers: &HeaderMap,
     body: Body,
+    user: &User,
 ) -> ApiResult<Response> {
     let current = engine.get(t, ns, name)?;
     let mut s = scale_of(t, &current);
@@ -752,7 +776,7 @@ async fn scale(
     {
         merge["metadata"] = json!({"resourceVersion": rv});
     }
-    let opts = write_options(q, headers)?;
+    let opts = write_options(q, headers, user)?;
     let w = engine
         .patch(t, ns, name, Part::Main, PatchType::Merge, merge, &opts)
         .await?;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::thread;
 
-use backflow_api::{GroupResource, ObjectKey};
+use backflow_api::{GroupResource, ObjectKey, WriteAuthors};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -100,6 +100,7 @@ type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 pub struct Store {
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
+    authors: Arc<WriteAuthors>,
     /// The writer's queue; `None` once [`Store::close`] has run.
     jobs: Arc<RwLock<Option<mpsc::Sender<Job>>>>,
     /// The writer thread, until [`Store::close`] has waited for it.
@@ -176,10 +177,12 @@ impl Store {
         let log = Arc::new(EventLog::new(history, state.resource_version));
         let state = Arc::new(RwLock::new(state));
         let (jobs, rx) = mpsc::channel::<Job>();
+        let authors = Arc::new(WriteAuthors::default());
         let writer = Writer {
             db,
             state: state.clone(),
             log: log.clone(),
+            authors: authors.clone(),
         };
         let writer = thread::Builder::new()
             .name("backflow-store-writer".into())
@@ -188,6 +191,7 @@ impl Store {
         Ok(Self {
             state,
             log,
+            authors,
             jobs: Arc::new(RwLock::new(Some(jobs))),
             writer: Arc::new(Mutex::new(Some(writer))),
         })
@@ -235,6 +239,13 @@ impl Store {
         f(&guard)
     }
 
+    /// The users of recent writes (those made by authenticated requests), for the mirror's
+    /// commit authorship.
+    #[must_use]
+    pub fn authors(&self) -> &Arc<WriteAuthors> {
+        &self.authors
+    }
+
     /// The event log watches read from.
     #[must_use]
     pub fn events(&self) -> &Arc<EventLog> {
@@ -265,6 +276,7 @@ struct Writer {
     db: Database,
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
+    authors: Arc<WriteAuthors>,
 }
 
 /// How many queued writes one commit takes at most, so one batch cannot delay answers for long.
@@ -285,16 +297,21 @@ impl Writer {
     }
 
     fn commit_batch(&self, jobs: Vec<Job>) {
-        let (changes, events, completions) = {
+        let (parts, completions) = {
             let state = self
                 .state
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut tx = WriteTx::new(&state);
             let completions: Vec<Completion> = jobs.into_iter().map(|job| job(&mut tx)).collect();
-            let (changes, events) = tx.into_parts();
-            (changes, events, completions)
+            let parts = tx.into_parts();
+            (parts, completions)
         };
+        let write_tx::BatchParts {
+            changes,
+            events,
+            authored,
+        } = parts;
         if changes.is_empty() {
             for c in completions {
                 c(Ok(()));
@@ -323,6 +340,10 @@ impl Writer {
                 };
             }
             state.resource_version = last_rv;
+        }
+        // Before the watch events go out, so a watcher that reads the user finds it.
+        for a in authored {
+            self.authors.record(a.key, a.resource_version, a.user);
         }
         self.log.append(events);
         for c in completions {

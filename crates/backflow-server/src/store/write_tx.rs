@@ -12,6 +12,20 @@ use crate::error::ApiResult;
 
 type Overlay = BTreeMap<ObjectKey, Option<Arc<Value>>>;
 
+/// A change made by an authenticated user: the object and the resourceVersion it took.
+pub(super) struct Authored {
+    pub(super) key: ObjectKey,
+    pub(super) resource_version: u64,
+    pub(super) user: Arc<str>,
+}
+
+/// What a batch leaves behind: the changes, their watch events, and who made them.
+pub(super) struct BatchParts {
+    pub(super) changes: Overlay,
+    pub(super) events: Vec<WatchEvent>,
+    pub(super) authored: Vec<Authored>,
+}
+
 /// The state as the current write sees it: committed objects, then earlier writes of the same
 /// batch, then its own changes. Every change takes the next resourceVersion.
 pub struct WriteTx<'a> {
@@ -20,6 +34,9 @@ pub struct WriteTx<'a> {
     batch_events: Vec<WatchEvent>,
     op: Overlay,
     op_events: Vec<WatchEvent>,
+    batch_authored: Vec<Authored>,
+    op_authored: Vec<Authored>,
+    user: Option<Arc<str>>,
     next_rv: u64,
 }
 
@@ -31,6 +48,9 @@ impl<'a> WriteTx<'a> {
             batch_events: Vec::new(),
             op: Overlay::new(),
             op_events: Vec::new(),
+            batch_authored: Vec::new(),
+            op_authored: Vec::new(),
+            user: None,
             next_rv: committed.resource_version,
         }
     }
@@ -43,17 +63,30 @@ impl<'a> WriteTx<'a> {
         let result = op(self);
         let op = std::mem::take(&mut self.op);
         let events = std::mem::take(&mut self.op_events);
+        let authored = std::mem::take(&mut self.op_authored);
+        self.user = None;
         if result.is_ok() {
             self.batch.extend(op);
             self.batch_events.extend(events);
+            self.batch_authored.extend(authored);
         } else {
             self.next_rv = rv_before;
         }
         result
     }
 
-    pub(super) fn into_parts(self) -> (Overlay, Vec<WatchEvent>) {
-        (self.batch, self.batch_events)
+    pub(super) fn into_parts(self) -> BatchParts {
+        BatchParts {
+            changes: self.batch,
+            events: self.batch_events,
+            authored: self.batch_authored,
+        }
+    }
+
+    /// Attributes this write's changes to `user` (the request's authenticated user), so the
+    /// commit that mirrors them names the user as its author.
+    pub fn act_as(&mut self, user: Option<Arc<str>>) {
+        self.user = user;
     }
 
     /// The resourceVersion of the latest change seen so far (committed or in this batch).
@@ -99,14 +132,21 @@ impl<'a> WriteTx<'a> {
             .collect()
     }
 
-    fn bump(&mut self) -> u64 {
+    fn bump(&mut self, key: &ObjectKey) -> u64 {
         self.next_rv += 1;
+        if let Some(user) = &self.user {
+            self.op_authored.push(Authored {
+                key: key.clone(),
+                resource_version: self.next_rv,
+                user: user.clone(),
+            });
+        }
         self.next_rv
     }
 
     /// Stores `object` under `key` with the next resourceVersion, and returns it as stored.
     pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Arc<Value> {
-        let rv = self.bump();
+        let rv = self.bump(&key);
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         // The read model keeps every object: without the slack of parsing and editing.
         backflow_api::compact::compact(&mut object);
@@ -145,7 +185,7 @@ impl<'a> WriteTx<'a> {
     }
 
     fn remove(&mut self, key: &ObjectKey, previous: Arc<Value>, mut last: Value) -> Arc<Value> {
-        let rv = self.bump();
+        let rv = self.bump(key);
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
         let last = Arc::new(last);
         self.op_events.push(WatchEvent {

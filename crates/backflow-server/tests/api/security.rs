@@ -155,7 +155,7 @@ async fn non_loopback_listener_gets_tls_and_a_token() {
 }
 
 #[tokio::test]
-async fn token_file_on_loopback_requires_the_token() {
+async fn token_file_on_loopback_requires_the_token_over_tls() {
     let dir = tempfile::tempdir().expect("temp dir");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "a-token-from-a-file\n").expect("write token");
@@ -163,7 +163,9 @@ async fn token_file_on_loopback_requires_the_token() {
     config.listen = "127.0.0.1:0".parse().expect("address");
     config.token_file = Some(token_file);
     let server = start(config).await.expect("start");
-    assert!(server.access.server_url.starts_with("http://"));
+    // kubectl sends no bearer token over plain HTTP: a token turns TLS on, loopback or not.
+    assert!(server.access.server_url.starts_with("https://"));
+    assert!(server.access.ca_pem.is_some());
     assert_eq!(server.access.token.as_deref(), Some("a-token-from-a-file"));
     assert_token_required(&server.kubeconfig_path).await;
     guard("shutdown", server.shutdown()).await;

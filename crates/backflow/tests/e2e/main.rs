@@ -1,7 +1,8 @@
 //! The `backflow` binary end to end, in one test crate so the shared helpers compile once:
 //! durability across SIGKILL and SIGTERM (`durability`), kubectl of every version on the
 //! machine (`kubectl`), the mirror (`mirror`), secrets through the real `sops` (`secrets`), and
-//! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live (`apply`) and its apply window (`window`).
+//! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live (`apply`) and its apply window (`window`), and commits
+//! authored by the users who made the changes (`authorship`).
 
 #![allow(
     clippy::unwrap_used,
@@ -10,6 +11,7 @@
 
 mod apply;
 mod argo;
+mod authorship;
 mod clients;
 mod common;
 mod durability;

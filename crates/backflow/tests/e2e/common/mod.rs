@@ -241,7 +241,8 @@ impl Server {
     pub fn addr(&self) -> &str {
         self.url
             .strip_prefix("http://")
-            .unwrap_or_else(|| panic!("a loopback server speaks plain HTTP, not {}", self.url))
+            .or_else(|| self.url.strip_prefix("https://"))
+            .unwrap_or_else(|| panic!("not an HTTP URL: {}", self.url))
             .trim_end_matches('/')
     }
 
@@ -375,6 +376,24 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     let mut raw = Vec::new();
     conn.read_to_end(&mut raw)
         .unwrap_or_else(|e| panic!("{method} {path}: no complete answer: {e}"));
+    let (status, headers, rest) = parse_head(&raw, method, path);
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// The status, headers (names lowercased) and the rest of a raw HTTP/1.1 answer.
+fn parse_head<'a>(raw: &'a [u8], method: &str, path: &str) -> (u16, Vec<(String, String)>, &'a [u8]) {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -395,20 +414,7 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    let rest = &raw[split + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_vec()
-    };
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
+    (status, headers, &raw[split + 4..])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -740,8 +746,49 @@ impl World {
 
     // --- the API -----------------------------------------------------------------------------
 
+    /// The server's own token, when its kubeconfig carries one (authentication is on).
+    pub fn admin_token(&self) -> Option<String> {
+        let kubeconfig = std::fs::read_to_string(self.dirs.data.join("kubeconfig")).ok()?;
+        kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .map(str::to_string)
+    }
+
+    /// A request to the API, over TLS (through curl, trusting the server's CA) when the server
+    /// speaks it.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let url = &self.server.as_ref().expect("a running server").url;
+        if url.starts_with("http://") {
+            return http(self.addr(), method, path, headers, body);
+        }
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-i", "--http1.1", "-X", method, "--cacert"])
+            .arg(self.dirs.data.join("tls").join("ca.crt"));
+        for (k, v) in headers {
+            cmd.arg("-H").arg(format!("{k}: {v}"));
+        }
+        if !body.is_empty() {
+            cmd.arg("--data-binary").arg(body);
+        }
+        cmd.arg(format!("{}{path}", url.trim_end_matches('/')));
+        let out = run_bounded(&format!("curl {method} {path}"), cmd);
+        assert_eq!(out.code, Some(0), "curl {method} {path}:\n{out}");
+        let (status, headers, body) = parse_head(out.stdout.as_bytes(), method, path);
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(body).into_owned(),
+        }
+    }
+
     pub fn metrics(&self) -> String {
-        let a = http(self.addr(), "GET", "/metrics", &[], "");
+        let bearer = self.admin_token().map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("Authorization", b.as_str()))
+            .collect();
+        let a = self.request("GET", "/metrics", &headers, "");
         assert_eq!(a.status, 200, "GET /metrics: {a:?}");
         a.body
     }

@@ -1,0 +1,162 @@
+//! Real people: users of a `--token-auth-file` edit through kubectl, and the remote's history
+//! names each change's author (seed 004 attributes each commit to the requesting user).
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{World, configmap};
+
+/// Writes a token file in kube-apiserver's format for alice and bob; returns its path.
+fn token_file(dir: &Path) -> PathBuf {
+    let path = dir.join("tokens.csv");
+    std::fs::write(
+        &path,
+        "# who may use the API\nt-alice-5521,alice,1001,\"dev,ops\"\nt-bob-7734,bob,1002\n",
+    )
+    .expect("write the token file");
+    path
+}
+
+/// Runs kubectl as the user of `token` and asserts success.
+fn kubectl_as(w: &World, token: &str, args: &[&str]) -> String {
+    let mut all = vec!["--token", token];
+    all.extend_from_slice(args);
+    w.kubectl(&all)
+}
+
+/// The commits of the remote, newest first, as (author, email, files).
+fn commits(w: &World) -> Vec<(String, String, Vec<String>)> {
+    let log = w.git(&["log", "--format=%x01%an|%ae", "--name-only", "main"]);
+    log.split('\u{1}')
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| {
+            let mut lines = c.lines();
+            let head = lines.next().unwrap_or_default();
+            let (name, email) = head.split_once('|').unwrap_or((head, ""));
+            let files = lines
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            (name.to_string(), email.to_string(), files)
+        })
+        .collect()
+}
+
+/// The one commit that holds `file`, as (author, email, files).
+fn commit_of(w: &World, file: &str) -> (String, String, Vec<String>) {
+    let holding: Vec<_> = commits(w)
+        .into_iter()
+        .filter(|(_, _, files)| files.iter().any(|f| f == file))
+        .collect();
+    assert_eq!(holding.len(), 1, "one commit holds {file}: {holding:?}");
+    holding.into_iter().next().unwrap()
+}
+
+#[test]
+fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
+    let tokens = tempfile::tempdir().unwrap();
+    let file = token_file(tokens.path());
+    let file = file.to_str().unwrap();
+    // A window long enough that both users' changes fall into it.
+    let w = World::start(&["--token-auth-file", file, "--commit-window", "3s", "--no-apply"]);
+    w.wait_settled();
+
+    kubectl_as(&w, "t-alice-5521", &["create", "configmap", "by-alice", "--from-literal=k=a"]);
+    kubectl_as(&w, "t-bob-7734", &["create", "configmap", "by-bob", "--from-literal=k=b"]);
+    w.wait_present("live/default/configmaps/by-alice.yaml");
+    w.wait_present("live/default/configmaps/by-bob.yaml");
+    let alice = commit_of(&w, "live/default/configmaps/by-alice.yaml");
+    let bob = commit_of(&w, "live/default/configmaps/by-bob.yaml");
+    assert_eq!(
+        (alice.0.as_str(), alice.1.as_str(), alice.2.len()),
+        ("alice", "alice@users.backflow.local", 1),
+        "{alice:?}"
+    );
+    assert_eq!(
+        (bob.0.as_str(), bob.1.as_str(), bob.2.len()),
+        ("bob", "bob@users.backflow.local", 1),
+        "{bob:?}"
+    );
+    // The committer stays backflow.
+    let committers = w.git(&["log", "-2", "--format=%cn", "main"]);
+    assert_eq!(committers.lines().collect::<Vec<_>>(), ["backflow", "backflow"]);
+
+    // The kubeconfig's own token is the admin user.
+    w.apply(&configmap("default", "by-admin", &[("k", "admin")]));
+    w.wait_present("live/default/configmaps/by-admin.yaml");
+    assert_eq!(commit_of(&w, "live/default/configmaps/by-admin.yaml").0, "admin");
+
+    // A token nobody was given is refused, by kubectl and on the wire.
+    let out = w.kubectl_run(&["--token", "t-mallory", "get", "configmaps"]);
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(out.stderr.contains("Unauthorized"), "{out}");
+    let answer = w.request(
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        &[("Authorization", "Bearer t-mallory")],
+        "",
+    );
+    assert_eq!(answer.status, 401, "{answer:?}");
+
+    // A write that waits for the push is answered with the commit that holds it: bob's.
+    let answer = w.request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[
+            ("Authorization", "Bearer t-bob-7734"),
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed"),
+        ],
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"waited"},"data":{"k":"w"}}"#,
+    );
+    assert_eq!(answer.status, 201, "{answer:?}");
+    let sha = answer.header("x-backflow-commit").unwrap().to_string();
+    assert_eq!(sha.len(), 40, "{answer:?}");
+    assert_eq!(w.git(&["log", "-1", "--format=%an", &sha]).trim(), "bob");
+}
+
+#[test]
+fn co_authored_targets_keep_one_commit_and_excluded_users_are_not_mirrored() {
+    let tokens = tempfile::tempdir().unwrap();
+    let file = token_file(tokens.path());
+    let file = file.to_str().unwrap();
+    let w = World::start(&["--token-auth-file", file, "--commit-window", "3s", "--no-apply"]);
+    w.wait_settled();
+    w.patch_target("default", r#"{"spec":{"commitAuthors":"CoAuthored"}}"#);
+    w.wait_target_ready("default");
+
+    kubectl_as(&w, "t-alice-5521", &["create", "configmap", "one", "--from-literal=k=1"]);
+    kubectl_as(&w, "t-bob-7734", &["create", "configmap", "two", "--from-literal=k=2"]);
+    w.wait_present("live/default/configmaps/one.yaml");
+    w.wait_present("live/default/configmaps/two.yaml");
+    let one = commit_of(&w, "live/default/configmaps/one.yaml");
+    assert_eq!(one.0, "alice", "the first user authors the commit: {one:?}");
+    assert_eq!(one.2.len(), 2, "both changes in one commit: {one:?}");
+    let body = w.git(&["log", "-1", "--format=%b", "main"]);
+    assert!(
+        body.lines()
+            .any(|l| l == "Co-authored-by: bob <bob@users.backflow.local>"),
+        "{body}"
+    );
+
+    // bob's changes are not mirrored once the folder excludes him; alice's still are.
+    w.patch_target(
+        "default",
+        r#"{"spec":{"commitAuthors":null,"exclude":{"users":["bob"]}}}"#,
+    );
+    w.wait_target_ready("default");
+    w.wait_settled();
+    let before = w.events("excluded");
+    let tip = w.tip();
+    kubectl_as(&w, "t-bob-7734", &["patch", "configmap", "one", "-p", r#"{"data":{"k":"bob"}}"#]);
+    w.wait_events("excluded", before, 1.0);
+    w.wait_settled();
+    assert_eq!(w.tip(), tip, "bob's change made no commit");
+    kubectl_as(&w, "t-bob-7734", &["delete", "configmap", "two"]);
+    w.wait_events("excluded", before, 2.0);
+    w.wait_settled();
+    assert!(w.show("live/default/configmaps/two.yaml").is_some(), "bob's delete is not mirrored");
+    kubectl_as(&w, "t-alice-5521", &["patch", "configmap", "one", "-p", r#"{"data":{"by":"alice"}}"#]);
+    let text = w.wait_file("live/default/configmaps/one.yaml", |t| t.contains("alice"));
+    assert!(text.contains("k: \"bob\""), "alice's write carries the object whole: {text}");
+    assert_eq!(w.git(&["log", "-1", "--format=%an", "main"]).trim(), "alice");
+}
