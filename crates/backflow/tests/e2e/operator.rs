@@ -158,6 +158,40 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
         (ready.stdout.trim() == "True").then_some(())
     });
 
+    // A cluster's watch does not say who wrote: the commit names the newest field manager.
+    let patched = kubectl(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--field-manager=ops-dashboard",
+        "-p",
+        r#"{"data":{"mode":"safe"}}"#,
+    ]);
+    assert_eq!(patched.code, Some(0), "{patched}");
+    let git_dir = origin.to_string_lossy();
+    let message = wait_for(
+        "the operator to push the patch",
+        || git(&["--git-dir", &git_dir, "log", "-1", "--format=%B", "main"]).unwrap_or_default(),
+        || {
+            let shown = git(&[
+                "--git-dir",
+                &git_dir,
+                "show",
+                "main:clusters/dev/team/configmaps/settings.yaml",
+            ])?;
+            shown.contains("mode: safe").then(|| {
+                git(&["--git-dir", &git_dir, "log", "-1", "--format=%an%n%B", "main"])
+            })?
+        },
+    );
+    assert!(message.starts_with("backflow\n"), "{message}");
+    assert!(
+        message.lines().any(|l| l == "Changed-by: ops-dashboard"),
+        "{message}"
+    );
+
     drop(operator);
     cluster.stop();
 }
