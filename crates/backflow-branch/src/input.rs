@@ -35,6 +35,10 @@ pub enum Input {
     /// The owner has resubmitted every target of the branch after a
     /// [`crate::Event::Diverged`]: publishing may go on.
     Recovered,
+    /// The owner's settings changed (the `GitProvider`'s timing, or its credentials): the new
+    /// timing is in force from now on, and a cycle backing off is retried at once, since what
+    /// made it fail may be what changed.
+    Reconfigure(crate::CoreConfig),
     /// Time passed; do what is due.
     Tick,
     /// The answer to [`crate::Effect::Fetch`].

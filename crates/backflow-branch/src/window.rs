@@ -33,6 +33,12 @@ impl CommitWindow {
         }
     }
 
+    /// Changes the limits; an open window closes by the new ones.
+    pub fn set_limits(&mut self, silence: Duration, max_age: Duration) {
+        self.silence = silence;
+        self.max_age = max_age;
+    }
+
     /// Whether every intent should be its own commit.
     #[must_use]
     pub fn is_immediate(&self) -> bool {

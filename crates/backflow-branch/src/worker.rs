@@ -367,6 +367,7 @@ impl BranchCore {
                     self.phase = Phase::Idle;
                 }
             }
+            Input::Reconfigure(cfg) => self.reconfigure(cfg, now),
             Input::Tick => {}
             Input::Fetched(result) => self.on_fetched(result, now, rng, &mut out),
             Input::Built(result) => self.on_built(result, now, rng, &mut out),
@@ -377,6 +378,22 @@ impl BranchCore {
         }
         out.push(Effect::WakeAt(self.next_wake(now)));
         out
+    }
+
+    fn reconfigure(&mut self, cfg: CoreConfig, now: Moment) {
+        self.window.set_limits(cfg.window, cfg.max_window_age);
+        self.backoff = Backoff::new(cfg.backoff);
+        if let Phase::BackingOff { until } = &mut self.phase {
+            *until = now;
+        }
+        if self.push_not_before.is_some_and(|at| at > now + cfg.push_cooldown) {
+            self.push_not_before = Some(now + cfg.push_cooldown);
+        }
+        self.refresh_at = self.refresh_at.min(now + cfg.refresh_interval);
+        self.cfg = cfg;
+        if self.window.is_immediate() && !self.window.is_empty() {
+            self.decide(WriteKind::Window);
+        }
     }
 
     fn submit(&mut self, intent: Intent, now: Moment) {

@@ -19,7 +19,9 @@ use backflow_branch::{CommitId, Divergence, ForeignCommit, Intent, IntentSeq, Pl
 use tokio::sync::{broadcast, oneshot};
 
 use crate::error::RepoError;
-use crate::worker::{BranchWorker, FolderFile, WorkerEvent};
+use crate::health::{RemoteHealth, RemoteProblem};
+use crate::remote::RemoteSpec;
+use crate::worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};
 
 /// What happened to the branch that its worker's owner must act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,7 @@ enum Command {
     CommitRequest(String, oneshot::Sender<Option<CommitId>>),
     RemoteMoved,
     Recovered,
+    Reconfigure(Box<(WorkerConfig, RemoteSpec)>),
     ReadFolder(
         CommitId,
         String,
@@ -113,6 +116,7 @@ enum Command {
 pub struct WorkerHandle {
     tx: mpsc::Sender<Command>,
     notices: broadcast::Sender<BranchNotice>,
+    health: RemoteHealth,
 }
 
 impl WorkerHandle {
@@ -181,6 +185,17 @@ impl WorkerHandle {
         let _ = self.tx.send(Command::Recovered);
     }
 
+    /// Why the worker's last publication cycle failed, until its remote answers again.
+    #[must_use]
+    pub fn remote_problem(&self) -> Option<RemoteProblem> {
+        self.health.problem()
+    }
+
+    /// New settings (see [`BranchWorker::reconfigure`]), in force from the worker's next step.
+    pub fn reconfigure(&self, cfg: WorkerConfig, remote: RemoteSpec) {
+        let _ = self.tx.send(Command::Reconfigure(Box::new((cfg, remote))));
+    }
+
     /// Foreign commits and divergences seen from now on. A slow subscriber that falls behind
     /// gets `RecvError::Lagged` and should look at the remote itself.
     #[must_use]
@@ -219,6 +234,7 @@ pub fn spawn_with_notices(
     let (tx, rx) = mpsc::channel();
     let (notices, first_subscriber) = broadcast::channel(64);
     let name = format!("backflow-git:{}", worker.config().branch);
+    let health = worker.health();
     let mut driver = Driver {
         worker,
         clock,
@@ -234,7 +250,14 @@ pub fn spawn_with_notices(
         // Every call on the handle then reports WorkerStopped.
         tracing::error!(error = %e, "could not start the branch worker thread");
     }
-    (WorkerHandle { tx, notices }, first_subscriber)
+    (
+        WorkerHandle {
+            tx,
+            notices,
+            health,
+        },
+        first_subscriber,
+    )
 }
 
 struct Driver {
@@ -301,6 +324,10 @@ impl Driver {
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
             Command::Recovered => self.worker.recovered(),
+            Command::Reconfigure(settings) => {
+                let (cfg, remote) = *settings;
+                self.worker.reconfigure(cfg, &remote);
+            }
             Command::ReadFolder(commit, folder, reply) => {
                 let _ = reply.send(self.worker.read_folder(commit, &folder));
             }

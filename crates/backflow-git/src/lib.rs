@@ -57,6 +57,7 @@
 
 mod driver;
 mod error;
+mod health;
 mod journal;
 mod message;
 mod metrics;
@@ -78,6 +79,7 @@ pub use driver::{
     spawn_with_notices,
 };
 pub use error::{RepoError, TreeError};
+pub use health::{RemoteHealth, RemoteProblem};
 pub use git2::Oid;
 pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};
 pub use metrics::{BranchMetrics, GitMetrics};

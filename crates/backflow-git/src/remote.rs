@@ -9,7 +9,8 @@
 //!   sent (push negotiation) and the per-ref status after (`Remote::push` returning `Ok` is not
 //!   success).
 //! - [`CliRemote`]: the `git` program (`git push --force-with-lease=<ref>:<expected>`), for SSH
-//!   with a key and `known_hosts`, and wherever libgit2 falls short.
+//!   with a key and `known_hosts`, HTTPS with a bearer token or a CA of its own, and wherever
+//!   libgit2 falls short.
 //!
 //! A push either lands exactly on the expected tip or is [`PushOutcome::Rejected`]; a transport
 //! failure is a [`RemoteError`], which the worker treats as transient: everything stays pending
@@ -107,6 +108,8 @@ pub enum RemoteErrorKind {
     Unreachable,
     /// The remote refused our credentials, or asked for credentials we do not have.
     Auth,
+    /// The SSH host's key is not in the configured `known_hosts` (or differs from it).
+    HostKey,
     /// The remote answered something we did not understand, or a lock was held.
     Protocol,
     /// The local cache failed.
@@ -172,7 +175,7 @@ pub trait GitRemote: Send {
 }
 
 /// Credentials for a remote, from configuration.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub enum Credentials {
     /// Anonymous access.
     #[default]
@@ -184,6 +187,12 @@ pub enum Credentials {
         username: String,
         /// Password or token.
         password: String,
+    },
+    /// An HTTP bearer token (`Authorization: Bearer …`), as GitLab and Gitea accept. Served by
+    /// the `git` program.
+    Bearer {
+        /// The token.
+        token: String,
     },
     /// An SSH key, with the `known_hosts` file the host key must be found in. Always served by
     /// the `git` program and OpenSSH.
@@ -201,6 +210,7 @@ impl fmt::Debug for Credentials {
         match self {
             Self::None => f.write_str("None"),
             Self::Basic { username, .. } => write!(f, "Basic({username}, <redacted>)"),
+            Self::Bearer { .. } => f.write_str("Bearer(<redacted>)"),
             Self::SshKey {
                 private_key,
                 known_hosts,
@@ -225,12 +235,15 @@ pub enum TransportChoice {
 }
 
 /// A remote as configured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteSpec {
     /// `file://…`, a path, `http(s)://…`, `ssh://…` or `user@host:path`.
     pub url: String,
     /// How to authenticate.
     pub credentials: Credentials,
+    /// CA certificates (PEM file) an HTTPS remote's certificate must chain to, instead of the
+    /// system's. Served by the `git` program.
+    pub ca_file: Option<PathBuf>,
     /// Which transport to use.
     pub transport: TransportChoice,
 }
@@ -241,6 +254,7 @@ impl RemoteSpec {
         Self {
             url: url.into(),
             credentials: Credentials::None,
+            ca_file: None,
             transport: TransportChoice::Auto,
         }
     }
@@ -260,13 +274,16 @@ fn scheme_of(url: &str) -> &'static str {
 /// Opens the transport `spec` asks for.
 #[must_use]
 pub fn open_remote(spec: &RemoteSpec) -> Box<dyn GitRemote> {
-    let ssh_key = matches!(spec.credentials, Credentials::SshKey { .. });
+    let in_process = matches!(spec.credentials, Credentials::None | Credentials::Basic { .. })
+        && spec.ca_file.is_none();
     match (spec.transport, scheme_of(&spec.url)) {
         (TransportChoice::Auto, "file") => Box::new(FileRemote::new(&spec.url)),
-        (TransportChoice::Auto, "http") if !ssh_key => {
+        (TransportChoice::Auto, "http") if in_process => {
             Box::new(Libgit2Remote::new(&spec.url, spec.credentials.clone()))
         }
-        _ => Box::new(CliRemote::new(&spec.url, spec.credentials.clone())),
+        _ => Box::new(
+            CliRemote::new(&spec.url, spec.credentials.clone()).with_ca_file(spec.ca_file.clone()),
+        ),
     }
 }
 

@@ -27,6 +27,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use crate::error::{RepoError, TreeError};
+use crate::health::{RemoteHealth, RemoteProblem};
 use crate::journal::{DeleteJournal, JournaledDelete};
 use crate::message::{CommitPeople, MessageTemplates};
 use crate::metrics::BranchMetrics;
@@ -36,7 +37,7 @@ use crate::tree::Overlay;
 use backflow_branch::Planner;
 
 /// How a branch worker behaves. [`WorkerConfig::new`] gives the documented defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
     /// The branch written (`main`, not `refs/heads/main`).
     pub branch: String,
@@ -157,6 +158,8 @@ pub struct BranchWorker {
     refs_written_at: Option<Moment>,
     /// Deletes taken and not yet pushed, on disk (see `journal.rs`).
     journal: DeleteJournal,
+    /// Why the last cycle failed, until the remote answers again.
+    health: RemoteHealth,
 }
 
 /// The longest a routine record of the tips waits before it is written.
@@ -208,6 +211,7 @@ impl BranchWorker {
             deferred_refs: None,
             refs_written_at: None,
             journal,
+            health: RemoteHealth::default(),
             cfg,
         };
         if !left.is_empty() {
@@ -237,6 +241,12 @@ impl BranchWorker {
             clock,
             metrics,
         ))
+    }
+
+    /// What the worker last found of its remote (shared: it follows the worker).
+    #[must_use]
+    pub fn health(&self) -> RemoteHealth {
+        self.health.clone()
     }
 
     /// The configuration.
@@ -369,6 +379,17 @@ impl BranchWorker {
             .collect()
     }
 
+    /// New settings from the owner: commit identities and messages for the commits built from
+    /// now on, the timing, and the remote's transport and credentials (the remote is opened
+    /// again, so a rotated key or token is used by the next fetch or push). The backoff seed
+    /// stays.
+    pub fn reconfigure(&mut self, cfg: WorkerConfig, remote: &RemoteSpec) {
+        let seed = self.cfg.seed;
+        self.remote = open_remote(remote);
+        self.cfg = WorkerConfig { seed, ..cfg };
+        self.run(Input::Reconfigure(self.cfg.timing.clone()));
+    }
+
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.
     pub fn notify_remote_moved(&mut self) {
         self.run(Input::RemoteMoved);
@@ -448,7 +469,13 @@ impl BranchWorker {
         match effect {
             Effect::Fetch { check } => {
                 self.metrics.remote_read();
-                Some(Input::Fetched(self.fetch(&check)))
+                let fetched = self.fetch(&check);
+                if fetched.is_ok() {
+                    // The remote answered: whatever failed before (a credential, a host key)
+                    // works now.
+                    self.health.set(None);
+                }
+                Some(Input::Fetched(fetched))
             }
             Effect::Build {
                 parent,
@@ -497,6 +524,7 @@ impl BranchWorker {
                 }
             }
             Event::Failed { error, retry_at } => {
+                self.health.set(Some(RemoteProblem::of(&error)));
                 let retry_in = retry_at.saturating_since(self.now());
                 tracing::warn!(
                     remote = self.remote.display_url(),

@@ -84,6 +84,32 @@ pub fn worker_config(
     Ok(cfg)
 }
 
+/// A running branch worker and the settings it was last given.
+struct RunningWorker {
+    handle: WorkerHandle,
+    settings: Settings,
+}
+
+/// What a worker is configured with, compared to tell when a provider or its Secret changed.
+/// The jitter seed is left out: it is drawn anew at every reconcile.
+#[derive(PartialEq)]
+struct Settings {
+    worker: WorkerConfig,
+    remote: RemoteSpec,
+}
+
+impl Settings {
+    fn of(cfg: &WorkerConfig, remote: &RemoteSpec) -> Self {
+        Self {
+            worker: WorkerConfig {
+                seed: 0,
+                ..cfg.clone()
+            },
+            remote: remote.clone(),
+        }
+    }
+}
+
 /// Every running branch worker.
 pub struct Workers {
     data_dir: PathBuf,
@@ -93,7 +119,7 @@ pub struct Workers {
     clock: Arc<dyn Clock>,
     metrics: GitMetrics,
     kinds: KindMap,
-    running: Mutex<BTreeMap<(String, String), WorkerHandle>>,
+    running: Mutex<BTreeMap<(String, String), RunningWorker>>,
     encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
     placement: Mutex<BTreeMap<(String, String), PlacementMap>>,
     diverged: mpsc::UnboundedSender<BranchKey>,
@@ -181,8 +207,8 @@ impl Workers {
             .fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
 
-    /// The worker of (url, branch), started with the provider's settings if not running yet.
-    /// Settings changed later take effect after a restart of backflow.
+    /// The worker of (url, branch), started with the provider's settings if not running yet;
+    /// a running worker whose provider settings or credentials changed gets the new ones.
     pub fn get_or_start(
         &self,
         provider: &GitProvider,
@@ -194,14 +220,21 @@ impl Workers {
             .running
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(h) = running.get(&key) {
-            return Ok(h.clone());
-        }
         let cfg = worker_config(provider, branch, rand::random(), self.refresh_interval)?;
         let remote = RemoteSpec {
             credentials,
             ..RemoteSpec::new(provider.spec.url.clone())
         };
+        if let Some(worker) = running.get_mut(&key) {
+            let settings = Settings::of(&cfg, &remote);
+            if worker.settings != settings {
+                tracing::info!(url = %provider.spec.url, branch, "provider settings or credentials changed: the branch worker takes them now");
+                worker.handle.reconfigure(cfg, remote);
+                worker.settings = settings;
+            }
+            return Ok(worker.handle.clone());
+        }
+        let settings = Settings::of(&cfg, &remote);
         // Data keys and IVs come from this generator: seeded from the OS, never from the
         // worker's (non-secret) jitter seed.
         let planner = YamlPlanner::new(self.kinds.clone())
@@ -233,7 +266,13 @@ impl Workers {
             self.board.clone(),
         ));
         tracing::info!(url = %provider.spec.url, branch, "branch worker started");
-        running.insert(key, handle.clone());
+        running.insert(
+            key,
+            RunningWorker {
+                handle: handle.clone(),
+                settings,
+            },
+        );
         Ok(handle)
     }
 
@@ -268,7 +307,7 @@ impl Workers {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&(url.to_string(), branch.to_string()))
-            .cloned()
+            .map(|w| w.handle.clone())
     }
 
     /// Flushes and stops every worker.
@@ -280,6 +319,7 @@ impl Workers {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         )
         .into_iter()
+        .map(|(key, w)| (key, w.handle))
         .collect();
         // Together: the grace bounds the whole stop, not each branch in turn.
         let stops = handles.into_iter().map(|((url, branch), h)| async move {

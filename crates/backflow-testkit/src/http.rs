@@ -12,14 +12,43 @@ use hyper::{Request, Response, StatusCode};
 
 use crate::git_out as git;
 
-/// `git http-backend` served over HTTP/1.1 on loopback, with optional basic authentication and
-/// a switch that makes it answer 503 (an outage).
+/// `git http-backend` served over HTTP/1.1 on loopback, with optional basic or bearer
+/// authentication, optionally over TLS with a certificate from a CA of its own, and a switch
+/// that makes it answer 503 (an outage).
 pub struct HttpServer {
     /// Where it listens.
     pub addr: SocketAddr,
     /// Answer 503 to everything while true.
     pub down: Arc<AtomicBool>,
+    /// With TLS: the PEM file of the CA its certificate chains to.
+    pub ca_file: Option<PathBuf>,
     runtime: Option<tokio::runtime::Runtime>,
+    _tls_dir: Option<tempfile::TempDir>,
+}
+
+/// What a client must send to be let in.
+#[derive(Debug, Clone)]
+pub enum HttpAuth {
+    /// Nothing.
+    None,
+    /// HTTP basic authentication with this user and password.
+    Basic(String, String),
+    /// `Authorization: Bearer` with this token.
+    Bearer(String),
+}
+
+impl HttpAuth {
+    fn expected_header(&self) -> Option<String> {
+        use base64::Engine as _;
+        match self {
+            Self::None => None,
+            Self::Basic(u, p) => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+            )),
+            Self::Bearer(t) => Some(format!("Bearer {t}")),
+        }
+    }
 }
 
 impl Drop for HttpServer {
@@ -39,6 +68,15 @@ impl HttpServer {
     /// Serves every repository under `root` at `http://addr/<name>`.
     #[must_use]
     pub fn start(root: &Path, basic: Option<(&str, &str)>) -> Self {
+        let auth = basic.map_or(HttpAuth::None, |(u, p)| HttpAuth::Basic(u.into(), p.into()));
+        Self::start_with(root, &auth, false)
+    }
+
+    /// Serves every repository under `root` at `http(s)://addr/<name>`, letting in only what
+    /// `auth` asks for; with `tls`, over HTTPS with a certificate for `127.0.0.1` signed by a
+    /// CA of its own ([`HttpServer::ca_file`]).
+    #[must_use]
+    pub fn start_with(root: &Path, auth: &HttpAuth, tls: bool) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -51,14 +89,10 @@ impl HttpServer {
         let addr = std_listener.local_addr().expect("addr");
         let root = Arc::new(root.to_path_buf());
         let backend = Arc::new(http_backend());
-        let expected_auth = basic.map(|(u, p)| {
-            use base64::Engine as _;
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-            )
-        });
-        let expected_auth = Arc::new(expected_auth);
+        let expected_auth = Arc::new(auth.expected_header());
+        let tls_dir = tls.then(|| tempfile::tempdir().expect("tls dir"));
+        let acceptor = tls_dir.as_ref().map(|d| tls_acceptor(d.path()));
+        let ca_file = tls_dir.as_ref().map(|d| d.path().join("ca.pem"));
         let down2 = down.clone();
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
@@ -72,6 +106,7 @@ impl HttpServer {
                     expected_auth.clone(),
                     down2.clone(),
                 );
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let (root, backend, auth, down) =
@@ -82,28 +117,73 @@ impl HttpServer {
                             )
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match acceptor {
+                        Some(acceptor) => {
+                            let Ok(tls) = acceptor.accept(stream).await else {
+                                return;
+                            };
+                            let io = hyper_util::rt::TokioIo::new(tls);
+                            let _ = http.serve_connection(io, service).await;
+                        }
+                        None => {
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            let _ = http.serve_connection(io, service).await;
+                        }
+                    }
                 });
             }
         });
         Self {
             addr,
             down,
+            ca_file,
             runtime: Some(runtime),
+            _tls_dir: tls_dir,
         }
     }
 
     /// The URL of repository `repo` under the root.
     pub fn url(&self, repo: &str) -> String {
-        format!("http://{}/{repo}", self.addr)
+        let scheme = if self.ca_file.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}/{repo}", self.addr)
     }
 
     /// Starts or ends an outage.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
     }
+}
+
+/// A CA and a certificate for `127.0.0.1` and `localhost` signed by it; the CA's PEM is
+/// written to `dir/ca.pem`.
+fn tls_acceptor(dir: &Path) -> tokio_rustls::TlsAcceptor {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().expect("ca key");
+    let ca = ca_params.self_signed(&ca_key).expect("ca");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write ca.pem");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("params");
+    let key = KeyPair::generate().expect("key");
+    let cert = params.signed_by(&key, &issuer).expect("cert");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone(), ca.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("certificate");
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 fn plain(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
@@ -129,10 +209,13 @@ async fn serve(
             .and_then(|v| v.to_str().ok());
         if given != Some(expected.as_str()) {
             let mut r = plain(StatusCode::UNAUTHORIZED, "who are you");
-            r.headers_mut().insert(
-                "www-authenticate",
-                "Basic realm=\"test\"".parse().expect("header"),
-            );
+            let scheme = if expected.starts_with("Bearer") {
+                "Bearer realm=\"test\""
+            } else {
+                "Basic realm=\"test\""
+            };
+            r.headers_mut()
+                .insert("www-authenticate", scheme.parse().expect("header"));
             return r;
         }
     }

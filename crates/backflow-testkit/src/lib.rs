@@ -10,7 +10,7 @@ mod http;
 pub mod node;
 pub mod octokit;
 
-pub use http::HttpServer;
+pub use http::{HttpAuth, HttpServer};
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
-//! The `git` program behind the same trait: SSH with a key and `known_hosts`, and anything else
-//! libgit2 cannot do.
+//! The `git` program behind the same trait: SSH with a key and `known_hosts`, HTTPS with a
+//! bearer token or a CA of its own, and anything else libgit2 cannot do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use base64::Engine as _;
@@ -14,13 +14,15 @@ use crate::repo::{LocalRepo, strip_credentials, tracking_ref};
 
 /// A remote served by running `git`.
 ///
-/// Credentials never appear on a command line: HTTP basic authentication is passed as an
-/// `http.extraHeader` through `GIT_CONFIG_*` variables, an SSH key through `GIT_SSH_COMMAND`
-/// with `StrictHostKeyChecking=yes` against the configured `known_hosts`.
+/// Credentials never appear on a command line: HTTP basic and bearer authentication are passed
+/// as an `http.extraHeader` through `GIT_CONFIG_*` variables (a CA file as `GIT_SSL_CAINFO`), an SSH key through `GIT_SSH_COMMAND` with `StrictHostKeyChecking=yes` against the
+/// configured `known_hosts`. Proxies come from the usual `https_proxy`/`http_proxy`/`no_proxy`
+/// variables, which `git` reads itself.
 pub struct CliRemote {
     url: String,
     display: String,
     credentials: Credentials,
+    ca_file: Option<PathBuf>,
     program: String,
 }
 
@@ -32,8 +34,16 @@ impl CliRemote {
             url: url.to_string(),
             display: strip_credentials(url),
             credentials,
+            ca_file: None,
             program: "git".into(),
         }
+    }
+
+    /// The same remote, trusting only the CA certificates in `ca_file` (PEM) for HTTPS.
+    #[must_use]
+    pub fn with_ca_file(mut self, ca_file: Option<PathBuf>) -> Self {
+        self.ca_file = ca_file;
+        self
     }
 
     fn command(&self, repo: &LocalRepo) -> Command {
@@ -44,17 +54,22 @@ impl CliRemote {
         cmd.env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C")
             .env("LANGUAGE", "C");
+        // Configuration through the environment, never on the command line (where `ps` shows it).
+        let mut config: Vec<(&str, String)> = Vec::new();
+        if let Some(ca) = &self.ca_file {
+            // The variable, not `http.sslCAInfo`: a GIT_SSL_CAINFO in backflow's environment
+            // would win over the configuration.
+            cmd.env("GIT_SSL_CAINFO", ca);
+        }
         match &self.credentials {
             Credentials::None => {}
             Credentials::Basic { username, password } => {
                 let token = base64::engine::general_purpose::STANDARD
                     .encode(format!("{username}:{password}"));
-                cmd.env("GIT_CONFIG_COUNT", "1")
-                    .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-                    .env(
-                        "GIT_CONFIG_VALUE_0",
-                        format!("Authorization: Basic {token}"),
-                    );
+                config.push(("http.extraHeader", format!("Authorization: Basic {token}")));
+            }
+            Credentials::Bearer { token } => {
+                config.push(("http.extraHeader", format!("Authorization: Bearer {token}")));
             }
             Credentials::SshKey {
                 private_key,
@@ -69,6 +84,11 @@ impl CliRemote {
                     ),
                 );
             }
+        }
+        cmd.env("GIT_CONFIG_COUNT", config.len().to_string());
+        for (i, (key, value)) in config.into_iter().enumerate() {
+            cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), value);
         }
         cmd
     }
@@ -87,10 +107,14 @@ impl CliRemote {
     fn failure(&self, op: RemoteOp, out: &Output) -> RemoteError {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
         let lower = stderr.to_ascii_lowercase();
-        let kind = if lower.contains("authentication")
+        let kind = if lower.contains("host key verification failed")
+            || lower.contains("host key is known")
+            || lower.contains("remote host identification has changed")
+        {
+            RemoteErrorKind::HostKey
+        } else if lower.contains("authentication")
             || lower.contains("could not read username")
             || lower.contains("permission denied")
-            || lower.contains("host key verification failed")
         {
             RemoteErrorKind::Auth
         } else {
