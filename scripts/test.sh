@@ -35,6 +35,17 @@ if ! command -v age >/dev/null 2>&1 || ! command -v age-keygen >/dev/null 2>&1; 
     fi
 fi
 
+# SSH remotes are tested against a real sshd (Debian's openssh-server) serving git-shell.
+if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null \
+            || { echo "error: could not install openssh-server: run 'apt-get install -y openssh-server'" >&2; exit 1; }
+    else
+        echo "error: the SSH tests need /usr/sbin/sshd and ssh-keygen: install openssh-server (apt-get install -y openssh-server)" >&2
+        exit 1
+    fi
+fi
+
 # The push receiver is tested with GitHub's own signer and example payloads (npm), run by node;
 need node "the push receiver is tested against @octokit/webhooks-methods"
 need npm "the @octokit packages are installed from npm"

@@ -201,6 +201,8 @@ pub enum Credentials {
         private_key: PathBuf,
         /// `known_hosts` file; the host key is checked strictly against it.
         known_hosts: PathBuf,
+        /// A file holding the private key's passphrase, when it has one.
+        passphrase_file: Option<PathBuf>,
     },
 }
 
@@ -214,10 +216,12 @@ impl fmt::Debug for Credentials {
             Self::SshKey {
                 private_key,
                 known_hosts,
+                passphrase_file,
             } => f
                 .debug_struct("SshKey")
                 .field("private_key", private_key)
                 .field("known_hosts", known_hosts)
+                .field("passphrase_file", passphrase_file)
                 .finish(),
         }
     }

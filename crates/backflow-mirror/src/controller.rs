@@ -13,7 +13,6 @@ use backflow_api::config::{
     GitBranchSpec, GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
 };
 use backflow_api::{Clock, GroupResource, WriteAuthors};
-use backflow_git::Credentials;
 use backflow_manifest::{KindMap, identities_from_secret};
 use backflow_sops::{Encryptor, Identity, Recipient, generate_identity};
 use k8s_openapi::api::core::v1::Secret;
@@ -78,6 +77,11 @@ pub struct Controller {
     recovering: BTreeSet<BranchKey>,
     /// The users of recent writes, when the live side is backflow's own API server.
     authors: Option<Arc<WriteAuthors>>,
+    /// Per `GitProvider` (namespace, name), why its workers cannot run (its Secret), as the
+    /// last reconcile found.
+    provider_problems: BTreeMap<(String, String), Problem>,
+    /// The Secrets `GitProvider`s take credentials from: a change to one reconciles.
+    credential_secrets: Arc<std::sync::Mutex<BTreeSet<(String, String)>>>,
 }
 
 /// Why a target's encryption is not usable: (reason, message for a person).
@@ -111,6 +115,8 @@ impl Controller {
         Self {
             identities,
             authors: None,
+            provider_problems: BTreeMap::new(),
+            credential_secrets: Arc::default(),
             encryptors: BTreeMap::new(),
             encryption_status: BTreeMap::new(),
             board: workers.board(),
@@ -140,6 +146,8 @@ impl Controller {
             spawn_trigger::<ClusterWatchRule>(self.client.clone(), tx.clone()),
             spawn_trigger::<CommitRequest>(self.client.clone(), tx.clone()),
             spawn_trigger::<CustomResourceDefinition>(self.client.clone(), tx.clone()),
+            // A rotated credential is taken at once, not at the next tick.
+            spawn_secret_trigger(self.client.clone(), tx.clone(), self.credential_secrets.clone()),
         ];
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         let mut status_tick = tokio::time::interval(Duration::from_secs(1));
@@ -305,6 +313,19 @@ impl Controller {
     ) {
         let mut wanted = BTreeMap::new();
         let mut worker_problems = BTreeMap::new();
+        self.provider_problems.clear();
+        let referenced = config
+            .providers
+            .iter()
+            .filter_map(|g| {
+                let name = g.spec.secret_ref.as_ref()?.name.clone();
+                Some((g.namespace().unwrap_or_default(), name))
+            })
+            .collect();
+        *self
+            .credential_secrets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = referenced;
         for (tref, tp) in &p.targets {
             let Some(provider) = config.providers.iter().find(|g| {
                 g.namespace().as_deref() == Some(tp.provider.0.as_str())
@@ -312,11 +333,19 @@ impl Controller {
             }) else {
                 continue;
             };
-            let started = match self.credentials(provider).await {
-                Ok(credentials) => self.workers.get_or_start(provider, &tp.branch, credentials),
+            let dir = self.workers.credentials_dir();
+            let started = match crate::credentials::read(&self.client, provider, &dir).await {
+                Ok(access) => self.workers.get_or_start(provider, &tp.branch, access),
                 Err(e) => Err(e),
             };
             if let Err(e) = started {
+                self.provider_problems.insert(
+                    tp.provider.clone(),
+                    Problem {
+                        reason: e.reason(),
+                        message: e.to_string(),
+                    },
+                );
                 worker_problems.insert(tref.clone(), e);
                 continue;
             }
@@ -596,38 +625,6 @@ impl Controller {
         Ok(created)
     }
 
-    /// Reads a provider's credentials Secret: `username`/`password` for HTTP(S).
-    async fn credentials(&self, provider: &GitProvider) -> Result<Credentials, MirrorError> {
-        let Some(r) = &provider.spec.secret_ref else {
-            return Ok(Credentials::None);
-        };
-        let namespace = provider.namespace().unwrap_or_default();
-        let name = r.name.clone();
-        let secret = match Api::<Secret>::namespaced(self.client.clone(), &namespace)
-            .get_opt(&name)
-            .await
-        {
-            Ok(Some(secret)) => secret,
-            Ok(None) => return Err(MirrorError::SecretMissing { namespace, name }),
-            Err(source) => {
-                return Err(MirrorError::SecretUnreadable {
-                    namespace,
-                    name,
-                    source,
-                });
-            }
-        };
-        let data = secret.data.unwrap_or_default();
-        let text = |k: &str| {
-            data.get(k)
-                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-        };
-        match (text("username"), text("password")) {
-            (Some(username), Some(password)) => Ok(Credentials::Basic { username, password }),
-            _ => Err(MirrorError::SecretKeys { namespace, name }),
-        }
-    }
-
     async fn patch_status<K>(
         &mut self,
         api: Api<K>,
@@ -674,13 +671,7 @@ impl Controller {
         worker_problems: &BTreeMap<TargetRef, MirrorError>,
     ) {
         let now = now(self.clock.as_ref());
-        for g in &config.providers {
-            let status = status::provider_status(g, &now);
-            let ns = g.namespace().unwrap_or_default();
-            let api = Api::<GitProvider>::namespaced(self.client.clone(), &ns);
-            self.patch_status(api, Some(&ns), &g.name_any(), status)
-                .await;
-        }
+        self.write_provider_statuses(&config.providers).await;
         for r in &config.rules {
             let ns = r.namespace().unwrap_or_default();
             let key = ("WatchRule".to_string(), ns.clone(), r.name_any());
@@ -711,7 +702,7 @@ impl Controller {
             let tref = (t.namespace().unwrap_or_default(), t.name_any());
             let problem = p.target_problems.get(&tref).cloned().or_else(|| {
                 worker_problems.get(&tref).map(|e| Problem {
-                    reason: "WorkerUnavailable",
+                    reason: e.reason(),
                     message: e.to_string(),
                 })
             });
@@ -836,9 +827,35 @@ impl Controller {
         self.placements_exported = now;
     }
 
+    /// Each provider's status: its settings, its Secret, and what its workers last found of
+    /// its remote (so a refused credential shows within a second, and clears as fast).
+    async fn write_provider_statuses(&mut self, providers: &[GitProvider]) {
+        let now = now(self.clock.as_ref());
+        for g in providers {
+            let key = (g.namespace().unwrap_or_default(), g.name_any());
+            let problem = self.provider_problems.get(&key).cloned().or_else(|| {
+                self.workers
+                    .remote_problem(&g.spec.url)
+                    .map(|p| Problem {
+                        reason: p.reason,
+                        message: p.message,
+                    })
+            });
+            let status = status::provider_status(g, problem, &now);
+            let api = Api::<GitProvider>::namespaced(self.client.clone(), &key.0);
+            self.patch_status(api, Some(&key.0), &key.1, status).await;
+        }
+    }
+
     async fn write_statuses(&mut self) {
         self.export_placements();
         self.write_branch_statuses().await;
+        if let Ok(providers) = Api::<GitProvider>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            self.write_provider_statuses(&providers.items).await;
+        }
         let Ok(targets) = Api::<GitTarget>::all(self.client.clone())
             .list(&ListParams::default())
             .await
@@ -982,6 +999,39 @@ async fn next_divergence(
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// Sends a tick on every change to a Secret in `referenced` (metadata only: their data is read
+/// by the reconcile, not streamed here).
+fn spawn_secret_trigger(
+    client: Client,
+    tx: mpsc::Sender<()>,
+    referenced: Arc<std::sync::Mutex<BTreeSet<(String, String)>>>,
+) -> JoinHandle<()> {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher::{self, Event};
+    tokio::spawn(async move {
+        let api = Api::<kube::core::PartialObjectMeta<Secret>>::all(client);
+        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(e) = events.next().await {
+            let object = match &e {
+                Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => o,
+                Ok(_) => continue,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let key = (object.namespace().unwrap_or_default(), object.name_any());
+            let named = referenced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&key);
+            if named {
+                let _ = tx.try_send(());
+            }
+        }
+    })
 }
 
 /// Sends a tick on every change to objects of kind `K`.

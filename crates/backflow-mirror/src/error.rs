@@ -46,12 +46,32 @@ pub enum MirrorError {
         name: String,
     },
     /// The Secret lacks the keys credentials are read from.
-    #[error("Secret {namespace}/{name} must hold the keys `username` and `password`")]
+    #[error("Secret {namespace}/{name} named by spec.secretRef must hold {wanted}")]
     SecretKeys {
         /// Its namespace.
         namespace: String,
         /// Its name.
         name: String,
+        /// The keys this remote needs.
+        wanted: &'static str,
+    },
+    /// An SSH remote's host keys are not known: no `known_hosts` to check them against.
+    #[error("{message}")]
+    HostKeyUnknown {
+        /// The `GitProvider`.
+        provider: String,
+        /// What is missing and how to add it.
+        message: String,
+    },
+    /// A credential file (SSH key, `known_hosts`, CA) could not be written for the `git`
+    /// program.
+    #[error("cannot write the credential file {path}: {source}")]
+    CredentialFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the file system said.
+        #[source]
+        source: std::io::Error,
     },
     /// The local cache of the repository could not be opened.
     #[error("cannot open the local cache of {url}: {source}")]
@@ -62,4 +82,20 @@ pub enum MirrorError {
         #[source]
         source: RepoError,
     },
+}
+
+impl MirrorError {
+    /// The condition reason a person reads this as.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Duration { .. } | Self::Committer | Self::AuthorEmail(_) | Self::ZeroRefresh => {
+                "InvalidConfig"
+            }
+            Self::SecretUnreadable { .. } | Self::SecretMissing { .. } => "SecretNotFound",
+            Self::SecretKeys { .. } => "SecretInvalid",
+            Self::HostKeyUnknown { .. } => "HostKeyUnknown",
+            Self::CredentialFile { .. } | Self::Cache { .. } => "CacheFailed",
+        }
+    }
 }

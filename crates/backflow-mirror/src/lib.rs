@@ -14,6 +14,7 @@
 
 mod board;
 mod controller;
+mod credentials;
 pub mod defaults;
 mod discovery;
 mod error;

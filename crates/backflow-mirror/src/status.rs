@@ -11,8 +11,13 @@ use backflow_api::config::{
 use crate::board::{StreamState, TargetActivity};
 use crate::plan::{Problem, TargetRef};
 
-/// A `GitProvider`'s status: Ready when its settings parse and it names a URL.
-pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
+/// A `GitProvider`'s status: Ready when its settings parse, it names a URL, its credentials
+/// can be read and its remote answers (`problem`: why not, as the workers found).
+pub(crate) fn provider_status(
+    g: &GitProvider,
+    problem: Option<Problem>,
+    now: &str,
+) -> serde_json::Value {
     let mut conditions = g
         .status
         .as_ref()
@@ -25,7 +30,14 @@ pub(crate) fn provider_status(g: &GitProvider, now: &str) -> serde_json::Value {
             Ok(_) if g.spec.url.trim().is_empty() => {
                 Err(NotReady::stalled("InvalidConfig", "spec.url is empty"))
             }
-            Ok(_) => Ok(()),
+            Ok(_) => match problem {
+                // An outage passes by itself; a refused credential or host key needs a person.
+                Some(p) if matches!(p.reason, "RemoteUnreachable" | "RemoteBusy") => {
+                    Err(NotReady::progressing(p.reason, p.message))
+                }
+                Some(p) => Err(NotReady::stalled(p.reason, p.message)),
+                None => Ok(()),
+            },
         };
     summary(&mut conditions, ready, now, generation);
     serde_json::json!({"observedGeneration": generation, "conditions": conditions})

@@ -9,12 +9,13 @@ use backflow_api::Clock;
 use backflow_api::config::GitProvider;
 use backflow_git::GitMetrics;
 use backflow_git::{
-    BranchNotice, BranchWorker, Credentials, Identity, MessageTemplates, RemoteSpec, WorkerConfig,
+    BranchNotice, BranchWorker, Identity, MessageTemplates, RemoteSpec, WorkerConfig,
     WorkerHandle,
 };
 use tokio::sync::{broadcast, mpsc};
 
 use crate::board::{Board, BranchKey};
+use crate::credentials::Access;
 use crate::error::MirrorError;
 use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
 use rand::SeedableRng;
@@ -96,16 +97,18 @@ struct RunningWorker {
 struct Settings {
     worker: WorkerConfig,
     remote: RemoteSpec,
+    secret_version: Option<String>,
 }
 
 impl Settings {
-    fn of(cfg: &WorkerConfig, remote: &RemoteSpec) -> Self {
+    fn of(cfg: &WorkerConfig, remote: &RemoteSpec, secret_version: Option<String>) -> Self {
         Self {
             worker: WorkerConfig {
                 seed: 0,
                 ..cfg.clone()
             },
             remote: remote.clone(),
+            secret_version,
         }
     }
 }
@@ -213,7 +216,7 @@ impl Workers {
         &self,
         provider: &GitProvider,
         branch: &str,
-        credentials: Credentials,
+        access: Access,
     ) -> Result<WorkerHandle, MirrorError> {
         let key = (provider.spec.url.clone(), branch.to_string());
         let mut running = self
@@ -222,11 +225,12 @@ impl Workers {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cfg = worker_config(provider, branch, rand::random(), self.refresh_interval)?;
         let remote = RemoteSpec {
-            credentials,
+            credentials: access.credentials,
+            ca_file: access.ca_file,
             ..RemoteSpec::new(provider.spec.url.clone())
         };
         if let Some(worker) = running.get_mut(&key) {
-            let settings = Settings::of(&cfg, &remote);
+            let settings = Settings::of(&cfg, &remote, access.secret_version);
             if worker.settings != settings {
                 tracing::info!(url = %provider.spec.url, branch, "provider settings or credentials changed: the branch worker takes them now");
                 worker.handle.reconfigure(cfg, remote);
@@ -234,7 +238,7 @@ impl Workers {
             }
             return Ok(worker.handle.clone());
         }
-        let settings = Settings::of(&cfg, &remote);
+        let settings = Settings::of(&cfg, &remote, access.secret_version);
         // Data keys and IVs come from this generator: seeded from the OS, never from the
         // worker's (non-secret) jitter seed.
         let planner = YamlPlanner::new(self.kinds.clone())
@@ -274,6 +278,23 @@ impl Workers {
             },
         );
         Ok(handle)
+    }
+
+    /// Where credential files (SSH keys, `known_hosts`, CA certificates) are written.
+    #[must_use]
+    pub fn credentials_dir(&self) -> PathBuf {
+        self.data_dir.join("credentials")
+    }
+
+    /// Why the last publication to `url` failed (any of its branches), while it keeps failing.
+    #[must_use]
+    pub fn remote_problem(&self, url: &str) -> Option<backflow_git::RemoteProblem> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|((u, _), _)| u == url)
+            .find_map(|(_, w)| w.handle.remote_problem())
     }
 
     /// The status board the workers report remote tips on.

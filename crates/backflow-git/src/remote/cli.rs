@@ -74,16 +74,8 @@ impl CliRemote {
             Credentials::SshKey {
                 private_key,
                 known_hosts,
-            } => {
-                cmd.env(
-                    "GIT_SSH_COMMAND",
-                    format!(
-                        "ssh -i {} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={}",
-                        shell_quote(private_key),
-                        shell_quote(known_hosts)
-                    ),
-                );
-            }
+                passphrase_file,
+            } => ssh_command(&mut cmd, private_key, known_hosts, passphrase_file.as_deref()),
         }
         cmd.env("GIT_CONFIG_COUNT", config.len().to_string());
         for (i, (key, value)) in config.into_iter().enumerate() {
@@ -122,6 +114,55 @@ impl CliRemote {
         };
         RemoteError::new(op, &self.display, kind, stderr)
     }
+}
+
+/// Points `git` at `ssh` with this key, checking the host's key strictly against
+/// `known_hosts`, and never asking anything but the key's passphrase (from `passphrase_file`,
+/// through an askpass script, so it never appears on a command line).
+fn ssh_command(
+    cmd: &mut Command,
+    private_key: &Path,
+    known_hosts: &Path,
+    passphrase_file: Option<&Path>,
+) {
+    let mut ssh = format!(
+        "ssh -i {} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={} -o GlobalKnownHostsFile=/dev/null -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no",
+        shell_quote(private_key),
+        shell_quote(known_hosts)
+    );
+    match passphrase_file {
+        Some(file) => {
+            cmd.env("SSH_ASKPASS", askpass_script(file))
+                .env("SSH_ASKPASS_REQUIRE", "force");
+        }
+        None => ssh.push_str(" -o BatchMode=yes"),
+    }
+    cmd.env("GIT_SSH_COMMAND", ssh);
+}
+
+/// A script next to `passphrase_file` that prints it, for `SSH_ASKPASS`; written (owner only)
+/// when missing.
+fn askpass_script(passphrase_file: &Path) -> PathBuf {
+    use std::io::Write as _;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let script = passphrase_file.with_extension("askpass");
+    let text = format!("#!/bin/sh\nexec cat {}\n", shell_quote(passphrase_file));
+    if std::fs::read_to_string(&script).is_ok_and(|t| t == text) {
+        return script;
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o700);
+    let written = opts
+        .open(&script)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        // ssh then fails to read the passphrase, which the fetch reports.
+        tracing::warn!(script = %script.display(), error = %e, "cannot write the SSH askpass script");
+    }
+    script
 }
 
 fn shell_quote(p: &Path) -> String {

@@ -21,4 +21,5 @@ mod mirror;
 mod operator;
 mod receiver;
 mod secrets;
+mod ssh;
 mod window;
