@@ -160,3 +160,38 @@ fn co_authored_targets_keep_one_commit_and_excluded_users_are_not_mirrored() {
     assert!(text.contains("k: \"bob\""), "alice's write carries the object whole: {text}");
     assert_eq!(w.git(&["log", "-1", "--format=%an", "main"]).trim(), "alice");
 }
+
+#[test]
+fn provider_commit_and_push_settings_take_effect_without_a_restart() {
+    let w = World::start(&["--commit-window", "0s", "--no-apply"]);
+    w.wait_settled();
+    w.apply(&configmap("default", "before", &[("k", "1")]));
+    w.wait_present("live/default/configmaps/before.yaml");
+    assert_eq!(w.git(&["log", "-1", "--format=%cn", "main"]).trim(), "backflow");
+    w.kubectl(&[
+        "patch",
+        "gitprovider",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"commit":{"committer":{"name":"platform-bot","email":"bot@example.com"},"message":{"eventTemplate":"config: {verb} {object}"}}}}"#,
+    ]);
+    // The worker takes the new settings at the next reconcile; poll with fresh objects.
+    let mut n = 0;
+    crate::common::wait_for(
+        "a commit by the new committer",
+        || w.git(&["log", "-3", "--format=%cn %s", "main"]),
+        || {
+            n += 1;
+            let name = format!("after-{n}");
+            w.apply(&configmap("default", &name, &[("k", "2")]));
+            w.wait_present(&format!("live/default/configmaps/{name}.yaml"));
+            let last = w.git(&["log", "-1", "--format=%cn|%ce|%s", "main"]);
+            (last.trim() == format!("platform-bot|bot@example.com|config: update configmaps/default/{name}"))
+                .then_some(())
+        },
+    );
+}
