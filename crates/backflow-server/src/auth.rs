@@ -23,6 +23,10 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+/// The user a verified client certificate names, attached to each request of its connection.
+#[derive(Debug, Clone)]
+pub(crate) struct CertificateUser(pub(crate) UserInfo);
+
 /// A line of a token file that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {

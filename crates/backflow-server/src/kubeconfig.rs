@@ -13,6 +13,25 @@ pub struct ClientAccess {
     pub token: Option<String>,
 }
 
+/// Renders a kubeconfig for `user` (cluster, user and context named `backflow`, the user named
+/// as given) authenticating with a client certificate, for the server at `server_url` whose CA
+/// is `ca_pem`.
+#[must_use]
+pub fn render_for_certificate(
+    server_url: &str,
+    ca_pem: &str,
+    user: &str,
+    cert: &crate::tls::ClientCertificate,
+) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: backflow\n  cluster:\n    server: {server_url}\n    certificate-authority-data: {}\nusers:\n- name: {user:?}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: backflow\n  context:\n    cluster: backflow\n    user: {user:?}\n    namespace: default\ncurrent-context: backflow\npreferences: {{}}\n",
+        b64(ca_pem),
+        b64(&cert.cert_pem),
+        b64(&cert.key_pem),
+    )
+}
+
 /// Renders a kubeconfig with one cluster, user and context, all named `backflow`.
 #[must_use]
 pub fn render(access: &ClientAccess) -> String {

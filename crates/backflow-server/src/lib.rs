@@ -39,4 +39,8 @@ pub use serve::{
     start_with_clock,
 };
 pub use store::Store;
-pub use tls::{TlsMaterial, generated as generate_certificate};
+pub use kubeconfig::render_for_certificate;
+pub use tls::{
+    ClientCertificate, TlsError, TlsMaterial, generated as generate_certificate,
+    issue_client_certificate,
+};

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::auth::Tokens;
+use crate::auth::{CertificateUser, Tokens};
 use crate::engine::Engine;
 use crate::http::{AppState, Extensions, router};
 use crate::kubeconfig::{ClientAccess, render};
@@ -274,6 +274,7 @@ fn tls_material(
         (Some(c), Some(k)) => Ok(Some(TlsMaterial {
             cert_file: c.clone(),
             key_file: k.clone(),
+            client_ca_pem: None,
             ca_pem: std::fs::read_to_string(c).map_err(|e| TlsError::Io {
                 action: "cannot read",
                 path: c.clone(),
@@ -466,7 +467,6 @@ async fn accept_loop(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -479,6 +479,7 @@ async fn accept_loop(
             .keep_alive_timeout(Duration::from_secs(20));
         match &acceptor {
             None => {
+                let service = TowerToHyperService::new(app.clone());
                 let conn = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service)
                     .into_owned();
@@ -492,6 +493,7 @@ async fn accept_loop(
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
                 let watcher = graceful.watcher();
+                let app = app.clone();
                 tokio::spawn(async move {
                     let handshake =
                         tokio::time::timeout(header_read_timeout, acceptor.accept(stream));
@@ -506,6 +508,24 @@ async fn accept_loop(
                             return;
                         }
                     };
+                    // A verified client certificate names the user of every request on the
+                    // connection.
+                    let user = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|certs| certs.first())
+                        .and_then(tls::certificate_user)
+                        .map(CertificateUser);
+                    let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+                        app,
+                        move |mut req: http::Request<hyper::body::Incoming>| {
+                            if let Some(user) = &user {
+                                req.extensions_mut().insert(user.clone());
+                            }
+                            req
+                        },
+                    ));
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(tls), service)
                         .into_owned();

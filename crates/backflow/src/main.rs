@@ -172,6 +172,14 @@ struct KubeconfigArgs {
     /// The server's data directory.
     #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
     data_dir: PathBuf,
+    /// Issue a client certificate for this user, signed by the server's CA, and print a
+    /// kubeconfig that uses it (the server must speak TLS: a non-loopback --listen, or
+    /// --token-file / --token-auth-file). Commits name the user as the author of their changes.
+    #[arg(long)]
+    user: Option<String>,
+    /// A group the --user is in (the certificate's organization); repeatable.
+    #[arg(long, requires = "user")]
+    group: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -591,6 +599,7 @@ fn operator_receiver_tls(
         &args.receiver_tls_private_key_file,
     ) {
         (Some(cert), Some(key)) => Ok(Some(backflow_server::TlsMaterial {
+            client_ca_pem: None,
             cert_file: cert.clone(),
             key_file: key.clone(),
             ca_pem: std::fs::read_to_string(cert)
@@ -621,26 +630,55 @@ fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCod
     }
 }
 
+/// The server's kubeconfig, or one for `--user` with a client certificate issued now.
+fn kubeconfig(args: &KubeconfigArgs) -> Result<String, String> {
+    let path = backflow_server::kubeconfig_path(&args.data_dir);
+    let own = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "cannot read {}: {e}\nhint: `backflow serve --data-dir {}` writes it on start",
+            path.display(),
+            args.data_dir.display()
+        )
+    })?;
+    let Some(user) = &args.user else {
+        return Ok(own);
+    };
+    if user.trim().is_empty() {
+        return Err("--user must name a user".into());
+    }
+    let server = own
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap_or_default();
+    if !server.starts_with("https://") {
+        return Err(format!(
+            "the server at {server} speaks plain HTTP, where no client certificate is presented: start it with --token-auth-file, --token-file or a non-loopback --listen, which turn TLS on"
+        ));
+    }
+    let tls = args.data_dir.join("tls");
+    let ca_file = tls.join("ca.crt");
+    let ca = std::fs::read_to_string(&ca_file)
+        .map_err(|e| format!("cannot read the server's CA {}: {e}", ca_file.display()))?;
+    let cert = backflow_server::issue_client_certificate(&tls, user, &args.group)
+        .map_err(|e| e.to_string())?;
+    Ok(backflow_server::render_for_certificate(
+        server, &ca, user, &cert,
+    ))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Kubeconfig(args) => {
-            let path = backflow_server::kubeconfig_path(&args.data_dir);
-            match std::fs::read_to_string(&path) {
-                Ok(s) => {
-                    print!("{s}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!(
-                        "error: cannot read {}: {e}\nhint: `backflow serve --data-dir {}` writes it on start",
-                        path.display(),
-                        args.data_dir.display()
-                    );
-                    ExitCode::from(1)
-                }
+        Command::Kubeconfig(args) => match kubeconfig(&args) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
             }
-        }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Crds => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": backflow_api::config::crds()});
             match serde_json::to_string_pretty(&list) {

@@ -17,7 +17,7 @@ use axum::routing::get;
 use http::{HeaderMap, header};
 use serde_json::json;
 
-use crate::auth::{Tokens, UserInfo};
+use crate::auth::{CertificateUser, Tokens, UserInfo};
 use crate::engine::Engine;
 use crate::error::ApiError;
 
@@ -250,6 +250,11 @@ fn is_public(path: &str) -> bool {
 }
 
 async fn authenticate(State(s): State<AppState>, mut req: Request<Body>, next: Next) -> Response {
+    if let Some(CertificateUser(user)) = req.extensions().get::<CertificateUser>().cloned() {
+        // The TLS handshake verified the certificate against backflow's CA.
+        req.extensions_mut().insert(user);
+        return next.run(req).await;
+    }
     if let Some(tokens) = &s.tokens {
         let given = req
             .headers()

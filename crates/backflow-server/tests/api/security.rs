@@ -240,3 +240,78 @@ async fn a_client_that_trickles_its_headers_is_disconnected() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     guard("shutdown", server.shutdown()).await;
 }
+
+#[tokio::test]
+async fn a_client_certificate_of_the_servers_ca_names_its_user_and_another_cas_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "admin-token").expect("write token");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.token_file = Some(token_file);
+    let server = start(config).await.expect("start");
+    let tls_dir = dir.path().join("data").join("tls");
+    let with_certificate = |cert: backflow_server::ClientCertificate| {
+        let kubeconfig = server.kubeconfig_path.clone();
+        async move {
+            let kc = Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
+            let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .expect("config");
+            config.auth_info = AuthInfo {
+                client_certificate_data: Some(b64(&cert.cert_pem)),
+                client_key_data: Some(b64(&cert.key_pem).into()),
+                ..AuthInfo::default()
+            };
+            Client::try_from(config).expect("client")
+        }
+    };
+    let alice = backflow_server::issue_client_certificate(&tls_dir, "alice", &["dev".into()])
+        .expect("issue");
+    let client = with_certificate(alice).await;
+    let created = guard(
+        "create as alice",
+        Api::<ConfigMap>::namespaced(client, "default").create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "by-alice"}})).expect("cm"),
+        ),
+    )
+    .await
+    .expect("alice's certificate is let in");
+    let rv: u64 = created
+        .metadata
+        .resource_version
+        .expect("rv")
+        .parse()
+        .expect("number");
+    let key = backflow_api::ObjectKey::new(
+        backflow_api::GroupResource::new("", "configmaps"),
+        "default",
+        "by-alice",
+    );
+    assert_eq!(
+        server.engine.store().authors().user_of(&key, rv).as_deref(),
+        Some("alice"),
+        "the write is attributed to the certificate's user"
+    );
+
+    // A certificate another CA signed is not let in.
+    let other = tempfile::tempdir().expect("temp dir");
+    backflow_server::generate_certificate(other.path(), &["127.0.0.1".to_string()])
+        .expect("another CA");
+    let mallory = backflow_server::issue_client_certificate(other.path(), "mallory", &[])
+        .expect("issue");
+    let client = with_certificate(mallory).await;
+    let refused = guard(
+        "list as mallory",
+        Api::<ConfigMap>::namespaced(client, "default").list(&ListParams::default()),
+    )
+    .await;
+    assert!(refused.is_err(), "{refused:?}");
+    guard("shutdown", server.shutdown()).await;
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{World, configmap};
+use crate::common::{World, configmap, run_bounded};
 
 /// Writes a token file in kube-apiserver's format for alice and bob; returns its path.
 fn token_file(dir: &Path) -> PathBuf {
@@ -112,6 +112,27 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
     let sha = answer.header("x-backflow-commit").unwrap().to_string();
     assert_eq!(sha.len(), 40, "{answer:?}");
     assert_eq!(w.git(&["log", "-1", "--format=%an", &sha]).trim(), "bob");
+
+    // A client certificate the server's CA signed (`backflow kubeconfig --user`) names its user.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_backflow"));
+    cmd.args(["kubeconfig", "--user", "carol", "--group", "ops", "--data-dir"])
+        .arg(&w.dirs.data);
+    let issued = run_bounded("backflow kubeconfig --user carol", cmd);
+    assert_eq!(issued.code, Some(0), "{issued}");
+    assert!(issued.stdout.contains("client-certificate-data:"), "{issued}");
+    let carol = w.dirs.work.join("carol.kubeconfig");
+    std::fs::write(&carol, &issued.stdout).unwrap();
+    let created = run_bounded(
+        "kubectl as carol",
+        w.dirs.kubectl(
+            "kubectl",
+            &carol,
+            &["create", "configmap", "by-carol", "--from-literal=k=c"],
+        ),
+    );
+    assert_eq!(created.code, Some(0), "{created}");
+    w.wait_present("live/default/configmaps/by-carol.yaml");
+    assert_eq!(commit_of(&w, "live/default/configmaps/by-carol.yaml").0, "carol");
 }
 
 #[test]
