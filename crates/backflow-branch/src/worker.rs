@@ -386,7 +386,10 @@ impl BranchCore {
         if let Phase::BackingOff { until } = &mut self.phase {
             *until = now;
         }
-        if self.push_not_before.is_some_and(|at| at > now + cfg.push_cooldown) {
+        if self
+            .push_not_before
+            .is_some_and(|at| at > now + cfg.push_cooldown)
+        {
             self.push_not_before = Some(now + cfg.push_cooldown);
         }
         self.refresh_at = self.refresh_at.min(now + cfg.refresh_interval);
@@ -868,17 +871,20 @@ impl BranchCore {
     }
 }
 
+/// A closed window's intents, one per slot.
+type Decided = BTreeMap<Slot, (IntentSeq, Intent)>;
+
 /// Splits a closed window's intents into the writes their authors get: one per user whose
 /// target keeps authors apart, one for every other intent, in the order of each group's first
 /// intent.
-fn by_author(
-    intents: BTreeMap<Slot, (IntentSeq, Intent)>,
-) -> Vec<BTreeMap<Slot, (IntentSeq, Intent)>> {
-    let mut groups: BTreeMap<Option<Arc<str>>, BTreeMap<Slot, (IntentSeq, Intent)>> =
-        BTreeMap::new();
+fn by_author(intents: Decided) -> Vec<Decided> {
+    let mut groups: BTreeMap<Option<Arc<str>>, Decided> = BTreeMap::new();
     for (slot, (seq, intent)) in intents {
         let author = intent.separate_author().cloned();
-        groups.entry(author).or_default().insert(slot, (seq, intent));
+        groups
+            .entry(author)
+            .or_default()
+            .insert(slot, (seq, intent));
     }
     let mut groups: Vec<_> = groups.into_values().collect();
     groups.sort_by_key(|g| g.values().map(|(seq, _)| *seq).min());

@@ -28,7 +28,9 @@ impl RemoteProblem {
                 return Self::new("CacheFailed", io.to_string());
             }
             CycleFailure::Refused { .. } => return Self::new("PushRefused", failure.to_string()),
-            _ => return Self::new("RemoteBusy", failure.to_string()),
+            CycleFailure::Exhausted { .. } => {
+                return Self::new("RemoteBusy", failure.to_string());
+            }
         };
         let Some(remote) = io.error().downcast_ref::<RemoteError>() else {
             return Self::new("CacheFailed", io.to_string());

@@ -70,17 +70,17 @@ mod worker;
 pub use backflow_branch::FilePerObjectPlanner;
 pub use backflow_branch::Planner;
 pub use backflow_branch::{
-    Attribution, BackoffPolicy, ChangedBy, CommitId, CommitWindow, CoreConfig, CycleFailure, Divergence, FlushMark,
-    ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError, SweepScope, Tip,
-    WorkerStats, WriteKind,
+    Attribution, BackoffPolicy, ChangedBy, CommitId, CommitWindow, CoreConfig, CycleFailure,
+    Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError,
+    SweepScope, Tip, WorkerStats, WriteKind,
 };
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
     spawn_with_notices,
 };
 pub use error::{RepoError, TreeError};
-pub use health::{RemoteHealth, RemoteProblem};
 pub use git2::Oid;
+pub use health::{RemoteHealth, RemoteProblem};
 pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};
 pub use metrics::{BranchMetrics, GitMetrics};
 pub use remote::{

@@ -190,8 +190,9 @@ mod tests {
         let w = write(
             vec![
                 Intent::delete("apps", key("a")).attributed(by(ChangedBy::User("bob".into()))),
-                Intent::delete("apps", key("b"))
-                    .attributed(by(ChangedBy::User("system:serviceaccount:ci:bot <x>".into()))),
+                Intent::delete("apps", key("b")).attributed(by(ChangedBy::User(
+                    "system:serviceaccount:ci:bot <x>".into(),
+                ))),
                 Intent::delete("apps", key("c")).attributed(by(ChangedBy::User("bob".into()))),
                 Intent::delete("apps", key("d"))
                     .attributed(by(ChangedBy::Manager("kubectl-edit".into()))),
@@ -209,7 +210,10 @@ mod tests {
             "\n\nCo-authored-by: system:serviceaccount:ci:bot x <system-serviceaccount-ci-bot--x-@users.backflow.local>\nChanged-by: kubectl-edit"
         );
         let nobody = write(vec![Intent::delete("apps", key("a"))], WriteKind::Window);
-        assert_eq!(CommitPeople::of(&nobody, DEFAULT_AUTHOR_EMAIL), CommitPeople::default());
+        assert_eq!(
+            CommitPeople::of(&nobody, DEFAULT_AUTHOR_EMAIL),
+            CommitPeople::default()
+        );
         assert_eq!(CommitPeople::default().trailers(), "");
     }
 

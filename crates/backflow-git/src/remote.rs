@@ -278,8 +278,10 @@ fn scheme_of(url: &str) -> &'static str {
 /// Opens the transport `spec` asks for.
 #[must_use]
 pub fn open_remote(spec: &RemoteSpec) -> Box<dyn GitRemote> {
-    let in_process = matches!(spec.credentials, Credentials::None | Credentials::Basic { .. })
-        && spec.ca_file.is_none();
+    let in_process = matches!(
+        spec.credentials,
+        Credentials::None | Credentials::Basic { .. }
+    ) && spec.ca_file.is_none();
     match (spec.transport, scheme_of(&spec.url)) {
         (TransportChoice::Auto, "file") => Box::new(FileRemote::new(&spec.url)),
         (TransportChoice::Auto, "http") if in_process => {

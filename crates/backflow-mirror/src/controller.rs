@@ -147,7 +147,11 @@ impl Controller {
             spawn_trigger::<CommitRequest>(self.client.clone(), tx.clone()),
             spawn_trigger::<CustomResourceDefinition>(self.client.clone(), tx.clone()),
             // A rotated credential is taken at once, not at the next tick.
-            spawn_secret_trigger(self.client.clone(), tx.clone(), self.credential_secrets.clone()),
+            spawn_secret_trigger(
+                self.client.clone(),
+                tx.clone(),
+                self.credential_secrets.clone(),
+            ),
         ];
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         let mut status_tick = tokio::time::interval(Duration::from_secs(1));
@@ -834,12 +838,10 @@ impl Controller {
         for g in providers {
             let key = (g.namespace().unwrap_or_default(), g.name_any());
             let problem = self.provider_problems.get(&key).cloned().or_else(|| {
-                self.workers
-                    .remote_problem(&g.spec.url)
-                    .map(|p| Problem {
-                        reason: p.reason,
-                        message: p.message,
-                    })
+                self.workers.remote_problem(&g.spec.url).map(|p| Problem {
+                    reason: p.reason,
+                    message: p.message,
+                })
             });
             let status = status::provider_status(g, problem, &now);
             let api = Api::<GitProvider>::namespaced(self.client.clone(), &key.0);

@@ -42,13 +42,15 @@ pub fn is_ssh(url: &str) -> bool {
         return false;
     }
     // scp-like: a colon before the first slash.
-    url.split('/')
-        .next()
-        .is_some_and(|head| head.contains(':'))
+    url.split('/').next().is_some_and(|head| head.contains(':'))
 }
 
 /// Reads `provider`'s credentials; SSH and CA material goes into files under `dir`.
-pub async fn read(client: &Client, provider: &GitProvider, dir: &Path) -> Result<Access, MirrorError> {
+pub async fn read(
+    client: &Client,
+    provider: &GitProvider,
+    dir: &Path,
+) -> Result<Access, MirrorError> {
     let namespace = provider.namespace().unwrap_or_default();
     let ssh = is_ssh(&provider.spec.url);
     let Some(r) = &provider.spec.secret_ref else {
@@ -106,8 +108,11 @@ impl SecretKeys {
     }
 
     fn text(&self, key: &str) -> Option<String> {
-        self.bytes(key)
-            .map(|b| String::from_utf8_lossy(b).trim_end_matches(['\r', '\n']).to_string())
+        self.bytes(key).map(|b| {
+            String::from_utf8_lossy(b)
+                .trim_end_matches(['\r', '\n'])
+                .to_string()
+        })
     }
 
     fn missing(&self, wanted: &'static str) -> MirrorError {
@@ -130,7 +135,10 @@ fn ssh_access(keys: &SecretKeys, dir: &Path) -> Result<Access, MirrorError> {
     let identity = keys
         .bytes("identity")
         .ok_or_else(|| keys.missing("`identity` (an OpenSSH private key) and `known_hosts`"))?;
-    let Some(known_hosts) = keys.bytes("known_hosts").filter(|k| !k.iter().all(u8::is_ascii_whitespace)) else {
+    let Some(known_hosts) = keys
+        .bytes("known_hosts")
+        .filter(|k| !k.iter().all(u8::is_ascii_whitespace))
+    else {
         return Err(MirrorError::HostKeyUnknown {
             provider: dir
                 .file_name()
@@ -180,9 +188,8 @@ fn https_access(keys: &SecretKeys, dir: &Path) -> Result<Access, MirrorError> {
         (None, Some(username), Some(password)) => Credentials::Basic { username, password },
         (None, None, None) if keys.bytes("caFile").is_some() => Credentials::None,
         _ => {
-            return Err(keys.missing(
-                "`username` and `password`, or `bearerToken` (and optionally `caFile`)",
-            ));
+            return Err(keys
+                .missing("`username` and `password`, or `bearerToken` (and optionally `caFile`)"));
         }
     };
     let ca_file = match keys.bytes("caFile") {

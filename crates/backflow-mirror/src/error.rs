@@ -21,7 +21,9 @@ pub enum MirrorError {
     #[error("spec.commit.committer needs both name and email")]
     Committer,
     /// `spec.commit.authorEmail` is not a usable template.
-    #[error("spec.commit.authorEmail {0:?} must contain {{user}} and no <, > or line break (like \"{{user}}@users.example.com\")")]
+    #[error(
+        "spec.commit.authorEmail {0:?} must contain {{user}} and no <, > or line break (like \"{{user}}@users.example.com\")"
+    )]
     AuthorEmail(String),
     /// `spec.refreshInterval` is zero.
     #[error("spec.refreshInterval must be more than 0s (the remote would be read without pause)")]

@@ -6,8 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use backflow_api::config::{
-    CommitAuthors,
-    AgeEncryption, ArgoCDClaim, ClusterWatchRule, FluxClaim, GitProvider, GitTarget,
+    AgeEncryption, ArgoCDClaim, ClusterWatchRule, CommitAuthors, FluxClaim, GitProvider, GitTarget,
     ObjectReference, OnRefusal, PruneMode, ResourceRule, WatchRule,
 };
 use backflow_api::{AppliedBy, GroupResource};

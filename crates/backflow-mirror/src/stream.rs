@@ -100,11 +100,18 @@ impl StreamContext {
     /// Who made the change that gave `key` the resourceVersion `rv`: the user the API server
     /// authenticated when it is known, else (not for a delete, whose managedFields say nothing
     /// of who deleted) the newest field manager.
-    fn changed_by(&self, key: &ObjectKey, rv: u64, obj: Option<&DynamicObject>) -> Option<ChangedBy> {
+    fn changed_by(
+        &self,
+        key: &ObjectKey,
+        rv: u64,
+        obj: Option<&DynamicObject>,
+    ) -> Option<ChangedBy> {
         let user = self.authors.as_ref().and_then(|a| a.user_of(key, rv));
         user.map(ChangedBy::User).or_else(|| {
             let writes = Writes::of(obj?);
-            writes.newest_manager().map(|m| ChangedBy::Manager(m.into()))
+            writes
+                .newest_manager()
+                .map(|m| ChangedBy::Manager(m.into()))
         })
     }
 

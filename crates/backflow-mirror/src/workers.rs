@@ -9,8 +9,7 @@ use backflow_api::Clock;
 use backflow_api::config::GitProvider;
 use backflow_git::GitMetrics;
 use backflow_git::{
-    BranchNotice, BranchWorker, Identity, MessageTemplates, RemoteSpec, WorkerConfig,
-    WorkerHandle,
+    BranchNotice, BranchWorker, Identity, MessageTemplates, RemoteSpec, WorkerConfig, WorkerHandle,
 };
 use tokio::sync::{broadcast, mpsc};
 

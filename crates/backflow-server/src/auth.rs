@@ -96,7 +96,10 @@ impl Tokens {
             }
             let fields = csv_fields(trimmed).map_err(bad)?;
             let [token, user, uid, rest @ ..] = fields.as_slice() else {
-                return Err(bad(format!("{} columns, at least 3 are needed", fields.len())));
+                return Err(bad(format!(
+                    "{} columns, at least 3 are needed",
+                    fields.len()
+                )));
             };
             if token.is_empty() || user.is_empty() {
                 return Err(bad("the token and the user must not be empty".into()));

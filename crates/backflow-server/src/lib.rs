@@ -34,12 +34,12 @@ pub use auth::{ADMIN_USER, TokenFileError, Tokens, UserInfo};
 pub use engine::Engine;
 pub use error::{ApiError, ApiResult};
 pub use http::Extensions;
+pub use kubeconfig::render_for_certificate;
 pub use serve::{
     InProcess, Listener, RunningServer, ServerConfig, StartError, kubeconfig_path, start,
     start_with_clock,
 };
 pub use store::Store;
-pub use kubeconfig::render_for_certificate;
 pub use tls::{
     ClientCertificate, TlsError, TlsMaterial, generated as generate_certificate,
     issue_client_certificate,

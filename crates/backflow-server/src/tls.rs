@@ -185,7 +185,12 @@ pub fn issue_client_certificate(
 pub fn certificate_user(cert: &CertificateDer<'_>) -> Option<crate::auth::UserInfo> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     let subject = parsed.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
     if name.is_empty() {
         return None;
     }

@@ -118,18 +118,15 @@ impl HttpServer {
                         }
                     });
                     let http = hyper::server::conn::http1::Builder::new();
-                    match acceptor {
-                        Some(acceptor) => {
-                            let Ok(tls) = acceptor.accept(stream).await else {
-                                return;
-                            };
-                            let io = hyper_util::rt::TokioIo::new(tls);
-                            let _ = http.serve_connection(io, service).await;
-                        }
-                        None => {
-                            let io = hyper_util::rt::TokioIo::new(stream);
-                            let _ = http.serve_connection(io, service).await;
-                        }
+                    if let Some(acceptor) = acceptor {
+                        let Ok(tls) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        let io = hyper_util::rt::TokioIo::new(tls);
+                        let _ = http.serve_connection(io, service).await;
+                    } else {
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = http.serve_connection(io, service).await;
                     }
                 });
             }

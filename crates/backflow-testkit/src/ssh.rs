@@ -31,7 +31,16 @@ impl SshKey {
     pub fn generate(dir: &Path, name: &str, passphrase: Option<&str>) -> Self {
         let private = dir.join(name);
         let status = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-C", name, "-N", passphrase.unwrap_or(""), "-f"])
+            .args([
+                "-q",
+                "-t",
+                "ed25519",
+                "-C",
+                name,
+                "-N",
+                passphrase.unwrap_or(""),
+                "-f",
+            ])
             .arg(&private)
             .stdin(Stdio::null())
             .status()
@@ -102,14 +111,10 @@ impl SshServer {
     /// Lets in exactly `keys` from now on (each limited to `git-shell`), as a host's deploy-key
     /// settings do; a key left out is refused.
     pub fn authorize(&self, keys: &[&SshKey]) {
+        let restrictions = "command=\"git-shell -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty";
         let lines: String = keys
             .iter()
-            .map(|k| {
-                format!(
-                    "command=\"git-shell -c \\\"$SSH_ORIGINAL_COMMAND\\\"\",no-port-forwarding,no-agent-forwarding,no-X11-forwarding,no-pty {}\n",
-                    k.public
-                )
-            })
+            .flat_map(|k| [restrictions, " ", k.public.as_str(), "\n"])
             .collect();
         std::fs::write(self.dir.path().join("authorized_keys"), lines).expect("authorized_keys");
     }
@@ -117,8 +122,8 @@ impl SshServer {
     /// The `known_hosts` line of this server's host key.
     #[must_use]
     pub fn known_hosts(&self) -> String {
-        let public = std::fs::read_to_string(self.dir.path().join("host_key.pub"))
-            .expect("host key");
+        let public =
+            std::fs::read_to_string(self.dir.path().join("host_key.pub")).expect("host key");
         let mut fields = public.split_whitespace();
         let (kind, key) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
         format!("[127.0.0.1]:{} {kind} {key}\n", self.port)
@@ -127,13 +132,22 @@ impl SshServer {
     /// The `ssh://` URL of the repository at `path` (absolute) on this server.
     #[must_use]
     pub fn url(&self, path: &Path) -> String {
-        format!("ssh://{}@127.0.0.1:{}{}", self.user, self.port, path.display())
+        format!(
+            "ssh://{}@127.0.0.1:{}{}",
+            self.user,
+            self.port,
+            path.display()
+        )
     }
 
     fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "sshd did not listen on {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "sshd did not listen on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

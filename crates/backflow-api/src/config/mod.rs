@@ -27,8 +27,7 @@ pub use provider::{
 pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
 pub use target::{
     AgeEncryption, CommitAuthors, Encryption, Exclude, GitTarget, GitTargetSpec, GitTargetStatus,
-    OnRefusal,
-    Placement, Prune, PruneMode, StreamSummary,
+    OnRefusal, Placement, Prune, PruneMode, StreamSummary,
 };
 pub use watch_rule::{
     ClusterTargetReference, ClusterWatchRule, ClusterWatchRuleSpec, ResourceRule, WatchRule,

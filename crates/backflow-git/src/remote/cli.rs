@@ -75,7 +75,12 @@ impl CliRemote {
                 private_key,
                 known_hosts,
                 passphrase_file,
-            } => ssh_command(&mut cmd, private_key, known_hosts, passphrase_file.as_deref()),
+            } => ssh_command(
+                &mut cmd,
+                private_key,
+                known_hosts,
+                passphrase_file.as_deref(),
+            ),
         }
         cmd.env("GIT_CONFIG_COUNT", config.len().to_string());
         for (i, (key, value)) in config.into_iter().enumerate() {

@@ -76,7 +76,11 @@ impl Libgit2Remote {
         let mut remote = git2::Remote::create_detached(self.url.as_str())
             .map_err(|e| self.error(op, &e, &asked))?;
         let conn = remote
-            .connect_auth(Direction::Fetch, Some(self.callbacks(&asked)), Some(proxy()))
+            .connect_auth(
+                Direction::Fetch,
+                Some(self.callbacks(&asked)),
+                Some(proxy()),
+            )
             .map_err(|e| self.error(op, &e, &asked))?;
         let name = format!("refs/heads/{branch}");
         let heads = conn.list().map_err(|e| self.error(op, &e, &asked))?;

@@ -156,7 +156,8 @@ fn https_with_a_ca_of_its_own_and_a_bearer_token() {
     let url = server.url("remote.git");
     assert!(url.starts_with("https://"), "{url}");
     let repo_dir = tempfile::tempdir().expect("tempdir");
-    let repo = backflow_git::LocalRepo::open_or_init(&repo_dir.path().join("c.git")).expect("cache");
+    let repo =
+        backflow_git::LocalRepo::open_or_init(&repo_dir.path().join("c.git")).expect("cache");
     let remote = |token: &str, ca: bool| {
         open_remote(&RemoteSpec {
             url: url.clone(),

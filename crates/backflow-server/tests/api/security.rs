@@ -299,8 +299,8 @@ async fn a_client_certificate_of_the_servers_ca_names_its_user_and_another_cas_i
     let other = tempfile::tempdir().expect("temp dir");
     backflow_server::generate_certificate(other.path(), &["127.0.0.1".to_string()])
         .expect("another CA");
-    let mallory = backflow_server::issue_client_certificate(other.path(), "mallory", &[])
-        .expect("issue");
+    let mallory =
+        backflow_server::issue_client_certificate(other.path(), "mallory", &[]).expect("issue");
     let client = with_certificate(mallory).await;
     let refused = guard(
         "list as mallory",

@@ -57,11 +57,25 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
     let file = token_file(tokens.path());
     let file = file.to_str().unwrap();
     // A window long enough that both users' changes fall into it.
-    let w = World::start(&["--token-auth-file", file, "--commit-window", "3s", "--no-apply"]);
+    let w = World::start(&[
+        "--token-auth-file",
+        file,
+        "--commit-window",
+        "3s",
+        "--no-apply",
+    ]);
     w.wait_settled();
 
-    kubectl_as(&w, "t-alice-5521", &["create", "configmap", "by-alice", "--from-literal=k=a"]);
-    kubectl_as(&w, "t-bob-7734", &["create", "configmap", "by-bob", "--from-literal=k=b"]);
+    kubectl_as(
+        &w,
+        "t-alice-5521",
+        &["create", "configmap", "by-alice", "--from-literal=k=a"],
+    );
+    kubectl_as(
+        &w,
+        "t-bob-7734",
+        &["create", "configmap", "by-bob", "--from-literal=k=b"],
+    );
     w.wait_present("live/default/configmaps/by-alice.yaml");
     w.wait_present("live/default/configmaps/by-bob.yaml");
     let alice = commit_of(&w, "live/default/configmaps/by-alice.yaml");
@@ -78,12 +92,18 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
     );
     // The committer stays backflow.
     let committers = w.git(&["log", "-2", "--format=%cn", "main"]);
-    assert_eq!(committers.lines().collect::<Vec<_>>(), ["backflow", "backflow"]);
+    assert_eq!(
+        committers.lines().collect::<Vec<_>>(),
+        ["backflow", "backflow"]
+    );
 
     // The kubeconfig's own token is the admin user.
     w.apply(&configmap("default", "by-admin", &[("k", "admin")]));
     w.wait_present("live/default/configmaps/by-admin.yaml");
-    assert_eq!(commit_of(&w, "live/default/configmaps/by-admin.yaml").0, "admin");
+    assert_eq!(
+        commit_of(&w, "live/default/configmaps/by-admin.yaml").0,
+        "admin"
+    );
 
     // A token nobody was given is refused, by kubectl and on the wire.
     let out = w.kubectl_run(&["--token", "t-mallory", "get", "configmaps"]);
@@ -115,11 +135,21 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
 
     // A client certificate the server's CA signed (`backflow kubeconfig --user`) names its user.
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_backflow"));
-    cmd.args(["kubeconfig", "--user", "carol", "--group", "ops", "--data-dir"])
-        .arg(&w.dirs.data);
+    cmd.args([
+        "kubeconfig",
+        "--user",
+        "carol",
+        "--group",
+        "ops",
+        "--data-dir",
+    ])
+    .arg(&w.dirs.data);
     let issued = run_bounded("backflow kubeconfig --user carol", cmd);
     assert_eq!(issued.code, Some(0), "{issued}");
-    assert!(issued.stdout.contains("client-certificate-data:"), "{issued}");
+    assert!(
+        issued.stdout.contains("client-certificate-data:"),
+        "{issued}"
+    );
     let carol = w.dirs.work.join("carol.kubeconfig");
     std::fs::write(&carol, &issued.stdout).unwrap();
     let created = run_bounded(
@@ -132,7 +162,10 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
     );
     assert_eq!(created.code, Some(0), "{created}");
     w.wait_present("live/default/configmaps/by-carol.yaml");
-    assert_eq!(commit_of(&w, "live/default/configmaps/by-carol.yaml").0, "carol");
+    assert_eq!(
+        commit_of(&w, "live/default/configmaps/by-carol.yaml").0,
+        "carol"
+    );
 }
 
 #[test]
@@ -140,13 +173,27 @@ fn co_authored_targets_keep_one_commit_and_excluded_users_are_not_mirrored() {
     let tokens = tempfile::tempdir().unwrap();
     let file = token_file(tokens.path());
     let file = file.to_str().unwrap();
-    let w = World::start(&["--token-auth-file", file, "--commit-window", "3s", "--no-apply"]);
+    let w = World::start(&[
+        "--token-auth-file",
+        file,
+        "--commit-window",
+        "3s",
+        "--no-apply",
+    ]);
     w.wait_settled();
     w.patch_target("default", r#"{"spec":{"commitAuthors":"CoAuthored"}}"#);
     w.wait_target_ready("default");
 
-    kubectl_as(&w, "t-alice-5521", &["create", "configmap", "one", "--from-literal=k=1"]);
-    kubectl_as(&w, "t-bob-7734", &["create", "configmap", "two", "--from-literal=k=2"]);
+    kubectl_as(
+        &w,
+        "t-alice-5521",
+        &["create", "configmap", "one", "--from-literal=k=1"],
+    );
+    kubectl_as(
+        &w,
+        "t-bob-7734",
+        &["create", "configmap", "two", "--from-literal=k=2"],
+    );
     w.wait_present("live/default/configmaps/one.yaml");
     w.wait_present("live/default/configmaps/two.yaml");
     let one = commit_of(&w, "live/default/configmaps/one.yaml");
@@ -168,18 +215,41 @@ fn co_authored_targets_keep_one_commit_and_excluded_users_are_not_mirrored() {
     w.wait_settled();
     let before = w.events("excluded");
     let tip = w.tip();
-    kubectl_as(&w, "t-bob-7734", &["patch", "configmap", "one", "-p", r#"{"data":{"k":"bob"}}"#]);
+    kubectl_as(
+        &w,
+        "t-bob-7734",
+        &["patch", "configmap", "one", "-p", r#"{"data":{"k":"bob"}}"#],
+    );
     w.wait_events("excluded", before, 1.0);
     w.wait_settled();
     assert_eq!(w.tip(), tip, "bob's change made no commit");
     kubectl_as(&w, "t-bob-7734", &["delete", "configmap", "two"]);
     w.wait_events("excluded", before, 2.0);
     w.wait_settled();
-    assert!(w.show("live/default/configmaps/two.yaml").is_some(), "bob's delete is not mirrored");
-    kubectl_as(&w, "t-alice-5521", &["patch", "configmap", "one", "-p", r#"{"data":{"by":"alice"}}"#]);
+    assert!(
+        w.show("live/default/configmaps/two.yaml").is_some(),
+        "bob's delete is not mirrored"
+    );
+    kubectl_as(
+        &w,
+        "t-alice-5521",
+        &[
+            "patch",
+            "configmap",
+            "one",
+            "-p",
+            r#"{"data":{"by":"alice"}}"#,
+        ],
+    );
     let text = w.wait_file("live/default/configmaps/one.yaml", |t| t.contains("alice"));
-    assert!(text.contains("k: \"bob\""), "alice's write carries the object whole: {text}");
-    assert_eq!(w.git(&["log", "-1", "--format=%an", "main"]).trim(), "alice");
+    assert!(
+        text.contains("k: \"bob\""),
+        "alice's write carries the object whole: {text}"
+    );
+    assert_eq!(
+        w.git(&["log", "-1", "--format=%an", "main"]).trim(),
+        "alice"
+    );
 }
 
 #[test]
@@ -188,7 +258,10 @@ fn provider_commit_and_push_settings_take_effect_without_a_restart() {
     w.wait_settled();
     w.apply(&configmap("default", "before", &[("k", "1")]));
     w.wait_present("live/default/configmaps/before.yaml");
-    assert_eq!(w.git(&["log", "-1", "--format=%cn", "main"]).trim(), "backflow");
+    assert_eq!(
+        w.git(&["log", "-1", "--format=%cn", "main"]).trim(),
+        "backflow"
+    );
     w.kubectl(&[
         "patch",
         "gitprovider",
@@ -211,8 +284,9 @@ fn provider_commit_and_push_settings_take_effect_without_a_restart() {
             w.apply(&configmap("default", &name, &[("k", "2")]));
             w.wait_present(&format!("live/default/configmaps/{name}.yaml"));
             let last = w.git(&["log", "-1", "--format=%cn|%ce|%s", "main"]);
-            (last.trim() == format!("platform-bot|bot@example.com|config: update configmaps/default/{name}"))
-                .then_some(())
+            (last.trim()
+                == format!("platform-bot|bot@example.com|config: update configmaps/default/{name}"))
+            .then_some(())
         },
     );
 }

@@ -182,7 +182,14 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
                 "main:clusters/dev/team/configmaps/settings.yaml",
             ])?;
             shown.contains("mode: safe").then(|| {
-                git(&["--git-dir", &git_dir, "log", "-1", "--format=%an%n%B", "main"])
+                git(&[
+                    "--git-dir",
+                    &git_dir,
+                    "log",
+                    "-1",
+                    "--format=%an%n%B",
+                    "main",
+                ])
             })?
         },
     );

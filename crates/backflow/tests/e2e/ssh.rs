@@ -16,7 +16,8 @@ fn b64(text: &str) -> String {
 fn bare(dir: &Path, name: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     let mut cmd = std::process::Command::new("git");
-    cmd.args(["init", "-q", "--bare", "--initial-branch=main"]).arg(&path);
+    cmd.args(["init", "-q", "--bare", "--initial-branch=main"])
+        .arg(&path);
     let out = run_bounded("git init --bare", cmd);
     assert_eq!(out.code, Some(0), "{out}");
     path
@@ -34,10 +35,11 @@ fn show(repo: &Path, path: &str) -> Option<String> {
 
 /// The Secret, provider, target and rule of a folder `team/<name>` mirrored to `url`.
 fn folder(name: &str, url: &str, secret_data: &[(&str, &str)]) -> String {
-    let data: String = secret_data
+    let data: Vec<String> = secret_data
         .iter()
         .map(|(k, v)| format!("  {k}: {}\n", b64(v)))
         .collect();
+    let data = data.concat();
     format!(
         r#"apiVersion: v1
 kind: Secret
@@ -95,9 +97,19 @@ fn a_deploy_key_pushes_over_ssh_a_wrong_host_key_is_refused_and_a_rotated_key_is
     w.apply(&folder(
         "apps",
         &sshd.url(&good),
-        &[("identity", &deploy.private_text()), ("known_hosts", &known_hosts)],
+        &[
+            ("identity", &deploy.private_text()),
+            ("known_hosts", &known_hosts),
+        ],
     ));
-    w.kubectl(&["create", "configmap", "one", "-n", "team", "--from-literal=k=1"]);
+    w.kubectl(&[
+        "create",
+        "configmap",
+        "one",
+        "-n",
+        "team",
+        "--from-literal=k=1",
+    ]);
     wait_for(
         "the ConfigMap pushed over SSH",
         || "nothing".to_string(),
@@ -114,7 +126,10 @@ fn a_deploy_key_pushes_over_ssh_a_wrong_host_key_is_refused_and_a_rotated_key_is
     w.apply(&folder(
         "other",
         &sshd.url(&other),
-        &[("identity", &deploy.private_text()), ("known_hosts", &wrong_hosts)],
+        &[
+            ("identity", &deploy.private_text()),
+            ("known_hosts", &wrong_hosts),
+        ],
     ));
     let message = wait_provider(&w, "other", "False", "HostKeyUnknown");
     assert!(message.contains("ost key"), "{message}");
@@ -130,9 +145,19 @@ fn a_deploy_key_pushes_over_ssh_a_wrong_host_key_is_refused_and_a_rotated_key_is
 
     // The host now lets in only the rotated key (with a passphrase): pushes fail…
     sshd.authorize(&[&rotated]);
-    w.kubectl(&["create", "configmap", "two", "-n", "team", "--from-literal=k=2"]);
+    w.kubectl(&[
+        "create",
+        "configmap",
+        "two",
+        "-n",
+        "team",
+        "--from-literal=k=2",
+    ]);
     let message = wait_provider(&w, "apps", "False", "AuthenticationFailed");
-    assert!(message.to_lowercase().contains("permission denied"), "{message}");
+    assert!(
+        message.to_lowercase().contains("permission denied"),
+        "{message}"
+    );
     // …until the Secret holds it: taken without a restart, and nothing was lost meanwhile.
     w.apply(&folder(
         "apps",

@@ -393,14 +393,18 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
 }
 
 /// The status, headers (names lowercased) and the rest of a raw HTTP/1.1 answer.
-fn parse_head<'a>(raw: &'a [u8], method: &str, path: &str) -> (u16, Vec<(String, String)>, &'a [u8]) {
+fn parse_head<'a>(
+    raw: &'a [u8],
+    method: &str,
+    path: &str,
+) -> (u16, Vec<(String, String)>, &'a [u8]) {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .unwrap_or_else(|| {
             panic!(
                 "{method} {path}: no header end in {:?}",
-                String::from_utf8_lossy(&raw)
+                String::from_utf8_lossy(raw)
             )
         });
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
@@ -757,7 +761,13 @@ impl World {
 
     /// A request to the API, over TLS (through curl, trusting the server's CA) when the server
     /// speaks it.
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
         let url = &self.server.as_ref().expect("a running server").url;
         if url.starts_with("http://") {
             return http(self.addr(), method, path, headers, body);
