@@ -21,7 +21,7 @@ use backflow_branch::{
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
     Moment, PendingWrite, PlanError, PushAnswer, RefusedIntent, Tip, WorkerStats,
 };
-use backflow_branch::{Intent, ObjectState};
+use backflow_branch::{Intent, ObjectState, WriteKind};
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -696,7 +696,11 @@ impl BranchWorker {
                     .as_ref()
                     .or(self.cfg.author.as_ref())
                     .unwrap_or(&self.cfg.committer);
-                let message = self.cfg.messages.render(write) + &people.trailers();
+                let mut message = self.cfg.messages.render(write);
+                if !matches!(write.kind, WriteKind::Save { .. }) {
+                    // A saved commit's message is used as it was asked for.
+                    message.push_str(&people.trailers());
+                }
                 let commit = self
                     .repo
                     .write_commit(new_tree, parent, author, &self.cfg.committer, now, &message)

@@ -162,9 +162,7 @@ async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirr
     );
 
     let (status, _, message) = eventually("the missing Secret reported", || async {
-        w.target_ready()
-            .await
-            .filter(|r| r.1 == "WorkerUnavailable")
+        w.target_ready().await.filter(|r| r.1 == "SecretNotFound")
     })
     .await;
     assert_eq!(status, "False");
@@ -184,9 +182,11 @@ async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirr
         .expect("secret");
     w.touch_provider(1).await;
     eventually("the incomplete Secret reported", || async {
-        w.target_ready()
-            .await
-            .filter(|r| r.2.contains("must hold the keys `username` and `password`"))
+        w.target_ready().await.filter(|r| {
+            r.1 == "SecretInvalid"
+                && r.2
+                    .contains("must hold `username` and `password`, or `bearerToken`")
+        })
     })
     .await;
 
