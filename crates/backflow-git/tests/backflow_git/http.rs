@@ -149,45 +149,61 @@ fn a_per_ref_refusal_over_http_is_not_success() {
 }
 
 #[test]
-fn https_with_a_ca_of_its_own_and_a_bearer_token() {
-    let bare = Bare::new();
-    let token = "glpat-7a1c9e";
-    let server = HttpServer::start_with(bare.dir.path(), &HttpAuth::Bearer(token.into()), true);
-    let url = server.url("remote.git");
-    assert!(url.starts_with("https://"), "{url}");
-    let repo_dir = tempfile::tempdir().expect("tempdir");
-    let repo =
-        backflow_git::LocalRepo::open_or_init(&repo_dir.path().join("c.git")).expect("cache");
-    let remote = |token: &str, ca: bool| {
-        open_remote(&RemoteSpec {
-            url: url.clone(),
-            credentials: Credentials::Bearer {
-                token: token.into(),
-            },
-            ca_file: ca.then(|| server.ca_file.clone().expect("a CA")),
-            transport: TransportChoice::Auto,
-        })
+fn https_with_a_ca_of_its_own_and_basic_or_bearer_authentication() {
+    let bearer = |t: &str| Credentials::Bearer { token: t.into() };
+    let basic = |p: &str| Credentials::Basic {
+        username: "alice".into(),
+        password: p.into(),
     };
-    // Without the CA the certificate is not trusted: nothing is sent.
-    let err = remote(token, false)
-        .ls_remote(&repo, "main")
-        .expect_err("an unknown CA");
-    assert_eq!(err.kind, RemoteErrorKind::Unreachable, "{err}");
-    assert!(err.message.to_lowercase().contains("certificate"), "{err}");
-    // A wrong token is an authentication failure that never shows the token.
-    let err = remote("glpat-wrong", true)
-        .ls_remote(&repo, "main")
-        .expect_err("a wrong token");
-    assert_eq!(err.kind, RemoteErrorKind::Auth, "{err}");
-    assert!(!err.to_string().contains("glpat"), "{err}");
-    // With both, the worker publishes.
-    let cache = tempfile::tempdir().expect("tempdir");
-    let (mut w, _clock) = worker(cache.path(), remote(token, true), |_| {});
-    w.submit(put("a", "1"));
-    w.poll();
-    assert_eq!(
-        bare.files("main").get(&path_of("a")),
-        Some(&rendered("1")),
-        "published over HTTPS"
-    );
+    let cases: [(HttpAuth, Credentials, Credentials); 2] = [
+        (
+            HttpAuth::Bearer("glpat-7a1c9e".into()),
+            bearer("glpat-7a1c9e"),
+            bearer("glpat-wrong"),
+        ),
+        (
+            HttpAuth::Basic("alice".into(), "s3cret-9".into()),
+            basic("s3cret-9"),
+            basic("glpat-wrong"),
+        ),
+    ];
+    for (auth, right, wrong) in cases {
+        let bare = Bare::new();
+        let server = HttpServer::start_with(bare.dir.path(), &auth, true);
+        let url = server.url("remote.git");
+        assert!(url.starts_with("https://"), "{url}");
+        let repo_dir = tempfile::tempdir().expect("tempdir");
+        let repo =
+            backflow_git::LocalRepo::open_or_init(&repo_dir.path().join("c.git")).expect("cache");
+        let remote = |credentials: &Credentials, ca: bool| {
+            open_remote(&RemoteSpec {
+                url: url.clone(),
+                credentials: credentials.clone(),
+                ca_file: ca.then(|| server.ca_file.clone().expect("a CA")),
+                transport: TransportChoice::Auto,
+            })
+        };
+        // Without the CA the certificate is not trusted: nothing is sent.
+        let err = remote(&right, false)
+            .ls_remote(&repo, "main")
+            .expect_err("an unknown CA");
+        assert_eq!(err.kind, RemoteErrorKind::Unreachable, "{auth:?}: {err}");
+        assert!(err.message.to_lowercase().contains("certificate"), "{err}");
+        // A wrong secret is an authentication failure that never shows the secret.
+        let err = remote(&wrong, true)
+            .ls_remote(&repo, "main")
+            .expect_err("a wrong secret");
+        assert_eq!(err.kind, RemoteErrorKind::Auth, "{auth:?}: {err}");
+        assert!(!err.to_string().contains("glpat"), "{err}");
+        // With both, the worker publishes.
+        let cache = tempfile::tempdir().expect("tempdir");
+        let (mut w, _clock) = worker(cache.path(), remote(&right, true), |_| {});
+        w.submit(put("a", "1"));
+        w.poll();
+        assert_eq!(
+            bare.files("main").get(&path_of("a")),
+            Some(&rendered("1")),
+            "{auth:?}: published over HTTPS"
+        );
+    }
 }
