@@ -124,7 +124,7 @@ fn routes(state: AppState) -> Router {
         .route("/version", get(|| async { json_response(version_info()) }))
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/api", get(api))
         .route("/apis", get(apis))
         .route(
@@ -242,6 +242,19 @@ async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     let user = parts.extensions.get::<UserInfo>().map(|u| u.name.clone());
     resources::serve(s, parts.method, parts.uri, parts.headers, body, user).await
+}
+
+/// Ready while the store commits: after a failed commit (a full disk) it answers 503 naming
+/// the error, until a commit succeeds again.
+async fn readyz(State(s): State<AppState>) -> Response {
+    match s.engine.store().health().problem() {
+        None => "ok".into_response(),
+        Some(problem) => (
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("[-]store failed: {problem}\nreadyz check failed\n"),
+        )
+            .into_response(),
+    }
 }
 
 /// Paths anyone may read, as on a cluster (`system:public-info-viewer`).

@@ -101,6 +101,7 @@ pub struct Store {
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
     authors: Arc<WriteAuthors>,
+    health: StoreHealth,
     /// The writer's queue; `None` once [`Store::close`] has run.
     jobs: Arc<RwLock<Option<mpsc::Sender<Job>>>>,
     /// The writer thread, until [`Store::close`] has waited for it.
@@ -178,11 +179,14 @@ impl Store {
         let state = Arc::new(RwLock::new(state));
         let (jobs, rx) = mpsc::channel::<Job>();
         let authors = Arc::new(WriteAuthors::default());
+        let health = StoreHealth::default();
         let writer = Writer {
-            db,
+            db: Some(db),
+            path: path.to_path_buf(),
             state: state.clone(),
             log: log.clone(),
             authors: authors.clone(),
+            health: health.clone(),
         };
         let writer = thread::Builder::new()
             .name("backflow-store-writer".into())
@@ -192,6 +196,7 @@ impl Store {
             state,
             log,
             authors,
+            health,
             jobs: Arc::new(RwLock::new(Some(jobs))),
             writer: Arc::new(Mutex::new(Some(writer))),
         })
@@ -246,6 +251,12 @@ impl Store {
         &self.authors
     }
 
+    /// Whether the store can commit (the last commit's error, while commits fail).
+    #[must_use]
+    pub fn health(&self) -> &StoreHealth {
+        &self.health
+    }
+
     /// The event log watches read from.
     #[must_use]
     pub fn events(&self) -> &Arc<EventLog> {
@@ -273,17 +284,43 @@ impl Store {
 }
 
 struct Writer {
-    db: Database,
+    /// `None` after a failed commit: redb refuses every later transaction once an I/O error
+    /// happened, so the next batch opens the file again (which repairs it if needed).
+    db: Option<Database>,
+    path: std::path::PathBuf,
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
     authors: Arc<WriteAuthors>,
+    health: StoreHealth,
+}
+
+/// Why the store cannot commit now (the last commit failed), shared with `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreHealth(Arc<Mutex<Option<String>>>);
+
+impl StoreHealth {
+    /// The error of the last commit, while commits fail.
+    #[must_use]
+    pub fn problem(&self) -> Option<String> {
+        self.lock().clone()
+    }
+
+    fn set(&self, problem: Option<String>) {
+        *self.lock() = problem;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// How many queued writes one commit takes at most, so one batch cannot delay answers for long.
 const MAX_BATCH: usize = 512;
 
 impl Writer {
-    fn run(self, rx: mpsc::Receiver<Job>) {
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
         while let Ok(first) = rx.recv() {
             let mut jobs = vec![first];
             while jobs.len() < MAX_BATCH {
@@ -296,7 +333,7 @@ impl Writer {
         }
     }
 
-    fn commit_batch(&self, jobs: Vec<Job>) {
+    fn commit_batch(&mut self, jobs: Vec<Job>) {
         let (parts, completions) = {
             let state = self
                 .state
@@ -321,6 +358,10 @@ impl Writer {
         let last_rv = events.last().map_or(0, |e| e.resource_version);
         if let Err(e) = self.persist(&changes, last_rv) {
             tracing::error!(error = %e, "store commit failed; the writes in this batch were not acknowledged");
+            self.health.set(Some(e.clone()));
+            // A database that saw an I/O error refuses every later transaction: drop it, and
+            // open the file again for the next batch.
+            self.db = None;
             for c in completions {
                 c(Err(ApiError::Internal(format!(
                     "the store could not commit the write: {e}"
@@ -352,11 +393,20 @@ impl Writer {
     }
 
     fn persist(
-        &self,
+        &mut self,
         changes: &BTreeMap<ObjectKey, Option<Arc<Value>>>,
         rv: u64,
     ) -> Result<(), String> {
-        let w = self.db.begin_write().map_err(|e| e.to_string())?;
+        if self.db.is_none() {
+            let db = Database::builder()
+                .set_cache_size(PAGE_CACHE_BYTES)
+                .create(&self.path)
+                .map_err(|e| format!("reopening {} after a failed commit: {e}", self.path.display()))?;
+            tracing::info!(path = %self.path.display(), "store reopened after a failed commit");
+            self.db = Some(db);
+        }
+        let db = self.db.as_ref().ok_or("the store is not open")?;
+        let w = db.begin_write().map_err(|e| e.to_string())?;
         {
             let mut objects = w.open_table(OBJECTS).map_err(|e| e.to_string())?;
             for (key, value) in changes {
@@ -378,6 +428,8 @@ impl Writer {
             meta.insert(RESOURCE_VERSION, rv)
                 .map_err(|e| e.to_string())?;
         }
-        w.commit().map_err(|e| e.to_string())
+        w.commit().map_err(|e| e.to_string())?;
+        self.health.set(None);
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@
 mod common;
 mod crud;
 mod errors;
+mod faults;
 mod listing;
 mod security;
 mod watch;
