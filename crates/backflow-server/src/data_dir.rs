@@ -12,7 +12,7 @@ use crate::serve::{ServerConfig, StartError};
 use crate::store::Store;
 
 /// Files only an earlier start leaves in a data dir.
-const HISTORY: &[&str] = &["origin.git", "age.key", "kubeconfig"];
+const HISTORY: &[&str] = &["origin.git", "age.key", "kubeconfig", "store.key"];
 
 /// The store file in `data_dir`.
 fn store_path(data_dir: &Path) -> PathBuf {
@@ -43,7 +43,8 @@ pub(crate) fn open_store(config: &ServerConfig) -> Result<Store, StartError> {
             });
         }
     }
-    let store = Store::open(&path, config.watch_history)?;
+    let key = dir.join("store.key");
+    let store = Store::open_sealed(&path, config.watch_history, Some(&key))?;
     restrict(&path, 0o600)?;
     Ok(store)
 }

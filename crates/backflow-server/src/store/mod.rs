@@ -5,6 +5,7 @@
 //! the disk: the read model is updated after each commit, before any write in it is answered, so
 //! a client always reads its own acknowledged writes.
 
+pub mod at_rest;
 mod event_log;
 mod write_tx;
 
@@ -22,6 +23,7 @@ pub use event_log::{EventLog, EventType, WatchEvent};
 pub use write_tx::WriteTx;
 
 use crate::error::{ApiError, ApiResult};
+use at_rest::AtRestKey;
 
 const OBJECTS: TableDefinition<(&str, &str, &str, &str), &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -57,6 +59,19 @@ pub enum StoreError {
     /// The writer thread could not be started.
     #[error("cannot start the store writer: {0}")]
     Writer(std::io::Error),
+    /// Secrets are sealed in the store but its key is not there.
+    #[error(
+        "the store holds encrypted Secrets ({key} first) but its key {path} is missing: restore store.key from the backup made with store.redb; without it the Secrets cannot be read, and the server does not start rather than serve them unreadable"
+    )]
+    KeyMissing {
+        /// The first sealed object found.
+        key: String,
+        /// Where the key was looked for.
+        path: String,
+    },
+    /// The at-rest key could not be used.
+    #[error(transparent)]
+    AtRest(#[from] at_rest::AtRestError),
 }
 
 /// The committed state: every object, and the resourceVersion of the last commit.
@@ -129,10 +144,27 @@ fn storage_key(key: &ObjectKey) -> (&str, &str, &str, &str) {
 }
 
 impl Store {
-    /// Opens (or creates) the store file and loads every object into the read model.
+    /// Opens (or creates) the store file and loads every object into the read model, with
+    /// Secrets stored in plaintext (tests and embedding; `serve` seals them, see
+    /// [`Store::open_sealed`]).
     ///
     /// `history` bounds the event log a watch can resume from.
     pub fn open(path: &Path, history: usize) -> Result<Self, StoreError> {
+        Self::open_sealed(path, history, None)
+    }
+
+    /// [`Store::open`], with Secrets sealed at rest by the key at `key_path`: created when the
+    /// store holds no sealed value yet, and then every Secret still stored in plaintext (by an
+    /// older backflow) is sealed at once. A store with sealed values and no key is refused.
+    pub fn open_sealed(
+        path: &Path,
+        history: usize,
+        key_path: Option<&Path>,
+    ) -> Result<Self, StoreError> {
+        let sealer = match key_path {
+            Some(p) => AtRestKey::load(p, false)?,
+            None => None,
+        };
         let shown = path.display().to_string();
         let db = Database::builder()
             .set_cache_size(PAGE_CACHE_BYTES)
@@ -160,12 +192,31 @@ impl Store {
             .map_err(|e| load(e.to_string()))?
             .map_or(0, |g| g.value());
         let objects = r.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
+        let mut plaintext_secrets = Vec::new();
         for item in objects.iter().map_err(|e| load(e.to_string()))? {
             let (k, v) = item.map_err(|e| load(e.to_string()))?;
             let (group, resource, namespace, name) = k.value();
             let key = ObjectKey::new(GroupResource::new(group, resource), namespace, name);
+            let opened;
+            let bytes = if at_rest::is_sealed(v.value()) {
+                let Some(at_rest) = &sealer else {
+                    return Err(StoreError::KeyMissing {
+                        key: key.to_string(),
+                        path: key_path
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                    });
+                };
+                opened = at_rest.open(&key, v.value())?;
+                opened.as_slice()
+            } else {
+                if at_rest::is_sensitive(&key) {
+                    plaintext_secrets.push(key.clone());
+                }
+                v.value()
+            };
             let mut obj: Value =
-                serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
+                serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
                     key: key.to_string(),
                     source: e,
                 })?;
@@ -175,6 +226,13 @@ impl Store {
         drop(objects);
         drop(meta);
         drop(r);
+        let sealer = match (sealer, key_path) {
+            (None, Some(p)) => AtRestKey::load(p, true)?,
+            (sealer, _) => sealer,
+        };
+        if let Some(at_rest) = &sealer {
+            seal_plaintext(&db, &state, at_rest, &plaintext_secrets).map_err(load)?;
+        }
         let log = Arc::new(EventLog::new(history, state.resource_version));
         let state = Arc::new(RwLock::new(state));
         let (jobs, rx) = mpsc::channel::<Job>();
@@ -182,6 +240,7 @@ impl Store {
         let health = StoreHealth::default();
         let writer = Writer {
             db: Some(db),
+            at_rest: sealer.map(Arc::new),
             path: path.to_path_buf(),
             state: state.clone(),
             log: log.clone(),
@@ -283,10 +342,44 @@ impl Store {
     }
 }
 
+/// Seals the Secrets `keys` names, which an older backflow stored in plaintext, in one commit.
+fn seal_plaintext(
+    db: &Database,
+    state: &State,
+    at_rest: &AtRestKey,
+    keys: &[ObjectKey],
+) -> Result<(), String> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let w = db.begin_write().map_err(|e| e.to_string())?;
+    {
+        let mut objects = w.open_table(OBJECTS).map_err(|e| e.to_string())?;
+        for key in keys {
+            let Some(value) = state.objects.get(key) else {
+                continue;
+            };
+            let bytes = serde_json::to_vec(value.as_ref()).map_err(|e| e.to_string())?;
+            let sealed = at_rest.seal(key, &bytes).map_err(|e| e.to_string())?;
+            objects
+                .insert(storage_key(key), sealed.as_slice())
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    w.commit().map_err(|e| e.to_string())?;
+    tracing::info!(
+        secrets = keys.len(),
+        "sealed the Secrets an older backflow stored in plaintext"
+    );
+    Ok(())
+}
+
 struct Writer {
     /// `None` after a failed commit: redb refuses every later transaction once an I/O error
     /// happened, so the next batch opens the file again (which repairs it if needed).
     db: Option<Database>,
+    /// Seals Secrets before they are written, when the store encrypts at rest.
+    at_rest: Option<Arc<AtRestKey>>,
     path: std::path::PathBuf,
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
@@ -401,7 +494,12 @@ impl Writer {
             let db = Database::builder()
                 .set_cache_size(PAGE_CACHE_BYTES)
                 .create(&self.path)
-                .map_err(|e| format!("reopening {} after a failed commit: {e}", self.path.display()))?;
+                .map_err(|e| {
+                    format!(
+                        "reopening {} after a failed commit: {e}",
+                        self.path.display()
+                    )
+                })?;
             tracing::info!(path = %self.path.display(), "store reopened after a failed commit");
             self.db = Some(db);
         }
@@ -412,7 +510,13 @@ impl Writer {
             for (key, value) in changes {
                 match value {
                     Some(v) => {
-                        let bytes = serde_json::to_vec(v.as_ref()).map_err(|e| e.to_string())?;
+                        let mut bytes =
+                            serde_json::to_vec(v.as_ref()).map_err(|e| e.to_string())?;
+                        if let Some(at_rest) =
+                            self.at_rest.as_ref().filter(|_| at_rest::is_sensitive(key))
+                        {
+                            bytes = at_rest.seal(key, &bytes).map_err(|e| e.to_string())?;
+                        }
                         objects
                             .insert(storage_key(key), bytes.as_slice())
                             .map_err(|e| e.to_string())?;
@@ -431,5 +535,43 @@ impl Writer {
         w.commit().map_err(|e| e.to_string())?;
         self.health.set(None);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn secrets_an_older_store_kept_in_plaintext_are_sealed_when_a_key_comes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("store.redb");
+        let key_path = dir.path().join("store.key");
+        let secret = ObjectKey::new(GroupResource::new("", "secrets"), "default", "db");
+        let plain = Store::open(&path, 10).expect("open without a key");
+        let put = secret.clone();
+        plain
+            .write(move |tx| {
+                tx.put(
+                    put,
+                    serde_json::json!({"metadata": {"name": "db"}, "data": {"k": "djE="}}),
+                );
+                Ok(())
+            })
+            .await
+            .expect("write");
+        plain.close().await;
+        drop(plain);
+
+        let sealed = Store::open_sealed(&path, 10, Some(&key_path)).expect("open with a key");
+        assert!(sealed.read(|s| s.get(&secret).is_some()), "still there");
+        sealed.close().await;
+        drop(sealed);
+        // Sealed now: opening without the key is refused rather than serving ciphertext.
+        let err = Store::open_sealed(&path, 10, Some(&dir.path().join("elsewhere.key")))
+            .expect_err("sealed");
+        assert!(matches!(err, StoreError::KeyMissing { .. }), "{err}");
+        let reopened = Store::open_sealed(&path, 10, Some(&key_path)).expect("with the key");
+        assert!(reopened.read(|s| s.get(&secret).is_some()));
     }
 }

@@ -64,7 +64,14 @@ fn fill(disk: &Path) -> PathBuf {
 
 async fn readyz(base: &str) -> (u16, String) {
     let out = tokio::process::Command::new("curl")
-        .args(["-sk", "-o", "-", "-w", "\n%{http_code}", &format!("{base}/readyz")])
+        .args([
+            "-sk",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            &format!("{base}/readyz"),
+        ])
         .output()
         .await
         .expect("curl");
@@ -82,9 +89,12 @@ async fn a_full_disk_refuses_writes_then_heals_without_a_restart() {
     let base = server.access.server_url.clone();
     let client = client_from_kubeconfig(&server.kubeconfig_path).await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    guard("a first write", api.create(&PostParams::default(), &configmap("before", 10)))
-        .await
-        .expect("a write while there is room");
+    guard(
+        "a first write",
+        api.create(&PostParams::default(), &configmap("before", 10)),
+    )
+    .await
+    .expect("a write while there is room");
     assert_eq!(readyz(&base).await.0, 200);
 
     let filler = fill(disk.path());
@@ -92,7 +102,12 @@ async fn a_full_disk_refuses_writes_then_heals_without_a_restart() {
     let mut acknowledged = vec!["before".to_string()];
     for i in 0..64 {
         let name = format!("full-{i}");
-        match guard("a write on a full disk", api.create(&PostParams::default(), &configmap(&name, 64 * 1024))).await {
+        match guard(
+            "a write on a full disk",
+            api.create(&PostParams::default(), &configmap(&name, 64 * 1024)),
+        )
+        .await
+        {
             Ok(_) => acknowledged.push(name),
             Err(e) => {
                 refused = Some(e);
@@ -134,7 +149,9 @@ async fn a_full_disk_refuses_writes_then_heals_without_a_restart() {
         names
     };
     acknowledged.sort();
-    let live = guard("list", api.list(&ListParams::default())).await.expect("list");
+    let live = guard("list", api.list(&ListParams::default()))
+        .await
+        .expect("list");
     assert_eq!(listed(live.items), acknowledged);
     guard("shutdown", server.shutdown()).await;
     let mut config = ServerConfig::new(disk.path().join("data"));
@@ -142,7 +159,9 @@ async fn a_full_disk_refuses_writes_then_heals_without_a_restart() {
     let server = start(config).await.expect("restart");
     let client = client_from_kubeconfig(&server.kubeconfig_path).await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let stored = guard("list", api.list(&ListParams::default())).await.expect("list");
+    let stored = guard("list", api.list(&ListParams::default()))
+        .await
+        .expect("list");
     assert_eq!(listed(stored.items), acknowledged);
     guard("shutdown", server.shutdown()).await;
 }

@@ -315,3 +315,66 @@ fn b64(text: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(text)
 }
+
+#[tokio::test]
+async fn secrets_are_sealed_at_rest_and_a_missing_key_refuses_the_start() {
+    use k8s_openapi::api::core::v1::Secret;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let value = "hunter2-at-rest-5517";
+    let start_here = || {
+        let mut config = ServerConfig::new(&data);
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        start(config)
+    };
+    let server = start_here().await.expect("start");
+    let client = client_from_kubeconfig(&server.kubeconfig_path).await;
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "db"}, "stringData": {"password": value}}))
+    .expect("secret");
+    guard("create", secrets.create(&PostParams::default(), &secret))
+        .await
+        .expect("create");
+    guard("shutdown", server.shutdown()).await;
+
+    let stored = std::fs::read(data.join("store.redb")).expect("read the store");
+    let b64 = b64(value);
+    for needle in [value.as_bytes(), b64.as_bytes()] {
+        assert!(
+            !stored.windows(needle.len()).any(|w| w == needle),
+            "the store holds the Secret's value in plaintext"
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(data.join("store.key"))
+            .expect("key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let server = start_here().await.expect("restart");
+    let client = client_from_kubeconfig(&server.kubeconfig_path).await;
+    let read = guard(
+        "get",
+        Api::<Secret>::namespaced(client, "default").get("db"),
+    )
+    .await
+    .expect("get");
+    let password = read.data.expect("data")["password"].0.clone();
+    assert_eq!(password, value.as_bytes(), "read back in the clear");
+    guard("shutdown", server.shutdown()).await;
+
+    std::fs::rename(data.join("store.key"), dir.path().join("store.key.bak")).expect("move");
+    let err = start_here()
+        .await
+        .expect_err("no key, no start")
+        .to_string();
+    assert!(
+        err.contains("store.key") && err.contains("encrypted Secrets"),
+        "{err}"
+    );
+}
