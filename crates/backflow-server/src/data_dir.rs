@@ -45,6 +45,7 @@ pub(crate) fn open_store(config: &ServerConfig) -> Result<Store, StartError> {
     }
     let key = dir.join("store.key");
     let store = Store::open_sealed(&path, config.watch_history, Some(&key))?;
+    store.events().set_byte_limit(config.watch_cache_bytes);
     restrict(&path, 0o600)?;
     Ok(store)
 }

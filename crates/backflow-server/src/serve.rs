@@ -42,6 +42,9 @@ pub struct ServerConfig {
     pub tls_key_file: Option<PathBuf>,
     /// How many changes a watch can resume across.
     pub watch_history: usize,
+    /// About how many bytes of objects that history may hold (a few large objects must not
+    /// keep hundreds of megabytes alive).
+    pub watch_cache_bytes: usize,
     /// How often idle watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
     /// Start with an empty store even though the data dir has history (a lost store).
@@ -50,6 +53,9 @@ pub struct ServerConfig {
     /// handshake) before it is closed: a client that trickles bytes holds no connection forever.
     pub header_read_timeout: Duration,
 }
+
+/// The bytes of objects the watch history keeps, unless configured: 128 MiB.
+pub const DEFAULT_WATCH_CACHE_BYTES: usize = 128 * 1024 * 1024;
 
 /// How long a client may take to send its request headers or TLS handshake, by default
 /// (kube-apiserver allows 32 s).
@@ -66,6 +72,7 @@ impl ServerConfig {
             tls_cert_file: None,
             tls_key_file: None,
             watch_history: 100_000,
+            watch_cache_bytes: DEFAULT_WATCH_CACHE_BYTES,
             bookmark_interval: Duration::from_secs(60),
             initialize: false,
             header_read_timeout: HEADER_READ_TIMEOUT,

@@ -113,6 +113,10 @@ struct ServeArgs {
     /// How many changes a watch can resume across; older resourceVersions get 410 Expired.
     #[arg(long, default_value_t = 100_000)]
     watch_history: usize,
+    /// About how many bytes of objects that history may hold (`128Mi`, `1Gi`, or bytes); the
+    /// oldest changes go first, whichever bound is reached.
+    #[arg(long, default_value = "128Mi", value_parser = parse_bytes)]
+    watch_cache_bytes: usize,
     /// How often idle watches that allow bookmarks receive one (e.g. 60s).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     bookmark_interval: Duration,
@@ -309,6 +313,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.tls_cert_file = args.tls_cert_file.clone();
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;
+    config.watch_cache_bytes = args.watch_cache_bytes;
     config.bookmark_interval = args.bookmark_interval;
     config.initialize = args.initialize;
     let server = backflow_server::start(config)
@@ -630,6 +635,30 @@ fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCod
     }
 }
 
+/// A size: bytes, or a number with `Ki`, `Mi` or `Gi`.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let factor: usize = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?}: use bytes, Ki, Mi or Gi (like 128Mi)"
+            ));
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{text:?} is not a size like 128Mi"))
+}
+
 /// The server's kubeconfig, or one for `--user` with a client certificate issued now.
 fn kubeconfig(args: &KubeconfigArgs) -> Result<String, String> {
     let path = backflow_server::kubeconfig_path(&args.data_dir);
@@ -698,5 +727,19 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve(args) => run(run_serve(*args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_read_as_kubernetes_writes_them() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("128Mi"), Ok(128 << 20));
+        assert_eq!(parse_bytes("2Gi"), Ok(2 << 30));
+        assert!(parse_bytes("12MB").is_err());
+        assert!(parse_bytes("Mi").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! The bounded history of changes that watches read from, like etcd's revision window.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use backflow_api::ObjectKey;
@@ -57,6 +58,10 @@ pub struct Expired {
 #[derive(Debug)]
 struct Inner {
     events: VecDeque<Arc<WatchEvent>>,
+    /// The approximate size of each event's object, in `events`' order.
+    sizes: VecDeque<usize>,
+    /// Their sum.
+    bytes: usize,
     /// Every change after this resourceVersion is in `events`.
     floor: u64,
 }
@@ -66,6 +71,9 @@ struct Inner {
 pub struct EventLog {
     inner: Mutex<Inner>,
     capacity: usize,
+    /// The most bytes of objects the history keeps (approximately); the newest event stays
+    /// whatever its size.
+    max_bytes: AtomicUsize,
     latest: watch::Sender<u64>,
 }
 
@@ -76,9 +84,12 @@ impl EventLog {
         Self {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
+                sizes: VecDeque::new(),
+                bytes: 0,
                 floor: resource_version,
             }),
             capacity: capacity.max(1),
+            max_bytes: AtomicUsize::new(usize::MAX),
             latest: watch::Sender::new(resource_version),
         }
     }
@@ -93,15 +104,38 @@ impl EventLog {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for e in events {
+                let size = approx_bytes(&e.object);
+                inner.bytes += size;
+                inner.sizes.push_back(size);
                 inner.events.push_back(Arc::new(e));
             }
-            while inner.events.len() > self.capacity {
+            let max_bytes = self.max_bytes.load(Ordering::Relaxed);
+            while inner.events.len() > self.capacity
+                || (inner.bytes > max_bytes && inner.events.len() > 1)
+            {
                 if let Some(gone) = inner.events.pop_front() {
                     inner.floor = gone.resource_version;
                 }
+                let size = inner.sizes.pop_front().unwrap_or(0);
+                inner.bytes = inner.bytes.saturating_sub(size);
             }
         }
         self.latest.send_replace(last);
+    }
+
+    /// Bounds the history to about `bytes` of objects (a watch resuming from before what is
+    /// kept gets 410 Expired and lists again).
+    pub fn set_byte_limit(&self, bytes: usize) {
+        self.max_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The approximate bytes of objects the history holds now.
+    #[must_use]
+    pub fn retained_bytes(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .bytes
     }
 
     /// Every event after `resource_version`, or [`Expired`] if some of them are gone.
@@ -125,5 +159,60 @@ impl EventLog {
     /// A receiver that changes whenever a commit lands.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.latest.subscribe()
+    }
+}
+
+/// About how many bytes `v` takes in memory: its strings and keys, plus a word per value.
+fn approx_bytes(v: &Value) -> usize {
+    const NODE: usize = 16;
+    match v {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(items) => NODE + items.iter().map(approx_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            NODE + map
+                .iter()
+                .map(|(k, v)| k.len() + approx_bytes(v))
+                .sum::<usize>()
+        }
+        _ => NODE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backflow_api::GroupResource;
+
+    fn event(rv: u64, bytes: usize) -> WatchEvent {
+        WatchEvent {
+            resource_version: rv,
+            event_type: EventType::Modified,
+            key: ObjectKey::new(GroupResource::new("", "configmaps"), "default", "big"),
+            object: Arc::new(serde_json::json!({"data": {"k": "x".repeat(bytes)}})),
+            previous: None,
+        }
+    }
+
+    #[test]
+    fn the_history_is_bounded_in_bytes_and_keeps_the_newest_event() {
+        let log = EventLog::new(1_000, 0);
+        log.set_byte_limit(1_000_000);
+        for rv in 1..=10 {
+            log.append(vec![event(rv, 300_000)]);
+        }
+        assert!(
+            log.retained_bytes() <= 1_000_000,
+            "{}",
+            log.retained_bytes()
+        );
+        let kept = log.since(7).expect("the newest are kept");
+        assert_eq!(kept.len(), 3);
+        assert!(
+            log.since(5).is_err(),
+            "older ones expired: a watch lists again"
+        );
+        // One event larger than the bound is still kept: watches see every change.
+        log.append(vec![event(11, 2_000_000)]);
+        assert_eq!(log.since(10).expect("kept").len(), 1);
     }
 }
