@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Fuzzes the SOPS codec with cargo-fuzz (libFuzzer + AddressSanitizer). Targets, in
+# Fuzzes with cargo-fuzz (libFuzzer + AddressSanitizer). Targets: the SOPS codec, in
 # crates/backflow-sops/fuzz/fuzz_targets: `decode` (any input gives a value or an error, never a
 # panic) and `roundtrip` (any document encrypts, decrypts back to itself, and re-encrypts to the
-# same file).
+# same file); the API server, in crates/backflow-server/fuzz/fuzz_targets: `request` (any HTTP
+# request, its method, path, query, content type and body drawn from the input, is answered,
+# never with a panic or a 500).
 #
 # Usage: ./scripts/fuzz.sh [SECONDS]   explore each target for SECONDS (default 60); new inputs are
 #                                      kept in target/fuzz/corpus/TARGET for the next run
@@ -11,8 +13,9 @@
 #                                      time, so it can gate CI (scripts/test.sh runs it)
 #
 # A crash is written to target/fuzz/artifacts/TARGET/; replay it with
-#   RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET FILE   (from crates/backflow-sops/fuzz)
-# and keep it as a regression test in crates/backflow-sops/tests/backflow_sops/decoder_noise.rs.
+#   RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET FILE   (from the target's crate's fuzz/ folder)
+# and keep it as a regression test (the SOPS codec's in
+# crates/backflow-sops/tests/backflow_sops/decoder_noise.rs, the server's in its tests/api/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -36,12 +39,13 @@ fi
 export RUSTC_BOOTSTRAP=1
 # One target root for the repository; the fuzz build has its own flags, hence its own subfolder.
 export CARGO_TARGET_DIR="$root/target/fuzz/build"
-cd crates/backflow-sops/fuzz
+# Runs per target in --check mode: about 20 s each here (a round trip wraps a data key with age;
+# a request that writes commits to the store).
+declare -A check_runs=([decode]=20000 [roundtrip]=5000 [request]=40000)
+declare -A crate_of=([decode]=backflow-sops [roundtrip]=backflow-sops [request]=backflow-server)
 
-# Runs per target in --check mode: about 20 s each here (a round trip wraps a data key with age).
-declare -A check_runs=([decode]=20000 [roundtrip]=5000)
-
-for target in decode roundtrip; do
+for target in decode roundtrip request; do
+    cd "$root/crates/${crate_of[$target]}/fuzz"
     artifacts="$root/target/fuzz/artifacts/$target"
     mkdir -p "$artifacts"
     seeds="corpus/$target"
