@@ -9,8 +9,8 @@
 //!   sent (push negotiation) and the per-ref status after (`Remote::push` returning `Ok` is not
 //!   success).
 //! - [`CliRemote`]: the `git` program (`git push --force-with-lease=<ref>:<expected>`), for SSH
-//!   with a key and `known_hosts`, HTTPS with a bearer token or a CA of its own, and wherever
-//!   libgit2 falls short.
+//!   with a key and `known_hosts`, HTTPS with a bearer token, a CA of its own or a proxy, and
+//!   wherever libgit2 falls short.
 //!
 //! A push either lands exactly on the expected tip or is [`PushOutcome::Rejected`]; a transport
 //! failure is a [`RemoteError`], which the worker treats as transient: everything stays pending
@@ -275,13 +275,45 @@ fn scheme_of(url: &str) -> &'static str {
     }
 }
 
-/// Opens the transport `spec` asks for.
+/// The proxy the environment names for `url` (`env` reads a variable): `https_proxy` for
+/// HTTPS, `http_proxy` otherwise (either case), unless `no_proxy` names the host (a domain
+/// suffix, or `*`).
+fn proxy_for(url: &str, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let either =
+        |lower: &str, upper: &str| env(lower).or_else(|| env(upper)).filter(|v| !v.is_empty());
+    let (scheme, rest) = url.split_once("://")?;
+    let proxy = if scheme == "https" {
+        either("https_proxy", "HTTPS_PROXY")?
+    } else {
+        either("http_proxy", "HTTP_PROXY")?
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host_port
+        .strip_prefix('[')
+        .and_then(|h| h.split_once(']').map(|(h, _)| h))
+        .unwrap_or_else(|| host_port.split(':').next().unwrap_or_default())
+        .to_ascii_lowercase();
+    let bypass = either("no_proxy", "NO_PROXY").unwrap_or_default();
+    let skipped = bypass.split(',').map(str::trim).any(|pattern| {
+        let pattern = pattern.trim_start_matches('.').to_ascii_lowercase();
+        pattern == "*"
+            || (!pattern.is_empty() && (host == pattern || host.ends_with(&format!(".{pattern}"))))
+    });
+    (!skipped).then_some(proxy)
+}
+
+/// Opens the transport `spec` asks for. An HTTP(S) remote behind a proxy (the environment's
+/// `https_proxy`/`http_proxy`) is served by the `git` program, which speaks to proxies the way
+/// `git` users expect; libgit2 did not use them.
 #[must_use]
 pub fn open_remote(spec: &RemoteSpec) -> Box<dyn GitRemote> {
+    let proxied = proxy_for(&spec.url, |name| std::env::var(name).ok()).is_some();
     let in_process = matches!(
         spec.credentials,
         Credentials::None | Credentials::Basic { .. }
-    ) && spec.ca_file.is_none();
+    ) && spec.ca_file.is_none()
+        && !proxied;
     match (spec.transport, scheme_of(&spec.url)) {
         (TransportChoice::Auto, "file") => Box::new(FileRemote::new(&spec.url)),
         (TransportChoice::Auto, "http") if in_process => {
@@ -309,5 +341,54 @@ mod tests {
             password: "hunter2".into(),
         };
         assert!(!format!("{secret:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn the_environment_names_the_proxy_unless_no_proxy_names_the_host() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        let plain = env(&[
+            ("http_proxy", "http://proxy:3128"),
+            ("HTTPS_PROXY", "http://secure:3128"),
+        ]);
+        assert_eq!(
+            proxy_for("http://git.example.com/r.git", plain).as_deref(),
+            Some("http://proxy:3128")
+        );
+        assert_eq!(
+            proxy_for("https://u:p@git.example.com:8443/r.git", plain).as_deref(),
+            Some("http://secure:3128")
+        );
+        let bypass = env(&[
+            ("https_proxy", "http://p:1"),
+            ("no_proxy", "localhost, .example.com"),
+        ]);
+        assert_eq!(proxy_for("https://git.example.com/r.git", bypass), None);
+        assert_eq!(proxy_for("https://example.com/r.git", bypass), None);
+        assert_eq!(proxy_for("https://localhost:3000/r.git", bypass), None);
+        assert_eq!(
+            proxy_for("https://github.com/r.git", bypass).as_deref(),
+            Some("http://p:1")
+        );
+        assert_eq!(
+            proxy_for(
+                "https://[::1]:8443/r.git",
+                env(&[("https_proxy", "http://p:1"), ("no_proxy", "::1")])
+            ),
+            None
+        );
+        assert_eq!(
+            proxy_for(
+                "https://github.com/r.git",
+                env(&[("https_proxy", "http://p:1"), ("NO_PROXY", "*")])
+            ),
+            None
+        );
+        assert_eq!(proxy_for("https://github.com/r.git", env(&[])), None);
     }
 }

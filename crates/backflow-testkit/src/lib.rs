@@ -9,6 +9,7 @@
 mod http;
 pub mod node;
 pub mod octokit;
+pub mod proxy;
 pub mod ssh;
 
 pub use http::{HttpAuth, HttpServer};

@@ -76,11 +76,7 @@ impl Libgit2Remote {
         let mut remote = git2::Remote::create_detached(self.url.as_str())
             .map_err(|e| self.error(op, &e, &asked))?;
         let conn = remote
-            .connect_auth(
-                Direction::Fetch,
-                Some(self.callbacks(&asked)),
-                Some(proxy()),
-            )
+            .connect_auth(Direction::Fetch, Some(self.callbacks(&asked)), None)
             .map_err(|e| self.error(op, &e, &asked))?;
         let name = format!("refs/heads/{branch}");
         let heads = conn.list().map_err(|e| self.error(op, &e, &asked))?;
@@ -89,14 +85,6 @@ impl Libgit2Remote {
             .find(|h| h.name() == name)
             .map(git2::RemoteHead::oid))
     }
-}
-
-/// The proxy the usual way: Git's `http.proxy`, else `https_proxy`/`http_proxy` (and
-/// `no_proxy`) from the environment.
-fn proxy() -> git2::ProxyOptions<'static> {
-    let mut proxy = git2::ProxyOptions::new();
-    proxy.auto();
-    proxy
 }
 
 impl GitRemote for Libgit2Remote {
@@ -128,7 +116,6 @@ impl GitRemote for Libgit2Remote {
             .map_err(|e| self.error(op, &e, &asked))?;
         let mut fo = FetchOptions::new();
         fo.remote_callbacks(self.callbacks(&asked));
-        fo.proxy_options(proxy());
         fo.download_tags(git2::AutotagOption::None);
         let spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
         remote
@@ -189,7 +176,6 @@ impl GitRemote for Libgit2Remote {
                 Ok(())
             });
             let mut po = PushOptions::new();
-            po.proxy_options(proxy());
             po.remote_callbacks(cb);
             // Not a forced refspec: what we push always descends from the expected tip.
             remote.push(&[format!("{source}:{dst}")], Some(&mut po))

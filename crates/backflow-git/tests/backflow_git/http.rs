@@ -207,3 +207,34 @@ fn https_with_a_ca_of_its_own_and_basic_or_bearer_authentication() {
         );
     }
 }
+
+#[test]
+fn http_remotes_go_through_the_proxy_the_environment_names() {
+    let proxy = backflow_testkit::proxy::ForwardProxy::start();
+    // SAFETY: nextest runs every test in a process of its own, and nothing else in this one
+    // reads the environment while it is set.
+    unsafe {
+        std::env::set_var("http_proxy", proxy.url());
+        std::env::remove_var("no_proxy");
+        std::env::remove_var("NO_PROXY");
+    }
+    for cli in [false, true] {
+        let bare = Bare::new();
+        let server = HttpServer::start(bare.dir.path(), Some(("alice", "s3cret")));
+        let before = proxy.relayed();
+        let cache = tempfile::tempdir().expect("tempdir");
+        let remote = open_remote(&spec(server.url("remote.git"), cli, "s3cret"));
+        let (mut w, _clock) = worker(cache.path(), remote, |_| {});
+        w.submit(put("a", "1"));
+        w.poll();
+        assert_eq!(
+            bare.files("main").get(&path_of("a")),
+            Some(&rendered("1")),
+            "cli={cli}: published through the proxy"
+        );
+        assert!(
+            proxy.relayed() > before,
+            "cli={cli}: the proxy relayed the remote's requests"
+        );
+    }
+}
