@@ -30,6 +30,11 @@ pub enum Input {
         /// The commit message.
         message: String,
     },
+    /// Someone waits for what was submitted so far (`X-Backflow-Wait: pushed`): close the
+    /// commit window at the next opportunity instead of sitting out its silence. While a push
+    /// is in flight, intents keep collecting and go out together in the next commit (group
+    /// commit), still one compare-and-swap push per commit.
+    Hurry,
     /// A hint that the branch moved (a push webhook): look at the remote now.
     RemoteMoved,
     /// The owner has resubmitted every target of the branch after a

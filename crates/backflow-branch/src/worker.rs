@@ -223,6 +223,9 @@ pub struct BranchCore {
     published_through: IntentSeq,
     flush_through: IntentSeq,
     flush_waiting: bool,
+    /// The last intent someone waits for ([`Input::Hurry`]): the window closes as soon as
+    /// nothing is in flight.
+    hurry_through: IntentSeq,
     push_not_before: Option<Moment>,
     backoff: Backoff,
     refresh_at: Moment,
@@ -258,6 +261,7 @@ impl BranchCore {
             published_through: IntentSeq(0),
             flush_through: IntentSeq(0),
             flush_waiting: false,
+            hurry_through: IntentSeq(0),
             push_not_before: None,
             refresh_at: now,
             stats: WorkerStats::default(),
@@ -361,6 +365,7 @@ impl BranchCore {
                 self.decide(WriteKind::Save { message });
                 self.take_flush_mark();
             }
+            Input::Hurry => self.hurry_through = self.last_seq,
             Input::RemoteMoved => self.refresh_at = self.refresh_at.min(now),
             Input::Recovered => {
                 if matches!(self.phase, Phase::Recovering { .. }) {
@@ -516,6 +521,10 @@ impl BranchCore {
         if !matches!(self.phase, Phase::Idle) {
             return;
         }
+        if self.is_hurried() {
+            // Nothing is in flight: what collected meanwhile goes out as one commit.
+            self.decide(WriteKind::Window);
+        }
         if self.remote_tip == Tip::Unknown || self.refresh_at <= now {
             return self.start_fetch(FetchPurpose::Look, out);
         }
@@ -528,6 +537,11 @@ impl BranchCore {
             // known then.
             self.start_build(None, out);
         }
+    }
+
+    /// Whether someone waits for an intent still in the window.
+    fn is_hurried(&self) -> bool {
+        self.hurry_through > self.decided_through && !self.window.is_empty()
     }
 
     fn has_work(&self) -> bool {
@@ -554,7 +568,11 @@ impl BranchCore {
             wake = wake.min(deadline);
         }
         match self.phase {
-            Phase::Idle if self.remote_tip == Tip::Unknown || self.chain_is_stale() => {
+            Phase::Idle
+                if self.remote_tip == Tip::Unknown
+                    || self.chain_is_stale()
+                    || self.is_hurried() =>
+            {
                 wake = now;
             }
             Phase::Idle if self.has_work() => {

@@ -100,6 +100,7 @@ enum Command {
     Flush(oneshot::Sender<Option<CommitId>>),
     CommitRequest(String, oneshot::Sender<Option<CommitId>>),
     RemoteMoved,
+    Hurry,
     Recovered,
     Reconfigure(Box<(WorkerConfig, RemoteSpec)>),
     ReadFolder(
@@ -183,6 +184,13 @@ impl WorkerHandle {
     /// publication goes on.
     pub fn recovered(&self) {
         let _ = self.tx.send(Command::Recovered);
+    }
+
+    /// Someone waits for what was submitted so far (`X-Backflow-Wait: pushed`): the commit
+    /// window closes at the next opportunity, and what collects while a push is in flight goes
+    /// out together in the next commit.
+    pub fn hurry(&self) {
+        let _ = self.tx.send(Command::Hurry);
     }
 
     /// Why the worker's last publication cycle failed, until its remote answers again.
@@ -323,6 +331,7 @@ impl Driver {
                 self.flushes.push((mark.0, reply));
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
+            Command::Hurry => self.worker.hurry(),
             Command::Recovered => self.worker.recovered(),
             Command::Reconfigure(settings) => {
                 let (cfg, remote) = *settings;

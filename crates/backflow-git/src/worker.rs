@@ -390,6 +390,12 @@ impl BranchWorker {
         self.run(Input::Reconfigure(self.cfg.timing.clone()));
     }
 
+    /// Someone waits for what was submitted so far: the window closes at the next opportunity
+    /// ([`Input::Hurry`]).
+    pub fn hurry(&mut self) {
+        self.run(Input::Hurry);
+    }
+
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.
     pub fn notify_remote_moved(&mut self) {
         self.run(Input::RemoteMoved);

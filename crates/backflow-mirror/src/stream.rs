@@ -423,7 +423,7 @@ async fn catch_up(
         memory.submitted.remove(&key);
         if ctx.prune != PruneMode::Never {
             let rx = ctx.submit(Intent::delete(ctx.path.clone(), key.clone()));
-            ctx.tracker.record(key, 0, rx);
+            ctx.tracker.record(key, 0, rx, &ctx.worker);
         }
     }
 }
@@ -514,7 +514,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
         })
         .inc();
     for (key, rv) in seen {
-        ctx.tracker.record(key, rv, rx.clone());
+        ctx.tracker.record(key, rv, rx.clone(), &ctx.worker);
     }
 }
 
@@ -579,7 +579,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     memory.submitted.insert(key.clone(), (print, rv));
     let intent = Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
     let rx = ctx.submit(intent);
-    ctx.tracker.record(key, rv, rx);
+    ctx.tracker.record(key, rv, rx, &ctx.worker);
 }
 
 /// Judges a write against the apply window, counting what the verdict means: the apply landing
@@ -646,7 +646,7 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
     }
     let intent = Intent::delete(ctx.path.clone(), key.clone()).attributed(ctx.attribution(by));
     let rx = ctx.submit(intent);
-    ctx.tracker.record(key, rv, rx);
+    ctx.tracker.record(key, rv, rx, &ctx.worker);
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use backflow_api::publication::{Publication, PublicationWaiter};
 use backflow_api::{GroupResource, ObjectKey};
+use backflow_git::WorkerHandle;
 use tokio::sync::{Notify, watch};
 
 /// How a write ended up.
@@ -34,6 +35,8 @@ struct KeyState {
     seen: u64,
     /// The publication that holds the object's state as of `seen`.
     publication: PublicationRx,
+    /// The branch worker that publishes it, told to hurry when someone waits.
+    worker: Option<WorkerHandle>,
 }
 
 /// Tracks, per object, the newest write the mirror handled and the publication holding it.
@@ -54,8 +57,15 @@ pub fn resolved(outcome: Outcome) -> PublicationRx {
 }
 
 impl Tracker {
-    /// Records that the mirror handled `key` at `resource_version`, published by `publication`.
-    pub fn record(&self, key: ObjectKey, resource_version: u64, publication: PublicationRx) {
+    /// Records that the mirror handled `key` at `resource_version`, published by `publication`
+    /// from `worker`'s branch.
+    pub fn record(
+        &self,
+        key: ObjectKey,
+        resource_version: u64,
+        publication: PublicationRx,
+        worker: &WorkerHandle,
+    ) {
         let mut keys = self
             .keys
             .lock()
@@ -63,10 +73,12 @@ impl Tracker {
         let entry = keys.entry(key).or_insert_with(|| KeyState {
             seen: 0,
             publication: publication.clone(),
+            worker: None,
         });
         if resource_version >= entry.seen {
             entry.seen = resource_version;
             entry.publication = publication;
+            entry.worker = Some(worker.clone());
         }
         drop(keys);
         self.changed.notify_waiters();
@@ -87,6 +99,7 @@ impl Tracker {
                 KeyState {
                     seen: resource_version,
                     publication: resolved(Outcome::NotPushed("not published".into())),
+                    worker: None,
                 },
             );
         }
@@ -116,7 +129,11 @@ impl Tracker {
         })
     }
 
-    async fn wait_seen(&self, key: &ObjectKey, resource_version: u64) -> Option<PublicationRx> {
+    async fn wait_seen(
+        &self,
+        key: &ObjectKey,
+        resource_version: u64,
+    ) -> Option<(PublicationRx, Option<WorkerHandle>)> {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -132,7 +149,7 @@ impl Tracker {
                 if let Some(state) = keys.get(key)
                     && state.seen >= resource_version
                 {
-                    return Some(state.publication.clone());
+                    return Some((state.publication.clone(), state.worker.clone()));
                 }
             }
             notified.await;
@@ -147,9 +164,13 @@ impl Tracker {
         timeout: Duration,
     ) -> Publication {
         let waited = tokio::time::timeout(timeout, async {
-            let Some(mut rx) = self.wait_seen(&key, resource_version).await else {
+            let Some((mut rx, worker)) = self.wait_seen(&key, resource_version).await else {
                 return Publication::NotMirrored;
             };
+            if let Some(worker) = worker.filter(|_| rx.borrow().is_none()) {
+                // Someone waits: the write must not sit out the commit window.
+                worker.hurry();
+            }
             loop {
                 if let Some(outcome) = rx.borrow_and_update().clone() {
                     return match outcome {

@@ -713,3 +713,37 @@ fn a_window_of_several_users_becomes_one_commit_per_user_in_one_push() {
         "every intent is published by that push"
     );
 }
+
+#[test]
+fn a_waited_write_does_not_sit_out_the_window_and_waiting_writes_share_a_commit() {
+    let window = CoreConfig {
+        window: Duration::from_secs(10),
+        ..CoreConfig::default()
+    };
+    // Without anyone waiting, a write sits in the window: no time passes, nothing is pushed.
+    let mut s = Shell::new(window.clone());
+    s.submit(put("a", "1"));
+    s.tick();
+    assert!(published(&s.events).is_empty(), "the window holds it");
+    // Someone waits: published at once, in the same instant.
+    s.step(Input::Hurry);
+    s.tick();
+    assert_eq!(published(&s.events), [IntentSeq(1)]);
+    assert_eq!(s.core.stats().commits, 1);
+
+    // Sixteen writers' writes that arrive while the worker is busy go out as one commit.
+    let mut s = Shell::new(window);
+    for i in 0..16 {
+        s.submit(put(&format!("w{i}"), "1"));
+        s.step(Input::Hurry);
+    }
+    s.tick();
+    assert_eq!(published(&s.events).last(), Some(&IntentSeq(16)));
+    assert_eq!(
+        s.core.stats().commits,
+        1,
+        "one commit for all the waiting writes"
+    );
+    let pushes = s.effects.iter().filter(|e| e.starts_with("Push")).count();
+    assert_eq!(pushes, 1);
+}
