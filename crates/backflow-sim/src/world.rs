@@ -239,6 +239,7 @@ impl World {
             75..82 => self.webhook(),
             82..90 if self.asked.is_some() => self.finish_apply(),
             90..92 => self.crash(),
+            92..94 => self.reconfigure(),
             _ => self.tick(),
         }
     }
@@ -281,6 +282,20 @@ impl World {
         }
     }
 
+    /// The provider's settings change while the worker runs: the commit window flips between
+    /// the default and zero (one commit per change).
+    fn reconfigure(&mut self) {
+        let mut cfg = self.branch.core.config().clone();
+        cfg.window = if cfg.window.is_zero() {
+            CoreConfig::default().window
+        } else {
+            std::time::Duration::ZERO
+        };
+        self.log(format!("the provider's commit window becomes {:?}", cfg.window));
+        self.branch.step(Input::Reconfigure(cfg));
+        self.pump();
+    }
+
     /// The push webhook arrives: the branch worker looks at the remote.
     fn webhook(&mut self) {
         self.log("a push notice: the worker looks at the remote".into());
@@ -308,6 +323,11 @@ impl World {
         ));
         self.branch
             .step(Input::Submit(model::put(&event.name, &event.value)));
+        if event.by == Writer::Person && self.rng.random_range(0..3) == 0 {
+            // The person's client waits for the push (`X-Backflow-Wait`): group commit.
+            self.log(format!("{}'s writer waits for the push", event.name));
+            self.branch.step(Input::Hurry);
+        }
         let seq = self.branch.core.last_seq();
         if event.by == Writer::Person
             && let Some(e) = self.expected.get_mut(&event.name)
