@@ -291,7 +291,10 @@ impl World {
         } else {
             std::time::Duration::ZERO
         };
-        self.log(format!("the provider's commit window becomes {:?}", cfg.window));
+        self.log(format!(
+            "the provider's commit window becomes {:?}",
+            cfg.window
+        ));
         self.branch.step(Input::Reconfigure(cfg));
         self.pump();
     }

@@ -3,6 +3,7 @@
 mod discovery;
 mod path;
 mod resources;
+mod review;
 mod watch;
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::{HeaderMap, header};
 use serde_json::json;
 
@@ -135,6 +136,18 @@ fn routes(state: AppState) -> Router {
         )
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
+        .route(
+            "/apis/authentication.k8s.io/{version}/selfsubjectreviews",
+            post(review::whoami),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(review::can_i),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            post(review::rules),
+        )
         .route("/metrics", get(metrics))
         .route("/openapi/v2", get(openapi_v2))
         .route(

@@ -105,6 +105,23 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
         "admin"
     );
 
+    // kubectl says who is asking, and that they may (backflow does not authorize).
+    let who = kubectl_as(
+        &w,
+        "t-alice-5521",
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(who.trim(), r#"alice ["dev","ops","system:authenticated"]"#);
+    assert_eq!(
+        kubectl_as(&w, "t-bob-7734", &["auth", "can-i", "delete", "secrets"]).trim(),
+        "yes"
+    );
+
     // A token nobody was given is refused, by kubectl and on the wire.
     let out = w.kubectl_run(&["--token", "t-mallory", "get", "configmaps"]);
     assert_ne!(out.code, Some(0), "{out}");
