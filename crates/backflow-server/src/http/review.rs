@@ -62,10 +62,10 @@ fn created(api_version: &str, kind: &str, body: &Value, status: Value) -> Respon
         "spec": body.get("spec").cloned().unwrap_or(json!({})),
         "status": status,
     });
-    if kind == "SelfSubjectReview" {
-        if let Some(o) = answer.as_object_mut() {
-            o.remove("spec");
-        }
+    if kind == "SelfSubjectReview"
+        && let Some(o) = answer.as_object_mut()
+    {
+        o.remove("spec");
     }
     (
         StatusCode::CREATED,
