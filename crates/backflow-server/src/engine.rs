@@ -4,6 +4,7 @@
 //! resourceVersion matches) still holds when it is committed. The HTTP layer only translates
 //! requests into these calls.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use backflow_api::ids::NAME_ALPHABET;
@@ -62,6 +63,8 @@ pub struct ListOptions {
     pub limit: usize,
     /// `continue` token from the previous page.
     pub continue_token: Option<String>,
+    /// `resourceVersion=N&resourceVersionMatch=Exact`: the list as it was at N.
+    pub exact: Option<u64>,
 }
 
 /// Which part of an object a write addresses.
@@ -332,10 +335,20 @@ impl Engine {
             }
             None => (None, None),
         };
-        let (items, rv, remaining) = self.store.read(|s| {
+        let (objects, rv) = match opts.exact {
+            Some(at) => (self.objects_at(&gr, ns, at)?, at),
+            None => self.store.read(|s| {
+                let objects: Vec<(ObjectKey, Arc<Value>)> = s
+                    .list(&gr, ns)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (objects, s.resource_version())
+            }),
+        };
+        let (items, remaining) = {
             let mut items = Vec::new();
             let mut remaining = 0usize;
-            for (k, v) in s.list(&gr, ns) {
+            for (k, v) in &objects {
                 if let Some(after) = &start_after
                     && format!("{}/{}", k.namespace, k.name).as_str() <= after.as_str()
                 {
@@ -350,8 +363,8 @@ impl Engine {
                 }
                 items.push(at_version(v, t));
             }
-            (items, s.resource_version(), remaining)
-        });
+            (items, remaining)
+        };
         let rv = token_rv.unwrap_or(rv);
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if remaining > 0
@@ -364,6 +377,63 @@ impl Engine {
         Ok(
             json!({"apiVersion": t.api_version(), "kind": t.list_kind, "metadata": metadata, "items": items}),
         )
+    }
+
+    /// The objects of `gr` (in `ns`, or every namespace) as they were at resourceVersion `at`:
+    /// the current ones with every later change undone from the watch history. 410 when the
+    /// history no longer reaches back to `at`, 504 when `at` is newer than the store.
+    fn objects_at(
+        &self,
+        gr: &backflow_api::GroupResource,
+        ns: Option<&str>,
+        at: u64,
+    ) -> ApiResult<Vec<(ObjectKey, Arc<Value>)>> {
+        // The history is appended just after the read model moves: retry until both agree.
+        for _ in 0..1_000 {
+            let (mut objects, current): (BTreeMap<ObjectKey, Arc<Value>>, u64) =
+                self.store.read(|s| {
+                    let objects = s
+                        .list(gr, ns)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    (objects, s.resource_version())
+                });
+            if at > current {
+                return Err(ApiError::Timeout(format!(
+                    "Too large resource version: {at}, current: {current}"
+                )));
+            }
+            let events = self.store.events().since(at).map_err(|e| {
+                ApiError::Expired(format!(
+                    "The resourceVersion for the provided list is too old: {at} (the oldest kept is {})",
+                    e.oldest
+                ))
+            })?;
+            if events.last().is_some_and(|e| e.resource_version < current)
+                || (events.is_empty() && at < current)
+            {
+                std::thread::yield_now();
+                continue;
+            }
+            let in_scope = |k: &ObjectKey| &k.resource == gr && ns.is_none_or(|n| k.namespace == n);
+            for e in events
+                .iter()
+                .rev()
+                .filter(|e| e.resource_version <= current)
+            {
+                if !in_scope(&e.key) {
+                    continue;
+                }
+                match &e.previous {
+                    Some(previous) => objects.insert(e.key.clone(), previous.clone()),
+                    None => objects.remove(&e.key),
+                };
+            }
+            return Ok(objects.into_iter().collect());
+        }
+        Err(ApiError::ServiceUnavailable(
+            "the watch history is behind the store; retry".into(),
+        ))
     }
 
     /// Creates an object from a client's body.

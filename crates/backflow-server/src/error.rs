@@ -141,6 +141,12 @@ pub enum ApiError {
     /// 415: the body's media type is not accepted here.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 410: a resourceVersion older than the history kept.
+    #[error("{0}")]
+    Expired(String),
+    /// 504: a resourceVersion newer than the store's (kube-apiserver waits, then gives up).
+    #[error("{0}")]
+    Timeout(String),
     /// 500: the server failed; the message names what failed.
     #[error("{0}")]
     Internal(String),
@@ -174,6 +180,8 @@ impl ApiError {
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::RequestEntityTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Expired(_) => StatusCode::GONE,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -194,6 +202,8 @@ impl ApiError {
             Self::NotAcceptable(_) => "NotAcceptable",
             Self::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
             Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Self::Expired(_) => "Expired",
+            Self::Timeout(_) => "Timeout",
             Self::Internal(_) => "InternalError",
             Self::ServiceUnavailable(_) => "ServiceUnavailable",
         }

@@ -192,6 +192,14 @@ fn list_options(q: &Query, t: &ResourceType) -> ApiResult<ListOptions> {
         )?,
         limit,
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        exact: match q.get("resourceVersionMatch").map(String::as_str) {
+            Some("Exact") => Some(resource_version_param(q)?.ok_or_else(|| {
+                ApiError::BadRequest(
+                    "resourceVersionMatch=Exact needs a resourceVersion to list at".into(),
+                )
+            })?),
+            _ => None,
+        },
     })
 }
 
