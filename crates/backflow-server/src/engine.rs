@@ -798,6 +798,9 @@ impl Engine {
         if is_crd(req.t) {
             causes.extend(crd::validate(object));
         }
+        if let Some(schema) = &req.t.schema {
+            causes.extend(schema::validate(schema, object));
+        }
         if let Some(old) = existing
             && object::is_deleting(old)
         {

@@ -28,6 +28,15 @@ impl Cause {
         }
     }
 
+    /// A value that breaks a rule, shown as JSON (`FieldValueInvalid`).
+    pub fn invalid_value(field: impl Into<String>, value: &Value, why: impl AsRef<str>) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {}", why.as_ref()),
+        }
+    }
+
     /// A missing value (`FieldValueRequired`).
     pub fn required(field: impl Into<String>) -> Self {
         Self {

@@ -23,6 +23,7 @@ both_transports!(
     wrongly_typed_fields_are_400_and_nothing_is_stored,
     data_over_one_mebibyte_is_422_and_secret_values_are_never_echoed,
     bad_query_parameters_are_refused_and_encoded_paths_are_decoded,
+    custom_resources_are_validated_against_their_schema,
 );
 
 fn configmap(name: &str) -> ConfigMap {
@@ -464,5 +465,77 @@ async fn bad_query_parameters_are_refused_and_encoded_paths_are_decoded(t: Trans
     assert_eq!(found["metadata"]["name"], "my-app");
     let (got, _) = get(format!("{list}/my%zzapp")).await;
     assert_eq!(got, 400);
+    s.stop().await;
+}
+
+async fn custom_resources_are_validated_against_their_schema(t: Transport) {
+    let s = TestServer::start(t).await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 1},
+                        "mode": {"type": "string", "enum": ["fast", "safe"]}}}}}}}],
+        },
+    }))
+    .expect("crd");
+    Api::<CustomResourceDefinition>::all(s.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), "default", &ar);
+    let before = store_rv(&s.client).await;
+    let st = status_of(
+        widgets
+            .create(
+                &PostParams::default(),
+                &DynamicObject::new("w1", &ar).data(json!({"spec": {"size": "3", "mode": "slow"}})),
+            )
+            .await,
+    );
+    assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"), "{st:?}");
+    assert!(
+        st.message
+            .contains("spec.size in body must be of type integer: \"string\""),
+        "{}",
+        st.message
+    );
+    assert!(
+        st.message.contains("supported values: \"fast\", \"safe\""),
+        "{}",
+        st.message
+    );
+    assert_eq!(store_rv(&s.client).await, before, "nothing stored");
+    widgets
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 3, "mode": "fast"}})),
+        )
+        .await
+        .expect("a valid widget");
+    let st = status_of(
+        widgets
+            .patch(
+                "w1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"size": 0}})),
+            )
+            .await,
+    );
+    assert_eq!(st.code, 422, "{st:?}");
+    assert!(
+        st.message.contains("should be greater than or equal to 1"),
+        "{}",
+        st.message
+    );
     s.stop().await;
 }
