@@ -453,6 +453,37 @@ impl InProcess {
     }
 }
 
+/// The router for one TLS connection: a verified client certificate names the user of every
+/// request on it.
+fn with_certificate_user(
+    app: axum::Router,
+    tls: &tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+) -> TowerToHyperService<
+    tower::util::MapRequest<
+        axum::Router,
+        impl FnMut(http::Request<hyper::body::Incoming>) -> http::Request<hyper::body::Incoming>
+        + Clone
+        + use<>,
+    >,
+> {
+    let user = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .and_then(tls::certificate_user)
+        .map(CertificateUser);
+    TowerToHyperService::new(tower::ServiceExt::map_request(
+        app,
+        move |mut req: http::Request<hyper::body::Incoming>| {
+            if let Some(user) = &user {
+                req.extensions_mut().insert(user.clone());
+            }
+            req
+        },
+    ))
+}
+
 async fn accept_loop(
     listener: TcpListener,
     app: axum::Router,
@@ -515,24 +546,7 @@ async fn accept_loop(
                             return;
                         }
                     };
-                    // A verified client certificate names the user of every request on the
-                    // connection.
-                    let user = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|certs| certs.first())
-                        .and_then(tls::certificate_user)
-                        .map(CertificateUser);
-                    let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-                        app,
-                        move |mut req: http::Request<hyper::body::Incoming>| {
-                            if let Some(user) = &user {
-                                req.extensions_mut().insert(user.clone());
-                            }
-                            req
-                        },
-                    ));
+                    let service = with_certificate_user(app, &tls);
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(tls), service)
                         .into_owned();

@@ -269,6 +269,12 @@ async fn serve(
     let Ok(Ok(raw)) = output else {
         return plain(StatusCode::INTERNAL_SERVER_ERROR, "backend");
     };
+    cgi_response(&raw)
+}
+
+/// The HTTP answer a CGI program's output stands for: headers (`Status:` among them), a blank
+/// line, the body.
+fn cgi_response(raw: &[u8]) -> Response<Full<Bytes>> {
     // CGI output: headers, a blank line, the body.
     let split = raw
         .windows(4)

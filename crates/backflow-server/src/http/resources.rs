@@ -280,43 +280,18 @@ async fn route(
     let q = parse_query(uri.query());
     check_query(&q)?;
     let ns = p.namespace.clone().unwrap_or_default();
-    match (&p.name, &p.subresource) {
-        (None, _) => collection(state, method, &t, &p, &q, headers, body, user).await,
-        (Some(name), None) => {
-            object(
-                engine,
-                method,
-                &t,
-                &ns,
-                name,
-                Part::Main,
-                &q,
-                headers,
-                body,
-                user,
-            )
-            .await
+    let Some(name) = &p.name else {
+        return collection(state, method, &t, &p, &q, headers, body, user).await;
+    };
+    let part = match p.subresource.as_deref() {
+        None => Part::Main,
+        Some("status") if t.status_subresource => Part::Status,
+        Some("scale") if t.scale.is_some() => {
+            return scale(engine, method, &t, &ns, name, &q, headers, body, user).await;
         }
-        (Some(name), Some(sub)) if sub == "status" && t.status_subresource => {
-            object(
-                engine,
-                method,
-                &t,
-                &ns,
-                name,
-                Part::Status,
-                &q,
-                headers,
-                body,
-                user,
-            )
-            .await
-        }
-        (Some(name), Some(sub)) if sub == "scale" && t.scale.is_some() => {
-            scale(engine, method, &t, &ns, name, &q, headers, body, user).await
-        }
-        _ => Err(ApiError::UnknownResource),
-    }
+        Some(_) => return Err(ApiError::UnknownResource),
+    };
+    object(engine, method, &t, &ns, name, part, &q, headers, body, user).await
 }
 
 /// The path as kube-apiserver routes it: percent-encoded bytes decoded (`my%2Dapp` is `my-app`).

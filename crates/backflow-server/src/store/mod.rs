@@ -177,61 +177,13 @@ impl Store {
             path: shown.clone(),
             message: m,
         };
-        let mut state = State::default();
-        {
-            // Create the tables on first start so reads below find them.
-            let w = db.begin_write().map_err(|e| load(e.to_string()))?;
-            w.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
-            w.open_table(META).map_err(|e| load(e.to_string()))?;
-            w.commit().map_err(|e| load(e.to_string()))?;
-        }
-        let r = db.begin_read().map_err(|e| load(e.to_string()))?;
-        let meta = r.open_table(META).map_err(|e| load(e.to_string()))?;
-        state.resource_version = meta
-            .get(RESOURCE_VERSION)
-            .map_err(|e| load(e.to_string()))?
-            .map_or(0, |g| g.value());
-        let objects = r.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
-        let mut plaintext_secrets = Vec::new();
-        for item in objects.iter().map_err(|e| load(e.to_string()))? {
-            let (k, v) = item.map_err(|e| load(e.to_string()))?;
-            let (group, resource, namespace, name) = k.value();
-            let key = ObjectKey::new(GroupResource::new(group, resource), namespace, name);
-            let opened;
-            let bytes = if at_rest::is_sealed(v.value()) {
-                let Some(at_rest) = &sealer else {
-                    return Err(StoreError::KeyMissing {
-                        key: key.to_string(),
-                        path: key_path
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_default(),
-                    });
-                };
-                opened = at_rest.open(&key, v.value())?;
-                opened.as_slice()
-            } else {
-                if at_rest::is_sensitive(&key) {
-                    plaintext_secrets.push(key.clone());
-                }
-                v.value()
-            };
-            let mut obj: Value =
-                serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
-                    key: key.to_string(),
-                    source: e,
-                })?;
-            backflow_api::compact::compact(&mut obj);
-            state.objects.insert(key, Arc::new(obj));
-        }
-        drop(objects);
-        drop(meta);
-        drop(r);
+        let (state, plaintext_secrets) = load_state(&db, sealer.as_ref(), key_path, &load)?;
         let sealer = match (sealer, key_path) {
             (None, Some(p)) => AtRestKey::load(p, true)?,
             (sealer, _) => sealer,
         };
         if let Some(at_rest) = &sealer {
-            seal_plaintext(&db, &state, at_rest, &plaintext_secrets).map_err(load)?;
+            seal_plaintext(&db, &state, at_rest, &plaintext_secrets).map_err(&load)?;
         }
         let log = Arc::new(EventLog::new(history, state.resource_version));
         let state = Arc::new(RwLock::new(state));
@@ -340,6 +292,61 @@ impl Store {
             }
         }
     }
+}
+
+/// Reads every stored object into a read model (opening sealed Secrets with `sealer`), and
+/// names the Secrets still stored in plaintext. The tables are created on a first start.
+fn load_state(
+    db: &Database,
+    sealer: Option<&AtRestKey>,
+    key_path: Option<&Path>,
+    load: &impl Fn(String) -> StoreError,
+) -> Result<(State, Vec<ObjectKey>), StoreError> {
+    let mut state = State::default();
+    {
+        let w = db.begin_write().map_err(|e| load(e.to_string()))?;
+        w.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
+        w.open_table(META).map_err(|e| load(e.to_string()))?;
+        w.commit().map_err(|e| load(e.to_string()))?;
+    }
+    let r = db.begin_read().map_err(|e| load(e.to_string()))?;
+    let meta = r.open_table(META).map_err(|e| load(e.to_string()))?;
+    state.resource_version = meta
+        .get(RESOURCE_VERSION)
+        .map_err(|e| load(e.to_string()))?
+        .map_or(0, |g| g.value());
+    let objects = r.open_table(OBJECTS).map_err(|e| load(e.to_string()))?;
+    let mut plaintext_secrets = Vec::new();
+    for item in objects.iter().map_err(|e| load(e.to_string()))? {
+        let (k, v) = item.map_err(|e| load(e.to_string()))?;
+        let (group, resource, namespace, name) = k.value();
+        let key = ObjectKey::new(GroupResource::new(group, resource), namespace, name);
+        let opened;
+        let bytes = if at_rest::is_sealed(v.value()) {
+            let Some(at_rest) = sealer else {
+                return Err(StoreError::KeyMissing {
+                    key: key.to_string(),
+                    path: key_path
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                });
+            };
+            opened = at_rest.open(&key, v.value())?;
+            opened.as_slice()
+        } else {
+            if at_rest::is_sensitive(&key) {
+                plaintext_secrets.push(key.clone());
+            }
+            v.value()
+        };
+        let mut obj: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+            key: key.to_string(),
+            source: e,
+        })?;
+        backflow_api::compact::compact(&mut obj);
+        state.objects.insert(key, Arc::new(obj));
+    }
+    Ok((state, plaintext_secrets))
 }
 
 /// Seals the Secrets `keys` names, which an older backflow stored in plaintext, in one commit.

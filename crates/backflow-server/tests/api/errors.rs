@@ -133,16 +133,23 @@ async fn kind_mismatch_is_400(t: Transport) {
     s.stop().await;
 }
 
-async fn strategic_patch_of_custom_resource_is_415(t: Transport) {
-    let s = TestServer::start(t).await;
+/// Creates the namespaced CRD `{plural}.example.com` served at `v1` with `schema`; returns its
+/// resource.
+async fn custom_type(
+    s: &TestServer,
+    plural: &str,
+    kind: &str,
+    schema: serde_json::Value,
+) -> ApiResource {
+    let singular = plural.trim_end_matches('s');
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"},
+        "metadata": {"name": format!("{plural}.example.com")},
         "spec": {
             "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "names": {"plural": plural, "singular": singular, "kind": kind},
             "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+                "schema": {"openAPIV3Schema": schema}}],
         },
     }))
     .expect("crd");
@@ -150,10 +157,18 @@ async fn strategic_patch_of_custom_resource_is_415(t: Transport) {
         .create(&PostParams::default(), &crd)
         .await
         .expect("create CRD");
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", kind), plural)
+}
+
+async fn strategic_patch_of_custom_resource_is_415(t: Transport) {
+    let s = TestServer::start(t).await;
+    let ar = custom_type(
+        &s,
         "gadgets",
-    );
+        "Gadget",
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    )
+    .await;
     let gadgets: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), "default", &ar);
     let created = gadgets
         .create(
@@ -470,28 +485,11 @@ async fn bad_query_parameters_are_refused_and_encoded_paths_are_decoded(t: Trans
 
 async fn custom_resources_are_validated_against_their_schema(t: Transport) {
     let s = TestServer::start(t).await;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "required": ["size"], "properties": {
-                        "size": {"type": "integer", "minimum": 1},
-                        "mode": {"type": "string", "enum": ["fast", "safe"]}}}}}}}],
-        },
-    }))
-    .expect("crd");
-    Api::<CustomResourceDefinition>::all(s.client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("create CRD");
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
-        "widgets",
-    );
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 1},
+            "mode": {"type": "string", "enum": ["fast", "safe"]}}}}});
+    let ar = custom_type(&s, "widgets", "Widget", schema).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), "default", &ar);
     let before = store_rv(&s.client).await;
     let st = status_of(

@@ -16,6 +16,22 @@ fn token_file(dir: &Path) -> PathBuf {
     path
 }
 
+/// A server whose users are alice and bob, with a window long enough (3 s) that both users'
+/// changes fall into one; the token file's directory lives as long as the world.
+fn world_with_users() -> (World, tempfile::TempDir) {
+    let tokens = tempfile::tempdir().unwrap();
+    let file = token_file(tokens.path());
+    let w = World::start(&[
+        "--token-auth-file",
+        file.to_str().unwrap(),
+        "--commit-window",
+        "3s",
+        "--no-apply",
+    ]);
+    w.wait_settled();
+    (w, tokens)
+}
+
 /// Runs kubectl as the user of `token` and asserts success.
 fn kubectl_as(w: &World, token: &str, args: &[&str]) -> String {
     let mut all = vec!["--token", token];
@@ -53,18 +69,7 @@ fn commit_of(w: &World, file: &str) -> (String, String, Vec<String>) {
 
 #[test]
 fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
-    let tokens = tempfile::tempdir().unwrap();
-    let file = token_file(tokens.path());
-    let file = file.to_str().unwrap();
-    // A window long enough that both users' changes fall into it.
-    let w = World::start(&[
-        "--token-auth-file",
-        file,
-        "--commit-window",
-        "3s",
-        "--no-apply",
-    ]);
-    w.wait_settled();
+    let (w, _tokens) = world_with_users();
 
     kubectl_as(
         &w,
@@ -187,17 +192,7 @@ fn each_users_change_is_committed_under_their_name_and_a_stranger_is_refused() {
 
 #[test]
 fn co_authored_targets_keep_one_commit_and_excluded_users_are_not_mirrored() {
-    let tokens = tempfile::tempdir().unwrap();
-    let file = token_file(tokens.path());
-    let file = file.to_str().unwrap();
-    let w = World::start(&[
-        "--token-auth-file",
-        file,
-        "--commit-window",
-        "3s",
-        "--no-apply",
-    ]);
-    w.wait_settled();
+    let (w, _tokens) = world_with_users();
     w.patch_target("default", r#"{"spec":{"commitAuthors":"CoAuthored"}}"#);
     w.wait_target_ready("default");
 
@@ -279,17 +274,10 @@ fn provider_commit_and_push_settings_take_effect_without_a_restart() {
         w.git(&["log", "-1", "--format=%cn", "main"]).trim(),
         "backflow"
     );
-    w.kubectl(&[
-        "patch",
-        "gitprovider",
+    w.patch_provider(
         "default",
-        "-n",
-        "backflow-system",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"commit":{"committer":{"name":"platform-bot","email":"bot@example.com"},"message":{"eventTemplate":"config: {verb} {object}"}}}}"#,
-    ]);
+    );
     // The worker takes the new settings at the next reconcile; poll with fresh objects.
     let mut n = 0;
     crate::common::wait_for(

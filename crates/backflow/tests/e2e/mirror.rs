@@ -590,17 +590,8 @@ fn commit_request_reports_the_pushed_sha() {
     // the adopt of the create would flush the window first (docs/apply.md).
     let flags = ["--commit-window", "10m", "--no-apply"];
     let mut w = World::start(&flags);
-    // Provider push settings are read when its branch worker starts.
-    w.kubectl(&[
-        "patch",
-        "gitprovider",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"push":{"maxWindowAge":"1h"}}}"#,
-    ]);
+    // Set before the branch worker starts again, so its very first window has it.
+    w.patch_provider("default", r#"{"spec":{"push":{"maxWindowAge":"1h"}}}"#);
     w.restart(&flags);
     w.wait_settled();
     let before = w.events("submitted");

@@ -841,6 +841,21 @@ impl World {
         )
     }
 
+    /// A JSON merge patch of `GitProvider` `name` in backflow-system, as `kubectl patch` sends it.
+    pub fn patch_provider(&self, name: &str, patch: &str) {
+        self.kubectl(&[
+            "patch",
+            "gitprovider",
+            name,
+            "-n",
+            "backflow-system",
+            "--type",
+            "merge",
+            "-p",
+            patch,
+        ]);
+    }
+
     /// A JSON merge patch of `GitTarget` `name` in backflow-system, as `kubectl patch` sends it.
     pub fn patch_target(&self, name: &str, patch: &str) {
         self.kubectl(&[
