@@ -25,6 +25,7 @@ mod registry;
 mod schema;
 mod selector;
 mod serve;
+mod service_account;
 mod store;
 mod table;
 mod tls;

@@ -319,6 +319,22 @@ fn deployment_spec(b: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// Decodes a protobuf body into the JSON object it stands for.
+/// A `TokenRequestSpec`: `audiences` (1) and `expirationSeconds` (4), what
+/// `kubectl create token --audience … --duration …` sends.
+fn token_request_spec(b: &[u8]) -> Result<Value, ApiError> {
+    let mut spec = Map::new();
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => push_str(&mut spec, "audiences", x)?,
+            (4, Field::Varint(v)) => {
+                spec.insert("expirationSeconds".into(), json!(v as i64));
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::Object(spec))
+}
+
 pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
     let rest = body
         .strip_prefix(MAGIC)
@@ -374,7 +390,10 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             ("Deployment", 2) => {
                 obj.insert("spec".into(), deployment_spec(x)?);
             }
-            ("ConfigMap" | "Secret" | "Namespace" | "Deployment", _) => {}
+            ("TokenRequest", 2) => {
+                obj.insert("spec".into(), token_request_spec(x)?);
+            }
+            ("ConfigMap" | "Secret" | "Namespace" | "Deployment" | "TokenRequest", _) => {}
             (other, _) => {
                 return Err(ApiError::UnsupportedMediaType(format!(
                     "protobuf bodies are decoded for ConfigMap, Secret, Namespace and Deployment only, not {other}; send JSON (`kubectl create -f`, `kubectl apply`)"

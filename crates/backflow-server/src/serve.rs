@@ -18,6 +18,7 @@ use crate::auth::{CertificateUser, Tokens};
 use crate::engine::Engine;
 use crate::http::{AppState, Extensions, router};
 use crate::kubeconfig::{ClientAccess, render};
+use crate::service_account::ServiceAccountTokens;
 use crate::store::StoreError;
 use crate::tls::{self, TlsError, TlsMaterial};
 
@@ -121,6 +122,14 @@ pub enum StartError {
     /// The token auth file could not be used.
     #[error(transparent)]
     TokenAuthFile(#[from] crate::auth::TokenFileError),
+    /// The service account token signing key could not be read or made.
+    #[error("cannot use the service account signing key {path}: {source}")]
+    ServiceAccountKey {
+        /// The key file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// Only one of the certificate and key was given.
     #[error("--tls-cert-file and --tls-private-key-file go together; give both or neither")]
     HalfTls,
@@ -312,6 +321,14 @@ fn client_host(addr: SocketAddr) -> String {
     }
 }
 
+/// The signer of service account tokens, with its key in the data dir (kept across restarts,
+/// so tokens issued before stay good).
+fn service_account_tokens(data_dir: &Path) -> Result<ServiceAccountTokens, StartError> {
+    let path = data_dir.join("sa.key");
+    ServiceAccountTokens::load(&path)
+        .map_err(|source| StartError::ServiceAccountKey { path, source })
+}
+
 /// The listener on `addr`, and the address it got (a port 0 picks one).
 async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
     let bind_error = |source| StartError::Bind { addr, source };
@@ -363,6 +380,7 @@ pub async fn start_with_clock(
     let engine = Engine::new(store, clock)
         .await
         .map_err(|e| StartError::Init(e.to_string()))?;
+    let service_accounts = service_account_tokens(&data_dir)?;
 
     let (listener, addr) = bind(config.listen).await?;
     let host = client_host(addr);
@@ -379,6 +397,7 @@ pub async fn start_with_clock(
     let state = AppState {
         engine: engine.clone(),
         tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
+        service_accounts,
         shutdown: shutdown_rx.clone(),
         bookmark_interval: config.bookmark_interval,
         server_address: format!("{host}:{}", addr.port()),
@@ -434,6 +453,7 @@ impl InProcess {
         let router = router(AppState {
             engine: engine.clone(),
             tokens: None,
+            service_accounts: service_account_tokens(&config.data_dir)?,
             shutdown: shutdown_rx,
             bookmark_interval: config.bookmark_interval,
             server_address: "in-process".into(),

@@ -4,6 +4,7 @@ mod discovery;
 mod path;
 mod resources;
 mod review;
+mod token;
 mod watch;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use serde_json::json;
 use crate::auth::{CertificateUser, Tokens, UserInfo};
 use crate::engine::Engine;
 use crate::error::ApiError;
+use crate::service_account::ServiceAccountTokens;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -30,6 +32,8 @@ pub struct AppState {
     /// The bearer tokens requests must carry and the users they stand for; `None`:
     /// authentication is off (loopback without tokens, and backflow's own in-process client).
     pub tokens: Option<Arc<Tokens>>,
+    /// Issues service account tokens (`kubectl create token`) and knows them again.
+    pub service_accounts: ServiceAccountTokens,
     /// Flips to `true` when the server stops, ending open watches.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// How often idle watches that allow bookmarks get one.
@@ -288,9 +292,12 @@ async fn authenticate(State(s): State<AppState>, mut req: Request<Body>, next: N
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_token)
             .unwrap_or("");
-        match tokens.user(given) {
+        match tokens
+            .user(given)
+            .cloned()
+            .or_else(|| service_account_user(&s, given))
+        {
             Some(user) => {
-                let user = user.clone();
                 req.extensions_mut().insert(user);
             }
             None if is_public(req.uri().path()) => {}
@@ -301,6 +308,15 @@ async fn authenticate(State(s): State<AppState>, mut req: Request<Body>, next: N
         }
     }
     next.run(req).await
+}
+
+/// The service account a token this server issued names, while the token has not expired and
+/// the service account still exists with the UID it was issued for.
+fn service_account_user(s: &AppState, token: &str) -> Option<UserInfo> {
+    let claims = s.service_accounts.verify(token, s.engine.now())?;
+    let t = s.engine.resource_type("", "v1", "serviceaccounts")?;
+    let account = s.engine.get(&t, &claims.namespace, &claims.name).ok()?;
+    (crate::object::uid(&account) == claims.uid).then(|| claims.user())
 }
 
 /// The token of an `Authorization: Bearer <token>` header. The scheme is case-insensitive

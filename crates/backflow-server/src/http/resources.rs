@@ -46,7 +46,7 @@ fn wants_table(headers: &HeaderMap) -> bool {
         .is_some_and(table::wants_table)
 }
 
-fn json_ok(code: StatusCode, body: &Value) -> Response {
+pub(super) fn json_ok(code: StatusCode, body: &Value) -> Response {
     (
         code,
         [(header::CONTENT_TYPE, "application/json")],
@@ -55,7 +55,7 @@ fn json_ok(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-async fn read_body(body: Body) -> ApiResult<Bytes> {
+pub(super) async fn read_body(body: Body) -> ApiResult<Bytes> {
     match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(e)
@@ -286,6 +286,9 @@ async fn route(
     let part = match p.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status_subresource => Part::Status,
+        Some("token") if t.group.is_empty() && t.plural == "serviceaccounts" => {
+            return super::token::token_request(state, method, &t, &ns, name, headers, body).await;
+        }
         Some("scale") if t.scale.is_some() => {
             return scale(engine, method, &t, &ns, name, &q, headers, body, user).await;
         }

@@ -295,3 +295,47 @@ fn provider_commit_and_push_settings_take_effect_without_a_restart() {
         },
     );
 }
+
+#[test]
+fn a_service_account_token_from_kubectl_create_token_authors_its_changes_until_the_account_goes() {
+    let (w, _tokens) = world_with_users();
+    w.kubectl(&["create", "serviceaccount", "deployer"]);
+    let too_short = w.kubectl_run(&["create", "token", "deployer", "--duration", "5m"]);
+    assert_ne!(too_short.code, Some(0), "{too_short}");
+    assert!(
+        too_short.stderr.contains("less than 10 minutes"),
+        "{too_short}"
+    );
+    let token = w.kubectl(&["create", "token", "deployer", "--duration", "20m"]);
+    let token = token.trim();
+    let who = kubectl_as(
+        &w,
+        token,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert_eq!(who.trim(), "system:serviceaccount:default:deployer");
+    kubectl_as(
+        &w,
+        token,
+        &["create", "configmap", "by-robot", "--from-literal=k=r"],
+    );
+    w.wait_present("live/default/configmaps/by-robot.yaml");
+    let (author, email, _) = commit_of(&w, "live/default/configmaps/by-robot.yaml");
+    assert_eq!(
+        (author.as_str(), email.as_str()),
+        (
+            "system:serviceaccount:default:deployer",
+            "system-serviceaccount-default-deployer@users.backflow.local"
+        )
+    );
+    // The token dies with its service account.
+    w.kubectl(&["delete", "serviceaccount", "deployer"]);
+    let refused = w.kubectl_run(&["--token", token, "get", "configmaps"]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    assert!(refused.stderr.contains("Unauthorized"), "{refused}");
+}
