@@ -21,8 +21,8 @@ pub use claim::{
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};
 pub use provider::{
-    CommitMessages, CommitPolicy, GitProvider, GitProviderSpec, GitProviderStatus, Person,
-    PushPolicy, SecretReference,
+    AllowCrossNamespace, CommitMessages, CommitPolicy, GitProvider, GitProviderSpec,
+    GitProviderStatus, Person, PushPolicy, SecretReference,
 };
 pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
 pub use target::{

@@ -108,6 +108,20 @@ pub struct GitProviderSpec {
     /// webhook told them it moved (e.g. `10m`); default the `--git-refresh-interval` flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_interval: Option<String>,
+    /// What the provider's owner delegates beyond its namespace (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_cross_namespace: Option<AllowCrossNamespace>,
+}
+
+/// Delegations beyond the provider's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AllowCrossNamespace {
+    /// An applier claim named by this provider's `GitTargets` may hold a Flux `Kustomization` or
+    /// an Argo CD Application in another namespace (such as `flux-system` or `argocd`) whose
+    /// source is this provider's repository. Nothing proves that namespace is the claim's: the
+    /// provider's owner vouches for it.
+    #[serde(default)]
+    pub appliers: bool,
 }
 
 /// What backflow observed of a `GitProvider`.

@@ -191,7 +191,12 @@ impl Coordinator {
         for (key, planned) in plans {
             match planned {
                 Ok(plan) => {
-                    self.problems.remove(&key);
+                    if self.problems.remove(&key).is_some() {
+                        // Its conditions still say why it could not act: say it acts now,
+                        // before its first operation is recorded.
+                        let claim = claims.iter().find(|c| c.object.key == key);
+                        self.report_acting(&key, claim, &plan).await;
+                    }
                     self.act(key, plan).await;
                 }
                 Err(problem) => {
@@ -407,6 +412,22 @@ impl Coordinator {
                         .await;
                 }
             }
+        }
+    }
+
+    /// Writes the conditions of a claim that acts again after a problem.
+    async fn report_acting(&self, key: &ClaimKey, claim: Option<&ListedClaim>, plan: &ClaimPlan) {
+        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let previous = claim.and_then(|c| c.status.as_ref());
+        let conditions = status::acting_conditions(
+            previous.map_or(&[][..], |s| s.conditions.as_slice()),
+            plan,
+            previous.and_then(|s| s.operation.as_ref()),
+            &now,
+            claim.and_then(|c| c.generation),
+        );
+        if let Err(e) = store::write_conditions(&self.client, key, &conditions).await {
+            tracing::debug!(error = %e, "claim status update failed; retrying later");
         }
     }
 

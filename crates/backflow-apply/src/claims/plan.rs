@@ -167,15 +167,16 @@ pub fn plan_claims(
     out
 }
 
-/// A claim holds only an applier in its own namespace.
-fn same_namespace(claim: &ClaimObject) -> Result<(), ClaimProblem> {
+/// A claim holds only an applier in its own namespace, unless every provider of the targets
+/// naming it delegates more (`spec.allowCrossNamespace.appliers`).
+fn same_namespace(claim: &ClaimObject, delegated: bool) -> Result<(), ClaimProblem> {
     let ns = &claim.key.namespace;
     match &claim.holds {
-        Holds::Flux(held_ns, name) | Holds::Argo(held_ns, name) if held_ns != ns => {
+        Holds::Flux(held_ns, name) | Holds::Argo(held_ns, name) if held_ns != ns && !delegated => {
             Err(ClaimProblem {
                 reason: "CrossNamespaceNotAllowed",
                 message: format!(
-                    "{held_ns}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace"
+                    "{held_ns}/{name} is outside the claim's namespace {ns}; a claim holds only an applier in its own namespace unless its GitProvider sets spec.allowCrossNamespace.appliers: true"
                 ),
             })
         }
@@ -189,7 +190,7 @@ fn plan_one(
     providers: &[GitProvider],
 ) -> Result<ClaimPlan, ClaimProblem> {
     let ns = claim.key.namespace.clone();
-    same_namespace(claim)?;
+    let mut delegated = true;
     let mut branch_of: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut plan = ClaimPlan {
         url: String::new(),
@@ -215,6 +216,11 @@ fn plan_one(
                     t.spec.provider_ref.name
                 ),
             })?;
+        delegated &= provider
+            .spec
+            .allow_cross_namespace
+            .as_ref()
+            .is_some_and(|a| a.appliers);
         branch_of
             .entry((provider.spec.url.clone(), t.spec.branch.clone()))
             .or_default()
@@ -231,6 +237,7 @@ fn plan_one(
             plan.identity_secrets.push(secret.name.clone());
         }
     }
+    same_namespace(claim, delegated)?;
     if branch_of.len() > 1 {
         let listed: Vec<String> = branch_of
             .iter()
@@ -416,10 +423,23 @@ mod tests {
         assert_eq!(plans.len(), 1);
         let plan = plans[&flux("").key].clone().unwrap();
         assert_eq!(plan.holds, Holds::Flux("team".into(), "apps".into()));
-        let plans = plan_claims(&[flux("flux-system")], &[named], &providers);
+        let plans = plan_claims(
+            &[flux("flux-system")],
+            std::slice::from_ref(&named),
+            &providers,
+        );
         assert_eq!(
             plans[&flux("").key].clone().unwrap_err().reason,
             "CrossNamespaceNotAllowed"
         );
+        // The provider's owner delegates: the claim may hold flux-system's Kustomization.
+        let delegating: Vec<GitProvider> = vec![obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
+                   "metadata": {"name": "git", "namespace": "team"},
+                   "spec": {"url": "file:///r.git", "allowCrossNamespace": {"appliers": true}}}),
+        )];
+        let plans = plan_claims(&[flux("flux-system")], &[named], &delegating);
+        let plan = plans[&flux("").key].clone().unwrap();
+        assert_eq!(plan.holds, Holds::Flux("flux-system".into(), "apps".into()));
     }
 }

@@ -86,6 +86,19 @@ pub async fn write_status(
         .map(|_| ())
 }
 
+/// Replaces the claim's conditions, touching nothing else of its status.
+pub async fn write_conditions(
+    client: &Client,
+    key: &ClaimKey,
+    conditions: &[backflow_api::config::Condition],
+) -> Result<(), kube::Error> {
+    let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+    api(client, key)
+        .patch_status(&key.name, &PatchParams::default(), &patch)
+        .await
+        .map(|_| ())
+}
+
 /// Records how the claim found the applier it holds (`status.handBack`), touching nothing else.
 pub async fn write_hand_back(
     client: &Client,

@@ -531,3 +531,77 @@ fn a_kustomization_fetching_another_branch_is_reported_and_not_held() {
         "nothing is asked of it"
     );
 }
+
+#[test]
+fn a_kustomization_in_flux_system_is_held_only_once_the_provider_delegates_it() {
+    let w = World::start(&["--no-receiver"]);
+    wait_acting(&w);
+    w.apply(&flux_crds());
+    w.wait_established(&[
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "gitrepositories.source.toolkit.fluxcd.io",
+    ]);
+    w.kubectl(&["create", "namespace", "flux-system"]);
+    let url = w.provider_url();
+    w.apply(&format!(
+        r"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: repo, namespace: flux-system}}
+spec: {{url: '{url}', ref: {{branch: main}}, interval: 10m}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: apps, namespace: flux-system}}
+spec: {{sourceRef: {{kind: GitRepository, name: repo}}, path: ./apps, prune: true, interval: 10m}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: FluxClaim
+metadata: {{name: flux, namespace: backflow-system}}
+spec: {{kustomizationRef: {{name: apps, namespace: flux-system}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: apps, namespace: backflow-system}}
+spec: {{providerRef: {{name: default}}, branch: main, path: apps, applierClaimRef: {{kind: FluxClaim, name: flux}}}}
+"
+    ));
+    let reason = |w: &World| {
+        flux_claim(w)["conditions"]
+            .as_array()
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c["type"] == "ApplierClaimReady")
+                    .cloned()
+            })
+            .map(|c| c["reason"].as_str().unwrap_or_default().to_string())
+    };
+    let held = |w: &World| {
+        w.get_json(&[
+            "kustomizations.kustomize.toolkit.fluxcd.io",
+            "apps",
+            "-n",
+            "flux-system",
+        ])["spec"]["suspend"]
+            .clone()
+    };
+    wait_for(
+        "the claim to refuse an applier outside its namespace",
+        || format!("{:#}", flux_claim(&w)),
+        || (reason(&w).as_deref() == Some("CrossNamespaceNotAllowed")).then_some(()),
+    );
+    assert!(held(&w).is_null(), "not delegated: left as it is");
+    w.patch_provider(
+        "default",
+        r#"{"spec":{"allowCrossNamespace":{"appliers":true}}}"#,
+    );
+    wait_for(
+        "the delegated Kustomization to be held",
+        || format!("{:#} {}", flux_claim(&w), held(&w)),
+        || (held(&w) == true).then_some(()),
+    );
+    wait_for(
+        "the claim's condition to drop the refusal",
+        || format!("{:#}", flux_claim(&w)),
+        || (reason(&w).as_deref() != Some("CrossNamespaceNotAllowed")).then_some(()),
+    );
+}
