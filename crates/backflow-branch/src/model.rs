@@ -9,7 +9,7 @@ use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
-    FetchedTip, Input, Intent, IoFailure, Moment, ObjectState, PlanError, PushAnswer,
+    FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, PlanError, PushAnswer,
     RefusedIntent, Tip,
 };
 use rand::SeedableRng;
@@ -236,6 +236,22 @@ pub struct Shell {
     pub effects: Vec<String>,
     /// Commits written by builds (pushed or not).
     pub built: Vec<CommitId>,
+    /// How a write is planned again onto a tip that moved.
+    pub replay: Replay,
+    /// Per pending write (by its last intent), the tree its first build started from: what a
+    /// textual replay diffs against.
+    first_bases: BTreeMap<IntentSeq, Files>,
+}
+
+/// How a refused write is planned again onto the new tip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Replay {
+    /// From the retained intent: the API side's value wins for its object (backflow).
+    #[default]
+    FromIntent,
+    /// Broken on purpose, as a rebase of the commit's textual diff: a file the foreign commit
+    /// also changed does not apply, and that change is dropped.
+    FromTextualDiff,
 }
 
 impl Shell {
@@ -260,6 +276,8 @@ impl Shell {
             events: Vec::new(),
             effects: Vec::new(),
             built: Vec::new(),
+            replay: Replay::FromIntent,
+            first_bases: BTreeMap::new(),
         }
     }
 
@@ -269,6 +287,7 @@ impl Shell {
         let mut next = Self::with(cfg, self.remote, self.durable);
         next.now = self.now;
         next.core = BranchCore::new(next.core.config().clone(), next.durable, next.now);
+        next.replay = self.replay;
         next
     }
 
@@ -396,10 +415,18 @@ impl Shell {
         let mut parent = parent;
         let mut files = self.remote.files(parent);
         let mut chain = BuiltChain::default();
-        let writes: Vec<_> = self.core.pending_writes()[from..from + count].to_vec();
+        let pending = self.core.pending_writes();
+        self.first_bases
+            .retain(|through, _| pending.iter().any(|w| w.through == *through));
+        let writes: Vec<_> = pending[from..from + count].to_vec();
         for write in writes {
             let mut built = BuiltWrite::default();
             let mut next = files.clone();
+            let first_base = self
+                .first_bases
+                .entry(write.through)
+                .or_insert_with(|| files.clone())
+                .clone();
             for (slot, (seq, intent)) in &write.intents {
                 if intent.key.name.starts_with("bad") {
                     built.refused.push(RefusedIntent {
@@ -411,6 +438,12 @@ impl Shell {
                 }
                 let path = path_of(intent);
                 let content = render(intent);
+                if self.replay == Replay::FromTextualDiff
+                    && first_base.get(&path) != files.get(&path)
+                {
+                    // The patch does not apply: the foreign commit changed this file too.
+                    continue;
+                }
                 if !write.is_screened() && next.get(&path) == content.as_ref() {
                     built.unchanged.push(slot.clone());
                     continue;

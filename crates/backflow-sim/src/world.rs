@@ -28,6 +28,9 @@ pub enum Variant {
     ApplyWithoutFlush,
     /// Broken on purpose: the apply's own writes are mirrored back like any edit.
     MirrorTheApply,
+    /// Broken on purpose: a refused push is replayed from the commit's textual diff instead of
+    /// the retained intent, so an API edit to a file a foreign commit also changed is dropped.
+    ReplayTextualDiff,
 }
 
 /// Who wrote a live value.
@@ -128,6 +131,9 @@ impl World {
             trace: Vec::new(),
             found: None,
         };
+        if variant == Variant::ReplayTextualDiff {
+            world.branch.replay = model::Replay::FromTextualDiff;
+        }
         world.start();
         world
     }

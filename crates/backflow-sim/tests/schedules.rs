@@ -45,6 +45,13 @@ fn mirroring_the_apply_is_caught() {
 }
 
 #[test]
+fn replaying_a_textual_diff_instead_of_the_intent_is_caught() {
+    let failure = first_failure(Variant::ReplayTextualDiff, 500)
+        .expect("replaying the textual diff must lose an API edit");
+    eprintln!("caught at seed {}: {}", failure.seed, failure.violation);
+}
+
+#[test]
 fn a_seed_reproduces_exactly() {
     let trace = |seed| {
         let mut world = backflow_sim::World::new(seed, Variant::Correct);
