@@ -550,6 +550,49 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn the_read_model_and_the_watch_history_hold_one_copy_of_each_object() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("store.redb"), 100).expect("open");
+        let key = ObjectKey::new(GroupResource::new("", "configmaps"), "default", "big");
+        for i in 0..3 {
+            let put = key.clone();
+            store
+                .write(move |tx| {
+                    tx.put(
+                        put,
+                        serde_json::json!({"metadata": {"name": "big"}, "data": {"k": i}}),
+                    );
+                    Ok(())
+                })
+                .await
+                .expect("write");
+        }
+        let current = store.read(|s| s.get(&key).cloned()).expect("stored");
+        let events = store.events().since(0).expect("history");
+        assert_eq!(events.len(), 3);
+        let last = events.last().expect("an event");
+        // Counted, not timed: the newest event's object is the read model's, not a copy, and
+        // each event's previous object is the event before's.
+        assert!(
+            Arc::ptr_eq(&current, &last.object),
+            "one copy of the current object"
+        );
+        for pair in events.windows(2) {
+            let previous = pair[1].previous.as_ref().expect("a previous version");
+            assert!(
+                Arc::ptr_eq(previous, &pair[0].object),
+                "one copy of each older version"
+            );
+        }
+        // Three versions, three allocations: the read model adds none of its own.
+        assert_eq!(
+            Arc::strong_count(&current),
+            3,
+            "read model, its event, the local"
+        );
+    }
+
+    #[tokio::test]
     async fn secrets_an_older_store_kept_in_plaintext_are_sealed_when_a_key_comes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("store.redb");
