@@ -395,6 +395,100 @@ fn side_json(run: &Run, lost: usize) -> Value {
 
 /// Runs the scenario and returns its result object.
 // Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
+/// Throughput, p50, p99 and failures of one level, each beside the baseline's.
+fn level_rows(w: usize, ours: (&Run, usize), base: (&Run, usize)) -> Vec<Value> {
+    let ((ours, ours_lost), (base, base_lost)) = (ours, base);
+    let (ol, bl) = (ours.latencies(), base.latencies());
+    vec![
+        row(
+            &format!("pushed writes/s, {w} writers"),
+            ours.rate(),
+            base.rate(),
+            true,
+            BASELINE_IS,
+        ),
+        row(
+            &format!("write p50 ms, {w} writers"),
+            percentile(&ol, 0.5),
+            percentile(&bl, 0.5),
+            false,
+            BASELINE_IS,
+        ),
+        row(
+            &format!("write p99 ms, {w} writers"),
+            percentile(&ol, 0.99),
+            percentile(&bl, 0.99),
+            false,
+            BASELINE_IS,
+        ),
+        json!({"figure": format!("failed / lost writes, {w} writers"),
+        "backflow": format!("{} / {} of {}", ours.failed(), ours_lost, ours.ops.len()),
+        "baseline": format!("{} / {} of {}", base.failed(), base_lost, base.ops.len()),
+        "ratio": null, "baseline_is": BASELINE_IS}),
+    ]
+}
+
+/// 16 writers that wait for the push under the default 1 s window: group commit closes the
+/// window as soon as the worker is idle, and what arrives while a push is in flight shares the
+/// next commit.
+async fn group_commit_level(tmp: &Path, quick: bool) -> Result<(Run, usize), String> {
+    let ops = if quick { 10 } else { 40 };
+    let dir = tmp.join("backflow-16-window-1s");
+    let (run, lost, _) = backflow_level(&dir, 16, ops, "1s").await?;
+    Ok((run, lost))
+}
+
+/// The group-commit level's rows: throughput beside the 16-writer baseline, and its p50.
+fn group_commit_rows(slow: &Run, base16: f64) -> Vec<Value> {
+    let mut p50 = row(
+        "write p50 ms, 16 writers, window 1s (default)",
+        percentile(&slow.latencies(), 0.5),
+        0.0,
+        false,
+        "— (no baseline figure)",
+    );
+    p50["baseline"] = Value::Null;
+    p50["ratio"] = Value::Null;
+    vec![
+        row(
+            "pushed writes/s, 16 writers, window 1s (default)",
+            slow.rate(),
+            base16,
+            true,
+            BASELINE_IS,
+        ),
+        p50,
+    ]
+}
+
+/// Whether group commit meets its aim, said as a note.
+fn group_commit_aim(slow: &Run, slow_lost: usize, base16: f64) -> Value {
+    let ratio = if base16 > 0.0 {
+        slow.rate() / base16
+    } else {
+        f64::INFINITY
+    };
+    let met = ratio >= GROUP_AIM_RATIO
+        && slow.rate() >= GROUP_AIM_RATE
+        && slow.failed() == 0
+        && slow_lost == 0;
+    json!(format!(
+        "Aim with 16 waiting writers under the default configuration (window 1s, group commit): ≥ {GROUP_AIM_RATIO:.0}× the baseline and ≥ {GROUP_AIM_RATE:.0} pushed writes/s, 0 failures, 0 lost: {ratio:.1}×, {:.0}/s, {} failures, {slow_lost} lost: {}.",
+        slow.rate(),
+        slow.failed(),
+        if met { "met" } else { "not met" }
+    ))
+}
+
+/// How the figures were taken, said under every run's table.
+const METHOD_NOTES: [&str; 2] = [
+    "Lost = an acknowledged write whose token is missing from its object's file in the remote's final tree (read with git ls-tree and git cat-file), unless a later write of the same object is there. Failed writes are not acknowledged and not counted as lost.",
+    "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service.",
+];
+
+/// What the baseline is, beside each of its figures.
+const BASELINE_IS: &str = "seed 004 v3 with the git CLI: worktree per request, commit, ≤12 × (pull --rebase, push) 50 ms apart, pull main clone";
+
 pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
@@ -402,7 +496,6 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let mut levels_json = Vec::new();
     let mut notes = Vec::new();
     let mut at_16 = None;
-    let baseline_is = "seed 004 v3 with the git CLI: worktree per request, commit, ≤12 × (pull --rebase, push) 50 ms apart, pull main clone";
     for level in levels(quick) {
         let w = level.writers;
         let dir = tmp.path().join(format!("backflow-{w}"));
@@ -412,39 +505,12 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         let (base, base_lost) = tokio::task::spawn_blocking(move || baseline_level(&dir, w, ops))
             .await
             .map_err(|e| e.to_string())??;
-        let (ol, bl) = (ours.latencies(), base.latencies());
         let ratio = if base.rate() > 0.0 {
             ours.rate() / base.rate()
         } else {
             f64::INFINITY
         };
-        rows.push(row(
-            &format!("pushed writes/s, {w} writers"),
-            ours.rate(),
-            base.rate(),
-            true,
-            baseline_is,
-        ));
-        rows.push(row(
-            &format!("write p50 ms, {w} writers"),
-            percentile(&ol, 0.5),
-            percentile(&bl, 0.5),
-            false,
-            baseline_is,
-        ));
-        rows.push(row(
-            &format!("write p99 ms, {w} writers"),
-            percentile(&ol, 0.99),
-            percentile(&bl, 0.99),
-            false,
-            baseline_is,
-        ));
-        rows.push(
-            json!({"figure": format!("failed / lost writes, {w} writers"),
-            "backflow": format!("{} / {} of {}", ours.failed(), ours_lost, ours.ops.len()),
-            "baseline": format!("{} / {} of {}", base.failed(), base_lost, base.ops.len()),
-            "ratio": null, "baseline_is": baseline_is}),
-        );
+        rows.extend(level_rows(w, (&ours, ours_lost), (&base, base_lost)));
         notes.push(json!(format!(
             "{w} writers: backflow {} writes in {:.1} s (mirror pushing {:.1} s after start), failures: {}; baseline {} writes in {:.1} s, failures: {}.",
             ours.ops.len(), ours.wall, warmup, describe(&ours.failures),
@@ -457,33 +523,9 @@ pub async fn run(quick: bool) -> Result<Value, String> {
                                 "baseline": side_json(&base, base_lost), "ratio_writes_per_s": round2(ratio)}));
     }
 
-    // The default window with writers that wait for the push: group commit closes the window
-    // as soon as the worker is idle, and what arrives while a push is in flight shares the
-    // next commit.
-    let w = 16;
-    let ops = if quick { 10 } else { 40 };
-    let dir = tmp.path().join("backflow-16-window-1s");
-    let (slow, slow_lost, _) = backflow_level(&dir, w, ops, "1s").await?;
-    let sl = slow.latencies();
     let base16 = at_16.map_or(0.0, |a| a.3);
-    rows.push(row(
-        "pushed writes/s, 16 writers, window 1s (default)",
-        slow.rate(),
-        base16,
-        true,
-        baseline_is,
-    ));
-    rows.push(row(
-        "write p50 ms, 16 writers, window 1s (default)",
-        percentile(&sl, 0.5),
-        0.0,
-        false,
-        "— (no baseline figure)",
-    ));
-    if let Some(r) = rows.last_mut() {
-        r["baseline"] = Value::Null;
-        r["ratio"] = Value::Null;
-    }
+    let (slow, slow_lost) = group_commit_level(tmp.path(), quick).await?;
+    rows.extend(group_commit_rows(&slow, base16));
 
     let load_after = live::load_average();
     let mut head = Vec::new();
@@ -494,21 +536,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         ))),
         None => head.push(json!("No 16-writer level in this run.")),
     }
-    let group_ratio = if base16 > 0.0 {
-        slow.rate() / base16
-    } else {
-        f64::INFINITY
-    };
-    let group_met = group_ratio >= GROUP_AIM_RATIO
-        && slow.rate() >= GROUP_AIM_RATE
-        && slow.failed() == 0
-        && slow_lost == 0;
-    head.push(json!(format!(
-        "Aim with 16 waiting writers under the default configuration (window 1s, group commit): ≥ {GROUP_AIM_RATIO:.0}× the baseline and ≥ {GROUP_AIM_RATE:.0} pushed writes/s, 0 failures, 0 lost: {group_ratio:.1}×, {:.0}/s, {} failures, {slow_lost} lost: {}.",
-        slow.rate(),
-        slow.failed(),
-        if group_met { "met" } else { "not met" }
-    )));
+    head.push(group_commit_aim(&slow, slow_lost, base16));
     head.push(json!(
         "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
     ));
@@ -517,18 +545,13 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         slow.ops.len(),
         slow.failed(),
         slow_lost,
-        percentile(&sl, 0.5)
+        percentile(&slow.latencies(), 0.5)
     )));
     head.push(json!(
         "Each level starts from an empty folder and ends with writers × ops / 2 files in it. backflow's cost per commit grows with the number of files in the target folder (its planner indexes the folder's manifests once per write, and with window 0s every change is its own write; a snapshot is one write and pays it once), so its rate falls as the levels grow, and the ratios depend on the number of writes per level."
     ));
     head.extend(notes);
-    head.push(json!(
-        "Lost = an acknowledged write whose token is missing from its object's file in the remote's final tree (read with git ls-tree and git cat-file), unless a later write of the same object is there. Failed writes are not acknowledged and not counted as lost."
-    ));
-    head.push(json!(
-        "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service."
-    ));
+    head.extend(METHOD_NOTES.iter().map(|n| json!(n)));
     head.push(json!(format!(
         "Load average (1/5/15 min) before: {load_before}, after: {load_after} — 2 cores shared with other builds; both sides of a level run back to back, so the ratios are same-run."
     )));

@@ -305,6 +305,21 @@ impl Controller {
         Ok(())
     }
 
+    /// Notes which Secrets the providers take credentials from: a change to one reconciles.
+    fn remember_credential_secrets(&self, providers: &[GitProvider]) {
+        let referenced = providers
+            .iter()
+            .filter_map(|g| {
+                let name = g.spec.secret_ref.as_ref()?.name.clone();
+                Some((g.namespace().unwrap_or_default(), name))
+            })
+            .collect();
+        *self
+            .credential_secrets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = referenced;
+    }
+
     /// Starts the branch worker of every target that can be served, and says which streams
     /// should run and where they write; targets whose worker cannot run get their reason.
     async fn wanted_streams(
@@ -318,18 +333,9 @@ impl Controller {
         let mut wanted = BTreeMap::new();
         let mut worker_problems = BTreeMap::new();
         self.provider_problems.clear();
-        let referenced = config
-            .providers
-            .iter()
-            .filter_map(|g| {
-                let name = g.spec.secret_ref.as_ref()?.name.clone();
-                Some((g.namespace().unwrap_or_default(), name))
-            })
-            .collect();
-        *self
-            .credential_secrets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = referenced;
+        self.remember_credential_secrets(&config.providers);
+        // Each provider's Secret is read once per reconcile, however many targets use it.
+        let mut accesses: BTreeMap<(String, String), crate::credentials::Access> = BTreeMap::new();
         for (tref, tp) in &p.targets {
             let Some(provider) = config.providers.iter().find(|g| {
                 g.namespace().as_deref() == Some(tp.provider.0.as_str())
@@ -337,11 +343,16 @@ impl Controller {
             }) else {
                 continue;
             };
-            let dir = self.workers.credentials_dir();
-            let started = match crate::credentials::read(&self.client, provider, &dir).await {
-                Ok(access) => self.workers.get_or_start(provider, &tp.branch, access),
-                Err(e) => Err(e),
+            let access = if let Some(access) = accesses.get(&tp.provider) {
+                Ok(access.clone())
+            } else {
+                let dir = self.workers.credentials_dir();
+                crate::credentials::read(&self.client, provider, &dir).await
             };
+            let started = access.and_then(|access| {
+                accesses.insert(tp.provider.clone(), access.clone());
+                self.workers.get_or_start(provider, &tp.branch, access)
+            });
             if let Err(e) = started {
                 self.provider_problems.insert(
                     tp.provider.clone(),

@@ -21,11 +21,7 @@ pub struct Cause {
 impl Cause {
     /// A value that breaks a rule (`FieldValueInvalid`).
     pub fn invalid(field: impl Into<String>, value: &str, why: impl AsRef<str>) -> Self {
-        Self {
-            reason: "FieldValueInvalid",
-            field: field.into(),
-            message: format!("Invalid value: {}: {}", json!(value), why.as_ref()),
-        }
+        Self::invalid_value(field, &json!(value), why)
     }
 
     /// A value that breaks a rule, shown as JSON (`FieldValueInvalid`).

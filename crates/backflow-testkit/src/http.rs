@@ -189,6 +189,29 @@ fn plain(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     r
 }
 
+/// The 401 for a request without the `Authorization` header `expected`, if it lacks it.
+fn unauthorized(
+    req: &Request<hyper::body::Incoming>,
+    expected: &str,
+) -> Option<Response<Full<Bytes>>> {
+    let given = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    if given == Some(expected) {
+        return None;
+    }
+    let mut r = plain(StatusCode::UNAUTHORIZED, "who are you");
+    let scheme = if expected.starts_with("Bearer") {
+        "Bearer realm=\"test\""
+    } else {
+        "Basic realm=\"test\""
+    };
+    r.headers_mut()
+        .insert("www-authenticate", scheme.parse().expect("header"));
+    Some(r)
+}
+
 async fn serve(
     req: Request<hyper::body::Incoming>,
     root: &Path,
@@ -199,22 +222,8 @@ async fn serve(
     if down.load(Ordering::SeqCst) {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "down for maintenance");
     }
-    if let Some(expected) = auth {
-        let given = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        if given != Some(expected.as_str()) {
-            let mut r = plain(StatusCode::UNAUTHORIZED, "who are you");
-            let scheme = if expected.starts_with("Bearer") {
-                "Bearer realm=\"test\""
-            } else {
-                "Basic realm=\"test\""
-            };
-            r.headers_mut()
-                .insert("www-authenticate", scheme.parse().expect("header"));
-            return r;
-        }
+    if let Some(refused) = auth.and_then(|expected| unauthorized(&req, expected)) {
+        return refused;
     }
     let method = req.method().to_string();
     let path = req.uri().path().to_string();

@@ -184,6 +184,25 @@ fn same_namespace(claim: &ClaimObject, delegated: bool) -> Result<(), ClaimProbl
     }
 }
 
+/// The `GitProvider` target `t` (in `ns`) names.
+fn provider_of<'p>(
+    t: &GitTarget,
+    ns: &str,
+    providers: &'p [GitProvider],
+) -> Result<&'p GitProvider, ClaimProblem> {
+    providers
+        .iter()
+        .find(|p| p.namespace().as_deref() == Some(ns) && p.name_any() == t.spec.provider_ref.name)
+        .ok_or_else(|| ClaimProblem {
+            reason: "ProviderNotFound",
+            message: format!(
+                "GitTarget {ns}/{} names GitProvider {} which does not exist",
+                t.name_any(),
+                t.spec.provider_ref.name
+            ),
+        })
+}
+
 fn plan_one(
     claim: &ClaimObject,
     naming: &[&GitTarget],
@@ -202,20 +221,7 @@ fn plan_one(
         holds: claim.holds.clone(),
     };
     for t in naming {
-        let provider = providers
-            .iter()
-            .find(|p| {
-                p.namespace().as_deref() == Some(ns.as_str())
-                    && p.name_any() == t.spec.provider_ref.name
-            })
-            .ok_or_else(|| ClaimProblem {
-                reason: "ProviderNotFound",
-                message: format!(
-                    "GitTarget {ns}/{} names GitProvider {} which does not exist",
-                    t.name_any(),
-                    t.spec.provider_ref.name
-                ),
-            })?;
+        let provider = provider_of(t, &ns, providers)?;
         delegated &= provider
             .spec
             .allow_cross_namespace

@@ -72,12 +72,12 @@ pub(super) async fn read_body(body: Body) -> ApiResult<Bytes> {
     }
 }
 
-fn parse_json(bytes: &[u8], what: &str) -> ApiResult<Value> {
+pub(super) fn parse_json(bytes: &[u8], what: &str) -> ApiResult<Value> {
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::BadRequest(format!("the {what} is not valid JSON: {e}")))
 }
 
-fn content_type(headers: &HeaderMap) -> &str {
+pub(super) fn content_type(headers: &HeaderMap) -> &str {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -85,7 +85,7 @@ fn content_type(headers: &HeaderMap) -> &str {
 }
 
 /// Object bodies are JSON, or protobuf for the kinds kubectl ≥ 1.32 `create <kind>` sends that way.
-fn object_body(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Value> {
+pub(super) fn object_body(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Value> {
     let ct = content_type(headers);
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {

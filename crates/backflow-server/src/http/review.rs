@@ -9,9 +9,9 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
+use super::resources::{content_type, parse_json, read_body};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
 
@@ -28,22 +28,13 @@ async fn posted(
     kind: &str,
 ) -> Result<(Value, Option<UserInfo>), ApiError> {
     let user = req.extensions().get::<UserInfo>().cloned();
-    let json = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|t| t.starts_with("application/json"));
-    let bytes = req
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?
-        .to_bytes();
+    let json = content_type(req.headers()).starts_with("application/json");
+    // Read with the server's body limit, as every other request is.
+    let bytes = read_body(req.into_body()).await?;
     let body: Value = if !json || bytes.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("the {kind} body is not JSON: {e}")))?
+        parse_json(&bytes, &format!("{kind} body"))?
     };
     let given = body.get("kind").and_then(Value::as_str).unwrap_or(kind);
     if given != kind || !body.is_object() {

@@ -3,11 +3,11 @@
 
 use axum::body::Body;
 use axum::response::Response;
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::resources::{json_ok, read_body};
+use super::resources::{json_ok, object_body, read_body};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::registry::ResourceType;
 use crate::service_account::{DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION, TokenClaims};
@@ -31,17 +31,11 @@ pub async fn token_request(
     }
     let account = state.engine.get(t, ns, name)?;
     let bytes = read_body(body).await?;
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
+    // JSON, or the protobuf kubectl sends (its `TokenRequestSpec` is decoded).
     let asked: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
         json!({})
-    } else if content_type.starts_with("application/vnd.kubernetes.protobuf") {
-        crate::protobuf::decode(&bytes)?
     } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("the TokenRequest is not JSON: {e}")))?
+        object_body(headers, &bytes)?
     };
     let seconds = asked
         .pointer("/spec/expirationSeconds")

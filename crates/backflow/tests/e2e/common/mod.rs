@@ -843,24 +843,19 @@ impl World {
 
     /// A JSON merge patch of `GitProvider` `name` in backflow-system, as `kubectl patch` sends it.
     pub fn patch_provider(&self, name: &str, patch: &str) {
-        self.kubectl(&[
-            "patch",
-            "gitprovider",
-            name,
-            "-n",
-            "backflow-system",
-            "--type",
-            "merge",
-            "-p",
-            patch,
-        ]);
+        self.patch_config("gitprovider", name, patch);
     }
 
     /// A JSON merge patch of `GitTarget` `name` in backflow-system, as `kubectl patch` sends it.
     pub fn patch_target(&self, name: &str, patch: &str) {
+        self.patch_config("gittarget", name, patch);
+    }
+
+    /// A JSON merge patch of the `kind` object `name` in backflow-system.
+    fn patch_config(&self, kind: &str, name: &str, patch: &str) {
         self.kubectl(&[
             "patch",
-            "gittarget",
+            kind,
             name,
             "-n",
             "backflow-system",
