@@ -87,6 +87,6 @@ pub use remote::{
     CliRemote, Credentials, ExpectedTip, FileRemote, GitRemote, Libgit2Remote, PushOutcome,
     RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,
 };
-pub use repo::{Identity, LocalRepo};
+pub use repo::{Identity, LocalRepo, OBJECT_CACHE_BYTES, set_object_cache_limit};
 pub use tree::{LayeredView, Overlay, PathUpdate, TreeView, blob_id};
 pub use worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use git2::{ObjectType, Oid, Repository, Signature, Time};
@@ -68,7 +69,10 @@ impl std::fmt::Debug for LocalRepo {
 ///
 /// - parsed trees of up to 1 MiB stay in libgit2's object cache (its default stops at 4 KiB): a
 ///   resource folder with a hundred files has a larger tree, which every commit reads several
-///   times (index, planning, rebuilding the path); the cache's total size stays 256 MiB;
+///   times (index, planning, rebuilding the path);
+/// - the cache's total is bounded to [`OBJECT_CACHE_BYTES`] (or what [`set_object_cache_limit`]
+///   asked for): libgit2's own bound, 256 MiB, fills by a few KiB per commit (every commit's trees
+///   are new objects), which on a server committing all day looks like a leak of 256 MiB;
 /// - objects read back are not re-hashed: every object this crate stores it wrote itself (the
 ///   store hashes what it writes) or copied with its id checked, so re-hashing each read only
 ///   spends SHA-1 (with collision detection) time on every commit.
@@ -81,8 +85,31 @@ fn tune_libgit2() {
         if let Err(e) = set {
             tracing::debug!(error = %e, "libgit2 kept its default tree cache limit");
         }
+        let bytes = OBJECT_CACHE_LIMIT.load(Ordering::Relaxed);
+        // SAFETY: as above: set once, before this crate opens any repository.
+        let set =
+            unsafe { git2::opts::set_cache_max_size(isize::try_from(bytes).unwrap_or(isize::MAX)) };
+        if let Err(e) = set {
+            tracing::warn!(error = %e, "libgit2 kept its default object cache bound (256 MiB)");
+        }
         git2::opts::strict_hash_verification(false);
     });
+    TUNED.store(true, Ordering::Relaxed);
+}
+
+/// The default bound of libgit2's process-wide cache of parsed objects: the trees a few busy
+/// branches read on every commit fit in it many times over.
+pub const OBJECT_CACHE_BYTES: usize = 32 << 20;
+
+static OBJECT_CACHE_LIMIT: AtomicUsize = AtomicUsize::new(OBJECT_CACHE_BYTES);
+static TUNED: AtomicBool = AtomicBool::new(false);
+
+/// Bounds libgit2's process-wide object cache to `bytes` instead of [`OBJECT_CACHE_BYTES`].
+/// It takes effect only before the process opens its first [`LocalRepo`] (libgit2's settings are
+/// not safe to change while repositories are in use): the answer says whether it will.
+pub fn set_object_cache_limit(bytes: usize) -> bool {
+    OBJECT_CACHE_LIMIT.store(bytes, Ordering::Relaxed);
+    !TUNED.load(Ordering::Relaxed)
 }
 
 impl LocalRepo {

@@ -162,20 +162,45 @@ impl EventLog {
     }
 }
 
-/// About how many bytes `v` takes in memory: its strings and keys, plus a word per value.
+/// About how many bytes `v` takes in memory: the value itself plus everything it owns on the
+/// heap. Counted as the allocator sees it (each allocation's header, a map's entry and index
+/// tables), because the bound is a promise about the process's memory, and a serialized-size
+/// estimate undercounts a small object's parsed form three to four times.
 fn approx_bytes(v: &Value) -> usize {
-    const NODE: usize = 16;
+    size_of::<Value>() + owned_bytes(v)
+}
+
+/// What one heap allocation costs beyond the bytes asked for (malloc's header and rounding).
+const ALLOCATION: usize = 16;
+
+/// The heap bytes `v` owns, not counting its own slot.
+fn owned_bytes(v: &Value) -> usize {
     match v {
-        Value::String(s) => NODE + s.len(),
-        Value::Array(items) => NODE + items.iter().map(approx_bytes).sum::<usize>(),
-        Value::Object(map) => {
-            NODE + map
-                .iter()
-                .map(|(k, v)| k.len() + approx_bytes(v))
-                .sum::<usize>()
+        Value::String(s) => heap(s.capacity()),
+        Value::Array(items) => {
+            heap(items.capacity() * size_of::<Value>())
+                + items.iter().map(owned_bytes).sum::<usize>()
         }
-        _ => NODE,
+        Value::Object(map) => {
+            // An insertion-ordered map: a list of (hash, key, value) entries and a hash table
+            // of indices into it, kept at most 7/8 full.
+            let entries =
+                heap(map.len() * (size_of::<u64>() + size_of::<String>() + size_of::<Value>()));
+            let slots = (map.len() * 8 / 7).next_power_of_two();
+            let indices = heap(slots * (size_of::<usize>() + 1));
+            entries
+                + indices
+                + map
+                    .iter()
+                    .map(|(k, v)| heap(k.capacity()) + owned_bytes(v))
+                    .sum::<usize>()
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
     }
+}
+
+fn heap(bytes: usize) -> usize {
+    if bytes == 0 { 0 } else { bytes + ALLOCATION }
 }
 
 #[cfg(test)]
