@@ -74,6 +74,10 @@ const BUILTINS: &[Builtin] = &[
         .short(&["pvc"])
         .status(),
     b("", "v1", "endpoints", "Endpoints").short(&["ep"]),
+    b("", "v1", "resourcequotas", "ResourceQuota")
+        .short(&["quota"])
+        .status(),
+    b("", "v1", "limitranges", "LimitRange").short(&["limits"]),
     b("apps", "v1", "deployments", "Deployment")
         .short(&["deploy"])
         .status()

@@ -1129,6 +1129,189 @@ fn create_imperative(k: &Kubectl) {
     );
 }
 
+/// Whether `want` is contained in `got`: every field of `want` present in `got` with a value that
+/// contains it (lists element by element); `got` may hold more (what the server fills in).
+/// `null` in `want` (kubectl's `creationTimestamp: null`) asks for nothing.
+fn contains(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (_, Value::Null) => true,
+        (Value::Object(g), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| wv.is_null() || g.get(k).is_some_and(|gv| contains(gv, wv))),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(gv, wv)| contains(gv, wv))
+        }
+        (g, w) => g == w,
+    }
+}
+
+/// Every `kubectl create <subcommand>` for a built-in kind. kubectl ≥ 1.32 sends each as
+/// protobuf, older clients as JSON; either way the stored object holds everything kubectl built,
+/// which `--dry-run=client -o json` prints without sending it.
+fn create_every_kind(k: &Kubectl) {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "job/j",
+            &[
+                "create",
+                "job",
+                "j",
+                "--image=busybox",
+                "--",
+                "sh",
+                "-c",
+                "echo hi",
+            ],
+        ),
+        (
+            "cronjob/cj",
+            &[
+                "create",
+                "cronjob",
+                "cj",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+                "--restart=OnFailure",
+                "--",
+                "date",
+            ],
+        ),
+        (
+            "role/r",
+            &[
+                "create",
+                "role",
+                "r",
+                "--verb=get",
+                "--verb=list",
+                "--resource=pods",
+                "--resource=deployments.apps",
+                "--resource-name=web",
+            ],
+        ),
+        (
+            "rolebinding/rb",
+            &[
+                "create",
+                "rolebinding",
+                "rb",
+                "--role=r",
+                "--user=alice",
+                "--group=devs",
+                "--serviceaccount=default:builder",
+            ],
+        ),
+        (
+            "clusterrole/cr",
+            &[
+                "create",
+                "clusterrole",
+                "cr",
+                "--verb=get",
+                "--resource=namespaces",
+            ],
+        ),
+        (
+            "clusterrolebinding/crb",
+            &[
+                "create",
+                "clusterrolebinding",
+                "crb",
+                "--clusterrole=cr",
+                "--user=bob",
+            ],
+        ),
+        (
+            "resourcequota/q",
+            &[
+                "create",
+                "quota",
+                "q",
+                "--hard=cpu=1,memory=1G,pods=2",
+                "--scopes=BestEffort",
+            ],
+        ),
+        (
+            "priorityclass/pc",
+            &[
+                "create",
+                "priorityclass",
+                "pc",
+                "--value=1000",
+                "--description=high",
+                "--preemption-policy=Never",
+            ],
+        ),
+        (
+            "ingress/ing",
+            &[
+                "create",
+                "ingress",
+                "ing",
+                "--class=nginx",
+                "--rule=foo.example.com/bar=svc1:8080",
+            ],
+        ),
+        (
+            "poddisruptionbudget/pdb",
+            &[
+                "create",
+                "poddisruptionbudget",
+                "pdb",
+                "--selector=app=web",
+                "--min-available=50%",
+            ],
+        ),
+        (
+            "service/web",
+            &["create", "service", "clusterip", "web", "--tcp=80:8080"],
+        ),
+        (
+            "serviceaccount/builder",
+            &["create", "serviceaccount", "builder"],
+        ),
+        (
+            "secret/reg",
+            &[
+                "create",
+                "secret",
+                "docker-registry",
+                "reg",
+                "--docker-server=registry.example.com",
+                "--docker-username=u",
+                "--docker-password=p",
+            ],
+        ),
+    ];
+    let protobuf = "Content-Type: application/vnd.kubernetes.protobuf";
+    // Flags go before `--`, after which everything is the container's command.
+    let with = |args: &[&'static str], flags: &[&'static str]| {
+        let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        [&args[..at], flags, &args[at..]].concat()
+    };
+    for (object, args) in cases {
+        let printed = k.ok(&with(args, &["--dry-run=client", "-o", "json"]));
+        let mut built: Value =
+            serde_json::from_str(&printed).unwrap_or_else(|e| panic!("{e}: {printed}"));
+        // A create sets no status: the server owns it (kube-apiserver resets it too).
+        built.as_object_mut().map(|o| o.remove("status"));
+        let out = k.run(&with(args, &["-v=8"]));
+        assert_eq!(out.code, Some(0), "{}:\n{out}", k.describe(args));
+        assert_eq!(
+            out.stderr.contains(protobuf),
+            k.minor >= 32,
+            "{}: protobuf request body expected only from 1.32 on",
+            k.describe(args)
+        );
+        let stored = k.json(&["get", object]);
+        assert!(
+            contains(&stored, &built),
+            "{}: the stored object lacks what kubectl built\nbuilt:  {built}\nstored: {stored}",
+            k.describe(args)
+        );
+    }
+}
+
 /// `delete --dry-run=server`, `wait --for=jsonpath=…` and `wait --for=delete`.
 fn delete_and_wait(k: &Kubectl) {
     let f = k.file("app-config.yaml", APP_CONFIG);
@@ -1401,6 +1584,7 @@ per_version!(
     crd_lifecycle,
     deployments,
     create_imperative,
+    create_every_kind,
     delete_and_wait,
     watch,
     diff,
