@@ -438,6 +438,31 @@ async fn group_commit_level(tmp: &Path, quick: bool) -> Result<(Run, usize), Str
     Ok((run, lost))
 }
 
+/// One writer that waits for the push under the default 1 s window: what group commit costs a
+/// lone writer against one commit per change (window 0s).
+async fn lone_waiter_level(tmp: &Path, quick: bool) -> Result<Run, String> {
+    let ops = if quick { 40 } else { 200 };
+    let dir = tmp.join("backflow-1-window-1s");
+    let (run, _, _) = backflow_level(&dir, 1, ops, "1s").await?;
+    Ok(run)
+}
+
+/// The latency aims of group commit, said as a note: 16 waiting writers' p50 within 2× a lone
+/// waiting writer's, and a lone waiting writer's p50 within 2× its window-0s p50.
+fn group_latency_aim(sixteen: &Run, lone: &Run, lone_0s_p50: Option<f64>) -> Value {
+    let p16 = percentile(&sixteen.latencies(), 0.5);
+    let p1 = percentile(&lone.latencies(), 0.5);
+    let p0 = lone_0s_p50.unwrap_or(f64::NAN);
+    let said = |met: bool| if met { "met" } else { "not met" };
+    json!(format!(
+        "Aim, latency under group commit (window 1s): 16 waiting writers' p50 ≤ 2× one waiting writer's: {p16:.2} ms against {p1:.2} ms, {:.1}×, {}; one waiting writer's p50 ≤ 2× its window-0s p50: {p1:.2} ms against {p0:.2} ms, {:.1}×, {}.",
+        p16 / p1,
+        said(p16 <= 2.0 * p1),
+        p1 / p0,
+        said(p1 <= 2.0 * p0)
+    ))
+}
+
 /// The group-commit level's rows: throughput beside the 16-writer baseline, and its p50.
 fn group_commit_rows(slow: &Run, base16: f64) -> Vec<Value> {
     let mut p50 = row(
@@ -483,7 +508,7 @@ fn group_commit_aim(slow: &Run, slow_lost: usize, base16: f64) -> Value {
 /// How the figures were taken, said under every run's table.
 const METHOD_NOTES: [&str; 2] = [
     "Lost = an acknowledged write whose token is missing from its object's file in the remote's final tree (read with git ls-tree and git cat-file), unless a later write of the same object is there. Failed writes are not acknowledged and not counted as lost.",
-    "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service.",
+    "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service. Every backflow level runs first (the group-commit level last of them), then every baseline level: the baseline's git leaves detached gc processes running behind it.",
 ];
 
 /// What the baseline is, beside each of its figures.
@@ -496,10 +521,22 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let mut levels_json = Vec::new();
     let mut notes = Vec::new();
     let mut at_16 = None;
+    // Every backflow side first, the group-commit level included, then every baseline side:
+    // the baseline's `git` leaves detached `gc --auto` processes behind (load average 20 after
+    // its 64-writer level), which would otherwise land on whatever backflow measures next.
+    let mut ours_runs = Vec::new();
     for level in levels(quick) {
+        let dir = tmp.path().join(format!("backflow-{}", level.writers));
+        ours_runs.push(backflow_level(&dir, level.writers, level.backflow_ops, "0s").await?);
+    }
+    let (slow, slow_lost) = group_commit_level(tmp.path(), quick).await?;
+    let lone = lone_waiter_level(tmp.path(), quick).await?;
+    let lone_0s_p50 = ours_runs
+        .first()
+        .filter(|_| levels(quick).first().is_some_and(|l| l.writers == 1))
+        .map(|(run, _, _)| percentile(&run.latencies(), 0.5));
+    for (level, (ours, ours_lost, warmup)) in levels(quick).into_iter().zip(ours_runs) {
         let w = level.writers;
-        let dir = tmp.path().join(format!("backflow-{w}"));
-        let (ours, ours_lost, warmup) = backflow_level(&dir, w, level.backflow_ops, "0s").await?;
         let dir = tmp.path().join(format!("baseline-{w}"));
         let ops = level.baseline_ops;
         let (base, base_lost) = tokio::task::spawn_blocking(move || baseline_level(&dir, w, ops))
@@ -524,8 +561,17 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     }
 
     let base16 = at_16.map_or(0.0, |a| a.3);
-    let (slow, slow_lost) = group_commit_level(tmp.path(), quick).await?;
     rows.extend(group_commit_rows(&slow, base16));
+    let mut lone_row = row(
+        "write p50 ms, 1 writer, window 1s (default)",
+        percentile(&lone.latencies(), 0.5),
+        0.0,
+        false,
+        "— (no baseline figure)",
+    );
+    lone_row["baseline"] = Value::Null;
+    lone_row["ratio"] = Value::Null;
+    rows.push(lone_row);
 
     let load_after = live::load_average();
     let mut head = Vec::new();
@@ -537,6 +583,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         None => head.push(json!("No 16-writer level in this run.")),
     }
     head.push(group_commit_aim(&slow, slow_lost, base16));
+    head.push(group_latency_aim(&slow, &lone, lone_0s_p50));
     head.push(json!(
         "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
     ));
@@ -553,7 +600,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     head.extend(notes);
     head.extend(METHOD_NOTES.iter().map(|n| json!(n)));
     head.push(json!(format!(
-        "Load average (1/5/15 min) before: {load_before}, after: {load_after} — 2 cores shared with other builds; both sides of a level run back to back, so the ratios are same-run."
+        "Load average (1/5/15 min) before: {load_before}, after: {load_after} — 2 cores shared with other builds; both sides run in the same process, one after the other, so the ratios are same-run."
     )));
 
     Ok(json!({
@@ -564,6 +611,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
                         "remote": "local bare repository over file://", "quick": quick},
         "levels": levels_json,
         "window_1s_16_writers": side_json(&slow, slow_lost),
+        "window_1s_1_writer": side_json(&lone, 0),
         "rows": rows,
         "notes": head,
     }))
