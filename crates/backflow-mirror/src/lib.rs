@@ -24,6 +24,7 @@ mod plan;
 mod status;
 mod stream;
 mod tracker;
+mod watched;
 mod window;
 mod workers;
 

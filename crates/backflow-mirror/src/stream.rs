@@ -15,7 +15,7 @@ use backflow_git::{
 };
 use backflow_manifest::Identity;
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
@@ -26,7 +26,8 @@ use crate::board::{Board, RefusedEdit, StreamState, WriteScope};
 use crate::managers::Writes;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
-use crate::tracker::{Outcome, PublicationRx, Tracker};
+use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
+use crate::watched::Watched;
 use crate::window::{Verdict, WindowEdits};
 
 /// Everything a stream needs.
@@ -262,6 +263,8 @@ struct Memory {
     window_edits: WindowEdits,
     /// Objects another applier owns, already logged and counted.
     excluded: BTreeSet<ObjectKey>,
+    /// Objects that cannot be read, with the resourceVersion last logged.
+    undecodable: BTreeMap<ObjectKey, u64>,
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -314,7 +317,7 @@ pub type Barrier = oneshot::Sender<()>;
 /// object the API holds now has been submitted (see [`catch_up`]).
 pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
     let ar = api_resource(&ctx.spec);
-    let api: Api<DynamicObject> = match (&ctx.spec.namespace, ctx.spec.served.namespaced) {
+    let api: Api<Watched> = match (&ctx.spec.namespace, ctx.spec.served.namespaced) {
         (Some(ns), true) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
         _ => Api::all_with(ctx.client.clone(), &ar),
     };
@@ -352,13 +355,22 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                 }
                 // Sanitized as it arrives, so the raw object (managedFields and all) is not
                 // held until the whole snapshot is read.
-                Ok(Event::InitApply(obj)) => snapshot.push(Listed::new(&ctx, &gr, &obj)),
+                Ok(Event::InitApply(Watched::Decoded(obj))) => {
+                    snapshot.push(Listed::new(&ctx, &gr, &obj));
+                }
+                Ok(Event::InitApply(Watched::Undecodable { meta, error })) => {
+                    let key = undecodable(&ctx, &gr, &meta, &error, &mut memory);
+                    snapshot.push(Listed::unreadable(key, &meta));
+                }
                 Ok(Event::InitDone) => {
                     resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut memory);
                     ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
                 }
-                Ok(Event::Apply(obj)) => apply(&ctx, &gr, &obj, &mut memory),
-                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj, &mut memory),
+                Ok(Event::Apply(Watched::Decoded(obj))) => apply(&ctx, &gr, &obj, &mut memory),
+                Ok(Event::Apply(Watched::Undecodable { meta, error })) => {
+                    undecodable(&ctx, &gr, &meta, &error, &mut memory);
+                }
+                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj.into_gone(), &mut memory),
                 Err(e) => {
                     if streaming && refuses_streaming_lists(&e) {
                         fall_back = true;
@@ -397,7 +409,7 @@ fn refuses_streaming_lists(e: &watcher::Error) -> bool {
 /// when it arrives, then finds nothing to do.
 async fn catch_up(
     ctx: &StreamContext,
-    api: &Api<DynamicObject>,
+    api: &Api<Watched>,
     gr: &GroupResource,
     memory: &mut Memory,
 ) {
@@ -410,8 +422,15 @@ async fn catch_up(
     };
     let mut present = BTreeSet::new();
     for obj in &objects {
-        present.insert(object_key(gr, obj));
-        apply(ctx, gr, obj, memory);
+        match obj {
+            Watched::Decoded(obj) => {
+                present.insert(object_key(gr, obj));
+                apply(ctx, gr, obj, memory);
+            }
+            Watched::Undecodable { meta, error } => {
+                present.insert(undecodable(ctx, gr, meta, error, memory));
+            }
+        }
     }
     let gone: Vec<ObjectKey> = memory
         .submitted
@@ -452,6 +471,64 @@ impl Listed {
     }
 }
 
+impl Listed {
+    /// An object the watch could not decode: kept in the sweep's scope (what Git holds for it
+    /// stays), and nothing written for it.
+    fn unreadable(key: ObjectKey, meta: &ObjectMeta) -> Self {
+        Self {
+            key,
+            resource_version: meta
+                .resource_version
+                .as_deref()
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or(0),
+            value: None,
+            stamped: false,
+            owner: None,
+        }
+    }
+}
+
+/// An object whose metadata does not decode: reported on its target (the status names it until
+/// it is written again), logged once per version, counted, and skipped; what Git holds for it
+/// stays, and every other object of its type goes on being mirrored. Returns its key.
+fn undecodable(
+    ctx: &StreamContext,
+    gr: &GroupResource,
+    meta: &ObjectMeta,
+    error: &str,
+    memory: &mut Memory,
+) -> ObjectKey {
+    let key = ObjectKey::new(
+        gr.clone(),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    );
+    let rv = meta
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0);
+    ctx.count("undecodable");
+    if memory.undecodable.insert(key.clone(), rv) != Some(rv) {
+        tracing::warn!(target = %ctx.target_label(), object = %key, resource_version = rv, error, "the object cannot be read; skipped, the rest of its type is mirrored");
+    }
+    let reason =
+        format!("{key} cannot be read ({error}); it is not mirrored until it is written again");
+    ctx.board.refused(
+        &ctx.spec.target,
+        WriteScope::Object(key.clone()),
+        reason.clone(),
+    );
+    ctx.tracker.record(
+        key.clone(),
+        rv,
+        resolved(Outcome::Refused(reason)),
+        &ctx.worker,
+    );
+    key
+}
+
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     memory.submitted.clear();
     let count = objects.len();
@@ -475,8 +552,9 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             // A resync that writes an object no applier stamped: the folder's applier adopts it.
             ctx.board.unstamped_object(&ctx.spec.target);
         }
-        seen.push((key.clone(), rv));
         if let Some(v) = value {
+            // An object that could not be read has its refusal recorded already.
+            seen.push((key.clone(), rv));
             memory.submitted.insert(key.clone(), (fingerprint(&v), rv));
             intents.push(Intent::put(ctx.path.clone(), key, v));
         }
