@@ -138,10 +138,10 @@ fn argo_claim(w: &World) -> Value {
     w.get_json(&["argocdclaim", "argo", "-n", "backflow-system"])["status"].clone()
 }
 
-#[test]
-fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
-    let w = World::start(&[]);
-    wait_acting(&w);
+/// The default folder one-way, `ConfigMap` `shop/demo`, Argo CD's Application kind, Application
+/// `shop` (automated sync on, path `shop`) held by `ArgoCDClaim` `argo`, and `GitTarget` `shop`
+/// writing the shop's `ConfigMaps` to `shop/`, coordinated by the claim.
+fn hold_an_application(w: &World) {
     // The default folder mirrors one way here: the shop's objects belong to the Application.
     w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
     wait_for(
@@ -188,6 +188,13 @@ metadata: {{name: shop, namespace: backflow-system}}
 spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
 "
     ));
+}
+
+#[test]
+fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    hold_an_application(&w);
     // The simulated application controller.
     let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
         reconcile_all(&client).await;
@@ -259,5 +266,96 @@ spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [config
         "automated sync to be handed back",
         || format!("{:#}", application(&w)["spec"]),
         || (application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == true).then_some(()),
+    );
+}
+
+/// Waits until the `ArgoCDClaim`'s latest operation, holding `commit`, is in `phase`; returns it.
+fn wait_operation(w: &World, commit: &str, phase: &str) -> Value {
+    wait_for(
+        &format!("the ArgoCDClaim's operation for {commit} to be {phase}"),
+        || format!("{:#}\n{:#}", argo_claim(w), application(w)["status"]),
+        || {
+            let op = argo_claim(w)["operation"].clone();
+            let holds = w.is_ancestor(commit, op["commit"].as_str().unwrap_or_default());
+            (op["phase"] == phase && holds).then_some(op)
+        },
+    )
+}
+
+/// The contract simulator made to fail and to crash. A sync that fails (the push holds an object
+/// the API refuses) is reported on the claim with automated sync kept off, and the next push is
+/// synced; a controller that dies before it picks up the requested `operation` leaves the apply
+/// in flight (nothing is reported done that was not synced), and when it comes back it runs the
+/// operation the claim was still following.
+#[test]
+fn a_failed_sync_is_reported_and_a_controller_back_from_a_crash_runs_the_operation() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    hold_an_application(&w);
+    let kubeconfig = w.dirs.data.join("kubeconfig");
+    let start_argo = || {
+        SimulatedController::start(&kubeconfig, |client| async move {
+            reconcile_all(&client).await;
+        })
+    };
+    let argo = start_argo();
+    let path = "shop/shop/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "automated sync to be switched off",
+        || format!("{:#}", application(&w)["spec"]),
+        || (application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false).then_some(()),
+    );
+
+    // Failing: an object whose name the API refuses.
+    let clone = w.clone_origin("person");
+    std::fs::write(
+        clone.join("shop/shop/configmaps/bad.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: shop\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    let bad = w.commit_all_and_push_rebasing(&clone, "an object the API refuses");
+    let failed = wait_operation(&w, &bad, "Failed");
+    assert!(
+        failed.to_string().contains("Not_A_Name"),
+        "the failure names what Argo CD could not sync: {failed:#}"
+    );
+    assert_eq!(
+        application(&w)["spec"]["syncPolicy"]["automated"]["enabled"],
+        false,
+        "still held after the failure"
+    );
+
+    // Fixed by the next push: synced.
+    std::fs::remove_file(clone.join("shop/shop/configmaps/bad.yaml")).unwrap();
+    let fix = w.commit_all_and_push_rebasing(&clone, "drop the bad object");
+    wait_operation(&w, &fix, "Succeeded");
+
+    // Crashing: the controller is gone when backflow requests the sync of a push.
+    drop(argo);
+    let edit = w.push_edit(path, "hello", "after-the-crash");
+    wait_for(
+        "the Application to carry the requested operation",
+        || format!("{:#}", application(&w)["operation"]),
+        || {
+            let revision = application(&w)["operation"]["sync"]["revision"].clone();
+            w.is_ancestor(&edit, revision.as_str().unwrap_or_default())
+                .then_some(())
+        },
+    );
+    // Nothing synced it, and nothing says it was.
+    std::thread::sleep(Duration::from_secs(3));
+    let op = argo_claim(&w)["operation"].clone();
+    assert_ne!(op["phase"], "Succeeded", "{op:#}");
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "hello"
+    );
+    // Back: it runs the requested operation, and the claim finishes it.
+    let _argo = start_argo();
+    wait_operation(&w, &edit, "Succeeded");
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "after-the-crash"
     );
 }

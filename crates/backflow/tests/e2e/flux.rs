@@ -605,3 +605,112 @@ spec: {{providerRef: {{name: default}}, branch: main, path: apps, applierClaimRe
         || (reason(&w).as_deref() != Some("CrossNamespaceNotAllowed")).then_some(()),
     );
 }
+
+/// Waits until the `FluxClaim`'s latest operation, holding `commit`, is in `phase`; returns it.
+fn wait_operation(w: &World, commit: &str, phase: &str) -> Value {
+    wait_for(
+        &format!("the FluxClaim's operation for {commit} to be {phase}"),
+        || format!("{:#}\n{:#}", flux_claim(w), kustomization(w)["status"]),
+        || {
+            let op = flux_claim(w)["operation"].clone();
+            let holds = w.is_ancestor(commit, op["commit"].as_str().unwrap_or_default());
+            (op["phase"] == phase && holds).then_some(op)
+        },
+    )
+}
+
+/// The contract simulator made to fail and to crash. A reconcile that fails (the push holds an
+/// object the API refuses) is reported on the claim, the Kustomization is held again, and the
+/// next push is applied; a controller that dies after backflow resumed the Kustomization leaves
+/// the apply in flight (nothing is reported done that was not applied), and when it comes back
+/// it finishes the apply the claim was still following.
+#[test]
+fn a_failed_reconcile_is_reported_and_a_controller_back_from_a_crash_finishes_the_apply() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    hold_a_kustomization(&w, "main");
+    let kubeconfig = w.dirs.data.join("kubeconfig");
+    let start_flux = || {
+        SimulatedController::start(&kubeconfig, |client| async move {
+            reconcile_all(&client).await;
+        })
+    };
+    let flux = start_flux();
+    let path = "apps/shop/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "the Kustomization to be held",
+        || format!("{:#}", flux_claim(&w)),
+        || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
+    );
+
+    // Failing: an object whose name the API refuses.
+    let clone = w.clone_origin("person");
+    std::fs::write(
+        clone.join("apps/shop/configmaps/bad.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: shop\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    let bad = w.commit_all_and_push_rebasing(&clone, "an object the API refuses");
+    let failed = wait_operation(&w, &bad, "Failed");
+    assert!(
+        failed.to_string().contains("Not_A_Name"),
+        "the failure names what Flux could not apply: {failed:#}"
+    );
+    wait_for(
+        "the Kustomization to be held again after the failure",
+        || format!("{:#}", kustomization(&w)["spec"]),
+        || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
+    );
+
+    // Fixed by the next push: applied.
+    std::fs::remove_file(clone.join("apps/shop/configmaps/bad.yaml")).unwrap();
+    let fix = w.commit_all_and_push_rebasing(&clone, "drop the bad object");
+    wait_operation(&w, &fix, "Succeeded");
+
+    // Crashing: the controller is gone when backflow resumes the Kustomization for a push.
+    drop(flux);
+    let edit = w.push_edit(path, "hello", "after-the-crash");
+    wait_for(
+        "the Kustomization to be resumed for the push",
+        || format!("{:#}\n{:#}", flux_claim(&w), kustomization(&w)["spec"]),
+        || {
+            let op = flux_claim(&w)["operation"].clone();
+            (kustomization(&w)["spec"]["suspend"] == false
+                && w.is_ancestor(&edit, op["commit"].as_str().unwrap_or_default()))
+            .then_some(())
+        },
+    );
+    // Nothing applied it, and nothing says it was.
+    std::thread::sleep(Duration::from_secs(3));
+    let op = flux_claim(&w)["operation"].clone();
+    assert_ne!(op["phase"], "Succeeded", "{op:#}");
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "hello"
+    );
+    // Back: it reconciles what it was asked, and the claim finishes the operation.
+    let _flux = start_flux();
+    wait_operation(&w, &edit, "Succeeded");
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "after-the-crash"
+    );
+    wait_for(
+        "the Kustomization to be held again",
+        || format!("{:#}", kustomization(&w)["spec"]),
+        || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
+    );
+}
