@@ -19,6 +19,10 @@ use crate::check::{Expected, Violation};
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
 
+/// How long a stalled applier takes: past the 5 minutes after which the apply decision reports
+/// an operation `Unresolved` (and keeps following it).
+const STALL: Duration = Duration::from_secs(360);
+
 /// Which system is simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -68,6 +72,9 @@ pub struct World {
     watch: VecDeque<WatchEvent>,
     /// The operation the applier is carrying out.
     asked: Option<Operation>,
+    /// Until when the applier is stalled on it (past the decision's 5 minutes before it reports
+    /// the operation `Unresolved`), when it is.
+    stalled_until: Option<Moment>,
     /// The applier's own watch events not delivered yet: the apply window stays open for them.
     echoes_queued: usize,
     /// Whether the apply window is open: from the flush until the apply ended and its own
@@ -113,6 +120,7 @@ impl World {
             live: BTreeMap::new(),
             watch: VecDeque::new(),
             asked: None,
+            stalled_until: None,
             echoes_queued: 0,
             window: false,
             window_edits: BTreeSet::new(),
@@ -199,6 +207,7 @@ impl World {
         self.apply_inputs.clear();
         self.watch.clear();
         self.asked = None;
+        self.stalled_until = None;
         self.echoes_queued = 0;
         self.window = false;
         self.window_edits.clear();
@@ -374,11 +383,20 @@ impl World {
     /// Time moves to the next wake-up of either core (or a little), and both look at it.
     fn tick(&mut self) {
         let now = self.branch.now;
-        let mut next = now + Duration::from_millis(250);
-        for wake in [Some(self.branch.wake), self.apply_wake, self.retry_at]
-            .into_iter()
-            .flatten()
-        {
+        let wakes = [
+            Some(self.branch.wake),
+            self.apply_wake,
+            self.retry_at,
+            self.stalled_until,
+        ];
+        // While the applier is stalled, time jumps to the next thing due (minutes pass in a
+        // few steps); otherwise it moves by at most a quarter of a second.
+        let mut next = if self.stalled_until.is_some() {
+            now + STALL
+        } else {
+            now + Duration::from_millis(250)
+        };
+        for wake in wakes.into_iter().flatten() {
             if wake > now && wake < next {
                 next = wake;
             }
@@ -498,6 +516,12 @@ impl World {
             });
         }
         self.asked = Some(operation);
+        if self.rng.random_range(0..8) == 0 {
+            // The applier stalls past the decision's patience (a controller that hangs).
+            let until = self.branch.now + STALL;
+            self.log(format!("apply {} stalls for {}s", id.0, STALL.as_secs()));
+            self.stalled_until = Some(until);
+        }
         self.applier_input(ApplyInput::Progress {
             id,
             phase: OperationPhase::Running,
@@ -508,6 +532,14 @@ impl World {
     /// The applier finishes: it writes what Git changed since the last applied commit, over
     /// nothing a person edited after the flush (that is left for a Repair).
     fn finish_apply(&mut self) {
+        if self
+            .stalled_until
+            .is_some_and(|until| until > self.branch.now)
+        {
+            // Still stalled: time goes on without it.
+            return self.tick();
+        }
+        self.stalled_until = None;
         let Some(op) = self.asked.take() else {
             return;
         };

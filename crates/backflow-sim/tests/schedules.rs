@@ -63,3 +63,20 @@ fn a_seed_reproduces_exactly() {
     assert_eq!(trace(42), trace(42));
     assert_ne!(trace(42), trace(43));
 }
+
+/// The schedules reach an applier stalled past the decision's patience: the operation is
+/// reported `Unresolved`, followed on, and its end decided as any other.
+#[test]
+fn a_stall_past_five_minutes_is_reached_and_reported_unresolved() {
+    let seed = (0..500)
+        .find(|&seed| {
+            let mut world = backflow_sim::World::new(seed, Variant::Correct);
+            for _ in 0..backflow_sim::STEPS {
+                world.step();
+            }
+            let trace = world.trace().join("\n");
+            trace.contains("stalls for") && trace.contains("Unresolved")
+        })
+        .expect("a schedule with a stalled applier reported Unresolved");
+    eprintln!("first reached at seed {seed}");
+}
