@@ -201,6 +201,21 @@ pub fn file(name: &str) -> String {
     format!("apps/web/configmaps/{name}")
 }
 
+/// Whether the model file `path` (`target/namespace/resource/name`) is one `scope` removes.
+fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
+    let Some(rest) = path.strip_prefix(target).and_then(|r| r.strip_prefix('/')) else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, '/');
+    let (Some(namespace), Some(resource), Some(name)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    resource == scope.resource.resource
+        && scope.namespace.as_deref().is_none_or(|ns| ns == namespace)
+        && !scope.keeps(namespace, name)
+}
+
 fn render(intent: &Intent) -> Option<String> {
     match &intent.state {
         ObjectState::Present(v) => Some(v.as_str().unwrap_or_default().to_string()),
@@ -434,6 +449,12 @@ impl Shell {
                         seq: *seq,
                         error: PlanError::new("names starting with bad are refused"),
                     });
+                    continue;
+                }
+                if let ObjectState::Sweep(scope) = &intent.state {
+                    // A resync's sweep: the folder's files of the type (and namespace) that the
+                    // snapshot did not hold go.
+                    next.retain(|path, _| !swept(path, &intent.target, scope));
                     continue;
                 }
                 let path = path_of(intent);

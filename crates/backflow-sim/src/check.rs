@@ -15,7 +15,7 @@ use std::fmt;
 use backflow_branch::IntentSeq;
 use backflow_branch::model;
 
-use crate::world::{NAMES, World};
+use crate::world::{ABSENT, NAMES, World, same};
 
 /// What a schedule broke.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,10 +130,10 @@ impl World {
         for name in NAMES {
             let allowed = &self.expected[name].candidates;
             let live = &self.live[name].value;
-            let in_git = git.get(&model::file(name));
-            if !allowed.contains(live) || in_git != Some(live) {
+            let in_git = git.get(&model::file(name)).map_or(ABSENT, String::as_str);
+            if !allowed.iter().any(|a| same(a, live)) || !same(in_git, live) {
                 return Err(Violation::WrongFinalValue(format!(
-                    "{name}: expected one of {allowed:?}, live {live}, Git {in_git:?}"
+                    "{name}: expected one of {allowed:?}, live {live}, Git {in_git}"
                 )));
             }
         }
