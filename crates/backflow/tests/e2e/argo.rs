@@ -142,6 +142,11 @@ fn argo_claim(w: &World) -> Value {
 /// `shop` (automated sync on, path `shop`) held by `ArgoCDClaim` `argo`, and `GitTarget` `shop`
 /// writing the shop's `ConfigMaps` to `shop/`, coordinated by the claim.
 fn hold_an_application(w: &World) {
+    hold_an_application_with(w, "");
+}
+
+/// [`hold_an_application`], with `metadata` added to the Application's metadata (`, key: value`).
+fn hold_an_application_with(w: &World, metadata: &str) {
     // The default folder mirrors one way here: the shop's objects belong to the Application.
     w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
     wait_for(
@@ -162,7 +167,7 @@ fn hold_an_application(w: &World) {
     w.apply(&format!(
         r"apiVersion: argoproj.io/v1alpha1
 kind: Application
-metadata: {{name: shop, namespace: backflow-system}}
+metadata: {{name: shop, namespace: backflow-system{metadata}}}
 spec:
   source: {{repoURL: '{url}', targetRevision: main, path: shop}}
   destination: {{namespace: shop}}
@@ -357,5 +362,106 @@ fn a_failed_sync_is_reported_and_a_controller_back_from_a_crash_runs_the_operati
     assert_eq!(
         w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
         "after-the-crash"
+    );
+}
+
+/// Argo CD's `ApplicationSet` kind, schemaless as the Application's.
+const APPLICATION_SET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: applicationsets.argoproj.io}
+spec:
+  group: argoproj.io
+  scope: Namespaced
+  names: {plural: applicationsets, singular: applicationset, kind: ApplicationSet}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+";
+
+/// An Application an `ApplicationSet` generated is not held while the set would switch automated
+/// sync back on (the two would fight): the claim says so (`ApplierNotHeld`) and what to change,
+/// and the Application is left as it is; once the set ignores the field, the claim holds it.
+#[test]
+fn an_application_whose_application_set_owns_automated_is_reported_not_fought() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(APPLICATION_SET_CRD);
+    w.wait_established(&["applicationsets.argoproj.io"]);
+    w.apply(
+        r"apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: shops, namespace: backflow-system}
+spec:
+  generators: [{list: {elements: [{name: shop}]}}]
+  template:
+    metadata: {name: '{{name}}'}
+    spec: {syncPolicy: {automated: {prune: true}}}
+",
+    );
+    let uid = w.kubectl(&[
+        "get",
+        "applicationsets.argoproj.io",
+        "shops",
+        "-n",
+        "backflow-system",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    hold_an_application_with(
+        &w,
+        &format!(
+            ", ownerReferences: [{{apiVersion: argoproj.io/v1alpha1, kind: ApplicationSet, name: shops, uid: '{uid}', controller: true}}]"
+        ),
+    );
+    let refused = wait_for(
+        "the claim to report the ApplicationSet",
+        || format!("{:#}", argo_claim(&w)),
+        || {
+            let conditions = argo_claim(&w)["conditions"].clone();
+            conditions
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["reason"] == "ApplierNotHeld" && c["status"] == "False")
+                .cloned()
+        },
+    );
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ApplicationSet backflow-system/shops")
+            && message.contains("ignoreApplicationDifferences"),
+        "{refused:#}"
+    );
+    assert_ne!(
+        application(&w)["spec"]["syncPolicy"]["automated"]["enabled"],
+        false,
+        "not fought: automated sync left on"
+    );
+    // The set ignores the field from now on: the claim holds the Application.
+    w.kubectl(&[
+        "patch",
+        "applicationsets.argoproj.io",
+        "shops",
+        "-n",
+        "backflow-system",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy/automated"]}]}}"#,
+    ]);
+    wait_for(
+        "the Application to be held once the set ignores automated",
+        || format!("{:#}\n{:#}", application(&w)["spec"], argo_claim(&w)),
+        || {
+            let held = application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false;
+            let reported = argo_claim(&w)["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["reason"] == "ApplierNotHeld");
+            (held && !reported).then_some(())
+        },
     );
 }
