@@ -83,6 +83,58 @@ fn application_set_owns_automated(set: &Value, app: &str) -> bool {
     !(never_updates || ignored)
 }
 
+/// Which of an Application's sources backflow drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Driven {
+    /// `spec.source`: the sync names one `revision`.
+    Single,
+    /// `spec.sources[index]`: the sync names one revision per source (`revisions`), the others
+    /// at their own `targetRevision`.
+    Multi {
+        /// Its position in `spec.sources`.
+        index: usize,
+        /// Every source's `targetRevision` (`HEAD` when unset).
+        revisions: Vec<String>,
+    },
+}
+
+/// The `repoURL` and `targetRevision` of each of `app`'s sources: `spec.sources` when it lists
+/// any (a multi-source Application), else `spec.source`.
+fn sources(app: &Value) -> Vec<(String, String)> {
+    let read = |s: &Value| {
+        (
+            s["repoURL"].as_str().unwrap_or_default().to_string(),
+            s["targetRevision"].as_str().unwrap_or("HEAD").to_string(),
+        )
+    };
+    match app["spec"]["sources"].as_array() {
+        Some(list) if !list.is_empty() => list.iter().map(read).collect(),
+        _ => vec![read(&app["spec"]["source"])],
+    }
+}
+
+/// The sync request of `commit` for the driven source.
+fn sync_request(driven: &Driven, commit: &str) -> Value {
+    match driven {
+        Driven::Single => json!({"revision": commit, "prune": true}),
+        Driven::Multi { index, revisions } => {
+            let mut revisions = revisions.clone();
+            if let Some(r) = revisions.get_mut(*index) {
+                *r = commit.to_string();
+            }
+            json!({"revisions": revisions, "prune": true})
+        }
+    }
+}
+
+/// The revision a finished sync applied to the driven source.
+fn synced_revision<'a>(driven: &Driven, state: &'a Value) -> &'a Value {
+    match driven {
+        Driven::Single => &state["syncResult"]["revision"],
+        Driven::Multi { index, .. } => &state["syncResult"]["revisions"][*index],
+    }
+}
+
 /// A held Application.
 pub struct ArgoApplier {
     held: Held,
@@ -115,12 +167,44 @@ impl ArgoApplier {
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))
     }
 
+    /// Which source of `app` the targets write: the one whose repository and branch they are
+    /// (any of several, for a multi-source Application); refused when none is.
+    fn driven(&self, app: &Value) -> Result<Driven, String> {
+        let sources = sources(app);
+        if let [(url, branch)] = sources.as_slice()
+            && app["spec"]["sources"].as_array().is_none_or(Vec::is_empty)
+        {
+            self.held.check_source(&self.held.shown(), url, branch)?;
+            return Ok(Driven::Single);
+        }
+        let mut refusals = Vec::new();
+        for (index, (url, branch)) in sources.iter().enumerate() {
+            match self.held.check_source(
+                &format!("{} source {index}", self.held.shown()),
+                url,
+                branch,
+            ) {
+                Ok(()) => {
+                    return Ok(Driven::Multi {
+                        index,
+                        revisions: sources.iter().map(|(_, b)| b.clone()).collect(),
+                    });
+                }
+                Err(e) => refusals.push(e),
+            }
+        }
+        Err(refusals.join("; "))
+    }
+
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
         let mut report = ApplyReport::default();
         let commit = request.commit.to_string();
         let token = self.held.token();
-        let outcome = match self.request_sync(&commit, &token).await {
-            Ok(()) => self.wait(&commit, &token).await,
+        let outcome = match self.get().await.and_then(|app| self.driven(&app.data)) {
+            Ok(driven) => match self.request_sync(&driven, &commit, &token).await {
+                Ok(()) => self.wait(&driven, &commit, &token).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match outcome {
@@ -134,7 +218,7 @@ impl ArgoApplier {
     }
 
     /// Writes the sync request, once no sync is running.
-    async fn request_sync(&self, commit: &str, token: &str) -> Result<(), String> {
+    async fn request_sync(&self, driven: &Driven, commit: &str, token: &str) -> Result<(), String> {
         let started = std::time::Instant::now();
         while self.get().await?.data["status"]["operationState"]["phase"] == "Running" {
             if started.elapsed() > GIVE_UP_AFTER {
@@ -143,7 +227,7 @@ impl ArgoApplier {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let operation = json!({"operation": {
-            "sync": {"revision": commit, "prune": true},
+            "sync": sync_request(driven, commit),
             "initiatedBy": {"username": "backflow"},
             "info": [{"name": CORRELATION, "value": token}],
         }});
@@ -154,10 +238,15 @@ impl ArgoApplier {
             .map_err(|e| format!("requesting a sync of {}: {e}", self.held.shown()))
     }
 
-    async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
+    async fn wait(
+        &self,
+        driven: &Driven,
+        commit: &str,
+        token: &str,
+    ) -> Result<Vec<InventoryEntry>, String> {
         let started = std::time::Instant::now();
         loop {
-            if let Some(outcome) = outcome(&self.get().await?.data, commit, token) {
+            if let Some(outcome) = outcome(&self.get().await?.data, driven, commit, token) {
                 return outcome.map_err(|m| format!("{}: {m}", self.held.shown()));
             }
             if started.elapsed() > GIVE_UP_AFTER {
@@ -171,10 +260,7 @@ impl ArgoApplier {
     /// syncs another repository or branch than the targets write is refused.
     async fn hold_off(&self) -> Result<Option<bool>, String> {
         let app = self.get().await?;
-        let source = &app.data["spec"]["source"];
-        let url = source["repoURL"].as_str().unwrap_or_default();
-        let branch = source["targetRevision"].as_str().unwrap_or("HEAD");
-        self.held.check_source(&self.held.shown(), url, branch)?;
+        self.driven(&app.data)?;
         self.check_application_set(&app).await?;
         let automated = &app.data["spec"]["syncPolicy"]["automated"];
         // `automated` present with `enabled` unset counts as enabled.
@@ -241,7 +327,12 @@ impl ArgoApplier {
 
 /// What an Application's status says about our sync of `commit` (correlated by `token`):
 /// `None` while undecided.
-fn outcome(app: &Value, commit: &str, token: &str) -> Option<Result<Vec<InventoryEntry>, String>> {
+fn outcome(
+    app: &Value,
+    driven: &Driven,
+    commit: &str,
+    token: &str,
+) -> Option<Result<Vec<InventoryEntry>, String>> {
     let state = &app["status"]["operationState"];
     let ours = state["operation"]["info"].as_array().is_some_and(|info| {
         info.iter()
@@ -250,14 +341,10 @@ fn outcome(app: &Value, commit: &str, token: &str) -> Option<Result<Vec<Inventor
     if !ours {
         return None;
     }
+    let synced = synced_revision(driven, state);
     match state["phase"].as_str() {
-        Some("Succeeded") if state["syncResult"]["revision"] == commit => {
-            Some(Ok(inventory(&app["status"])))
-        }
-        Some("Succeeded") => Some(Err(format!(
-            "synced {} instead of {commit}",
-            state["syncResult"]["revision"]
-        ))),
+        Some("Succeeded") if synced == commit => Some(Ok(inventory(&app["status"]))),
+        Some("Succeeded") => Some(Err(format!("synced {synced} instead of {commit}"))),
         Some("Failed" | "Error") => Some(Err(state["message"]
             .as_str()
             .unwrap_or("the sync failed")
@@ -339,6 +426,47 @@ mod tests {
         }
     }
 
+    /// A multi-source Application: the request names one revision per source, the driven one at
+    /// the commit and the others at their own; done when the driven source synced the commit.
+    #[test]
+    fn a_multi_source_sync_names_every_revision_and_checks_the_driven_one() {
+        let app = json!({"spec": {"sources": [
+            {"repoURL": "https://charts.example.com", "targetRevision": "1.2.3", "chart": "web"},
+            {"repoURL": "file:///srv/git/config.git", "targetRevision": "main", "ref": "values"},
+            {"repoURL": "https://example.com/other.git"}
+        ]}});
+        let listed = sources(&app);
+        assert_eq!(listed[2].1, "HEAD");
+        let driven = Driven::Multi {
+            index: 1,
+            revisions: listed.into_iter().map(|(_, r)| r).collect(),
+        };
+        assert_eq!(
+            sync_request(&driven, "abc"),
+            json!({"revisions": ["1.2.3", "abc", "HEAD"], "prune": true})
+        );
+        let state = |revisions: Value| {
+            json!({"status": {"operationState": {
+                "operation": {"info": [{"name": CORRELATION, "value": "t"}]},
+                "phase": "Succeeded", "syncResult": {"revisions": revisions}}}})
+        };
+        assert!(
+            outcome(&state(json!(["1.2.3", "abc", "f00"])), &driven, "abc", "t")
+                .expect("decided")
+                .is_ok()
+        );
+        assert!(
+            outcome(&state(json!(["abc", "old", "f00"])), &driven, "abc", "t")
+                .expect("decided")
+                .is_err(),
+            "another source at the commit is not the driven one"
+        );
+        assert_eq!(
+            sources(&json!({"spec": {"source": {"repoURL": "u"}}})),
+            [("u".to_string(), "HEAD".to_string())]
+        );
+    }
+
     #[test]
     fn done_means_our_operation_succeeded_at_the_commit() {
         let app = |token: &str, phase: &str, revision: &str| {
@@ -348,20 +476,27 @@ mod tests {
                 "syncResult": {"revision": revision}},
                 "resources": [{"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "demo"}]}})
         };
-        let done = outcome(&app("t", "Succeeded", "abc"), "abc", "t").expect("decided");
+        let done =
+            outcome(&app("t", "Succeeded", "abc"), &Driven::Single, "abc", "t").expect("decided");
         assert_eq!(done.expect("synced")[0].id, "shop_demo__ConfigMap");
-        assert!(outcome(&app("t", "Running", ""), "abc", "t").is_none());
+        assert!(outcome(&app("t", "Running", ""), &Driven::Single, "abc", "t").is_none());
         assert!(
-            outcome(&app("other", "Succeeded", "abc"), "abc", "t").is_none(),
+            outcome(
+                &app("other", "Succeeded", "abc"),
+                &Driven::Single,
+                "abc",
+                "t"
+            )
+            .is_none(),
             "another request's state is not ours"
         );
         assert!(
-            outcome(&app("t", "Succeeded", "old"), "abc", "t")
+            outcome(&app("t", "Succeeded", "old"), &Driven::Single, "abc", "t")
                 .expect("decided")
                 .is_err()
         );
         assert!(
-            outcome(&app("t", "Failed", ""), "abc", "t")
+            outcome(&app("t", "Failed", ""), &Driven::Single, "abc", "t")
                 .expect("decided")
                 .is_err()
         );

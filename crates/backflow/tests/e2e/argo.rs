@@ -24,6 +24,14 @@ async fn reconcile_all(client: &Client) {
         return;
     };
     for app in list.items {
+        if let Some(revisions) = app.data["operation"]["sync"]["revisions"].as_array() {
+            let revisions: Vec<String> = revisions
+                .iter()
+                .map(|r| r.as_str().unwrap_or_default().to_string())
+                .collect();
+            sync_sources(client, &app, &revisions).await;
+            continue;
+        }
         let git_dir = PathBuf::from(
             app.data["spec"]["source"]["repoURL"]
                 .as_str()
@@ -51,6 +59,67 @@ async fn reconcile_all(client: &Client) {
         };
         sync(client, &app, &git_dir, &revision).await;
     }
+}
+
+/// One sync of a multi-source Application at `revisions` (one per `spec.sources` entry, in
+/// order): each Git source with a `path` applied at its revision, the others (a Helm chart, a
+/// `ref` for values) taken as they are; `syncResult.revisions` in the same order.
+async fn sync_sources(client: &Client, app: &DynamicObject, revisions: &[String]) {
+    let ns = app.namespace().unwrap_or_default();
+    let name = app.name_any();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &applications());
+    let operation = app.data["operation"].clone();
+    let running =
+        json!({"status": {"operationState": {"operation": operation, "phase": "Running"}}});
+    let _ = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&running))
+        .await;
+    let sources = app.data["spec"]["sources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut entries = Vec::new();
+    let mut failure = None;
+    for (source, revision) in sources.iter().zip(revisions) {
+        let (Some(url), Some(path)) = (source["repoURL"].as_str(), source["path"].as_str()) else {
+            continue;
+        };
+        let Some(git_dir) = url.strip_prefix("file://") else {
+            continue;
+        };
+        let stamp = |object: &mut Value| {
+            let annotations = object["metadata"]
+                .as_object_mut()
+                .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+            if let Some(annotations) = annotations {
+                annotations["argocd.argoproj.io/tracking-id"] = json!(format!("{name}:multi"));
+            }
+        };
+        match apply_tree(
+            client,
+            Path::new(git_dir),
+            revision,
+            path,
+            "argocd-controller",
+            stamp,
+        )
+        .await
+        {
+            Ok(applied) => entries.extend(applied),
+            Err(e) => failure = Some(e),
+        }
+    }
+    let state = match failure {
+        None => {
+            json!({"operation": operation, "phase": "Succeeded", "message": "successfully synced",
+                       "syncResult": {"revisions": revisions}})
+        }
+        Some(e) => json!({"operation": operation, "phase": "Failed", "message": e}),
+    };
+    let done = json!({"operation": null, "status": {"operationState": state, "entries": entries}});
+    let _ = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&done))
+        .await;
 }
 
 /// One sync of `revision`, as the controller runs it and reports it.
@@ -463,5 +532,90 @@ spec:
                 .any(|c| c["reason"] == "ApplierNotHeld");
             (held && !reported).then_some(())
         },
+    );
+}
+
+/// A multi-source Application (a chart from elsewhere, its values and manifests from the
+/// repository the targets write): the claim drives the source the targets write, and each sync
+/// names every source's revision, the driven one at the commit.
+#[test]
+fn a_multi_source_application_is_synced_at_the_commit_for_the_source_the_targets_write() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    w.apply(APPLICATION_CRD);
+    w.wait_established(&["applications.argoproj.io"]);
+    let url = w.provider_url();
+    w.apply(&format!(
+        r"apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {{name: shop, namespace: backflow-system}}
+spec:
+  sources:
+  - {{repoURL: 'https://charts.example.com', chart: web, targetRevision: 1.2.3}}
+  - {{repoURL: '{url}', targetRevision: main, path: shop}}
+  destination: {{namespace: shop}}
+  syncPolicy: {{automated: {{prune: true}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: ArgoCDClaim
+metadata: {{name: argo, namespace: backflow-system}}
+spec: {{applicationRef: {{name: shop}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: shop, namespace: backflow-system}}
+spec:
+  providerRef: {{name: default}}
+  branch: main
+  path: shop
+  applierClaimRef: {{kind: ArgoCDClaim, name: argo}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: shop, namespace: backflow-system}}
+spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
+"
+    ));
+    let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    });
+    let path = "shop/shop/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "automated sync to be switched off",
+        || format!("{:#}\n{:#}", argo_claim(&w), application(&w)["spec"]),
+        || (application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false).then_some(()),
+    );
+    let bob = w.push_edit(path, "hello", "from-argo");
+    let op = wait_for(
+        "the ArgoCDClaim's sync of Bob's push to succeed",
+        || format!("{:#}\n{:#}", argo_claim(&w), application(&w)["status"]),
+        || {
+            let op = argo_claim(&w)["operation"].clone();
+            let holds_bob = w.is_ancestor(&bob, op["commit"].as_str().unwrap_or_default());
+            (op["phase"] == "Succeeded" && holds_bob).then_some(op)
+        },
+    );
+    let state = application(&w)["status"]["operationState"].clone();
+    assert_eq!(
+        state["operation"]["sync"]["revisions"],
+        json!(["1.2.3", op["commit"]]),
+        "every source's revision, the driven one at the commit: {state:#}"
+    );
+    assert_eq!(
+        w.get_json(&["configmap", "demo", "-n", "shop"])["data"]["greeting"],
+        "from-argo"
     );
 }
