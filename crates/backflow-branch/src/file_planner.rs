@@ -117,7 +117,7 @@ impl Planner for FilePerObjectPlanner {
             .into());
         }
         Ok(vec![match &intent.state {
-            ObjectState::Present(value) => PathUpdate::write(path, Self::render(value)),
+            ObjectState::Present(object) => PathUpdate::write(path, Self::render(&object.value())),
             ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => {
                 PathUpdate::remove(path)
             }

@@ -11,7 +11,7 @@ use backflow_api::{GroupResource, ObjectKey};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ObjectState {
     /// The object exists and reads as this (already sanitized) value.
-    Present(Arc<serde_json::Value>),
+    Present(Arc<ObjectJson>),
     /// The object is gone.
     Absent,
     /// A resync sweep: every object of one type in one namespace scope that the target holds
@@ -22,6 +22,35 @@ pub enum ObjectState {
     /// An applier cannot apply a folder that does not exist (Argo CD retries a missing path,
     /// Flux fails it), so a coordinated folder is bootstrapped by its resync.
     Bootstrap,
+}
+
+/// An object's desired state, held as compact JSON text until a planner reads it.
+///
+/// Intents wait in the window and stay until their commit is pushed (a refused push is replayed
+/// from them), so a snapshot of a hundred thousand objects holds a hundred thousand of them at
+/// once: as parsed `serde_json::Value`s they took about twice the memory of their text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectJson(Box<str>);
+
+impl ObjectJson {
+    /// `value` as compact JSON.
+    #[must_use]
+    pub fn new(value: &serde_json::Value) -> Self {
+        Self(value.to_string().into_boxed_str())
+    }
+
+    /// The value, parsed again.
+    #[must_use]
+    pub fn value(&self) -> serde_json::Value {
+        // The text is what `new` wrote from a value: it always parses.
+        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The JSON text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// What a sweep may remove: objects of `resource` in exactly the scope a resync gathered.
@@ -92,7 +121,17 @@ impl Intent {
         Self {
             target: target.into(),
             key,
-            state: ObjectState::Present(Arc::new(value)),
+            state: ObjectState::Present(Arc::new(ObjectJson::new(&value))),
+            attribution: None,
+        }
+    }
+
+    /// [`Intent::put`] of a value already written as JSON.
+    pub fn put_json(target: impl Into<String>, key: ObjectKey, object: ObjectJson) -> Self {
+        Self {
+            target: target.into(),
+            key,
+            state: ObjectState::Present(Arc::new(object)),
             attribution: None,
         }
     }

@@ -218,7 +218,7 @@ fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
 
 fn render(intent: &Intent) -> Option<String> {
     match &intent.state {
-        ObjectState::Present(v) => Some(v.as_str().unwrap_or_default().to_string()),
+        ObjectState::Present(v) => Some(v.value().as_str().unwrap_or_default().to_string()),
         ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => None,
     }
 }

@@ -71,8 +71,8 @@ pub use backflow_branch::FilePerObjectPlanner;
 pub use backflow_branch::Planner;
 pub use backflow_branch::{
     Attribution, BackoffPolicy, ChangedBy, CommitId, CommitWindow, CoreConfig, CycleFailure,
-    Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectState, PendingWrite, PlanError,
-    SweepScope, Tip, WorkerStats, WriteKind,
+    Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectJson, ObjectState, PendingWrite,
+    PlanError, SweepScope, Tip, WorkerStats, WriteKind,
 };
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,

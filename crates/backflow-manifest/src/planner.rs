@@ -436,7 +436,9 @@ impl YamlPlanner {
         intent: &Intent,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         match &intent.state {
-            ObjectState::Present(object) => self.present(tree, index, target, &intent.key, object),
+            ObjectState::Present(object) => {
+                self.present(tree, index, target, &intent.key, &object.value())
+            }
             ObjectState::Absent => self.absent(tree, index, target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
             ObjectState::Bootstrap => self.bootstrap(tree, target),

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use backflow_api::config::PruneMode;
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_git::{
-    Attribution, ChangedBy, Intent, ObjectState, Pushed, SweepScope, WorkerHandle, WriteError,
+    Attribution, ChangedBy, Intent, ObjectJson, ObjectState, Pushed, SweepScope, WorkerHandle,
+    WriteError,
 };
 use backflow_manifest::Identity;
 use futures::StreamExt;
@@ -451,8 +452,9 @@ async fn catch_up(
 struct Listed {
     key: ObjectKey,
     resource_version: u64,
-    /// The sanitized object; `None` when it could not be read as JSON.
-    value: Option<Value>,
+    /// The sanitized object as JSON text, with its fingerprint; `None` when it could not be
+    /// read. Text, not a parsed value: a snapshot holds every object of the type at once.
+    value: Option<(Fingerprint, ObjectJson)>,
     /// Whether an applier stamped it.
     stamped: bool,
     /// The applier that owns it, read before sanitizing strips the stamps.
@@ -464,7 +466,9 @@ impl Listed {
         Self {
             key: object_key(gr, obj),
             resource_version: resource_version(obj),
-            value: ctx.sanitized(obj),
+            value: ctx
+                .sanitized(obj)
+                .map(|v| (fingerprint(&v), ObjectJson::new(&v))),
             stamped: stamped(obj),
             owner: owner(obj),
         }
@@ -552,11 +556,11 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             // A resync that writes an object no applier stamped: the folder's applier adopts it.
             ctx.board.unstamped_object(&ctx.spec.target);
         }
-        if let Some(v) = value {
+        if let Some((print, object)) = value {
             // An object that could not be read has its refusal recorded already.
             seen.push((key.clone(), rv));
-            memory.submitted.insert(key.clone(), (fingerprint(&v), rv));
-            intents.push(Intent::put(ctx.path.clone(), key, v));
+            memory.submitted.insert(key.clone(), (print, rv));
+            intents.push(Intent::put_json(ctx.path.clone(), key, object));
         }
     }
     if ctx.policy.applier.is_some() {
