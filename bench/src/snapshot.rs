@@ -12,9 +12,11 @@
 //! child's `VmHWM` from `/proc/<pid>/status`: the peak of the mirror phase. The peak of the whole
 //! child (creates included) is reported too.
 //!
-//! Baseline, in the same run: `git fast-import` of the same N paths with the same kind of content
+//! Baselines, in the same run: `git fast-import` of the same N paths with the same kind of content
 //! into a fresh bare repository, one commit; timed from spawn to exit, its peak RSS read from
-//! `/proc/<pid>/status` (`VmHWM`) every 5 ms while it runs.
+//! `/proc/<pid>/status` (`VmHWM`) every 5 ms while it runs. fast-import handles one large
+//! directory in time quadratic in its entries, so a linear floor is measured too: git2 writing
+//! the same blobs, one tree per directory and one commit straight into a bare repository.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -33,6 +35,10 @@ use crate::server::{round2, row};
 
 /// The aims from the issue.
 const AIM_TIME_FACTOR: f64 = 3.0;
+/// At 10,000 objects and more, against the linear floor.
+const AIM_FLOOR_FACTOR: f64 = 3.0;
+/// What the floor is, beside its figures.
+const FLOOR_IS: &str = "linear floor: git2 writing the same N blobs, one tree per directory, one commit, into the bare remote";
 const AIM_PEAK_MIB: f64 = 1024.0;
 /// How long the parent waits for the snapshot before giving up on that size (and larger ones).
 fn give_up(quick: bool) -> Duration {
@@ -272,6 +278,51 @@ fn fast_import(n: usize, dir: &Path) -> Result<(f64, u64, usize), String> {
     Ok((secs, peak, count_files(&r, tip)))
 }
 
+/// The linear floor: git2 writing the same N blobs, one tree per directory and one commit
+/// straight into a bare repository standing for the remote, and moving its branch (what a push
+/// over `file://` ends with). Linear in N, unlike fast-import's directory handling: (seconds,
+/// files on the branch).
+fn git2_floor(n: usize, dir: &Path) -> Result<(f64, usize), String> {
+    let path = dir.join("git2-floor.git");
+    init_remote(&path)?;
+    let repo = Repository::open_bare(&path).map_err(|e| e.to_string())?;
+    let err = |e: git2::Error| e.to_string();
+    let t0 = Instant::now();
+    let mut folder = repo.treebuilder(None).map_err(err)?;
+    for i in 0..n {
+        let content = configmap_yaml(&name(i), &format!("t{i:06}"));
+        let blob = repo.blob(content.as_bytes()).map_err(err)?;
+        folder
+            .insert(format!("{}.yaml", name(i)), blob, 0o100_644)
+            .map_err(err)?;
+    }
+    let mut tree = folder.write().map_err(err)?;
+    // One tree per directory above it, innermost first.
+    for parent in CONFIGMAPS.rsplit('/').collect::<Vec<_>>().windows(2) {
+        let mut builder = repo.treebuilder(None).map_err(err)?;
+        builder.insert(parent[0], tree, 0o040_000).map_err(err)?;
+        tree = builder.write().map_err(err)?;
+    }
+    let mut root = repo.treebuilder(None).map_err(err)?;
+    let top = CONFIGMAPS.split('/').next().unwrap_or("live");
+    root.insert(top, tree, 0o040_000).map_err(err)?;
+    let root = repo.find_tree(root.write().map_err(err)?).map_err(err)?;
+    let who =
+        git2::Signature::new("floor", "floor@localhost", &git2::Time::new(0, 0)).map_err(err)?;
+    let tip = repo
+        .commit(
+            Some(&format!("refs/heads/{BRANCH}")),
+            &who,
+            &who,
+            "snapshot",
+            &root,
+            &[],
+        )
+        .map_err(err)?;
+    let secs = t0.elapsed().as_secs_f64();
+    Ok((secs, count_files(&repo, tip)))
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -301,6 +352,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         let dir = tmp.path().join(format!("n{n}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let (fi_s, fi_kib, fi_files) = fast_import(n, &dir)?;
+        let (floor_s, floor_files) = git2_floor(n, &dir)?;
         // A size the growth measured so far says cannot finish before the give-up is not run.
         let projected = match done[..] {
             [.., (n1, t1), (n2, t2)] => {
@@ -346,6 +398,20 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
                 false,
                 fi_is,
             ));
+            rows.push(row(
+                &format!("snapshot on remote, s, {n} objects, against the linear floor"),
+                s,
+                floor_s,
+                false,
+                FLOOR_IS,
+            ));
+            if n >= 10_000 {
+                let factor = s / floor_s;
+                aims.push(json!(format!(
+                    "Aim at {n} objects: ≤ {AIM_FLOOR_FACTOR:.0}× the linear floor: {s:.2} s against {floor_s:.2} s, {factor:.1}×, {}.",
+                    if factor <= AIM_FLOOR_FACTOR { "met" } else { "not met" }
+                )));
+            }
             if n == biggest {
                 let factor = s / fi_s;
                 aims.push(json!(format!(
@@ -402,7 +468,8 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
                          "process_peak_mib": round2(process_peak),
                          "create_s": round2(ours.create_s), "create_failures": ours.create_failures,
                          "files_seen": ours.files_seen, "branch_moves": ours.commits_seen},
-            "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files}}));
+            "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files,
+                         "git2_floor_s": round2(floor_s), "git2_floor_files": floor_files}}));
     }
     // How the time grows with N, from the two largest sizes that finished.
     if let [.., (n1, t1), (n2, t2)] = done[..] {
