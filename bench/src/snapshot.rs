@@ -347,6 +347,8 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     let fi_is = "git fast-import of the same N files into a bare repository, one commit";
     // (objects, seconds) of every size backflow finished, to see how the time grows.
     let mut done: Vec<(usize, f64)> = Vec::new();
+    // (objects, whole-process peak MiB, peak MiB with the mirror off) of every size run.
+    let mut peaks: Vec<(usize, f64, f64)> = Vec::new();
     let mut gave_up_at = None;
     for n in sizes(quick) {
         let dir = tmp.path().join(format!("n{n}"));
@@ -389,6 +391,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         }
         let ours = run_child(n, &dir.join("backflow"), give_up)?;
         let process_peak = mib(ours.mirror_peak_kib.max(ours.create_peak_kib));
+        peaks.push((n, process_peak, mib(ours.create_peak_kib)));
         if let Some(s) = ours.snapshot_s {
             done.push((n, s));
             rows.push(row(
@@ -486,6 +489,14 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
             } else {
                 String::new()
             }
+        )));
+    }
+    if let [.., (n1, p1, c1), (n2, p2, c2)] = peaks[..] {
+        let per_10k = |a: f64, b: f64| (b - a) / ((n2 - n1) as f64 / 10_000.0);
+        notes.push(json!(format!(
+            "Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
+            per_10k(p1, p2),
+            per_10k(c1, c2)
         )));
     }
     if done.last().map(|d| d.0) != Some(biggest) {

@@ -38,6 +38,41 @@ pub(crate) fn wait_acting(w: &World) {
     );
 }
 
+/// Makes the default folder (every namespace) mirror one way: an object two coordinated folders
+/// hold would have two appliers fighting over it.
+pub(crate) fn one_way_default(w: &World) {
+    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
+    wait_for(
+        "the default folder to be one-way",
+        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
+        || {
+            w.target_condition("default", "ApplierClaimReady")
+                .is_none()
+                .then_some(())
+        },
+    );
+}
+
+/// Waits until a claim's latest operation (`status` reads the claim's status), holding
+/// `commit`, is in `phase`; returns it. `detail` says more when it does not happen.
+pub(crate) fn wait_claim_operation(
+    w: &World,
+    status: impl Fn() -> Value,
+    detail: impl Fn() -> String,
+    commit: &str,
+    phase: &str,
+) -> Value {
+    wait_for(
+        &format!("the claim's operation for {commit} to be {phase}"),
+        || format!("{:#}\n{}", status(), detail()),
+        || {
+            let op = status()["operation"].clone();
+            let holds = w.is_ancestor(commit, op["commit"].as_str().unwrap_or_default());
+            (op["phase"] == phase && holds).then_some(op)
+        },
+    )
+}
+
 fn cm_value(w: &World, name: &str, key: &str) -> Option<String> {
     let out = w.kubectl_run(&["get", "configmap", name, "-o", "json"]);
     let v: Value = serde_json::from_str(&out.stdout).ok()?;

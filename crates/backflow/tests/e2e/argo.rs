@@ -14,7 +14,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::apply::{assert_quiescent, wait_acting};
+use crate::apply::{assert_quiescent, one_way_default, wait_acting, wait_claim_operation};
 use crate::common::*;
 use crate::flux::{SimulatedController, apply_tree, git_out, prune_entries};
 
@@ -211,34 +211,28 @@ fn argo_claim(w: &World) -> Value {
 /// `shop` (automated sync on, path `shop`) held by `ArgoCDClaim` `argo`, and `GitTarget` `shop`
 /// writing the shop's `ConfigMaps` to `shop/`, coordinated by the claim.
 fn hold_an_application(w: &World) {
-    hold_an_application_with(w, "");
+    hold_an_application_with(w, "", |url| {
+        format!("source: {{repoURL: '{url}', targetRevision: main, path: shop}}")
+    });
 }
 
-/// [`hold_an_application`], with `metadata` added to the Application's metadata (`, key: value`).
-fn hold_an_application_with(w: &World, metadata: &str) {
+/// [`hold_an_application`], with `metadata` added to the Application's metadata (`, key: value`)
+/// and its sources as `sources` writes them for the repository at `url`.
+fn hold_an_application_with(w: &World, metadata: &str, sources: impl Fn(&str) -> String) {
     // The default folder mirrors one way here: the shop's objects belong to the Application.
-    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
-    wait_for(
-        "the default folder to be one-way",
-        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
-        || {
-            w.target_condition("default", "ApplierClaimReady")
-                .is_none()
-                .then_some(())
-        },
-    );
+    one_way_default(w);
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     w.apply(APPLICATION_CRD);
     w.wait_established(&["applications.argoproj.io"]);
-    let url = w.provider_url();
+    let sources = sources(&w.provider_url());
     // An Application with automated sync on, as a cluster runs it; the claim holds it.
     w.apply(&format!(
         r"apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {{name: shop, namespace: backflow-system{metadata}}}
 spec:
-  source: {{repoURL: '{url}', targetRevision: main, path: shop}}
+  {sources}
   destination: {{namespace: shop}}
   syncPolicy: {{automated: {{prune: true}}}}
 ---
@@ -345,15 +339,8 @@ fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
 
 /// Waits until the `ArgoCDClaim`'s latest operation, holding `commit`, is in `phase`; returns it.
 fn wait_operation(w: &World, commit: &str, phase: &str) -> Value {
-    wait_for(
-        &format!("the ArgoCDClaim's operation for {commit} to be {phase}"),
-        || format!("{:#}\n{:#}", argo_claim(w), application(w)["status"]),
-        || {
-            let op = argo_claim(w)["operation"].clone();
-            let holds = w.is_ancestor(commit, op["commit"].as_str().unwrap_or_default());
-            (op["phase"] == phase && holds).then_some(op)
-        },
-    )
+    let detail = || format!("{:#}", application(w)["status"]);
+    wait_claim_operation(w, || argo_claim(w), detail, commit, phase)
 }
 
 /// The contract simulator made to fail and to crash. A sync that fails (the push holds an object
@@ -483,6 +470,7 @@ spec:
         &format!(
             ", ownerReferences: [{{apiVersion: argoproj.io/v1alpha1, kind: ApplicationSet, name: shops, uid: '{uid}', controller: true}}]"
         ),
+        |url| format!("source: {{repoURL: '{url}', targetRevision: main, path: shop}}"),
     );
     let refused = wait_for(
         "the claim to report the ApplicationSet",
@@ -542,52 +530,11 @@ spec:
 fn a_multi_source_application_is_synced_at_the_commit_for_the_source_the_targets_write() {
     let w = World::start(&[]);
     wait_acting(&w);
-    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
-    wait_for(
-        "the default folder to be one-way",
-        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
-        || {
-            w.target_condition("default", "ApplierClaimReady")
-                .is_none()
-                .then_some(())
-        },
-    );
-    w.kubectl(&["create", "namespace", "shop"]);
-    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
-    w.apply(APPLICATION_CRD);
-    w.wait_established(&["applications.argoproj.io"]);
-    let url = w.provider_url();
-    w.apply(&format!(
-        r"apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata: {{name: shop, namespace: backflow-system}}
-spec:
-  sources:
-  - {{repoURL: 'https://charts.example.com', chart: web, targetRevision: 1.2.3}}
-  - {{repoURL: '{url}', targetRevision: main, path: shop}}
-  destination: {{namespace: shop}}
-  syncPolicy: {{automated: {{prune: true}}}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: ArgoCDClaim
-metadata: {{name: argo, namespace: backflow-system}}
-spec: {{applicationRef: {{name: shop}}}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitTarget
-metadata: {{name: shop, namespace: backflow-system}}
-spec:
-  providerRef: {{name: default}}
-  branch: main
-  path: shop
-  applierClaimRef: {{kind: ArgoCDClaim, name: argo}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: WatchRule
-metadata: {{name: shop, namespace: backflow-system}}
-spec: {{targetRef: {{name: shop}}, rules: [{{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}}]}}
-"
-    ));
+    hold_an_application_with(&w, "", |url| {
+        format!(
+            "sources:\n  - {{repoURL: 'https://charts.example.com', chart: web, targetRevision: 1.2.3}}\n  - {{repoURL: '{url}', targetRevision: main, path: shop}}"
+        )
+    });
     let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
         reconcile_all(&client).await;
     });

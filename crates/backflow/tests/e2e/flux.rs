@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use backflow_apply::flux::{git_repositories, kustomizations};
 
-use crate::apply::{assert_quiescent, wait_acting};
+use crate::apply::{assert_quiescent, one_way_default, wait_acting, wait_claim_operation};
 use crate::common::*;
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -381,16 +381,7 @@ fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
     wait_acting(&w);
     // The default folder (every namespace) mirrors one way here: two coordinated folders holding
     // one object would be two appliers fighting over it, and each excludes the other's.
-    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
-    wait_for(
-        "the default folder to be one-way",
-        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
-        || {
-            w.target_condition("default", "ApplierClaimReady")
-                .is_none()
-                .then_some(())
-        },
-    );
+    one_way_default(&w);
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     hold_a_kustomization(&w, "main");
@@ -608,15 +599,8 @@ spec: {{providerRef: {{name: default}}, branch: main, path: apps, applierClaimRe
 
 /// Waits until the `FluxClaim`'s latest operation, holding `commit`, is in `phase`; returns it.
 fn wait_operation(w: &World, commit: &str, phase: &str) -> Value {
-    wait_for(
-        &format!("the FluxClaim's operation for {commit} to be {phase}"),
-        || format!("{:#}\n{:#}", flux_claim(w), kustomization(w)["status"]),
-        || {
-            let op = flux_claim(w)["operation"].clone();
-            let holds = w.is_ancestor(commit, op["commit"].as_str().unwrap_or_default());
-            (op["phase"] == phase && holds).then_some(op)
-        },
-    )
+    let detail = || format!("{:#}", kustomization(w)["status"]);
+    wait_claim_operation(w, || flux_claim(w), detail, commit, phase)
 }
 
 /// The contract simulator made to fail and to crash. A reconcile that fails (the push holds an
@@ -628,16 +612,7 @@ fn wait_operation(w: &World, commit: &str, phase: &str) -> Value {
 fn a_failed_reconcile_is_reported_and_a_controller_back_from_a_crash_finishes_the_apply() {
     let w = World::start(&[]);
     wait_acting(&w);
-    w.patch_target("default", r#"{"spec":{"applierClaimRef":null}}"#);
-    wait_for(
-        "the default folder to be one-way",
-        || format!("{:?}", w.target_condition("default", "ApplierClaimReady")),
-        || {
-            w.target_condition("default", "ApplierClaimReady")
-                .is_none()
-                .then_some(())
-        },
-    );
+    one_way_default(&w);
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     hold_a_kustomization(&w, "main");
