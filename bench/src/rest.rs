@@ -505,6 +505,55 @@ fn group_commit_aim(slow: &Run, slow_lost: usize, base16: f64) -> Value {
     ))
 }
 
+/// The lone waiting writer's p50, which has no baseline figure.
+fn lone_waiter_row(lone: &Run) -> Value {
+    let mut lone_row = row(
+        "write p50 ms, 1 writer, window 1s (default)",
+        percentile(&lone.latencies(), 0.5),
+        0.0,
+        false,
+        "— (no baseline figure)",
+    );
+    lone_row["baseline"] = Value::Null;
+    lone_row["ratio"] = Value::Null;
+    lone_row
+}
+
+/// The aims, met or not, and what the group-commit level did: the first notes of a run.
+/// `at_16` is the 16-writer level's (ratio, failures, lost, baseline rate).
+fn aim_notes(
+    at_16: Option<(f64, usize, usize, f64)>,
+    (slow, slow_lost): (&Run, usize),
+    lone: &Run,
+    lone_0s_p50: Option<f64>,
+) -> Vec<Value> {
+    let mut head = Vec::new();
+    match at_16 {
+        Some((ratio, failed, lost, _)) => head.push(json!(format!(
+            "Aim with 16 writers: ≥ {AIM_RATIO:.0}× the baseline's throughput, 0 failures, 0 lost: {ratio:.1}×, {failed} failures, {lost} lost: {}.",
+            if ratio >= AIM_RATIO && failed == 0 && lost == 0 { "met" } else { "not met" }
+        ))),
+        None => head.push(json!("No 16-writer level in this run.")),
+    }
+    head.push(group_commit_aim(
+        slow,
+        slow_lost,
+        at_16.map_or(0.0, |a| a.3),
+    ));
+    head.push(group_latency_aim(slow, lone, lone_0s_p50));
+    head.push(json!(
+        "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
+    ));
+    head.push(json!(format!(
+        "16 writers with window 1s: {} writes, {} failures, {} lost, p50 {:.0} ms.",
+        slow.ops.len(),
+        slow.failed(),
+        slow_lost,
+        percentile(&slow.latencies(), 0.5)
+    )));
+    head
+}
+
 /// How the figures were taken, said under every run's table.
 const METHOD_NOTES: [&str; 2] = [
     "Lost = an acknowledged write whose token is missing from its object's file in the remote's final tree (read with git ls-tree and git cat-file), unless a later write of the same object is there. Failed writes are not acknowledged and not counted as lost.",
@@ -562,38 +611,10 @@ pub async fn run(quick: bool) -> Result<Value, String> {
 
     let base16 = at_16.map_or(0.0, |a| a.3);
     rows.extend(group_commit_rows(&slow, base16));
-    let mut lone_row = row(
-        "write p50 ms, 1 writer, window 1s (default)",
-        percentile(&lone.latencies(), 0.5),
-        0.0,
-        false,
-        "— (no baseline figure)",
-    );
-    lone_row["baseline"] = Value::Null;
-    lone_row["ratio"] = Value::Null;
-    rows.push(lone_row);
+    rows.push(lone_waiter_row(&lone));
 
     let load_after = live::load_average();
-    let mut head = Vec::new();
-    match at_16 {
-        Some((ratio, failed, lost, _)) => head.push(json!(format!(
-            "Aim with 16 writers: ≥ {AIM_RATIO:.0}× the baseline's throughput, 0 failures, 0 lost: {ratio:.1}×, {failed} failures, {lost} lost: {}.",
-            if ratio >= AIM_RATIO && failed == 0 && lost == 0 { "met" } else { "not met" }
-        ))),
-        None => head.push(json!("No 16-writer level in this run.")),
-    }
-    head.push(group_commit_aim(&slow, slow_lost, base16));
-    head.push(group_latency_aim(&slow, &lone, lone_0s_p50));
-    head.push(json!(
-        "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
-    ));
-    head.push(json!(format!(
-        "16 writers with window 1s: {} writes, {} failures, {} lost, p50 {:.0} ms.",
-        slow.ops.len(),
-        slow.failed(),
-        slow_lost,
-        percentile(&slow.latencies(), 0.5)
-    )));
+    let mut head = aim_notes(at_16, (&slow, slow_lost), &lone, lone_0s_p50);
     head.push(json!(
         "Each level starts from an empty folder and ends with writers × ops / 2 files in it. backflow's cost per commit grows with the number of files in the target folder (its planner indexes the folder's manifests once per write, and with window 0s every change is its own write; a snapshot is one write and pays it once), so its rate falls as the levels grow, and the ratios depend on the number of writes per level."
     ));
