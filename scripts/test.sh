@@ -62,6 +62,17 @@ fi
 BACKFLOW_TEST_NODE="$(cd "$node_deps" && pwd)"
 export BACKFLOW_TEST_NODE
 
+# The server is driven by the Python clients people use: the official client (kubernetes),
+# kr8s and a kopf operator, installed from PyPI into the target dir (never into the system).
+py_deps="${CARGO_TARGET_DIR:-target}/test-deps/python"
+if [ ! -d "$py_deps/kubernetes" ] || [ ! -d "$py_deps/kr8s" ] || [ ! -d "$py_deps/kopf" ]; then
+    python3 -m pip install -q --disable-pip-version-check --target "$py_deps" \
+        'kubernetes>=31' 'kr8s>=0.20' 'kopf>=1.37' \
+        || { echo "error: could not install the Python clients the tests use (pip install --target $py_deps kubernetes kr8s kopf)" >&2; exit 1; }
+fi
+BACKFLOW_TEST_PYTHON="$(cd "$py_deps" && pwd)"
+export BACKFLOW_TEST_PYTHON
+
 # Tests create commits; never depend on (or touch) the user's global Git identity.
 export GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME="backflow tests" GIT_AUTHOR_EMAIL="tests@backflow.invalid"

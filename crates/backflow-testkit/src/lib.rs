@@ -10,6 +10,7 @@ mod http;
 pub mod node;
 pub mod octokit;
 pub mod proxy;
+pub mod python;
 pub mod ssh;
 
 pub use http::{HttpAuth, HttpServer};

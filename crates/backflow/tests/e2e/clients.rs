@@ -55,3 +55,281 @@ fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
         "deleted"
     );
 }
+
+/// Runs a Python client script with the written kubeconfig; its last stdout line is JSON.
+fn python_answer(w: &World, script: &str) -> serde_json::Value {
+    let kubeconfig = w.dirs.data.join("kubeconfig");
+    let out = backflow_testkit::python::run(script, &[&kubeconfig.to_string_lossy()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+/// The official Python client (`kubernetes` on PyPI): discovery, CRUD, merge and JSON patches,
+/// server-side apply through its dynamic client, pagination, a watch from a resourceVersion, and
+/// 410 Expired for one older than the history holds.
+const PYTHON_CLIENT: &str = r"
+import sys, json
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+config.load_kube_config(sys.argv[1])
+out = {}
+out['version'] = client.VersionApi().get_code().git_version
+out['groups'] = [g.name for g in client.ApisApi().get_api_versions().groups]
+core = client.CoreV1Api()
+out['has_configmaps'] = any(r.name == 'configmaps' for r in core.get_api_resources().resources)
+cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name='py', labels={'app': 'py'}), data={'a': '1'})
+rv0 = core.create_namespaced_config_map('default', cm).metadata.resource_version
+core.patch_namespaced_config_map('py', 'default', {'data': {'a': '2'}})
+out['merge'] = core.read_namespaced_config_map('py', 'default').data['a']
+core.api_client.set_default_header('Content-Type', 'application/json-patch+json')
+core.patch_namespaced_config_map('py', 'default', [{'op': 'replace', 'path': '/data/a', 'value': '3'}])
+core.api_client.default_headers.pop('Content-Type', None)
+out['json_patch'] = core.read_namespaced_config_map('py', 'default').data['a']
+seen = []
+w = watch.Watch()
+for ev in w.stream(core.list_namespaced_config_map, 'default', resource_version=rv0,
+                   field_selector='metadata.name=py', timeout_seconds=5):
+    seen.append([ev['type'], ev['object'].data['a']])
+    if len(seen) == 2:
+        w.stop()
+out['watch'] = seen
+cms = DynamicClient(client.ApiClient()).resources.get(api_version='v1', kind='ConfigMap')
+applied = cms.server_side_apply(body={'apiVersion': 'v1', 'kind': 'ConfigMap',
+    'metadata': {'name': 'py-ssa'}, 'data': {'k': 'v'}}, name='py-ssa', namespace='default',
+    field_manager='py-client')
+out['ssa'] = [applied.data.k, applied.metadata.managedFields[0].manager]
+for i in range(30):
+    core.create_namespaced_config_map('default', client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f'page-{i:02}', labels={'page': 'yes'})))
+first = core.list_namespaced_config_map('default', label_selector='page=yes', limit=20)
+rest = core.list_namespaced_config_map('default', label_selector='page=yes', limit=20,
+                                       _continue=first.metadata._continue)
+out['pages'] = [len(first.items), len(rest.items), rest.metadata._continue]
+try:
+    for ev in watch.Watch().stream(core.list_namespaced_config_map, 'default', resource_version=rv0,
+                                   timeout_seconds=5):
+        out['expired'] = ev['type']
+        break
+except ApiException as e:
+    out['expired'] = e.status
+try:
+    core.read_namespaced_config_map('nope', 'default')
+except ApiException as e:
+    out['missing'] = e.status
+print(json.dumps(out))
+";
+
+#[test]
+fn the_official_python_client_drives_the_api() {
+    // A short history, so a watch from the first write's version expires once 30 more are made.
+    let w = World::start(&["--no-mirror", "--watch-history", "20"]);
+    let answer = python_answer(&w, PYTHON_CLIENT);
+    assert!(
+        answer["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{answer}"
+    );
+    assert!(
+        answer["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == "apps"),
+        "{answer}"
+    );
+    assert_eq!(answer["has_configmaps"], true);
+    assert_eq!(
+        (&answer["merge"], &answer["json_patch"]),
+        (&serde_json::json!("2"), &serde_json::json!("3"))
+    );
+    assert_eq!(
+        answer["watch"],
+        serde_json::json!([["MODIFIED", "2"], ["MODIFIED", "3"]])
+    );
+    assert_eq!(answer["ssa"], serde_json::json!(["v", "py-client"]));
+    assert_eq!(answer["pages"], serde_json::json!([20, 10, null]));
+    assert_eq!(answer["expired"], 410, "{answer}");
+    assert_eq!(answer["missing"], 404);
+}
+
+/// `kr8s` (PyPI): version, create, patch, refresh, label-selected list, label, delete.
+const KR8S: &str = r"
+import sys, json
+import kr8s
+from kr8s.objects import ConfigMap
+api = kr8s.api(kubeconfig=sys.argv[1])
+out = {'version': api.version()['gitVersion']}
+cm = ConfigMap({'metadata': {'name': 'kr', 'namespace': 'default', 'labels': {'app': 'kr'}},
+                'data': {'a': '1'}}, api=api)
+cm.create()
+cm.patch({'data': {'a': '2'}})
+cm.refresh()
+out['value'] = cm.raw['data']['a']
+out['selected'] = [c.name for c in api.get('configmaps', namespace='default', label_selector={'app': 'kr'})]
+cm.label(extra='yes')
+cm.refresh()
+out['labels'] = cm.labels
+cm.delete()
+out['gone'] = not cm.exists()
+print(json.dumps(out))
+";
+
+#[test]
+fn kr8s_drives_the_api() {
+    let w = World::start(&["--no-mirror"]);
+    let answer = python_answer(&w, KR8S);
+    assert!(
+        answer["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{answer}"
+    );
+    assert_eq!(answer["value"], "2");
+    assert_eq!(answer["selected"], serde_json::json!(["kr"]));
+    assert_eq!(
+        answer["labels"],
+        serde_json::json!({"app": "kr", "extra": "yes"})
+    );
+    assert_eq!(answer["gone"], true);
+}
+
+/// A `kopf` operator: on create it adopts a child `ConfigMap` (owner reference) and sets the
+/// status; on a size change it updates the child; on delete its finalizer holds the Widget until
+/// the handler removed the child.
+const KOPF_OPERATOR: &str = r"
+import kopf, kubernetes
+
+@kopf.on.create('example.com', 'v1', 'widgets')
+def create(spec, name, namespace, body, patch, **_):
+    child = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': f'{name}-child'},
+             'data': {'size': str(spec.get('size', 0))}}
+    kopf.adopt(child, owner=body)
+    kubernetes.client.CoreV1Api().create_namespaced_config_map(namespace, child)
+    patch.status['phase'] = 'Ready'
+
+@kopf.on.update('example.com', 'v1', 'widgets', field='spec.size')
+def resize(new, name, namespace, patch, **_):
+    kubernetes.client.CoreV1Api().patch_namespaced_config_map(
+        f'{name}-child', namespace, {'data': {'size': str(new)}})
+    patch.status['phase'] = 'Resized'
+
+@kopf.on.delete('example.com', 'v1', 'widgets')
+def delete(name, namespace, **_):
+    kubernetes.client.CoreV1Api().delete_namespaced_config_map(f'{name}-child', namespace)
+";
+
+const WIDGET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+#[test]
+fn a_kopf_operator_reconciles_a_custom_resource_with_a_finalizer_and_an_owned_child() {
+    let w = World::start(&["--no-mirror"]);
+    w.apply(WIDGET_CRD);
+    w.wait_established(&["widgets.example.com"]);
+    let operator = w.dirs.work.join("operator.py");
+    std::fs::write(&operator, KOPF_OPERATOR).unwrap();
+    let mut kopf = backflow_testkit::python::command(
+        "import sys, kopf.cli; sys.exit(kopf.cli.main())",
+        &[
+            "run",
+            "--standalone",
+            "--namespace",
+            "default",
+            &operator.to_string_lossy(),
+        ],
+    );
+    let kopf = kopf
+        .env("KUBECONFIG", w.dirs.data.join("kubeconfig"))
+        .current_dir(&w.dirs.work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kopf starts");
+    let kopf = KillOnDrop(kopf);
+    w.apply("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n");
+    let child = wait_for(
+        "the operator to create the child",
+        || format!("{}", w.kubectl_run(&["get", "widget", "w1", "-o", "json"])),
+        || {
+            let out = w.kubectl_run(&["get", "configmap", "w1-child", "-o", "json"]);
+            serde_json::from_str::<serde_json::Value>(&out.stdout).ok()
+        },
+    );
+    assert_eq!(child["data"]["size"], "3");
+    assert_eq!(child["metadata"]["ownerReferences"][0]["kind"], "Widget");
+    assert_eq!(child["metadata"]["ownerReferences"][0]["name"], "w1");
+    let widget = wait_for(
+        "the operator to set the status",
+        || w.kubectl(&["get", "widget", "w1", "-o", "json"]),
+        || {
+            let widget = w.get_json(&["widget", "w1"]);
+            (widget["status"]["phase"] == "Ready").then_some(widget)
+        },
+    );
+    assert!(
+        widget["metadata"]["finalizers"]
+            .to_string()
+            .contains("kopf"),
+        "kopf holds the Widget with its finalizer: {widget}"
+    );
+    w.kubectl(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":5}}"#,
+    ]);
+    wait_for(
+        "the operator to resize the child",
+        || w.kubectl(&["get", "configmap", "w1-child", "-o", "json"]),
+        || {
+            (w.get_json(&["configmap", "w1-child"])["data"]["size"] == "5"
+                && w.get_json(&["widget", "w1"])["status"]["phase"] == "Resized")
+                .then_some(())
+        },
+    );
+    w.kubectl(&["delete", "widget", "w1", "--wait=true", "--timeout=30s"]);
+    assert_ne!(
+        w.kubectl_run(&["get", "configmap", "w1-child"]).code,
+        Some(0),
+        "the delete handler ran before the finalizer let the Widget go"
+    );
+    drop(kopf);
+}
+
+/// A child process killed (by its own PID) when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
