@@ -1267,6 +1267,31 @@ fn create_every_kind(k: &Kubectl) {
             &["create", "service", "clusterip", "web", "--tcp=80:8080"],
         ),
         (
+            "service/np",
+            &[
+                "create",
+                "service",
+                "nodeport",
+                "np",
+                "--tcp=80:8080",
+                "--node-port=30080",
+            ],
+        ),
+        (
+            "service/lb",
+            &["create", "service", "loadbalancer", "lb", "--tcp=443:8443"],
+        ),
+        (
+            "service/ext",
+            &[
+                "create",
+                "service",
+                "externalname",
+                "ext",
+                "--external-name=db.example.com",
+            ],
+        ),
+        (
             "serviceaccount/builder",
             &["create", "serviceaccount", "builder"],
         ),
