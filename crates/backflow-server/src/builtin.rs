@@ -2,6 +2,10 @@
 
 use crate::registry::{KindBehavior, ResourceType, ScalePaths, Scope};
 
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "a table of independent yes/no traits, one row per kind"
+)]
 struct Builtin {
     group: &'static str,
     version: &'static str,
@@ -12,6 +16,9 @@ struct Builtin {
     status: bool,
     scale: bool,
     all: bool,
+    /// Objects are stored at this version (false: served from another version's storage,
+    /// converted, see `crate::convert`).
+    storage: bool,
 }
 
 const fn b(
@@ -30,6 +37,7 @@ const fn b(
         status: false,
         scale: false,
         all: false,
+        storage: true,
     }
 }
 
@@ -52,6 +60,10 @@ impl Builtin {
     }
     const fn all(mut self) -> Self {
         self.all = true;
+        self
+    }
+    const fn served_only(mut self) -> Self {
+        self.storage = false;
         self
     }
 }
@@ -153,6 +165,17 @@ const BUILTINS: &[Builtin] = &[
     .short(&["hpa"])
     .status()
     .all(),
+    // What `kubectl autoscale` up to 1.31 creates; stored at v2, converted both ways.
+    b(
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+    )
+    .short(&["hpa"])
+    .status()
+    .all()
+    .served_only(),
     b("storage.k8s.io", "v1", "storageclasses", "StorageClass")
         .cluster()
         .short(&["sc"]),
@@ -200,7 +223,7 @@ pub fn types() -> Vec<ResourceType> {
                 status_replicas: ".status.replicas".into(),
                 label_selector: None,
             }),
-            storage_version: true,
+            storage_version: b.storage,
             custom: false,
             schema: None,
             printer_columns: vec![],

@@ -982,6 +982,9 @@ impl Engine {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .storage_type(&t.group_resource())
             .map_or_else(|| t.api_version(), ResourceType::api_version);
+        if let Some(stored) = crate::convert::to_stored(t, new, old) {
+            *new = stored;
+        }
         if let Some(m) = new.as_object_mut() {
             m.insert("apiVersion".into(), json!(storage));
             m.insert("kind".into(), json!(t.kind));
@@ -1322,7 +1325,7 @@ pub fn at_version(obj: &Value, t: &ResourceType) -> Value {
         m.insert("apiVersion".into(), json!(t.api_version()));
         m.insert("kind".into(), json!(t.kind));
     }
-    o
+    crate::convert::to_served(o, t)
 }
 
 fn encode_continue(rv: u64, key: &str) -> String {

@@ -1337,6 +1337,70 @@ fn create_every_kind(k: &Kubectl) {
     }
 }
 
+/// `kubectl autoscale`: up to 1.31 it creates an `autoscaling/v1` `HorizontalPodAutoscaler`, from
+/// 1.32 a `v2` one (as protobuf); both read the same through either version.
+fn autoscale(k: &Kubectl) {
+    k.ok(&["create", "deployment", "web", "--image=nginx:1.27"]);
+    assert_eq!(
+        k.ok(&[
+            "autoscale",
+            "deployment",
+            "web",
+            "--min=2",
+            "--max=5",
+            "--cpu-percent=70"
+        ]),
+        "horizontalpodautoscaler.autoscaling/web autoscaled\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-o",
+            "jsonpath={.apiVersion} {.spec.minReplicas} {.spec.maxReplicas} {.spec.targetCPUUtilizationPercentage}"
+        ]),
+        "autoscaling/v1 2 5 70"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-o",
+            "jsonpath={.apiVersion} {.spec.metrics[0].resource.name} {.spec.metrics[0].resource.target.averageUtilization}"
+        ]),
+        "autoscaling/v2 cpu 70"
+    );
+    // A v1 edit keeps what only v2 holds.
+    k.ok(&[
+        "patch",
+        "horizontalpodautoscalers.v2.autoscaling",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"behavior":{"scaleDown":{"stabilizationWindowSeconds":60}}}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "horizontalpodautoscalers.v1.autoscaling",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxReplicas":7}}"#,
+    ]);
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "horizontalpodautoscalers.v2.autoscaling",
+            "web",
+            "-o",
+            "jsonpath={.spec.maxReplicas} {.spec.behavior.scaleDown.stabilizationWindowSeconds} {.spec.metrics[0].resource.target.averageUtilization}"
+        ]),
+        "7 60 70"
+    );
+}
+
 /// `delete --dry-run=server`, `wait --for=jsonpath=…` and `wait --for=delete`.
 fn delete_and_wait(k: &Kubectl) {
     let f = k.file("app-config.yaml", APP_CONFIG);
@@ -1610,6 +1674,7 @@ per_version!(
     deployments,
     create_imperative,
     create_every_kind,
+    autoscale,
     delete_and_wait,
     watch,
     diff,
