@@ -98,6 +98,20 @@ pub struct ApplyRequest {
     pub stamp_only: bool,
 }
 
+/// What [`NativeApplier::prune_gone`] looks at for one operation.
+struct Gone<'a> {
+    /// The last applied commit.
+    since: Option<CommitId>,
+    /// The commit applied now.
+    commit: CommitId,
+    /// What it declares.
+    declared: &'a BTreeSet<Identity>,
+    /// The inventory of the last operation, by id.
+    owned: &'a BTreeSet<String>,
+    /// The flush, in seconds since the epoch: an edit made since wins.
+    cutoff: u64,
+}
+
 /// How one object is brought in line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Write {
@@ -215,6 +229,11 @@ impl NativeApplier {
         );
         let mut kinds = Kinds::default();
         let mut applied = BTreeMap::new();
+        let declared_ids: BTreeSet<Identity> = declared
+            .objects
+            .iter()
+            .map(|o| o.identity.clone())
+            .collect();
         for object in ordered(declared.objects) {
             let changed = !stamp_only
                 && (retry.contains(&object.identity)
@@ -238,6 +257,15 @@ impl NativeApplier {
         }
         let mut inventory: Vec<InventoryEntry> = applied.into_values().collect();
         if readable && !stamp_only {
+            let owned: BTreeSet<String> = previous.iter().map(|e| e.id.clone()).collect();
+            let gone = Gone {
+                since,
+                commit,
+                declared: &declared_ids,
+                owned: &owned,
+                cutoff,
+            };
+            self.prune_gone(&gone, &mut kinds, &mut report).await;
             let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
             for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
                 match self.prune(stale, &mut kinds).await {
@@ -360,6 +388,97 @@ impl NativeApplier {
                 }
             }
         }
+    }
+
+    /// Removes the live objects whose files went away since the last applied commit before this
+    /// applier ever stamped them: an object created through the API, published into the folder
+    /// and removed by a push before it was adopted is the folder's all the same, and its removal
+    /// must reach the live side (the adoption, merged into this operation at a commit that no
+    /// longer declares it, never stamped it). Left alone: what the inventory holds (pruned as
+    /// such), what another applier or claim owns, and what was edited after the flush (the API
+    /// side wins). Before a first applied commit (only catch-ups so far), the branch's recent
+    /// history is looked at (see `backflow_git::GONE_WALK`).
+    async fn prune_gone(&self, gone: &Gone<'_>, kinds: &mut Kinds, report: &mut ApplyReport) {
+        let mut files = Vec::new();
+        for folder in &self.folders {
+            match self
+                .worker
+                .read_gone(gone.since, gone.commit, folder.clone())
+                .await
+            {
+                Ok(Ok(read)) => files.extend(read.into_iter().map(|f| (f.path, f.content))),
+                Ok(Err(e)) => {
+                    return report
+                        .failures
+                        .push(format!("cannot read what left {folder}: {e}"));
+                }
+                Err(e) => {
+                    return report
+                        .failures
+                        .push(format!("cannot read what left {folder}: {e}"));
+                }
+            }
+        }
+        let left = declared_objects(&files, &self.identities);
+        for object in left
+            .objects
+            .into_iter()
+            .filter(|o| !gone.declared.contains(&o.identity))
+        {
+            match self.remove_gone(&object, gone, kinds).await {
+                Ok(true) => report.pruned += 1,
+                Ok(false) => {}
+                Err(e) => report.failures.push(format!("prune {}: {e}", object.path)),
+            }
+        }
+    }
+
+    /// [`NativeApplier::prune_gone`] of one object; says whether it was deleted.
+    async fn remove_gone(
+        &self,
+        object: &DeclaredObject,
+        gone: &Gone<'_>,
+        kinds: &mut Kinds,
+    ) -> Result<bool, String> {
+        let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
+        let Ok((resource, caps)) = kinds
+            .resolve(&self.client, &gvk(api_version, &object.identity.kind))
+            .await
+        else {
+            return Ok(false);
+        };
+        let namespace = match caps.scope {
+            Scope::Namespaced if object.identity.namespace.is_empty() => "default".to_string(),
+            Scope::Namespaced => object.identity.namespace.clone(),
+            Scope::Cluster => String::new(),
+        };
+        let id = format!(
+            "{namespace}_{}_{}_{}",
+            object.identity.name, object.identity.group, object.identity.kind
+        );
+        if gone.owned.contains(&id) {
+            return Ok(false);
+        }
+        let api = api_for(&self.client, &resource, &namespace);
+        let Some(live) = api
+            .get_opt(&object.identity.name)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(false);
+        };
+        let live = serde_json::to_value(&live).unwrap_or(Value::Null);
+        let label = live["metadata"]["labels"][APPLIER_LABEL].as_str();
+        if label.is_some_and(|l| l != self.owner)
+            || AppliedBy::excludes(Some(&self.applied_by), owned_by(&live).as_ref())
+            || edited_since(&live, gone.cutoff)
+        {
+            return Ok(false);
+        }
+        api.delete(&object.identity.name, &DeleteParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(true)
     }
 
     /// Removes the ownership label from what the claim stamped (and still carries it): a claim

@@ -108,6 +108,12 @@ enum Command {
         String,
         oneshot::Sender<Result<Vec<FolderFile>, RepoError>>,
     ),
+    ReadGone(
+        Option<CommitId>,
+        CommitId,
+        String,
+        oneshot::Sender<Result<Vec<FolderFile>, RepoError>>,
+    ),
     Shutdown(oneshot::Sender<Result<Option<CommitId>, ShutdownError>>),
 }
 
@@ -176,6 +182,21 @@ impl WorkerHandle {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Command::ReadFolder(commit, folder.into(), tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)
+    }
+
+    /// The files under `folder` that went away before `commit` (see
+    /// [`BranchWorker::read_gone`]), read on the worker's thread.
+    pub async fn read_gone(
+        &self,
+        since: Option<CommitId>,
+        commit: CommitId,
+        folder: impl Into<String>,
+    ) -> Result<Result<Vec<FolderFile>, RepoError>, WorkerStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::ReadGone(since, commit, folder.into(), tx))
             .map_err(|_| WorkerStopped)?;
         rx.await.map_err(|_| WorkerStopped)
     }
@@ -336,6 +357,9 @@ impl Driver {
             Command::Reconfigure(settings) => {
                 let (cfg, remote) = *settings;
                 self.worker.reconfigure(cfg, &remote);
+            }
+            Command::ReadGone(since, commit, folder, reply) => {
+                let _ = reply.send(self.worker.read_gone(since, commit, &folder));
             }
             Command::ReadFolder(commit, folder, reply) => {
                 let _ = reply.send(self.worker.read_folder(commit, &folder));

@@ -180,6 +180,15 @@ impl LocalRepo {
         self.repo.odb().is_ok_and(|odb| odb.exists(oid))
     }
 
+    /// The first parent of `commit`, if it has one.
+    pub fn parent(&self, commit: Oid) -> Result<Option<Oid>, RepoError> {
+        let c = self
+            .repo
+            .find_commit(commit)
+            .map_err(self.err(format!("reading commit {commit}")))?;
+        Ok(c.parent_ids().next())
+    }
+
     /// The tree of a commit.
     pub fn commit_tree(&self, commit: Oid) -> Result<Oid, RepoError> {
         let c = self

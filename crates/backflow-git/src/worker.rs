@@ -115,6 +115,9 @@ fn durable_refs(branch: &str) -> [String; 2] {
     ]
 }
 
+/// How far back [`BranchWorker::read_gone`] looks when it does not meet its starting commit.
+pub const GONE_WALK: usize = 256;
+
 /// A git2 object id as the core's commit id.
 /// A file of a commit, as [`BranchWorker::read_folder`] returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,6 +375,47 @@ impl BranchWorker {
         self.repo
             .list_file_ids(tree, dir)?
             .into_iter()
+            .map(|(path, id)| {
+                let content = self.repo.read_blob(id)?;
+                Ok(FolderFile { path, content })
+            })
+            .collect()
+    }
+
+    /// The files under `folder` that some commit before `commit` held and `commit` does not: on
+    /// `commit`'s first-parent history back to `since` (included), or at most
+    /// [`GONE_WALK`] commits back when `since` is `None` or not on it. Each file as the newest
+    /// of those commits held it. What an applier needs to remove objects whose files went away
+    /// before it ever applied them (an object created through the API, published, and removed
+    /// by a push before the applier adopted it).
+    pub fn read_gone(
+        &self,
+        since: Option<CommitId>,
+        commit: CommitId,
+        folder: &str,
+    ) -> Result<Vec<FolderFile>, RepoError> {
+        let dir = if folder == "." { "" } else { folder };
+        let now: std::collections::BTreeSet<String> = self
+            .repo
+            .list_file_ids(self.repo.commit_tree(oid(commit))?, dir)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect();
+        let mut gone = std::collections::BTreeMap::new();
+        let mut at = self.repo.parent(oid(commit))?;
+        for _ in 0..GONE_WALK {
+            let Some(c) = at else { break };
+            for (path, id) in self.repo.list_file_ids(self.repo.commit_tree(c)?, dir)? {
+                if !now.contains(&path) && !gone.contains_key(&path) {
+                    gone.insert(path, id);
+                }
+            }
+            if since.is_some_and(|s| oid(s) == c) {
+                break;
+            }
+            at = self.repo.parent(c)?;
+        }
+        gone.into_iter()
             .map(|(path, id)| {
                 let content = self.repo.read_blob(id)?;
                 Ok(FolderFile { path, content })

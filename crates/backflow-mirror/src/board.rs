@@ -44,6 +44,9 @@ pub enum WriteScope {
     Object(ObjectKey),
     /// A resync of a type in one namespace (`None`: every namespace).
     Resync(GroupResource, Option<String>),
+    /// An object the watch could not decode: only a later publication of that object (a write
+    /// that decodes, or its delete) clears it, never a resync of its type, which skipped it.
+    Unreadable(ObjectKey),
 }
 
 impl WriteScope {
@@ -55,7 +58,10 @@ impl WriteScope {
                 key.resource == *gr && ns.as_ref().is_none_or(|n| *n == key.namespace)
             }
             (Self::Resync(..), Self::Resync(..)) => self == other,
-            (Self::Object(_), Self::Resync(..)) => false,
+            (Self::Object(a), Self::Unreadable(b)) => a == b,
+            (Self::Object(_), Self::Resync(..))
+            | (Self::Resync(..), Self::Unreadable(_))
+            | (Self::Unreadable(_), _) => false,
         }
     }
 }
@@ -408,5 +414,30 @@ mod tests {
         );
         board.accepted(&t, &every);
         assert_eq!(refusals(&board), 0);
+    }
+
+    /// The resync that skipped an unreadable object publishes after it was reported: that must
+    /// not clear the report (it did, and the target stopped naming the object at random).
+    #[test]
+    fn an_unreadable_object_stays_reported_until_the_object_itself_publishes() {
+        let board = Board::default();
+        let t = ("ns".to_string(), "t".to_string());
+        let refusals = |b: &Board| b.activity(&t).refusals.len();
+        board.refused(
+            &t,
+            WriteScope::Unreadable(key("a", "x")),
+            "cannot be read".into(),
+        );
+        board.accepted(
+            &t,
+            &WriteScope::Resync(GroupResource::new("", "configmaps"), None),
+        );
+        assert_eq!(refusals(&board), 1, "a resync skipped it");
+        board.accepted(&t, &WriteScope::Object(key("a", "x")));
+        assert_eq!(
+            refusals(&board),
+            0,
+            "written again (or deleted): it publishes"
+        );
     }
 }

@@ -521,7 +521,7 @@ fn undecodable(
         format!("{key} cannot be read ({error}); it is not mirrored until it is written again");
     ctx.board.refused(
         &ctx.spec.target,
-        WriteScope::Object(key.clone()),
+        WriteScope::Unreadable(key.clone()),
         reason.clone(),
     );
     ctx.tracker.record(

@@ -621,12 +621,16 @@ impl World {
         let catch_up_only = op.reasons.catch_up_only();
         let now = self.branch.now;
         let gone = ABSENT.to_string();
+        let left = self.left_since(self.last_applied, op.commit);
         for name in NAMES {
             let path = model::file(name);
-            // A file Git does not hold is an object the applier removes (prunes).
+            // A file Git does not hold is an object the applier removes (prunes); one whose
+            // file went away since the last apply is removed even if it was never applied (the
+            // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
-            let changed =
-                !same(before.get(&path).unwrap_or(&gone), want) || self.deferred.contains(name);
+            let changed = !same(before.get(&path).unwrap_or(&gone), want)
+                || (absent(want) && left.contains(&path))
+                || self.deferred.contains(name);
             let live = &self.live[name];
             if catch_up_only || !changed || same(&live.value, want) {
                 self.deferred.remove(name);
@@ -671,6 +675,29 @@ impl World {
         }
         self.close_window_if_done();
         self.pump();
+    }
+
+    /// The files some commit on `commit`'s first-parent history back to `since` (included; 256
+    /// commits back without one) held that `commit` does not, as the native applier finds them.
+    fn left_since(&self, since: Option<CommitId>, commit: CommitId) -> BTreeSet<String> {
+        let remote = &self.branch.remote;
+        let now = remote.files(Some(commit));
+        let mut left = BTreeSet::new();
+        let mut at = remote.commits.get(&commit).and_then(|c| c.parent);
+        for _ in 0..256 {
+            let Some(c) = at else { break };
+            left.extend(
+                remote
+                    .files(Some(c))
+                    .into_keys()
+                    .filter(|p| !now.contains_key(p)),
+            );
+            if since == Some(c) {
+                break;
+            }
+            at = remote.commits.get(&c).and_then(|m| m.parent);
+        }
+        left
     }
 
     /// Runs until nothing is in flight anywhere: every event delivered, every apply finished,

@@ -623,3 +623,50 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
     );
     wait_value(&w, "gated", "from", "git");
 }
+
+/// Found by the simulator (`Variant::WithDeletes`, seed 36): an object created through the API
+/// is in Git but not yet adopted (stamped) by the folder's applier when a push removes its file.
+/// The adoption and the push are then one operation, at a commit that no longer declares the
+/// object: it was never stamped, and only stamped objects were pruned, so Git lost it and the
+/// live side kept it for good. Here the claim is suspended to hold the adoption back.
+#[test]
+fn a_removal_pushed_before_an_api_created_object_is_adopted_still_reaches_the_live_side() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    w.apply(&configmap("default", "made-live", &[("k", "v")]));
+    let path = "live/default/configmaps/made-live.yaml";
+    w.wait_file(path, |t| t.contains("made-live"));
+    let clone = w.clone_origin("carol");
+    std::fs::remove_file(clone.join(path)).unwrap();
+    let removal = w.commit_all_and_push_rebasing(&clone, "carol removes made-live");
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ]);
+    wait_applied(&w, &removal);
+    wait_for(
+        "the removal to reach the live side",
+        || {
+            w.kubectl_run(&["get", "configmap", "made-live", "-o", "yaml"])
+                .stdout
+        },
+        || (w.kubectl_run(&["get", "configmap", "made-live"]).code != Some(0)).then_some(()),
+    );
+    assert_eq!(w.show(path), None, "Git keeps the removal");
+}
