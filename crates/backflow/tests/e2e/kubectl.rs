@@ -1149,6 +1149,31 @@ fn contains(got: &Value, want: &Value) -> bool {
 /// protobuf, older clients as JSON; either way the stored object holds everything kubectl built,
 /// which `--dry-run=client -o json` prints without sending it.
 fn create_every_kind(k: &Kubectl) {
+    // A key pair for `create secret tls`, made by the real openssl.
+    let openssl = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=shop.example.com",
+            "-keyout",
+            "tls.key",
+            "-out",
+            "tls.crt",
+        ])
+        .current_dir(&k.dirs.work)
+        .output()
+        .expect("openssl is needed by this test");
+    assert!(
+        openssl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&openssl.stderr)
+    );
     let cases: &[(&str, &[&str])] = &[
         (
             "job/j",
@@ -1305,6 +1330,17 @@ fn create_every_kind(k: &Kubectl) {
                 "--docker-server=registry.example.com",
                 "--docker-username=u",
                 "--docker-password=p",
+            ],
+        ),
+        (
+            "secret/tls",
+            &[
+                "create",
+                "secret",
+                "tls",
+                "tls",
+                "--cert=tls.crt",
+                "--key=tls.key",
             ],
         ),
     ];
