@@ -189,6 +189,35 @@ impl LocalRepo {
         Ok(c.parent_ids().next())
     }
 
+    /// The files under `dir` (`""`: the whole tree) that `commit` removed: present in its first
+    /// parent, absent from it, with the blob ids they had. A diff of the two trees, so it costs
+    /// what the commit changed, not the size of the folder.
+    pub fn removed_files(&self, commit: Oid, dir: &str) -> Result<Vec<(String, Oid)>, RepoError> {
+        let what = || format!("diffing commit {commit}");
+        let c = self.repo.find_commit(commit).map_err(self.err(what()))?;
+        let Some(parent) = c.parents().next() else {
+            return Ok(Vec::new());
+        };
+        let old = parent.tree().map_err(self.err(what()))?;
+        let new = c.tree().map_err(self.err(what()))?;
+        let mut opts = git2::DiffOptions::new();
+        if !dir.is_empty() {
+            opts.pathspec(dir);
+        }
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
+            .map_err(self.err(what()))?;
+        Ok(diff
+            .deltas()
+            .filter(|d| d.status() == git2::Delta::Deleted)
+            .filter_map(|d| {
+                let file = d.old_file();
+                Some((file.path()?.to_str()?.to_string(), file.id()))
+            })
+            .collect())
+    }
+
     /// The tree of a commit.
     pub fn commit_tree(&self, commit: Oid) -> Result<Oid, RepoError> {
         let c = self

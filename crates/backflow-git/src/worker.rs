@@ -385,7 +385,8 @@ impl BranchWorker {
     /// The files under `folder` that some commit before `commit` held and `commit` does not: on
     /// `commit`'s first-parent history back to `since` (included), or at most
     /// [`GONE_WALK`] commits back when `since` is `None` or not on it. Each file as the newest
-    /// of those commits held it. What an applier needs to remove objects whose files went away
+    /// of those commits held it. Found from each commit's removals (a tree diff), so the walk
+    /// costs what the commits changed. What an applier needs to remove objects whose files went away
     /// before it ever applied them (an object created through the API, published, and removed
     /// by a push before the applier adopted it).
     pub fn read_gone(
@@ -401,17 +402,19 @@ impl BranchWorker {
             .into_iter()
             .map(|(path, _)| path)
             .collect();
+        // Walking back from `commit`, each commit's removals (what its parent held and it does
+        // not): the first removal met of a path is its newest, with the content it last had.
         let mut gone = std::collections::BTreeMap::new();
-        let mut at = self.repo.parent(oid(commit))?;
+        let mut at = Some(oid(commit));
         for _ in 0..GONE_WALK {
             let Some(c) = at else { break };
-            for (path, id) in self.repo.list_file_ids(self.repo.commit_tree(c)?, dir)? {
-                if !now.contains(&path) && !gone.contains_key(&path) {
-                    gone.insert(path, id);
-                }
-            }
             if since.is_some_and(|s| oid(s) == c) {
                 break;
+            }
+            for (path, id) in self.repo.removed_files(c, dir)? {
+                if !now.contains(&path) {
+                    gone.entry(path).or_insert(id);
+                }
             }
             at = self.repo.parent(c)?;
         }

@@ -403,3 +403,42 @@ fn cli_and_auto_transports_agree_over_file_urls() {
         bare.assert_only_fast_forwards();
     }
 }
+
+/// What left a folder since a commit: a file added and removed in between is found, with the
+/// content it last had; a file still there, or one removed before `since`, is not.
+#[test]
+fn read_gone_finds_files_that_left_the_folder_since_a_commit() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    let tip = |w: &mut backflow_git::BranchWorker| {
+        w.poll();
+        w.take_events()
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                WorkerEvent::Published { tip, .. } => *tip,
+                _ => None,
+            })
+            .expect("published")
+    };
+    w.submit(put("early", "1"));
+    w.submit(put("kept", "1"));
+    tip(&mut w);
+    w.submit(Intent::delete("apps", key("early")));
+    let since = tip(&mut w);
+    w.submit(put("passing", "v1"));
+    tip(&mut w);
+    w.submit(put("passing", "v2"));
+    tip(&mut w);
+    w.submit(Intent::delete("apps", key("passing")));
+    w.submit(put("kept", "2"));
+    let now = tip(&mut w);
+    let gone = w.read_gone(Some(since), now, "apps").expect("read");
+    let paths: Vec<&str> = gone.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, [path_of("passing").as_str()], "{gone:?}");
+    assert_eq!(gone[0].content, rendered("v2").into_bytes());
+    // Without a starting commit, the recent history: `early` went away too.
+    let all = w.read_gone(None, now, "apps").expect("read");
+    assert_eq!(all.len(), 2, "{all:?}");
+}
