@@ -266,17 +266,8 @@ impl NativeApplier {
                 cutoff,
             };
             self.prune_gone(&gone, &mut kinds, &mut report).await;
-            let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
-            for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
-                match self.prune(stale, &mut kinds).await {
-                    Ok(true) => report.pruned += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        report.failures.push(format!("prune {}: {e}", stale.id));
-                        inventory.push(stale.clone());
-                    }
-                }
-            }
+            self.prune_stale(&previous, &mut inventory, &mut kinds, &mut report)
+                .await;
         } else {
             // What an unreadable file declares is unknown: keep owning what was owned.
             let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
@@ -285,6 +276,28 @@ impl NativeApplier {
         inventory.sort();
         report.inventory = inventory;
         report
+    }
+
+    /// Prunes what the last operation's inventory (`previous`) holds and this one did not apply;
+    /// an entry that could not be pruned stays in `inventory`.
+    async fn prune_stale(
+        &self,
+        previous: &[InventoryEntry],
+        inventory: &mut Vec<InventoryEntry>,
+        kinds: &mut Kinds,
+        report: &mut ApplyReport,
+    ) {
+        let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
+        for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
+            match self.prune(stale, kinds).await {
+                Ok(true) => report.pruned += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    report.failures.push(format!("prune {}: {e}", stale.id));
+                    inventory.push(stale.clone());
+                }
+            }
+        }
     }
 
     /// Brings one object in line: a whole apply when Git changed it (or it is missing) and the

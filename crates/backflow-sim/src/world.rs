@@ -605,16 +605,7 @@ impl World {
             return;
         };
         if self.rng.random_range(0..10) == 0 {
-            // The applier fails (an object the API refuses): nothing written, decided again
-            // after the backoff.
-            self.log(format!("apply {} fails", op.id.0));
-            self.applier_input(ApplyInput::Progress {
-                id: op.id,
-                phase: OperationPhase::Failed,
-                message: "the applier failed".into(),
-            });
-            self.close_window_if_done();
-            return self.pump();
+            return self.fail_apply(&op);
         }
         let files = self.branch.remote.files(Some(op.commit));
         let before = self.branch.remote.files(self.last_applied);
@@ -673,6 +664,19 @@ impl World {
         if !self.deferred.is_empty() {
             self.retry_at = Some(now + Duration::from_millis(1500));
         }
+        self.close_window_if_done();
+        self.pump();
+    }
+
+    /// The applier fails (an object the API refuses): nothing written, decided again after the
+    /// backoff.
+    fn fail_apply(&mut self, op: &Operation) {
+        self.log(format!("apply {} fails", op.id.0));
+        self.applier_input(ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Failed,
+            message: "the applier failed".into(),
+        });
         self.close_window_if_done();
         self.pump();
     }
