@@ -334,36 +334,52 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         .map_err(|e| e.to_string())?
 }
 
-// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
-fn run_blocking(quick: bool) -> Result<Value, String> {
-    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let load_before = live::load_average();
-    let give_up = give_up(quick);
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    let mut sizes_json = Vec::new();
-    let mut aims = Vec::new();
-    let biggest = *sizes(quick).last().unwrap_or(&0);
-    let fi_is = "git fast-import of the same N files into a bare repository, one commit";
-    // (objects, seconds) of every size backflow finished, to see how the time grows.
-    let mut done: Vec<(usize, f64)> = Vec::new();
-    // (objects, whole-process peak MiB, peak MiB with the mirror off) of every size run.
-    let mut peaks: Vec<(usize, f64, f64)> = Vec::new();
-    let mut gave_up_at = None;
-    for n in sizes(quick) {
-        let dir = tmp.path().join(format!("n{n}"));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let (fi_s, fi_kib, fi_files) = fast_import(n, &dir)?;
-        let (floor_s, floor_files) = git2_floor(n, &dir)?;
-        // A size the growth measured so far says cannot finish before the give-up is not run.
-        let projected = match done[..] {
+/// What the baselines did at one size.
+struct Baselines {
+    fi_s: f64,
+    fi_kib: u64,
+    fi_files: usize,
+    floor_s: f64,
+    floor_files: usize,
+}
+
+impl Baselines {
+    fn json(&self) -> Value {
+        json!({"fast_import_s": round2(self.fi_s), "peak_mib": round2(mib(self.fi_kib)),
+               "files": self.fi_files, "git2_floor_s": round2(self.floor_s),
+               "git2_floor_files": self.floor_files})
+    }
+}
+
+const FI_IS: &str = "git fast-import of the same N files into a bare repository, one commit";
+
+/// The rows, aims and notes as the sizes are run, and what the later sizes need of the earlier.
+#[derive(Default)]
+struct Report {
+    rows: Vec<Value>,
+    notes: Vec<Value>,
+    aims: Vec<Value>,
+    sizes_json: Vec<Value>,
+    /// (objects, seconds) of every size backflow finished, to see how the time grows.
+    done: Vec<(usize, f64)>,
+    /// (objects, whole-process peak MiB, peak MiB with the mirror off) of every size run.
+    peaks: Vec<(usize, f64, f64)>,
+    /// The size backflow did not finish within the give-up time.
+    gave_up_at: Option<usize>,
+}
+
+impl Report {
+    /// Why size `n` is not run: a larger size than one given up on, or one the growth measured
+    /// so far says cannot finish before the give-up.
+    fn skip(&self, n: usize, give_up: Duration) -> Option<String> {
+        let projected = match self.done[..] {
             [.., (n1, t1), (n2, t2)] => {
                 let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
                 Some(t2 * (n as f64 / n2 as f64).powf(exponent))
             }
             _ => None,
         };
-        let skip = match (gave_up_at, projected) {
+        match (self.gave_up_at, projected) {
             (Some(m), _) => Some(format!(
                 "not run ({m} objects already took > {} s)",
                 give_up.as_secs()
@@ -374,78 +390,81 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
                 give_up.as_secs()
             )),
             _ => None,
-        };
-        if let Some(why) = skip {
-            notes.push(json!(format!(
-                "{n} objects: backflow {why}; fast-import took {fi_s:.2} s at {:.0} MiB peak.",
-                mib(fi_kib)
-            )));
-            rows.push(
-                json!({"figure": format!("snapshot on remote, s, {n} objects"),
-                "backflow": why,
-                "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}),
-            );
-            sizes_json.push(json!({"objects": n, "backflow": null,
-                "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files}}));
-            continue;
         }
-        let ours = run_child(n, &dir.join("backflow"), give_up)?;
+    }
+
+    fn skipped(&mut self, n: usize, why: String, base: &Baselines) {
+        self.notes.push(json!(format!(
+            "{n} objects: backflow {why}; fast-import took {:.2} s at {:.0} MiB peak.",
+            base.fi_s,
+            mib(base.fi_kib)
+        )));
+        self.rows.push(
+            json!({"figure": format!("snapshot on remote, s, {n} objects"),
+            "backflow": why, "baseline": round2(base.fi_s), "ratio": null, "baseline_is": FI_IS}),
+        );
+        self.sizes_json
+            .push(json!({"objects": n, "backflow": null, "baseline": base.json()}));
+    }
+
+    /// The time rows and aims of a size backflow finished in `s` seconds.
+    fn finished(&mut self, n: usize, s: f64, biggest: usize, base: &Baselines) {
+        self.done.push((n, s));
+        let figure = format!("snapshot on remote, s, {n} objects");
+        self.rows.push(row(&figure, s, base.fi_s, false, FI_IS));
+        let floor = format!("{figure}, against the linear floor");
+        self.rows
+            .push(row(&floor, s, base.floor_s, false, FLOOR_IS));
+        let said = |met: bool| if met { "met" } else { "not met" };
+        if n >= 10_000 {
+            let factor = s / base.floor_s;
+            self.aims.push(json!(format!(
+                "Aim at {n} objects: ≤ {AIM_FLOOR_FACTOR:.0}× the linear floor: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
+                base.floor_s,
+                said(factor <= AIM_FLOOR_FACTOR)
+            )));
+        }
+        if n == biggest {
+            let factor = s / base.fi_s;
+            self.aims.push(json!(format!(
+                "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
+                base.fi_s,
+                said(factor <= AIM_TIME_FACTOR)
+            )));
+        }
+    }
+
+    /// The row and note of a size backflow did not finish in `give_up`: larger ones are not run.
+    fn gave_up(&mut self, n: usize, ours: &Ours, give_up: Duration, base: &Baselines) {
+        self.gave_up_at = Some(n);
+        self.rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
+            "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
+            "baseline": round2(base.fi_s), "ratio": null, "baseline_is": FI_IS}));
+        self.notes.push(json!(format!(
+            "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
+            give_up.as_secs(), ours.files_seen
+        )));
+    }
+
+    /// The memory rows, aim and notes of a size run, finished or given up on.
+    fn memory(&mut self, n: usize, biggest: usize, ours: &Ours, base: &Baselines) {
         let process_peak = mib(ours.mirror_peak_kib.max(ours.create_peak_kib));
-        peaks.push((n, process_peak, mib(ours.create_peak_kib)));
-        if let Some(s) = ours.snapshot_s {
-            done.push((n, s));
-            rows.push(row(
-                &format!("snapshot on remote, s, {n} objects"),
-                s,
-                fi_s,
-                false,
-                fi_is,
-            ));
-            rows.push(row(
-                &format!("snapshot on remote, s, {n} objects, against the linear floor"),
-                s,
-                floor_s,
-                false,
-                FLOOR_IS,
-            ));
-            if n >= 10_000 {
-                let factor = s / floor_s;
-                aims.push(json!(format!(
-                    "Aim at {n} objects: ≤ {AIM_FLOOR_FACTOR:.0}× the linear floor: {s:.2} s against {floor_s:.2} s, {factor:.1}×, {}.",
-                    if factor <= AIM_FLOOR_FACTOR { "met" } else { "not met" }
-                )));
-            }
-            if n == biggest {
-                let factor = s / fi_s;
-                aims.push(json!(format!(
-                    "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {fi_s:.2} s, {factor:.1}×, {}.",
-                    if factor <= AIM_TIME_FACTOR { "met" } else { "not met" }
-                )));
-            }
-        } else {
-            gave_up_at = Some(n);
-            rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
-                "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
-                "baseline": round2(fi_s), "ratio": null, "baseline_is": fi_is}));
-            notes.push(json!(format!(
-                "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
-                give_up.as_secs(), ours.files_seen
-            )));
-        }
-        rows.push(row(
+        self.peaks
+            .push((n, process_peak, mib(ours.create_peak_kib)));
+        self.rows.push(row(
             &format!("peak RSS MiB while mirroring, {n} objects"),
             mib(ours.mirror_peak_kib),
-            mib(fi_kib),
+            mib(base.fi_kib),
             false,
             "git fast-import's peak RSS (VmHWM)",
         ));
-        rows.push(
+        self.rows.push(
             json!({"figure": format!("peak RSS MiB of the whole backflow process, {n} objects"),
             "backflow": round2(process_peak), "baseline": null, "ratio": null,
             "baseline_is": "— (server, store and creates included)"}),
         );
         if n == biggest {
-            aims.push(json!(format!(
+            self.aims.push(json!(format!(
                 "Aim at {n} objects: peak RSS ≤ {AIM_PEAK_MIB:.0} MiB: {process_peak:.0} MiB for the whole process ({:.0} MiB while mirroring){}.",
                 mib(ours.mirror_peak_kib),
                 if ours.snapshot_s.is_none() {
@@ -457,56 +476,93 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
                 }
             )));
         }
-        notes.push(json!(format!(
-            "{n} objects: created in {:.1} s ({} failures, peak RSS {:.0} MiB with the mirror off); the branch moved {} time(s) while waiting; {} files seen; fast-import wrote {fi_files} files in {fi_s:.2} s.",
-            ours.create_s, ours.create_failures, mib(ours.create_peak_kib), ours.commits_seen, ours.files_seen
+        self.notes.push(json!(format!(
+            "{n} objects: created in {:.1} s ({} failures, peak RSS {:.0} MiB with the mirror off); the branch moved {} time(s) while waiting; {} files seen; fast-import wrote {} files in {:.2} s.",
+            ours.create_s, ours.create_failures, mib(ours.create_peak_kib), ours.commits_seen, ours.files_seen,
+            base.fi_files, base.fi_s
         )));
         if !ours.peak_reset {
-            notes.push(json!(
+            self.notes.push(json!(
                 "The child could not reset its peak RSS: the mirroring peak is the larger of the creates' peak and the RSS sampled every 20 ms."
             ));
         }
-        sizes_json.push(json!({"objects": n,
+        self.sizes_json.push(json!({"objects": n,
             "backflow": {"snapshot_s": ours.snapshot_s.map(round2), "mirror_peak_mib": round2(mib(ours.mirror_peak_kib)),
                          "process_peak_mib": round2(process_peak),
                          "create_s": round2(ours.create_s), "create_failures": ours.create_failures,
                          "files_seen": ours.files_seen, "branch_moves": ours.commits_seen},
-            "baseline": {"fast_import_s": round2(fi_s), "peak_mib": round2(mib(fi_kib)), "files": fi_files,
-                         "git2_floor_s": round2(floor_s), "git2_floor_files": floor_files}}));
+            "baseline": base.json()}));
     }
-    // How the time grows with N, from the two largest sizes that finished.
-    if let [.., (n1, t1), (n2, t2)] = done[..] {
-        let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
-        let projected = t2 * (biggest as f64 / n2 as f64).powf(exponent);
-        notes.push(json!(format!(
-            "Growth: {n1} → {n2} objects took {t1:.2} → {t2:.2} s, time ∝ N^{exponent:.2}{}.",
-            if n2 < biggest {
-                format!(
-                    "; at that rate {biggest} objects would take about {:.0} s ({:.1} h)",
-                    projected,
-                    projected / 3600.0
-                )
-            } else {
-                String::new()
-            }
-        )));
+
+    /// How time and memory grow with N, from the two largest sizes run, and the aims at the
+    /// largest size when backflow did not finish it.
+    fn growth(&mut self, biggest: usize) {
+        if let [.., (n1, t1), (n2, t2)] = self.done[..] {
+            let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
+            let projected = t2 * (biggest as f64 / n2 as f64).powf(exponent);
+            self.notes.push(json!(format!(
+                "Growth: {n1} → {n2} objects took {t1:.2} → {t2:.2} s, time ∝ N^{exponent:.2}{}.",
+                if n2 < biggest {
+                    format!(
+                        "; at that rate {biggest} objects would take about {:.0} s ({:.1} h)",
+                        projected,
+                        projected / 3600.0
+                    )
+                } else {
+                    String::new()
+                }
+            )));
+        }
+        if let [.., (n1, p1, c1), (n2, p2, c2)] = self.peaks[..] {
+            let per_10k = |a: f64, b: f64| (b - a) / ((n2 - n1) as f64 / 10_000.0);
+            self.notes.push(json!(format!(
+                "Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
+                per_10k(p1, p2),
+                per_10k(c1, c2)
+            )));
+        }
+        if self.done.last().map(|d| d.0) != Some(biggest) {
+            self.aims.insert(0, json!(format!(
+                "Aims at {biggest} objects (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
+                self.done.last().map_or_else(|| "none".into(), |d| d.0.to_string())
+            )));
+        }
     }
-    if let [.., (n1, p1, c1), (n2, p2, c2)] = peaks[..] {
-        let per_10k = |a: f64, b: f64| (b - a) / ((n2 - n1) as f64 / 10_000.0);
-        notes.push(json!(format!(
-            "Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
-            per_10k(p1, p2),
-            per_10k(c1, c2)
-        )));
+}
+
+fn run_blocking(quick: bool) -> Result<Value, String> {
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let load_before = live::load_average();
+    let give_up = give_up(quick);
+    let biggest = *sizes(quick).last().unwrap_or(&0);
+    let mut report = Report::default();
+    for n in sizes(quick) {
+        let dir = tmp.path().join(format!("n{n}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (fi_s, fi_kib, fi_files) = fast_import(n, &dir)?;
+        let (floor_s, floor_files) = git2_floor(n, &dir)?;
+        let base = Baselines {
+            fi_s,
+            fi_kib,
+            fi_files,
+            floor_s,
+            floor_files,
+        };
+        if let Some(why) = report.skip(n, give_up) {
+            report.skipped(n, why, &base);
+            continue;
+        }
+        let ours = run_child(n, &dir.join("backflow"), give_up)?;
+        if let Some(s) = ours.snapshot_s {
+            report.finished(n, s, biggest, &base);
+        } else {
+            report.gave_up(n, &ours, give_up, &base);
+        }
+        report.memory(n, biggest, &ours, &base);
     }
-    if done.last().map(|d| d.0) != Some(biggest) {
-        aims.insert(0, json!(format!(
-            "Aims at {biggest} objects (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
-            done.last().map_or_else(|| "none".into(), |d| d.0.to_string())
-        )));
-    }
-    let mut all = aims;
-    all.extend(notes);
+    report.growth(biggest);
+    let mut all = report.aims;
+    all.extend(report.notes);
     all.push(json!(
         "backflow runs in a child process so its peak RSS is its own; the mirroring peak is VmHWM after resetting it once the objects were created (server, store and mirror together), the whole-process peak includes the creates. fast-import's peak is VmHWM sampled every 5 ms, so the last few ms of its run may be missed."
     ));
@@ -518,8 +574,8 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         "scenario": "snapshot",
         "parameters": {"objects": sizes(quick), "value_bytes": 1024, "commit_window": "1s",
                         "give_up_s": give_up.as_secs(), "remote": "local bare repository over file://", "quick": quick},
-        "sizes": sizes_json,
-        "rows": rows,
+        "sizes": report.sizes_json,
+        "rows": report.rows,
         "notes": all,
     }))
 }

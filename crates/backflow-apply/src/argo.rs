@@ -171,9 +171,10 @@ impl ArgoApplier {
     /// (any of several, for a multi-source Application); refused when none is.
     fn driven(&self, app: &Value) -> Result<Driven, String> {
         let sources = sources(app);
-        if let [(url, branch)] = sources.as_slice()
-            && app["spec"]["sources"].as_array().is_none_or(Vec::is_empty)
-        {
+        let multi = app["spec"]["sources"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty());
+        if let (false, [(url, branch)]) = (multi, sources.as_slice()) {
             self.held.check_source(&self.held.shown(), url, branch)?;
             return Ok(Driven::Single);
         }

@@ -84,7 +84,13 @@ fn object_key(gr: &GroupResource, obj: &DynamicObject) -> ObjectKey {
 }
 
 fn resource_version(obj: &DynamicObject) -> u64 {
-    obj.resource_version()
+    meta_resource_version(&obj.metadata)
+}
+
+/// The resourceVersion `meta` carries, as a number (0 when it has none).
+fn meta_resource_version(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
         .and_then(|rv| rv.parse().ok())
         .unwrap_or(0)
 }
@@ -481,11 +487,7 @@ impl Listed {
     fn unreadable(key: ObjectKey, meta: &ObjectMeta) -> Self {
         Self {
             key,
-            resource_version: meta
-                .resource_version
-                .as_deref()
-                .and_then(|rv| rv.parse().ok())
-                .unwrap_or(0),
+            resource_version: meta_resource_version(meta),
             value: None,
             stamped: false,
             owner: None,
@@ -508,11 +510,7 @@ fn undecodable(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     );
-    let rv = meta
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0);
+    let rv = meta_resource_version(meta);
     ctx.count("undecodable");
     if memory.undecodable.insert(key.clone(), rv) != Some(rv) {
         tracing::warn!(target = %ctx.target_label(), object = %key, resource_version = rv, error, "the object cannot be read; skipped, the rest of its type is mirrored");

@@ -624,6 +624,21 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
     wait_value(&w, "gated", "from", "git");
 }
 
+/// Sets the default `NativeClaim`'s `spec.suspend`: while true it asks nothing.
+fn suspend_default_claim(w: &World, suspend: bool) {
+    let patch = format!(r#"{{"spec":{{"suspend":{suspend}}}}}"#);
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+}
+
 /// Found by the simulator (`Variant::WithDeletes`, seed 36): an object created through the API
 /// is in Git but not yet adopted (stamped) by the folder's applier when a push removes its file.
 /// The adoption and the push are then one operation, at a commit that no longer declares the
@@ -633,32 +648,14 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
 fn a_removal_pushed_before_an_api_created_object_is_adopted_still_reaches_the_live_side() {
     let w = World::start(&[]);
     wait_acting(&w);
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspend":true}}"#,
-    ]);
+    suspend_default_claim(&w, true);
     w.apply(&configmap("default", "made-live", &[("k", "v")]));
     let path = "live/default/configmaps/made-live.yaml";
     w.wait_file(path, |t| t.contains("made-live"));
     let clone = w.clone_origin("carol");
     std::fs::remove_file(clone.join(path)).unwrap();
     let removal = w.commit_all_and_push_rebasing(&clone, "carol removes made-live");
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspend":false}}"#,
-    ]);
+    suspend_default_claim(&w, false);
     wait_applied(&w, &removal);
     wait_for(
         "the removal to reach the live side",
