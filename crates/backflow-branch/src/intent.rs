@@ -242,7 +242,8 @@ pub struct PendingWrite {
     /// What shape its commit message takes.
     pub kind: WriteKind,
     /// Whether the intents that changed nothing were already dropped. That happens the first time
-    /// the write is planned, against the tip known then; on a replay a kept intent is written
+    /// the write is planned against a tip read from the remote after the write was decided
+    /// (Git already read like them after the edits); on a replay a kept intent is written
     /// again even if the foreign commit changed it, because the API side wins.
     screened: bool,
 }
@@ -279,5 +280,13 @@ impl PendingWrite {
             self.intents.remove(&slot);
         }
         self.screened = true;
+    }
+
+    /// Drops the intents the planner refused; the write stays unscreened (the tip it was
+    /// planned on was not read since it was decided).
+    pub(crate) fn refuse(&mut self, refused: impl IntoIterator<Item = Slot>) {
+        for slot in refused {
+            self.intents.remove(&slot);
+        }
     }
 }

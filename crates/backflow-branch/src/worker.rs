@@ -140,6 +140,13 @@ pub enum FetchPurpose {
         /// The remote's reason.
         reason: String,
     },
+    /// A chain that changes nothing was judged against a tip not read since its writes were
+    /// decided: is that tip still the branch's? Publishing it unconfirmed could drop an intent
+    /// as "unchanged" that a push made before the edit already changed.
+    Confirm {
+        /// The attempt publishing the chain.
+        attempt: u32,
+    },
     /// The push of `head` got no answer: did it land?
     AfterLostAnswer {
         /// The commit pushed.
@@ -173,6 +180,30 @@ struct Chain {
     built: usize,
     head: Option<CommitId>,
     through: IntentSeq,
+    /// Whether some intent was judged unchanged against `base` while `base` was not read since
+    /// that intent was decided: the judgement holds only once `base` is confirmed current.
+    provisional: bool,
+}
+
+impl Chain {
+    fn on(base: Tip, through: IntentSeq) -> Self {
+        Self {
+            base,
+            built: 0,
+            head: None,
+            through,
+            provisional: false,
+        }
+    }
+}
+
+/// The tip last known to be the branch's from the remote itself (a fetch, an accepted push),
+/// and the last intent submitted before that I/O started: Git at `tip` is what the remote held
+/// after every intent up to `after` was decided.
+#[derive(Debug, Clone, Copy)]
+struct Confirmed {
+    tip: Tip,
+    after: IntentSeq,
 }
 
 /// Commits this worker wrote, to recognise its own pushes by SHA. Bounded; the oldest are
@@ -216,6 +247,9 @@ pub struct BranchCore {
     pending: Vec<PendingWrite>,
     chain: Chain,
     remote_tip: Tip,
+    confirmed: Confirmed,
+    /// The last intent submitted when the fetch or push in flight started.
+    io_after: IntentSeq,
     durable: DurableTips,
     own: OwnCommits,
     last_seq: IntentSeq,
@@ -247,13 +281,13 @@ impl BranchCore {
             phase: Phase::Idle,
             resyncs: BTreeMap::new(),
             pending: Vec::new(),
-            chain: Chain {
-                base: Tip::Unknown,
-                built: 0,
-                head: None,
-                through: IntentSeq(0),
-            },
+            chain: Chain::on(Tip::Unknown, IntentSeq(0)),
             remote_tip: Tip::Unknown,
+            confirmed: Confirmed {
+                tip: Tip::Unknown,
+                after: IntentSeq(0),
+            },
+            io_after: IntentSeq(0),
             durable,
             own,
             last_seq: IntentSeq(0),
@@ -594,6 +628,7 @@ impl BranchCore {
     }
 
     fn start_fetch(&mut self, purpose: FetchPurpose, out: &mut Vec<Effect>) {
+        self.io_after = self.last_seq;
         self.phase = Phase::Fetching(purpose);
         out.push(Effect::Fetch {
             check: self.checks(),
@@ -603,12 +638,7 @@ impl BranchCore {
     /// Builds what is not built yet on the current tip; with `attempt`, pushes right after.
     fn start_build(&mut self, attempt: Option<u32>, out: &mut Vec<Effect>) {
         if self.chain.base != self.remote_tip {
-            self.chain = Chain {
-                base: self.remote_tip,
-                built: 0,
-                head: None,
-                through: self.published_through,
-            };
+            self.chain = Chain::on(self.remote_tip, self.published_through);
         }
         let from = self.chain.built;
         let count = self.pending.len().saturating_sub(from);
@@ -632,10 +662,16 @@ impl BranchCore {
 
     fn try_push(&mut self, attempt: u32, out: &mut Vec<Effect>) {
         let Some(head) = self.chain.head else {
+            if self.chain.provisional {
+                // Nothing changes the tree, judged against a tip that may have moved since the
+                // edits: look before calling them published.
+                return self.start_fetch(FetchPurpose::Confirm { attempt }, out);
+            }
             // Nothing pending changes the tree: the remote tip already holds it all.
             self.publish_chain(self.remote_tip, out);
             return;
         };
+        self.io_after = self.last_seq;
         let expected = self.remote_tip;
         self.phase = Phase::Pushing {
             head,
@@ -654,12 +690,7 @@ impl BranchCore {
             through = through.max(self.decided_through);
         }
         self.published_through = self.published_through.max(through);
-        self.chain = Chain {
-            base: tip,
-            built: 0,
-            head: None,
-            through: self.published_through,
-        };
+        self.chain = Chain::on(tip, self.published_through);
         if self.flush_through <= self.published_through {
             self.flush_waiting = false;
         }
@@ -710,6 +741,10 @@ impl BranchCore {
             }
         };
         self.refresh_at = now + self.cfg.refresh_interval;
+        self.confirmed = Confirmed {
+            tip: fetched.tip,
+            after: self.io_after,
+        };
         if self.observe(&fetched, out) {
             self.phase = Phase::Recovering {
                 until: now + self.cfg.recovery_timeout,
@@ -728,14 +763,15 @@ impl BranchCore {
                     // refused it.
                     return self.fail(CycleFailure::Refused { reason }, now, rng, out);
                 }
-                if attempt >= self.cfg.max_attempts.max(1) {
-                    let failure = CycleFailure::Exhausted { attempts: attempt };
-                    return self.fail(failure, now, rng, out);
+                self.replay(attempt, now, rng, out);
+            }
+            FetchPurpose::Confirm { attempt } => {
+                if fetched.tip == self.chain.base {
+                    // Read after every built intent was decided: the judgements stand.
+                    self.publish_chain(fetched.tip, out);
+                } else {
+                    self.replay(attempt, now, rng, out);
                 }
-                if !self.pending.is_empty() {
-                    self.stats.replays += 1;
-                }
-                self.start_build(Some(attempt + 1), out);
             }
             FetchPurpose::AfterLostAnswer { head, error } => {
                 if fetched.contains.contains(&head) {
@@ -746,6 +782,18 @@ impl BranchCore {
                 }
             }
         }
+    }
+
+    /// Builds the pending writes again on the tip just read, unless `attempt` was the last.
+    fn replay(&mut self, attempt: u32, now: Moment, rng: &mut impl Rng, out: &mut Vec<Effect>) {
+        if attempt >= self.cfg.max_attempts.max(1) {
+            let failure = CycleFailure::Exhausted { attempts: attempt };
+            return self.fail(failure, now, rng, out);
+        }
+        if !self.pending.is_empty() {
+            self.stats.replays += 1;
+        }
+        self.start_build(Some(attempt + 1), out);
     }
 
     /// Takes note of the remote tip as just read. Returns whether the branch diverged.
@@ -830,8 +878,18 @@ impl BranchCore {
                     }));
                 }
             }
-            let removed = write.unchanged.into_iter();
-            pending.settle_build(removed.chain(write.refused.into_iter().map(|r| r.slot)));
+            // An unchanged intent is dropped for good only when judged against a tip read after
+            // it was decided; otherwise it stays (and is judged again on a replay) until the
+            // chain's base is confirmed.
+            let base_read_after =
+                self.confirmed.tip == self.chain.base && pending.through <= self.confirmed.after;
+            let refused = write.refused.into_iter().map(|r| r.slot);
+            if base_read_after {
+                pending.settle_build(write.unchanged.into_iter().chain(refused));
+            } else {
+                self.chain.provisional |= !write.unchanged.is_empty();
+                pending.refuse(refused);
+            }
             if let Some(commit) = write.commit {
                 self.own.insert(commit);
                 self.chain.head = Some(commit);
@@ -857,6 +915,10 @@ impl BranchCore {
         match answer {
             PushAnswer::Accepted => {
                 self.stats.pushes_accepted += 1;
+                self.confirmed = Confirmed {
+                    tip: Tip::At(head),
+                    after: self.io_after,
+                };
                 self.remote_tip = Tip::At(head);
                 self.durable = DurableTips {
                     seen: Some(head),

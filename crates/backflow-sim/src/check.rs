@@ -51,8 +51,9 @@ impl fmt::Display for Violation {
 ///
 /// An API edit (or a snapshot of the live state) wins over a push made after it was
 /// published; over a push made while it was still on its way, either may win (the API side
-/// wins the replay unless its intent was dropped as unchanged when first built, which depends
-/// on what the worker knew then), so both are accepted — but nothing older ever is.
+/// wins the replay unless its intent was dropped as unchanged, judged against a tip read after
+/// the edit, which depends on when the push landed), so both are accepted — but nothing older
+/// ever is.
 #[derive(Debug, Clone)]
 pub(crate) struct Expected {
     /// The values the object may end with.

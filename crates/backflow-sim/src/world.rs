@@ -51,8 +51,7 @@ pub enum Variant {
     /// the retained intent, so an API edit to a file a foreign commit also changed is dropped.
     ReplayTextualDiff,
     /// backflow as designed, with deletes on both sides: people delete objects through the API
-    /// and pushes remove files. It finds two races still open (docs/simulation.md), so its
-    /// schedules are not yet part of the suite that must pass.
+    /// and pushes remove files.
     WithDeletes,
 }
 

@@ -371,6 +371,51 @@ fn intents_git_already_holds_are_dropped_and_never_overwrite_a_later_foreign_cha
     s.tick();
     assert_eq!(s.core.stats().commits, 0, "Git already reads like this");
     assert!(!s.core.has_unpublished());
+    // The drop is final: a later push of `a` is not overwritten by the next write's replay.
+    s.remote.foreign_push(&file("a"), Some("2"));
+    s.submit(put("b", "1"));
+    s.settle();
+    let files = s.remote.tip_files();
+    assert_eq!(files.get(&file("a")).map(String::as_str), Some("2"));
+    assert_eq!(files.get(&file("b")).map(String::as_str), Some("1"));
+}
+
+/// The worker last read `a = 1`; somebody pushed `a = 2` that it has not seen; then a person
+/// set `a = 1` through the API. Git read like the edit only before that push: the edit must
+/// be written on top of it, not dropped as unchanged.
+#[test]
+fn an_intent_judged_unchanged_against_a_tip_not_read_since_is_confirmed_first() {
+    let mut s = Shell::new(zero_window());
+    s.remote.foreign_push(&file("a"), Some("1"));
+    s.tick();
+    s.remote.foreign_push(&file("a"), Some("2"));
+    s.submit(put("a", "1"));
+    s.settle();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("1"),
+        "{}",
+        s.effects.join("\n")
+    );
+    assert_eq!(s.core.stats().commits, 1);
+}
+
+/// As above, with another intent of the same write changing the tree: the push is refused,
+/// and the replay judges the intent again on the tip it finds.
+#[test]
+fn an_intent_judged_unchanged_against_a_stale_tip_is_judged_again_on_the_replay() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.remote.foreign_push(&file("a"), Some("1"));
+    s.tick();
+    s.remote.foreign_push(&file("a"), Some("2"));
+    s.submit(put("a", "1"));
+    s.submit(put("b", "1"));
+    s.step(Input::Flush);
+    s.settle();
+    let files = s.remote.tip_files();
+    assert_eq!(files.get(&file("a")).map(String::as_str), Some("1"));
+    assert_eq!(files.get(&file("b")).map(String::as_str), Some("1"));
+    assert_eq!(s.core.stats().pushes_rejected, 1);
 }
 
 #[test]

@@ -2,9 +2,11 @@
 //!
 //! The model of the remote: foreign commits land when made; at each publication the pending
 //! intents are written on top of the remote, except those that changed nothing in the tree the
-//! worker knew when it first planned them (they were dropped when decided, so they never
-//! overwrite a foreign change). Every value written is unique, so "changed nothing" can only
-//! come from deleting a file that is already absent.
+//! worker knew when it first planned them, if the worker read that tree from the remote after
+//! they were submitted (they are dropped for good, so they never overwrite a later foreign
+//! change). An intent submitted after the worker's last read is judged on the tip the
+//! publication ends on (an accepted push, or a fetch confirming the tip). Every value written
+//! is unique, so "changed nothing" can only come from deleting a file that is already absent.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +40,14 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 type Tree = BTreeMap<String, Vec<u8>>;
+
+/// An intent submitted and not yet published: the `index`-th submitted, writing `value` (or
+/// removing the file) at `path`.
+struct Submitted {
+    index: usize,
+    path: String,
+    value: Option<Vec<u8>>,
+}
 
 fn set(tree: &mut Tree, path: &str, value: &Option<Vec<u8>>) {
     match value {
@@ -106,33 +116,43 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // What the worker last saw of the remote.
     let mut view = Tree::new();
     let mut will_fetch = false;
-    let mut pending: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+    let mut pending: Vec<Submitted> = Vec::new();
     let mut foreign_commits = Vec::new();
     let mut last_seq = IntentSeq(0);
     let mut counter = 0u32;
+    let mut submitted = 0;
 
+    // How many intents were submitted when the worker last read the remote.
+    let mut read_after = 0;
     let publish = |w: &mut backflow_git::BranchWorker,
                    model: &mut Tree,
                    view: &mut Tree,
-                   pending: &mut Vec<(String, Option<Vec<u8>>)>,
+                   read_after: &mut usize,
+                   pending: &mut Vec<Submitted>,
                    will_fetch: &mut bool| {
         w.poll();
+        let submitted = pending.last().map_or(*read_after, |p| p.index);
         if std::mem::take(will_fetch) {
             *view = model.clone();
+            *read_after = submitted;
         }
         let mut seen = view.clone();
         let mut kept = Vec::new();
-        for (path, value) in pending.drain(..) {
-            if seen.get(&path) != value.as_ref() {
-                set(&mut seen, &path, &value);
-                kept.push((path, value));
+        for p in pending.drain(..) {
+            // Judged on the view only if the view was read after it; otherwise written on
+            // the tip the publication ends on (where "unchanged" writes nothing anyway).
+            let judged = p.index <= *read_after;
+            if !judged || seen.get(&p.path) != p.value.as_ref() {
+                set(&mut seen, &p.path, &p.value);
+                kept.push(p);
             }
         }
         if !kept.is_empty() {
-            for (path, value) in &kept {
-                set(model, path, value);
+            for p in &kept {
+                set(model, &p.path, &p.value);
             }
             *view = model.clone();
+            *read_after = submitted;
         }
     };
 
@@ -148,10 +168,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     backflow_git::Intent::delete("apps", key(&name))
                 };
                 last_seq = w.submit(intent);
-                pending.push((
-                    path_of(&name),
-                    is_put.then(|| rendered(&value).into_bytes()),
-                ));
+                submitted += 1;
+                pending.push(Submitted {
+                    index: submitted,
+                    path: path_of(&name),
+                    value: is_put.then(|| rendered(&value).into_bytes()),
+                });
             }
             Op::Foreign {
                 api_path,
@@ -174,10 +196,24 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 w.notify_remote_moved();
                 will_fetch = true;
             }
-            Op::Poll => publish(&mut w, &mut model, &mut view, &mut pending, &mut will_fetch),
+            Op::Poll => publish(
+                &mut w,
+                &mut model,
+                &mut view,
+                &mut read_after,
+                &mut pending,
+                &mut will_fetch,
+            ),
             Op::Flush => {
                 w.flush();
-                publish(&mut w, &mut model, &mut view, &mut pending, &mut will_fetch);
+                publish(
+                    &mut w,
+                    &mut model,
+                    &mut view,
+                    &mut read_after,
+                    &mut pending,
+                    &mut will_fetch,
+                );
             }
         }
         prop_assert_eq!(
@@ -187,7 +223,14 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         );
     }
     w.flush();
-    publish(&mut w, &mut model, &mut view, &mut pending, &mut will_fetch);
+    publish(
+        &mut w,
+        &mut model,
+        &mut view,
+        &mut read_after,
+        &mut pending,
+        &mut will_fetch,
+    );
     prop_assert!(!w.has_unpublished(), "writes left unpublished");
     prop_assert_eq!(w.published_through(), last_seq, "an intent was lost");
     prop_assert_eq!(remote_tree(&remote), model, "final tree");

@@ -409,6 +409,58 @@ fn foreign_commit_survives_a_mirror_push() {
     );
 }
 
+/// A person's last edit sets a value back to what the branch held when the worker last read
+/// it; meanwhile somebody pushed another value the worker has not seen (no push notice). The
+/// edit is not "unchanged": Git read like it only before that push, so it is written on top.
+#[test]
+fn an_edit_back_to_what_the_worker_last_saw_is_written_over_a_push_it_had_not_seen() {
+    // A long window holds both edits in one write; no receiver and a long refresh keep the
+    // foreign push unseen; no applier, so only what Git ends with is looked at.
+    let w = World::start(&[
+        "--commit-window",
+        "5m",
+        "--no-receiver",
+        "--git-refresh-interval",
+        "10m",
+        "--no-apply",
+    ]);
+    w.wait_settled();
+    let path = "live/default/configmaps/pair.yaml";
+    let wait = [
+        ("Content-Type", "application/merge-patch+json"),
+        ("X-Backflow-Wait", "pushed;timeout=60s"),
+    ];
+    let created = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[("Content-Type", "application/json"), wait[1]],
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pair"},"data":{"v":"one"}}"#,
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    assert!(w.show(path).is_some_and(|t| t.contains("one")));
+
+    w.push_edit(path, "one", "two");
+    let patch = |value: &str, headers: &[(&str, &str)]| {
+        let body = format!(r#"{{"data":{{"v":"{value}"}}}}"#);
+        let a = http(
+            w.addr(),
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/pair",
+            headers,
+            &body,
+        );
+        assert_eq!(a.status, 200, "{a:?}");
+    };
+    patch("three", &wait[..1]);
+    patch("one", &wait);
+    let text = w.show(path).expect("the file stays");
+    assert!(
+        text.contains("v: one"),
+        "the person's last edit (one), made after the push of two, is on the branch:\n{text}"
+    );
+}
+
 #[test]
 fn a_delete_taken_but_not_pushed_when_the_process_is_killed_reaches_git_after_restart() {
     // A 3 s window: the delete is still in it when the process dies, even on a slow machine.
