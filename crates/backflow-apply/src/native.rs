@@ -14,12 +14,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use backflow_api::AppliedBy;
 use backflow_api::config::InventoryEntry;
+use backflow_api::{AppliedBy, GroupResource, ObjectKey};
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
 use backflow_manifest::{DeclaredObject, Identity, declared_objects};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use backflow_mirror::ApplyWindows;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
+};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
@@ -78,7 +81,7 @@ pub trait Applier: Send + Sync {
 }
 
 /// One operation, as the applier is asked to carry it out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ApplyRequest {
     /// The commit to apply (the tip a flush produced).
     pub commit: CommitId,
@@ -96,6 +99,73 @@ pub struct ApplyRequest {
     /// backflow was down is one at start), and an object missing live may be a delete the
     /// mirror has not published yet: re-creating it would undo an acknowledged delete.
     pub stamp_only: bool,
+    /// Where the applier says what it deletes before deleting it.
+    pub prunes: PruneNotice,
+}
+
+/// The mirror's apply windows of the claim's targets, told of every object the applier is about
+/// to delete: the delete's watch event is then known as the apply's own (kept out of Git) rather
+/// than somebody's delete (which, judged on a newer tip, could remove a file a push brought
+/// back). Flux and Argo CD prune on their own; their deletes are mirrored.
+#[derive(Debug, Clone, Default)]
+pub struct PruneNotice {
+    windows: Option<ApplyWindows>,
+    targets: Vec<(String, String)>,
+}
+
+impl PruneNotice {
+    /// Notices to `windows` for `targets` (namespace, name of each `GitTarget`).
+    #[must_use]
+    pub fn new(windows: ApplyWindows, targets: Vec<(String, String)>) -> Self {
+        Self {
+            windows: Some(windows),
+            targets,
+        }
+    }
+
+    fn note(&self, key: &ObjectKey) {
+        if let Some(windows) = &self.windows {
+            windows.note_prune(&self.targets, key);
+        }
+    }
+}
+
+/// What the prunes of one operation share: the types resolved so far, where deletes are
+/// noticed, and the report they add to.
+struct Pruning<'a> {
+    kinds: &'a mut Kinds,
+    notice: &'a PruneNotice,
+    report: &'a mut ApplyReport,
+}
+
+/// Deletes `live` as it was judged (its uid and resourceVersion as preconditions), telling the
+/// mirror first; says whether it deleted. An edit since (409) or somebody else's delete (404)
+/// leaves it: the API side wins.
+async fn delete_judged(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    live: &DynamicObject,
+    notice: &PruneNotice,
+) -> Result<bool, String> {
+    let name = live.name_any();
+    let key = ObjectKey::new(
+        GroupResource::new(resource.group.clone(), resource.plural.clone()),
+        live.namespace().unwrap_or_default(),
+        name.clone(),
+    );
+    notice.note(&key);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: live.resource_version(),
+            uid: live.uid(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What [`NativeApplier::prune_gone`] looks at for one operation.
@@ -209,6 +279,7 @@ impl NativeApplier {
             inventory: previous,
             retry,
             stamp_only,
+            prunes,
         } = request;
         let cutoff = flushed_at
             .duration_since(UNIX_EPOCH)
@@ -265,8 +336,13 @@ impl NativeApplier {
                 owned: &owned,
                 cutoff,
             };
-            self.prune_gone(&gone, &mut kinds, &mut report).await;
-            self.prune_stale(&previous, &mut inventory, &mut kinds, &mut report)
+            let mut pruning = Pruning {
+                kinds: &mut kinds,
+                notice: &prunes,
+                report: &mut report,
+            };
+            self.prune_gone(&gone, &mut pruning).await;
+            self.prune_stale(&previous, &mut inventory, &mut pruning)
                 .await;
         } else {
             // What an unreadable file declares is unknown: keep owning what was owned.
@@ -284,16 +360,18 @@ impl NativeApplier {
         &self,
         previous: &[InventoryEntry],
         inventory: &mut Vec<InventoryEntry>,
-        kinds: &mut Kinds,
-        report: &mut ApplyReport,
+        pruning: &mut Pruning<'_>,
     ) {
         let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
         for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
-            match self.prune(stale, kinds).await {
-                Ok(true) => report.pruned += 1,
+            match self.prune(stale, pruning).await {
+                Ok(true) => pruning.report.pruned += 1,
                 Ok(false) => {}
                 Err(e) => {
-                    report.failures.push(format!("prune {}: {e}", stale.id));
+                    pruning
+                        .report
+                        .failures
+                        .push(format!("prune {}: {e}", stale.id));
                     inventory.push(stale.clone());
                 }
             }
@@ -411,7 +489,8 @@ impl NativeApplier {
     /// such), what another applier or claim owns, and what was edited after the flush (the API
     /// side wins). Before a first applied commit (only catch-ups so far), the branch's recent
     /// history is looked at (see `backflow_git::GONE_WALK`).
-    async fn prune_gone(&self, gone: &Gone<'_>, kinds: &mut Kinds, report: &mut ApplyReport) {
+    async fn prune_gone(&self, gone: &Gone<'_>, pruning: &mut Pruning<'_>) {
+        let report = &mut *pruning.report;
         let mut files = Vec::new();
         for folder in &self.folders {
             match self
@@ -438,10 +517,13 @@ impl NativeApplier {
             .into_iter()
             .filter(|o| !gone.declared.contains(&o.identity))
         {
-            match self.remove_gone(&object, gone, kinds).await {
-                Ok(true) => report.pruned += 1,
+            match self.remove_gone(&object, gone, pruning).await {
+                Ok(true) => pruning.report.pruned += 1,
                 Ok(false) => {}
-                Err(e) => report.failures.push(format!("prune {}: {e}", object.path)),
+                Err(e) => {
+                    let failure = format!("prune {}: {e}", object.path);
+                    pruning.report.failures.push(failure);
+                }
             }
         }
     }
@@ -451,10 +533,11 @@ impl NativeApplier {
         &self,
         object: &DeclaredObject,
         gone: &Gone<'_>,
-        kinds: &mut Kinds,
+        pruning: &mut Pruning<'_>,
     ) -> Result<bool, String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
-        let Ok((resource, caps)) = kinds
+        let Ok((resource, caps)) = pruning
+            .kinds
             .resolve(&self.client, &gvk(api_version, &object.identity.kind))
             .await
         else {
@@ -480,18 +563,15 @@ impl NativeApplier {
         else {
             return Ok(false);
         };
-        let live = serde_json::to_value(&live).unwrap_or(Value::Null);
-        let label = live["metadata"]["labels"][APPLIER_LABEL].as_str();
+        let value = serde_json::to_value(&live).unwrap_or(Value::Null);
+        let label = value["metadata"]["labels"][APPLIER_LABEL].as_str();
         if label.is_some_and(|l| l != self.owner)
-            || AppliedBy::excludes(Some(&self.applied_by), owned_by(&live).as_ref())
-            || edited_since(&live, gone.cutoff)
+            || AppliedBy::excludes(Some(&self.applied_by), owned_by(&value).as_ref())
+            || edited_since(&value, gone.cutoff)
         {
             return Ok(false);
         }
-        api.delete(&object.identity.name, &DeleteParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(true)
+        delete_judged(&api, &resource, &live, pruning.notice).await
     }
 
     /// Removes the ownership label from what the claim stamped (and still carries it): a claim
@@ -542,13 +622,17 @@ impl NativeApplier {
 
     /// Deletes an object the applier owned and the commit no longer declares, if it still
     /// carries this claim's label; says whether it deleted.
-    async fn prune(&self, entry: &InventoryEntry, kinds: &mut Kinds) -> Result<bool, String> {
+    async fn prune(
+        &self,
+        entry: &InventoryEntry,
+        pruning: &mut Pruning<'_>,
+    ) -> Result<bool, String> {
         let Some((namespace, name, group, kind)) = parse_id(&entry.id) else {
             return Ok(false);
         };
         let version = entry.v.rsplit('/').next().unwrap_or("v1");
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let Ok((resource, _)) = kinds.resolve(&self.client, &gvk).await else {
+        let Ok((resource, _)) = pruning.kinds.resolve(&self.client, &gvk).await else {
             // The type is gone (its CRD deleted): so are its objects.
             return Ok(false);
         };
@@ -566,10 +650,7 @@ impl NativeApplier {
             // Not ours any more (relabelled by hand, or another claim took it): never touched.
             return Ok(false);
         }
-        api.delete(name, &DeleteParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(true)
+        delete_judged(&api, &resource, &live, pruning.notice).await
     }
 }
 

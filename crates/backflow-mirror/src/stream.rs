@@ -673,6 +673,11 @@ fn judge_in_window(
 ) -> Verdict {
     let window = ctx.board.windows.since(&ctx.spec.target, ctx.clock.now());
     let verdict = memory.window_edits.judge(key, obj, window);
+    count_verdict(ctx, key, verdict)
+}
+
+/// Counts what a window verdict means, and asks for the Repair of a collision.
+fn count_verdict(ctx: &StreamContext, key: &ObjectKey, verdict: Verdict) -> Verdict {
     match verdict {
         Verdict::Edit | Verdict::OverCollided => {}
         Verdict::Late => ctx.echo("late"),
@@ -721,6 +726,16 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
     let by = ctx.changed_by(&key, rv, None);
     if ctx.excludes(by.as_ref()) {
         ctx.count("excluded");
+        ctx.tracker.record_unchanged(key, rv);
+        return;
+    }
+    let now = ctx.clock.now();
+    let window = ctx.board.windows.since(&ctx.spec.target, now);
+    let pruned = ctx.board.windows.pruned(&ctx.spec.target, &key, now);
+    let verdict = memory.window_edits.judge_delete(&key, window, pruned);
+    if count_verdict(ctx, &key, verdict) != Verdict::Edit {
+        // The applier's prune: Git does not hold the object at the applied commit (a landing),
+        // or holds a live edit it deleted (a collision, repaired).
         ctx.tracker.record_unchanged(key, rv);
         return;
     }

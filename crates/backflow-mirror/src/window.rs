@@ -11,7 +11,7 @@
 //! forced apply may take the editor's fields over, so managedFields read after the apply cannot
 //! be trusted to show it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,11 +33,19 @@ const APPLIER_MANAGERS: &[&str] = &[
 #[derive(Debug, Clone, Default)]
 pub struct ApplyWindows(Arc<Mutex<BTreeMap<(String, String), Window>>>);
 
-/// One target's window: open since the flush, until the operation ended plus the grace.
-#[derive(Debug, Clone, Copy)]
+/// One target's window: open since the flush, until the operation ended plus the grace, and
+/// the objects its applier deleted in it.
+#[derive(Debug, Clone)]
 struct Window {
     since: SystemTime,
     until: Option<SystemTime>,
+    pruned: BTreeSet<ObjectKey>,
+}
+
+impl Window {
+    fn is_open(&self, now: SystemTime) -> bool {
+        self.until.is_none_or(|until| now < until)
+    }
 }
 
 impl ApplyWindows {
@@ -52,7 +60,12 @@ impl ApplyWindows {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for t in targets {
-            windows.insert(t.clone(), Window { since, until: None });
+            let window = Window {
+                since,
+                until: None,
+                pruned: BTreeSet::new(),
+            };
+            windows.insert(t.clone(), window);
         }
     }
 
@@ -77,7 +90,34 @@ impl ApplyWindows {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let w = windows.get(target)?;
-        w.until.is_none_or(|until| now < until).then_some(w.since)
+        w.is_open(now).then_some(w.since)
+    }
+
+    /// The applier of `targets` is about to delete `key` (a prune): the delete's watch event
+    /// is the apply landing, not somebody's delete. Noted before the delete is sent, so the
+    /// event can never arrive first.
+    pub fn note_prune(&self, targets: &[(String, String)], key: &ObjectKey) {
+        let mut windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for t in targets {
+            if let Some(w) = windows.get_mut(t).filter(|w| w.until.is_none()) {
+                w.pruned.insert(key.clone());
+            }
+        }
+    }
+
+    /// Whether the applier of `target` deleted `key` in the window open at `now`.
+    #[must_use]
+    pub fn pruned(&self, target: &(String, String), key: &ObjectKey, now: SystemTime) -> bool {
+        let windows = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        windows
+            .get(target)
+            .is_some_and(|w| w.is_open(now) && w.pruned.contains(key))
     }
 }
 
@@ -165,6 +205,42 @@ impl WindowEdits {
             Verdict::Edit
         }
     }
+
+    /// Judges a delete of `key` against the window open since `window`; `pruned` says whether
+    /// the applier deleted it ([`ApplyWindows::note_prune`]). The applier's delete is the apply
+    /// landing, or, over a live edit seen in the window, a collision (Git keeps the edit, and
+    /// the Repair brings the object back). Somebody's delete in the window is remembered like an
+    /// edit: the applier re-creating the object after it collides.
+    pub(crate) fn judge_delete(
+        &mut self,
+        key: &ObjectKey,
+        window: Option<SystemTime>,
+        pruned: bool,
+    ) -> Verdict {
+        if self.window != window {
+            self.window = window;
+            self.edits.clear();
+        }
+        let Some(since) = window.map(unix_second) else {
+            return Verdict::Edit;
+        };
+        if !pruned {
+            let edit = WindowEdit {
+                at: since,
+                collided: false,
+            };
+            self.edits.insert(key.clone(), edit);
+            return Verdict::Edit;
+        }
+        match self.edits.get_mut(key) {
+            Some(edit) if edit.collided => Verdict::OverCollided,
+            Some(edit) => {
+                edit.collided = true;
+                Verdict::Collision
+            }
+            None => Verdict::Landing,
+        }
+    }
 }
 
 fn unix_second(at: SystemTime) -> i64 {
@@ -230,6 +306,61 @@ mod tests {
         );
         let user = [("backflow-applier", 90), ("kubectl-edit", 120)];
         assert_eq!(judge(&user, Some(100)), Verdict::Edit);
+    }
+
+    #[test]
+    fn the_applier_deleting_is_a_landing_and_over_an_edit_in_the_window_a_collision() {
+        let window = Some(UNIX_EPOCH + Duration::from_secs(100));
+        let mut edits = WindowEdits::default();
+        assert_eq!(
+            edits.judge_delete(&key("a"), window, true),
+            Verdict::Landing
+        );
+        assert_eq!(
+            edits.judge_delete(&key("a"), None, true),
+            Verdict::Edit,
+            "no window: mirrored"
+        );
+        let mut edits = WindowEdits::default();
+        let edit = object(&[("kubectl-edit", 90)]);
+        assert_eq!(edits.judge(&key("b"), &edit, window), Verdict::Edit);
+        assert_eq!(
+            edits.judge_delete(&key("b"), window, true),
+            Verdict::Collision
+        );
+        // Somebody's delete is mirrored, and the applier re-creating the object collides.
+        assert_eq!(edits.judge_delete(&key("c"), window, false), Verdict::Edit);
+        let created = object(&[("backflow-applier", 101)]);
+        assert_eq!(edits.judge(&key("c"), &created, window), Verdict::Collision);
+        assert_eq!(
+            edits.judge(&key("d"), &created, window),
+            Verdict::Landing,
+            "nobody deleted d"
+        );
+    }
+
+    #[test]
+    fn a_prune_is_noted_only_in_an_open_window_and_forgotten_with_it() {
+        let windows = ApplyWindows::default();
+        let target = ("web".to_string(), "apps".to_string());
+        let at = |s| UNIX_EPOCH + Duration::from_secs(s);
+        windows.note_prune(std::slice::from_ref(&target), &key("a"));
+        windows.open(std::slice::from_ref(&target), at(100));
+        assert!(
+            !windows.pruned(&target, &key("a"), at(100)),
+            "noted before the window"
+        );
+        windows.note_prune(std::slice::from_ref(&target), &key("a"));
+        assert!(windows.pruned(&target, &key("a"), at(101)));
+        assert!(!windows.pruned(&target, &key("b"), at(101)));
+        windows.close(std::slice::from_ref(&target), at(102));
+        assert!(
+            windows.pruned(&target, &key("a"), at(103)),
+            "within the grace"
+        );
+        assert!(!windows.pruned(&target, &key("a"), at(105)), "closed");
+        windows.open(std::slice::from_ref(&target), at(200));
+        assert!(!windows.pruned(&target, &key("a"), at(200)), "a new window");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
 use super::plan::{ClaimKey, ClaimPlan, Holds, recheck};
 use super::status::{acting_conditions, inventory, operation_status};
-use crate::native::{Applier, ApplyReport, ApplyRequest};
+use crate::native::{Applier, ApplyReport, ApplyRequest, PruneNotice};
 
 /// How often a held applier is checked between applies (a person's `flux resume` is undone
 /// within this).
@@ -456,6 +456,7 @@ impl Runner {
             inventory: self.inventory.clone(),
             retry,
             stamp_only: operation.reasons.catch_up_only(),
+            prunes: PruneNotice::new(self.mirror.apply_windows(), self.plan.targets.clone()),
         };
         let id = operation.id;
         tokio::spawn(async move {

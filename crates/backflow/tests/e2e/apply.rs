@@ -667,3 +667,122 @@ fn a_removal_pushed_before_an_api_created_object_is_adopted_still_reaches_the_li
     );
     assert_eq!(w.show(path), None, "Git keeps the removal");
 }
+
+/// Creates `ConfigMap` `name` with `v` through the API, waiting for its push (a long commit
+/// window would hold it otherwise), and waits until the default claim owns it.
+fn create_adopted(w: &World, name: &str, v: &str) {
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"v":"{v}"}}}}"#
+    );
+    let created = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed;timeout=60s"),
+        ],
+        &body,
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    let id = format!("default_{name}__ConfigMap");
+    wait_for(
+        &format!("{name} to be adopted"),
+        || format!("{:#}", claim(w)["inventory"]),
+        || {
+            claim(w)["inventory"]
+                .to_string()
+                .contains(&id)
+                .then_some(())
+        },
+    );
+}
+
+fn live_absent(w: &World, name: &str) -> bool {
+    w.kubectl_run(&["get", "configmap", name]).code != Some(0)
+}
+
+/// The applier's own delete (a prune) is the apply landing, not somebody's delete. Mirrored
+/// as a delete, it was judged on the tip the worker read next and removed the file again when
+/// a push had brought it back meanwhile. The long commit window keeps the prune's delete
+/// waiting until that push is seen.
+#[test]
+fn a_file_pushed_back_right_after_its_removal_was_applied_stays() {
+    let w = World::start(&["--commit-window", "5m"]);
+    wait_acting(&w);
+    create_adopted(&w, "back", "one");
+    let path = "live/default/configmaps/back.yaml";
+    let clone = w.clone_origin("dave");
+    let text = std::fs::read_to_string(clone.join(path)).expect("the file");
+    std::fs::remove_file(clone.join(path)).expect("remove");
+    let removal = w.commit_all_and_push(&clone, "dave removes back");
+    wait_applied(&w, &removal);
+    wait_for("the removal to reach the live side", String::new, || {
+        live_absent(&w, "back").then_some(())
+    });
+    std::fs::write(clone.join(path), text.replace("one", "two")).expect("write");
+    let back = w.commit_all_and_push_rebasing(&clone, "dave brings back back");
+    wait_applied(&w, &back);
+    wait_value(&w, "back", "v", "two");
+    assert_quiescent(&w, Duration::from_secs(2));
+    let text = w.show(path).expect("Git keeps the file pushed back");
+    assert!(text.contains("two"), "{text}");
+    assert_eq!(cm_value(&w, "back", "v").as_deref(), Some("two"));
+}
+
+/// A person deletes an object while an apply of a commit that changed it is on its way (its
+/// flush cannot push: the remote's branch is locked): the applier re-creates the object, which
+/// collides with the delete seen in the window; the delete stays in Git and the Repair removes
+/// the object again.
+#[test]
+fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
+    let w = World::start(&["--commit-window", "5m"]);
+    wait_acting(&w);
+    create_adopted(&w, "gone", "alpha");
+    create_adopted(&w, "other", "alpha");
+    // An edit waiting in the window, so the flush before the apply has something to push.
+    let submitted = |w: &World| {
+        metric_sum(
+            &w.metrics(),
+            "backflow_mirror_events_total",
+            &["outcome=\"submitted\""],
+        )
+    };
+    let before = submitted(&w);
+    let patch = r#"{"data":{"v":"beta"}}"#;
+    w.kubectl(&["patch", "configmap", "other", "--type=merge", "-p", patch]);
+    w.wait_events("submitted", before, 1.0);
+    // The push that changes `gone` is seen while the claim is suspended: its apply waits.
+    suspend_default_claim(&w, true);
+    let push = w.push_edit("live/default/configmaps/gone.yaml", "alpha", "gamma");
+    let lock = w.origin().join("refs/heads/main.lock");
+    std::fs::write(&lock, "").expect("lock the branch");
+    let failed = |w: &World| {
+        let m = w.metrics();
+        metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
+            + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
+    };
+    let failed_before = failed(&w);
+    suspend_default_claim(&w, false);
+    wait_for(
+        "the flush's push to fail on the locked branch",
+        || w.metrics(),
+        || (failed(&w) > failed_before).then_some(()),
+    );
+    // The window is open (since the flush): the delete is decided after its mark.
+    w.kubectl(&["delete", "configmap", "gone"]);
+    std::fs::remove_file(&lock).expect("unlock");
+    wait_applied(&w, &push);
+    assert_quiescent(&w, Duration::from_secs(2));
+    assert!(
+        live_absent(&w, "gone"),
+        "the delete is not reverted: {:?}",
+        cm_value(&w, "gone", "v")
+    );
+    assert_eq!(
+        w.show("live/default/configmaps/gone.yaml"),
+        None,
+        "Git holds the delete"
+    );
+    assert_eq!(cm_value(&w, "other", "v").as_deref(), Some("beta"));
+}
