@@ -19,7 +19,7 @@ use backflow_api::{AppliedBy, GroupResource, ObjectKey};
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
 use backflow_manifest::{DeclaredObject, Identity, declared_objects};
-use backflow_mirror::ApplyWindows;
+use backflow_mirror::{ApplyWindows, Pruned};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
 };
@@ -40,8 +40,9 @@ pub struct ApplyReport {
     pub unchanged: usize,
     /// Objects another applier owns (Flux, Argo CD, another claim): never written.
     pub foreign: Vec<String>,
-    /// Objects Git changed that were edited live after the flush (or in its second), or while
-    /// the apply was reading them: left as they are for now. Ask again with them in [`ApplyRequest::retry`]: either the edit
+    /// Objects Git changed (or removed, of those the applier owns) that were edited live after
+    /// the flush (or in its second), or while the apply was reading them: left as they are for
+    /// now. Ask again with them in [`ApplyRequest::retry`]: either the edit
     /// reached Git meanwhile (and wins), or Git's change is applied then.
     pub deferred: Vec<Identity>,
     /// Objects deleted because the commit no longer declares them.
@@ -123,37 +124,52 @@ impl PruneNotice {
         }
     }
 
-    fn note(&self, key: &ObjectKey) {
+    fn note(&self, object: &Pruned) {
         if let Some(windows) = &self.windows {
-            windows.note_prune(&self.targets, key);
+            windows.note_prune(&self.targets, object);
         }
     }
 }
 
 /// What the prunes of one operation share: the types resolved so far, where deletes are
-/// noticed, and the report they add to.
+/// announced, the flush's second (an object edited since is left) and the report.
 struct Pruning<'a> {
     kinds: &'a mut Kinds,
     notice: &'a PruneNotice,
+    cutoff: u64,
     report: &'a mut ApplyReport,
 }
 
-/// Deletes `live` as it was judged (its uid and resourceVersion as preconditions), telling the
-/// mirror first; says whether it deleted. An edit since (409) or somebody else's delete (404)
-/// leaves it: the API side wins.
+/// What one prune did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PruneOutcome {
+    /// Deleted.
+    Deleted,
+    /// Not there, or not this applier's: nothing to own any more.
+    Gone,
+    /// Edited after the flush (or while it was read): left, and still owned. The edit reaches
+    /// Git and wins.
+    Kept,
+}
+
+/// Deletes `live` as it was judged (its uid and resourceVersion as preconditions), announcing it
+/// to the mirror first. An edit since (409) keeps it; somebody else's delete (404) is gone.
 async fn delete_judged(
     api: &Api<DynamicObject>,
     resource: &ApiResource,
     live: &DynamicObject,
     notice: &PruneNotice,
-) -> Result<bool, String> {
+) -> Result<PruneOutcome, String> {
     let name = live.name_any();
     let key = ObjectKey::new(
         GroupResource::new(resource.group.clone(), resource.plural.clone()),
         live.namespace().unwrap_or_default(),
         name.clone(),
     );
-    notice.note(&key);
+    notice.note(&Pruned {
+        key,
+        uid: live.uid().unwrap_or_default(),
+    });
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             resource_version: live.resource_version(),
@@ -162,8 +178,9 @@ async fn delete_judged(
         ..DeleteParams::default()
     };
     match api.delete(&name, &params).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
+        Ok(_) => Ok(PruneOutcome::Deleted),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(PruneOutcome::Kept),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(PruneOutcome::Gone),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -178,8 +195,6 @@ struct Gone<'a> {
     declared: &'a BTreeSet<Identity>,
     /// The inventory of the last operation, by id.
     owned: &'a BTreeSet<String>,
-    /// The flush, in seconds since the epoch: an edit made since wins.
-    cutoff: u64,
 }
 
 /// How one object is brought in line.
@@ -334,11 +349,11 @@ impl NativeApplier {
                 commit,
                 declared: &declared_ids,
                 owned: &owned,
-                cutoff,
             };
             let mut pruning = Pruning {
                 kinds: &mut kinds,
                 notice: &prunes,
+                cutoff,
                 report: &mut report,
             };
             self.prune_gone(&gone, &mut pruning).await;
@@ -355,7 +370,7 @@ impl NativeApplier {
     }
 
     /// Prunes what the last operation's inventory (`previous`) holds and this one did not apply;
-    /// an entry that could not be pruned stays in `inventory`.
+    /// an entry that could not be pruned, or was edited after the flush, stays in `inventory`.
     async fn prune_stale(
         &self,
         previous: &[InventoryEntry],
@@ -365,8 +380,20 @@ impl NativeApplier {
         let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
         for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
             match self.prune(stale, pruning).await {
-                Ok(true) => pruning.report.pruned += 1,
-                Ok(false) => {}
+                Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
+                Ok(PruneOutcome::Gone) => {}
+                Ok(PruneOutcome::Kept) => {
+                    // Looked at again after the retry's flush, like a deferred write.
+                    if let Some((namespace, name, group, kind)) = parse_id(&stale.id) {
+                        pruning.report.deferred.push(Identity {
+                            group: group.into(),
+                            kind: kind.into(),
+                            namespace: namespace.into(),
+                            name: name.into(),
+                        });
+                    }
+                    inventory.push(stale.clone());
+                }
                 Err(e) => {
                     pruning
                         .report
@@ -518,8 +545,9 @@ impl NativeApplier {
             .filter(|o| !gone.declared.contains(&o.identity))
         {
             match self.remove_gone(&object, gone, pruning).await {
-                Ok(true) => pruning.report.pruned += 1,
-                Ok(false) => {}
+                Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
+                // An edit since the flush reaches Git and declares the object again.
+                Ok(PruneOutcome::Gone | PruneOutcome::Kept) => {}
                 Err(e) => {
                     let failure = format!("prune {}: {e}", object.path);
                     pruning.report.failures.push(failure);
@@ -534,14 +562,14 @@ impl NativeApplier {
         object: &DeclaredObject,
         gone: &Gone<'_>,
         pruning: &mut Pruning<'_>,
-    ) -> Result<bool, String> {
+    ) -> Result<PruneOutcome, String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
         let Ok((resource, caps)) = pruning
             .kinds
             .resolve(&self.client, &gvk(api_version, &object.identity.kind))
             .await
         else {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         };
         let namespace = match caps.scope {
             Scope::Namespaced if object.identity.namespace.is_empty() => "default".to_string(),
@@ -553,7 +581,7 @@ impl NativeApplier {
             object.identity.name, object.identity.group, object.identity.kind
         );
         if gone.owned.contains(&id) {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         }
         let api = api_for(&self.client, &resource, &namespace);
         let Some(live) = api
@@ -561,15 +589,17 @@ impl NativeApplier {
             .await
             .map_err(|e| e.to_string())?
         else {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         };
         let value = serde_json::to_value(&live).unwrap_or(Value::Null);
         let label = value["metadata"]["labels"][APPLIER_LABEL].as_str();
         if label.is_some_and(|l| l != self.owner)
             || AppliedBy::excludes(Some(&self.applied_by), owned_by(&value).as_ref())
-            || edited_since(&value, gone.cutoff)
         {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
+        }
+        if edited_since(&value, pruning.cutoff) {
+            return Ok(PruneOutcome::Kept);
         }
         delete_judged(&api, &resource, &live, pruning.notice).await
     }
@@ -621,24 +651,24 @@ impl NativeApplier {
     }
 
     /// Deletes an object the applier owned and the commit no longer declares, if it still
-    /// carries this claim's label; says whether it deleted.
+    /// carries this claim's label and nobody edited it since the flush.
     async fn prune(
         &self,
         entry: &InventoryEntry,
         pruning: &mut Pruning<'_>,
-    ) -> Result<bool, String> {
+    ) -> Result<PruneOutcome, String> {
         let Some((namespace, name, group, kind)) = parse_id(&entry.id) else {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         };
         let version = entry.v.rsplit('/').next().unwrap_or("v1");
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let Ok((resource, _)) = pruning.kinds.resolve(&self.client, &gvk).await else {
             // The type is gone (its CRD deleted): so are its objects.
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         };
         let api = api_for(&self.client, &resource, namespace);
         let Some(live) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
         };
         if live
             .metadata
@@ -648,7 +678,11 @@ impl NativeApplier {
             != Some(&self.owner)
         {
             // Not ours any more (relabelled by hand, or another claim took it): never touched.
-            return Ok(false);
+            return Ok(PruneOutcome::Gone);
+        }
+        let value = serde_json::to_value(&live).unwrap_or(Value::Null);
+        if edited_since(&value, pruning.cutoff) {
+            return Ok(PruneOutcome::Kept);
         }
         delete_judged(&api, &resource, &live, pruning.notice).await
     }

@@ -44,7 +44,7 @@ use tokio::task::JoinHandle;
 
 pub use board::{ApplyAsks, RefusedEdit};
 pub use tracker::{Tracker, TrackerWaiter};
-pub use window::ApplyWindows;
+pub use window::{ApplyWindows, Pruned};
 
 /// How often a branch worker reads its remote when nothing told it the branch moved, unless
 /// configured (`--git-refresh-interval`, `GitProvider.spec.refreshInterval`).

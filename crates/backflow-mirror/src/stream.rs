@@ -24,12 +24,13 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::board::{Board, RefusedEdit, StreamState, WriteScope};
-use crate::managers::Writes;
+use crate::managers::writes_of;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
-use crate::window::{Verdict, WindowEdits};
+use crate::window::Pruned;
+use backflow_decision::{Verdict, WindowEdits};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -116,7 +117,7 @@ impl StreamContext {
     ) -> Option<ChangedBy> {
         let user = self.authors.as_ref().and_then(|a| a.user_of(key, rv));
         user.map(ChangedBy::User).or_else(|| {
-            let writes = Writes::of(obj?);
+            let writes = writes_of(obj?);
             writes
                 .newest_manager()
                 .map(|m| ChangedBy::Manager(m.into()))
@@ -267,7 +268,7 @@ struct Memory {
     /// What it last submitted, per object.
     submitted: Submitted,
     /// Live edits seen in the open apply window.
-    window_edits: WindowEdits,
+    window_edits: WindowEdits<ObjectKey>,
     /// Objects another applier owns, already logged and counted.
     excluded: BTreeSet<ObjectKey>,
     /// Objects that cannot be read, with the resourceVersion last logged.
@@ -608,7 +609,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     let excluded = &ctx.policy.excluded_managers;
     let by = ctx.changed_by(&key, rv, Some(obj));
     if ctx.excludes(by.as_ref())
-        || (!excluded.is_empty() && Writes::of(obj).newest_only_by(excluded))
+        || (!excluded.is_empty() && writes_of(obj).newest_only_by(excluded))
     {
         // spec.exclude: Git keeps what it had until someone else writes.
         ctx.count("excluded");
@@ -671,8 +672,8 @@ fn judge_in_window(
     key: &ObjectKey,
     obj: &DynamicObject,
 ) -> Verdict {
-    let window = ctx.board.windows.since(&ctx.spec.target, ctx.clock.now());
-    let verdict = memory.window_edits.judge(key, obj, window);
+    let windows = ctx.board.windows.spans(&ctx.spec.target, ctx.clock.now());
+    let verdict = memory.window_edits.judge(key, &writes_of(obj), &windows);
     count_verdict(ctx, key, verdict)
 }
 
@@ -729,10 +730,13 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    let now = ctx.clock.now();
-    let window = ctx.board.windows.since(&ctx.spec.target, now);
-    let pruned = ctx.board.windows.pruned(&ctx.spec.target, &key, now);
-    let verdict = memory.window_edits.judge_delete(&key, window, pruned);
+    let windows = ctx.board.windows.spans(&ctx.spec.target, ctx.clock.now());
+    let pruned = Pruned {
+        key: key.clone(),
+        uid: obj.uid().unwrap_or_default(),
+    };
+    let pruned_in = ctx.board.windows.take_prune(&ctx.spec.target, &pruned);
+    let verdict = memory.window_edits.judge_delete(&key, &windows, pruned_in);
     if count_verdict(ctx, &key, verdict) != Verdict::Edit {
         // The applier's prune: Git does not hold the object at the applied commit (a landing),
         // or holds a live edit it deleted (a collision, repaired).

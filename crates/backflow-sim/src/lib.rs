@@ -9,12 +9,14 @@
 //! every step and at quiescence. A failing seed reproduces exactly and comes with its trace.
 //!
 //! - `world.rs`: the simulated system and one step of it.
+//! - `live.rs`: the live store's objects, with the managedFields the mirror judges them by.
 //! - `check.rs`: the invariants.
 //!
 //! Deliberately broken [`Variant`]s (an apply asked without a flush, the apply's own writes
 //! mirrored back) show the checker bites.
 
 mod check;
+mod live;
 mod world;
 
 pub use check::Violation;

@@ -9,30 +9,19 @@ use backflow_branch::model::{self, Shell};
 use backflow_branch::{CoreConfig, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope};
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
-    OperationPhase, Reason,
+    OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::check::{Expected, Violation};
+pub(crate) use crate::live::{ABSENT, LiveObject, Pruned, WatchEvent, Writer, absent, same};
 
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
 
-/// The value of an object that does not exist: a tombstone, `-` followed by the edit that
-/// removed it (`-p12` deleted through the API, `-g7` removed from Git), so each removal is an
-/// edit of its own, as each value is; `-` alone when the applier removed it.
-pub(crate) const ABSENT: &str = "-";
-
-/// Whether `value` is a tombstone (the object does not exist).
-pub(crate) fn absent(value: &str) -> bool {
-    value.starts_with(ABSENT)
-}
-
-/// Whether two values say the same: equal, or both that the object does not exist.
-pub(crate) fn same(a: &str, b: &str) -> bool {
-    a == b || (absent(a) && absent(b))
-}
+/// How long a window stays open after its apply ended (the mirror's `ApplyWindows::GRACE`).
+const WINDOW_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a stalled applier takes: past the 5 minutes after which the apply decision reports
 /// an operation `Unresolved` (and keeps following it).
@@ -55,29 +44,6 @@ pub enum Variant {
     WithDeletes,
 }
 
-/// Who wrote a live value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Writer {
-    Person,
-    Applier,
-}
-
-/// A live object: its value, who wrote it and when.
-#[derive(Debug, Clone)]
-pub(crate) struct LiveObject {
-    pub value: String,
-    pub by: Writer,
-    pub at: Moment,
-}
-
-/// A watch event on its way to the mirror.
-#[derive(Debug, Clone)]
-struct WatchEvent {
-    name: String,
-    value: String,
-    by: Writer,
-}
-
 /// The simulated system. See the module documentation.
 pub struct World {
     variant: Variant,
@@ -93,14 +59,15 @@ pub struct World {
     /// Until when the applier is stalled on it (past the decision's 5 minutes before it reports
     /// the operation `Unresolved`), when it is.
     stalled_until: Option<Moment>,
-    /// The applier's own watch events not delivered yet: the apply window stays open for them.
+    /// The applier's own watch events not delivered yet.
     echoes_queued: usize,
-    /// Whether the apply window is open: from the flush until the apply ended and its own
-    /// events reached the mirror.
-    window: bool,
-    /// People's edits whose events reached the mirror while the window was open: decided after
-    /// the flush's mark, so the apply's commit does not hold them.
-    window_edits: BTreeSet<String>,
+    /// The apply windows (the real bookkeeping the claims and the mirror share): each open from
+    /// its flush until its apply ended plus the grace, and what the applier pruned in it.
+    windows: WindowHistory<Pruned>,
+    /// The mirror's judgement of what it sees against them (the real one): people's edits whose
+    /// events reached it while a window was open were decided after that flush, so the apply's
+    /// commit does not hold them.
+    window_edits: WindowEdits<String>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -140,8 +107,8 @@ impl World {
             asked: None,
             stalled_until: None,
             echoes_queued: 0,
-            window: false,
-            window_edits: BTreeSet::new(),
+            windows: WindowHistory::default(),
+            window_edits: WindowEdits::default(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
             last_applied: None,
@@ -167,11 +134,8 @@ impl World {
     fn start(&mut self) {
         let now = self.branch.now;
         for name in NAMES {
-            let object = LiveObject {
-                value: "v0".into(),
-                by: Writer::Person,
-                at: now,
-            };
+            let uid = self.uid();
+            let object = LiveObject::written(None, "v0".into(), Writer::Person, now, uid);
             self.live.insert(name.to_string(), object);
             self.expected
                 .insert(name.to_string(), Expected::new("v0".into()));
@@ -243,8 +207,8 @@ impl World {
         self.asked = None;
         self.stalled_until = None;
         self.echoes_queued = 0;
-        self.window = false;
-        self.window_edits.clear();
+        self.windows = WindowHistory::default();
+        self.window_edits = WindowEdits::default();
         self.deferred.clear();
         self.retry_at = None;
         self.snapshot_published = false;
@@ -272,6 +236,12 @@ impl World {
     fn log(&mut self, line: String) {
         let at = self.branch.now.0.as_millis();
         self.trace.push(format!("{at:>8} ms  {line}"));
+    }
+
+    /// A new object's uid.
+    fn uid(&mut self) -> u64 {
+        self.counter += 1;
+        self.counter
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
@@ -312,22 +282,14 @@ impl World {
             self.log(format!("a person sets {name} = {value} through the API"));
         }
         let at = self.branch.now;
-        self.live.insert(
-            name.clone(),
-            LiveObject {
-                value: value.clone(),
-                by: Writer::Person,
-                at,
-            },
-        );
+        let uid = self.uid();
+        let previous = self.live.get(&name);
+        let object = LiveObject::written(previous, value.clone(), Writer::Person, at, uid);
+        self.watch.push_back(object.event(&name));
+        self.live.insert(name.clone(), object);
         if let Some(e) = self.expected.get_mut(&name) {
-            e.person_edits(value.clone());
+            e.person_edits(value);
         }
-        self.watch.push_back(WatchEvent {
-            name,
-            value,
-            by: Writer::Person,
-        });
     }
 
     /// Somebody else pushes a change of one object to the branch.
@@ -384,12 +346,10 @@ impl World {
         };
         if event.by == Writer::Applier {
             self.echoes_queued = self.echoes_queued.saturating_sub(1);
-            if self.variant != Variant::MirrorTheApply {
-                self.apply_landed(&event);
-                return self.close_window_if_done();
-            }
-        } else if self.window {
-            self.window_edits.insert(event.name.clone());
+        }
+        let mirrors_everything = self.variant == Variant::MirrorTheApply;
+        if !mirrors_everything && !self.mirrors(&event) {
+            return;
         }
         self.log(format!(
             "the mirror submits {} = {} ({:?})",
@@ -415,29 +375,48 @@ impl World {
         self.pump();
     }
 
-    /// The apply's own write reached the mirror: not mirrored. Over an edit decided after the
-    /// flush it is a collision: Git keeps the edit, and a Repair applies it back.
-    fn apply_landed(&mut self, event: &WatchEvent) {
-        if self.window_edits.contains(&event.name) {
-            self.log(format!(
-                "the apply wrote {} = {} over a newer edit: withheld, Repair asked",
-                event.name, event.value
-            ));
-            self.applier_input(ApplyInput::Reason(Reason::Repair));
-            self.pump();
+    /// The mirror judges `event` against the apply window, as the real one does (the real
+    /// [`WindowEdits`] over the event's managedFields, second precision): the apply landing is
+    /// not mirrored; the applier's write over an edit decided after the flush is a collision
+    /// (Git keeps the edit, and a Repair applies it back). Says whether it is mirrored.
+    fn mirrors(&mut self, event: &WatchEvent) -> bool {
+        let windows = self.windows.spans(self.branch.now.0.as_nanos());
+        let verdict = if absent(&event.value) {
+            let pruned = Pruned {
+                name: event.name.clone(),
+                uid: event.uid,
+            };
+            let pruned_in = self.windows.take_prune(&pruned);
+            self.window_edits
+                .judge_delete(&event.name, &windows, pruned_in)
         } else {
-            self.log(format!(
-                "the mirror sees the apply land on {} (= {}): not mirrored",
-                event.name, event.value
-            ));
+            self.window_edits
+                .judge(&event.name, &event.writes, &windows)
+        };
+        let (name, value) = (&event.name, &event.value);
+        match verdict {
+            Verdict::Edit | Verdict::Late => return true,
+            Verdict::Landing => self.log(format!(
+                "the mirror sees the apply land on {name} (= {value}): not mirrored"
+            )),
+            Verdict::Collision => {
+                self.log(format!(
+                    "the apply wrote {name} = {value} over a newer edit: withheld, Repair asked"
+                ));
+                self.applier_input(ApplyInput::Reason(Reason::Repair));
+                self.pump();
+            }
+            Verdict::OverCollided => self.log(format!(
+                "the apply wrote {name} = {value} over a newer edit again: withheld"
+            )),
         }
+        false
     }
 
-    fn close_window_if_done(&mut self) {
-        if self.window && self.asked.is_none() && self.echoes_queued == 0 {
-            self.window = false;
-            self.window_edits.clear();
-        }
+    /// The apply ended: its window stays open for the grace, as the real one does.
+    fn close_window(&mut self) {
+        let ends = self.branch.now + WINDOW_GRACE;
+        self.windows.close(ends.0.as_nanos());
     }
 
     /// Time moves to the next wake-up of either core (or a little), and both look at it.
@@ -535,8 +514,7 @@ impl World {
     /// Closes the window and publishes everything decided so far, then answers with the tip.
     fn flush(&mut self) {
         self.flushed_at = self.branch.now;
-        self.window = true;
-        self.window_edits.clear();
+        self.windows.open(self.flushed_at.0.as_nanos());
         if self.variant == Variant::ApplyWithoutFlush {
             self.flush_mark = self.branch.core.last_seq();
             let tip = self.branch.remote.tip;
@@ -626,7 +604,11 @@ impl World {
                 self.deferred.remove(name);
                 continue;
             }
-            if live.by == Writer::Person && live.at >= self.flushed_at {
+            // As the native applier: it leaves an object somebody wrote in the flush's second or
+            // later (`edited_since`), whether it would write or prune it, and re-creates what
+            // somebody deleted (a delete leaves nothing to read): the mirror's window judges
+            // that.
+            if live.edited_since(self.flushed_at) {
                 self.log(format!(
                     "apply {}: {name} was edited after the flush: left",
                     op.id.0
@@ -636,20 +618,7 @@ impl World {
             }
             self.deferred.remove(name);
             self.log(format!("apply {} writes {name} = {want}", op.id.0));
-            self.live.insert(
-                name.to_string(),
-                LiveObject {
-                    value: want.clone(),
-                    by: Writer::Applier,
-                    at: now,
-                },
-            );
-            self.echoes_queued += 1;
-            self.watch.push_back(WatchEvent {
-                name: name.to_string(),
-                value: want.clone(),
-                by: Writer::Applier,
-            });
+            self.applier_writes(name, want, now);
         }
         // A catch-up only stamps: it is not what the next apply's "changed since" starts from.
         if !catch_up_only {
@@ -663,8 +632,26 @@ impl World {
         if !self.deferred.is_empty() {
             self.retry_at = Some(now + Duration::from_millis(1500));
         }
-        self.close_window_if_done();
+        self.close_window();
         self.pump();
+    }
+
+    /// The applier writes `value` to `name` (a prune when it is a tombstone, announced to the
+    /// window first as the native applier does).
+    fn applier_writes(&mut self, name: &str, value: &str, now: Moment) {
+        if absent(value) {
+            let uid = self.live.get(name).map_or(0, |o| o.uid);
+            self.windows.note_prune(Pruned {
+                name: name.to_string(),
+                uid,
+            });
+        }
+        let uid = self.uid();
+        let previous = self.live.get(name);
+        let object = LiveObject::written(previous, value.to_string(), Writer::Applier, now, uid);
+        self.echoes_queued += 1;
+        self.watch.push_back(object.event(name));
+        self.live.insert(name.to_string(), object);
     }
 
     /// The applier fails (an object the API refuses): nothing written, decided again after the
@@ -676,7 +663,7 @@ impl World {
             phase: OperationPhase::Failed,
             message: "the applier failed".into(),
         });
-        self.close_window_if_done();
+        self.close_window();
         self.pump();
     }
 

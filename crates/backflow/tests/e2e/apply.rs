@@ -730,31 +730,22 @@ fn a_file_pushed_back_right_after_its_removal_was_applied_stays() {
     assert_eq!(cm_value(&w, "back", "v").as_deref(), Some("two"));
 }
 
-/// A person deletes an object while an apply of a commit that changed it is on its way (its
-/// flush cannot push: the remote's branch is locked): the applier re-creates the object, which
-/// collides with the delete seen in the window; the delete stays in Git and the Repair removes
-/// the object again.
-#[test]
-fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
-    let w = World::start(&["--commit-window", "5m"]);
-    wait_acting(&w);
-    create_adopted(&w, "gone", "alpha");
-    create_adopted(&w, "other", "alpha");
+/// Runs the apply of the foreign commit `push` makes with its flush held (the remote's branch
+/// is locked, so the flush's push fails and is retried), and `during` while it is held: what
+/// `during` does is decided after the flush's mark. Returns the foreign commit.
+fn hold_an_apply(w: &World, push: impl FnOnce() -> String, during: impl FnOnce()) -> String {
     // An edit waiting in the window, so the flush before the apply has something to push.
-    let submitted = |w: &World| {
-        metric_sum(
-            &w.metrics(),
-            "backflow_mirror_events_total",
-            &["outcome=\"submitted\""],
-        )
-    };
-    let before = submitted(&w);
+    let before = metric_sum(
+        &w.metrics(),
+        "backflow_mirror_events_total",
+        &["outcome=\"submitted\""],
+    );
     let patch = r#"{"data":{"v":"beta"}}"#;
     w.kubectl(&["patch", "configmap", "other", "--type=merge", "-p", patch]);
     w.wait_events("submitted", before, 1.0);
-    // The push that changes `gone` is seen while the claim is suspended: its apply waits.
-    suspend_default_claim(&w, true);
-    let push = w.push_edit("live/default/configmaps/gone.yaml", "alpha", "gamma");
+    // The push is seen while the claim is suspended: its apply waits.
+    suspend_default_claim(w, true);
+    let commit = push();
     let lock = w.origin().join("refs/heads/main.lock");
     std::fs::write(&lock, "").expect("lock the branch");
     let failed = |w: &World| {
@@ -762,27 +753,75 @@ fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
         metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
             + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
     };
-    let failed_before = failed(&w);
-    suspend_default_claim(&w, false);
+    let failed_before = failed(w);
+    suspend_default_claim(w, false);
     wait_for(
         "the flush's push to fail on the locked branch",
         || w.metrics(),
-        || (failed(&w) > failed_before).then_some(()),
+        || (failed(w) > failed_before).then_some(()),
     );
-    // The window is open (since the flush): the delete is decided after its mark.
-    w.kubectl(&["delete", "configmap", "gone"]);
+    during();
     std::fs::remove_file(&lock).expect("unlock");
-    wait_applied(&w, &push);
-    assert_quiescent(&w, Duration::from_secs(2));
+    wait_applied(w, &commit);
+    assert_quiescent(w, Duration::from_secs(2));
+    assert_eq!(cm_value(w, "other", "v").as_deref(), Some("beta"));
+    commit
+}
+
+/// A person deletes an object while an apply of a commit that changed it is on its way: the
+/// applier re-creates the object, which collides with the delete seen in the window; the
+/// delete stays in Git and the Repair removes the object again.
+#[test]
+fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
+    let w = World::start(&["--commit-window", "5m"]);
+    wait_acting(&w);
+    create_adopted(&w, "gone", "alpha");
+    create_adopted(&w, "other", "alpha");
+    let path = "live/default/configmaps/gone.yaml";
+    hold_an_apply(
+        &w,
+        || w.push_edit(path, "alpha", "gamma"),
+        || {
+            w.kubectl(&["delete", "configmap", "gone"]);
+        },
+    );
     assert!(
         live_absent(&w, "gone"),
         "the delete is not reverted: {:?}",
         cm_value(&w, "gone", "v")
     );
-    assert_eq!(
-        w.show("live/default/configmaps/gone.yaml"),
-        None,
-        "Git holds the delete"
+    assert_eq!(w.show(path), None, "Git holds the delete");
+}
+
+/// A person edits an object the applier owns while an apply of a commit that removes it is on
+/// its way: the edit wins. The object is never deleted (its uid stays), and its file comes back
+/// with the edit.
+#[test]
+fn an_object_edited_during_an_apply_that_removes_it_is_kept() {
+    let w = World::start(&["--commit-window", "5m"]);
+    wait_acting(&w);
+    create_adopted(&w, "kept", "alpha");
+    create_adopted(&w, "other", "alpha");
+    let uid = w.get_json(&["configmap", "kept"])["metadata"]["uid"].clone();
+    let path = "live/default/configmaps/kept.yaml";
+    let collisions = || metric_sum(&w.metrics(), "backflow_apply_window_collisions_total", &[]);
+    let before = collisions();
+    hold_an_apply(
+        &w,
+        || {
+            let clone = w.clone_origin("frank");
+            std::fs::remove_file(clone.join(path)).expect("remove");
+            w.commit_all_and_push_rebasing(&clone, "frank removes kept")
+        },
+        || {
+            let patch = r#"{"data":{"v":"delta"}}"#;
+            w.kubectl(&["patch", "configmap", "kept", "--type=merge", "-p", patch]);
+        },
     );
-    assert_eq!(cm_value(&w, "other", "v").as_deref(), Some("beta"));
+    let live = w.get_json(&["configmap", "kept"]);
+    assert_eq!(live["metadata"]["uid"], uid, "never deleted: {live:#}");
+    assert_eq!(live["data"]["v"], "delta");
+    let text = w.show(path).expect("the edit brings the file back");
+    assert!(text.contains("delta"), "{text}");
+    assert!(collisions() <= before, "nothing to repair");
 }

@@ -1,0 +1,603 @@
+//! The apply window's verdicts: which write seen while an apply is under way is the apply
+//! landing (kept out of Git), which is somebody's edit, and which is the applier writing over an
+//! edit made in the window (a collision: withheld, and repaired).
+//!
+//! A window opens at the flush before an apply and closes when its operation ends (plus a
+//! grace). An edit whose watch event arrives while it is open was decided after the flush's
+//! mark, whenever it was made, so the apply's commit does not hold it. Inside it, a write whose
+//! newest field managers are the applier's alone, to an object nobody else edited in the window,
+//! is the apply landing: mirrored, it would carry the applied commit's values onto a newer tip.
+//! The edit is captured from its own watch event: a forced apply may take the editor's fields
+//! over, so managedFields read after the apply cannot be trusted to show it.
+//!
+//! Pure: the mirror feeds it what each watch event says (managedFields, second precision), the
+//! simulator what its model's writes are.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The field managers of the appliers backflow holds: its own, Flux's kustomize-controller and
+/// Argo CD's application controller. A write by these alone is an applier's.
+pub const APPLIER_MANAGERS: &[&str] = &[
+    "backflow-applier",
+    "kustomize-controller",
+    "argocd-controller",
+];
+
+/// One managedFields entry (not a status one): who wrote, in which Unix second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedWrite {
+    /// The field manager.
+    pub manager: String,
+    /// When, in whole seconds since the Unix epoch (managedFields have second precision).
+    pub second: i64,
+}
+
+/// Who wrote an object, as its managedFields say: every entry but status ones (a controller
+/// reporting status edits nothing Git holds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Writes(Vec<ManagedWrite>);
+
+impl Writes {
+    /// The writes `entries` list, in their order.
+    #[must_use]
+    pub fn new(entries: Vec<ManagedWrite>) -> Self {
+        Self(entries)
+    }
+
+    /// The manager of the newest entry (of the ties, the last listed).
+    #[must_use]
+    pub fn newest_manager(&self) -> Option<&str> {
+        let newest = self.newest()?;
+        self.0
+            .iter()
+            .rev()
+            .find(|w| w.second == newest)
+            .map(|w| w.manager.as_str())
+            .filter(|m| !m.is_empty())
+    }
+
+    /// The second of the newest entry.
+    #[must_use]
+    pub fn newest(&self) -> Option<i64> {
+        self.0.iter().map(|w| w.second).max()
+    }
+
+    /// Whether every entry of second `at` is by one of `managers` (a tie with another manager
+    /// is not).
+    #[must_use]
+    pub fn only_by_at<S: AsRef<str>>(&self, managers: &[S], at: i64) -> bool {
+        self.0
+            .iter()
+            .filter(|w| w.second == at)
+            .all(|w| managers.iter().any(|x| x.as_ref() == w.manager))
+    }
+
+    /// Whether the newest write was made by `managers` alone.
+    #[must_use]
+    pub fn newest_only_by<S: AsRef<str>>(&self, managers: &[S]) -> bool {
+        self.newest()
+            .is_some_and(|at| self.only_by_at(managers, at))
+    }
+
+    /// Whether a manager not in `managers` has an entry as new as `since` (second precision:
+    /// `since`'s own second counts).
+    #[must_use]
+    pub fn others_since<S: AsRef<str>>(&self, managers: &[S], since: i64) -> bool {
+        self.0
+            .iter()
+            .any(|w| w.second >= since && !managers.iter().any(|x| x.as_ref() == w.manager))
+    }
+}
+
+/// The recent apply windows of one target, oldest first: when each opened (the flush) and until
+/// when it counts (its operation's end plus a grace), in nanoseconds since the Unix epoch, and
+/// what the applier announced it deletes in it. Kept beyond their close, so a write of an
+/// apply whose watch event arrives after the next window opened is still known as that apply's.
+#[derive(Debug, Clone)]
+pub struct WindowHistory<K> {
+    windows: VecDeque<WindowRecord<K>>,
+}
+
+#[derive(Debug, Clone)]
+struct WindowRecord<K> {
+    opened: u128,
+    ends: Option<u128>,
+    pruned: BTreeSet<K>,
+}
+
+impl<K> Default for WindowHistory<K> {
+    fn default() -> Self {
+        Self {
+            windows: VecDeque::new(),
+        }
+    }
+}
+
+const NANOS: u128 = 1_000_000_000;
+
+fn second_of(nanos: u128) -> i64 {
+    i64::try_from(nanos / NANOS).unwrap_or(i64::MAX)
+}
+
+impl<K: Ord + Clone> WindowHistory<K> {
+    /// How many windows are kept.
+    pub const KEPT: usize = 8;
+
+    /// A window opens at `at` (a flush); one still open ends there.
+    pub fn open(&mut self, at: u128) {
+        if let Some(last) = self.windows.back_mut()
+            && last.ends.is_none()
+        {
+            last.ends = Some(at);
+        }
+        self.windows.push_back(WindowRecord {
+            opened: at,
+            ends: None,
+            pruned: BTreeSet::new(),
+        });
+        while self.windows.len() > Self::KEPT {
+            self.windows.pop_front();
+        }
+    }
+
+    /// The open window's operation ended: it counts until `ends` (the end plus the grace).
+    pub fn close(&mut self, ends: u128) {
+        if let Some(last) = self.windows.back_mut()
+            && last.ends.is_none()
+        {
+            last.ends = Some(ends);
+        }
+    }
+
+    /// The applier of the window whose operation runs is about to delete `key`.
+    pub fn note_prune(&mut self, key: K) {
+        if let Some(last) = self.windows.back_mut()
+            && last.ends.is_none()
+        {
+            last.pruned.insert(key);
+        }
+    }
+
+    /// The window in which the applier announced deleting `key`, if a kept one did; the
+    /// announcement is used up (a later delete of the object is somebody's).
+    pub fn take_prune(&mut self, key: &K) -> Option<u128> {
+        for w in self.windows.iter_mut().rev() {
+            if w.pruned.remove(key) {
+                return Some(w.opened);
+            }
+        }
+        None
+    }
+
+    /// The kept windows as a watch stream judges against them at `now`.
+    #[must_use]
+    pub fn spans(&self, now: u128) -> Vec<WindowSpan> {
+        self.windows
+            .iter()
+            .map(|w| WindowSpan {
+                id: w.opened,
+                since: second_of(w.opened),
+                until: w.ends.map(second_of),
+                open: w.ends.is_none_or(|e| now < e),
+            })
+            .collect()
+    }
+}
+
+/// One apply window as a watch stream sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSpan {
+    /// Tells it from any other window (when it opened, in nanoseconds since the epoch).
+    pub id: u128,
+    /// The second it opened (the flush).
+    pub since: i64,
+    /// The last second it counts for, once its operation ended.
+    pub until: Option<i64>,
+    /// Whether it is open now: an edit seen now was decided after its flush's mark.
+    pub open: bool,
+}
+
+impl WindowSpan {
+    /// Whether a write made in `second` may be its apply's.
+    fn covers(&self, second: i64) -> bool {
+        self.since <= second && self.until.is_none_or(|u| second <= u)
+    }
+}
+
+/// What a write is, judged against its target's apply windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Somebody's edit (or a write the windows cannot prove is an applier's): mirrored.
+    Edit,
+    /// The applier's alone, made in no window: mirrored like any edit, counted `late`.
+    Late,
+    /// An apply landing: not mirrored.
+    Landing,
+    /// The applier's write over a live edit made in its window: withheld from Git (the edit
+    /// keeps its value there), and a Repair is asked for.
+    Collision,
+    /// Another applier write over the same edit in the same window (a stamp after the apply):
+    /// withheld too, without asking again.
+    OverCollided,
+}
+
+/// The live edits one watch stream saw inside each kept window, captured from their own watch
+/// events, by object key `K`.
+#[derive(Debug, Clone)]
+pub struct WindowEdits<K> {
+    edits: BTreeMap<u128, BTreeMap<K, WindowEdit>>,
+}
+
+impl<K> Default for WindowEdits<K> {
+    fn default() -> Self {
+        Self {
+            edits: BTreeMap::new(),
+        }
+    }
+}
+
+/// A live edit seen in a window.
+#[derive(Debug, Clone, Copy)]
+struct WindowEdit {
+    /// Its second.
+    at: i64,
+    /// Whether an applier write already landed over it (and a Repair was asked for).
+    collided: bool,
+}
+
+impl WindowEdit {
+    fn collide(&mut self) -> Verdict {
+        if self.collided {
+            return Verdict::OverCollided;
+        }
+        self.collided = true;
+        Verdict::Collision
+    }
+}
+
+impl<K: Ord + Clone> WindowEdits<K> {
+    /// Forgets the edits of windows no longer kept; returns the open one.
+    fn enter(&mut self, windows: &[WindowSpan]) -> Option<WindowSpan> {
+        self.edits
+            .retain(|id, _| windows.iter().any(|w| w.id == *id));
+        windows.iter().rev().find(|w| w.open).copied()
+    }
+
+    fn capture(&mut self, key: &K, window: WindowSpan, at: i64) {
+        let edit = WindowEdit {
+            at,
+            collided: false,
+        };
+        self.edits
+            .entry(window.id)
+            .or_default()
+            .insert(key.clone(), edit);
+    }
+
+    fn edit_in(&mut self, window: u128, key: &K) -> Option<&mut WindowEdit> {
+        self.edits.get_mut(&window)?.get_mut(key)
+    }
+
+    /// Judges a write of `key` (`writes`: its managedFields as its watch event carries them)
+    /// against `windows`, and remembers it when it is an edit made while one is open.
+    pub fn judge(&mut self, key: &K, writes: &Writes, windows: &[WindowSpan]) -> Verdict {
+        let open = self.enter(windows);
+        let Some(newest) = writes.newest() else {
+            return Verdict::Edit;
+        };
+        if !writes.only_by_at(APPLIER_MANAGERS, newest) {
+            // An edit whose event arrives while a window is open was decided after the
+            // flush's mark, whenever it was made: the apply's commit does not hold it.
+            if let Some(open) = open {
+                self.capture(key, open, newest);
+            }
+            return Verdict::Edit;
+        }
+        // The applies this write may be from: their windows span its second.
+        let from: Vec<WindowSpan> = windows
+            .iter()
+            .copied()
+            .filter(|w| w.covers(newest))
+            .collect();
+        let Some(latest) = from.last() else {
+            return if open.is_some() {
+                Verdict::Edit
+            } else {
+                Verdict::Late
+            };
+        };
+        // The edit's event came first, so in the same second the edit arrived first. Every
+        // applier write over it in its window is withheld (Git keeps the edit until the
+        // Repair, which runs in a window of its own); only the first asks for the Repair.
+        // Seconds cannot always tell which of two windows a write is from: an edit of either
+        // that no write collided with yet wins (a Repair too many costs an apply; one too few
+        // loses the edit).
+        let mut collided = false;
+        for w in &from {
+            match self.edit_in(w.id, key).filter(|e| newest >= e.at) {
+                Some(edit) if !edit.collided => return edit.collide(),
+                Some(_) => collided = true,
+                None => {}
+            }
+        }
+        if collided {
+            return Verdict::OverCollided;
+        }
+        if writes.others_since(APPLIER_MANAGERS, latest.since) {
+            Verdict::Edit
+        } else {
+            Verdict::Landing
+        }
+    }
+
+    /// Judges a delete of `key` against `windows`; `pruned_in` is the window in which the
+    /// applier announced it ([`WindowHistory::take_prune`]). The applier's delete is its
+    /// apply landing, or, over a live edit seen in that window, a collision (Git keeps the
+    /// edit, and the Repair brings the object back). Somebody's delete seen while a window is
+    /// open is remembered like an edit: the applier re-creating the object after it collides.
+    pub fn judge_delete(
+        &mut self,
+        key: &K,
+        windows: &[WindowSpan],
+        pruned_in: Option<u128>,
+    ) -> Verdict {
+        let open = self.enter(windows);
+        if let Some(window) = pruned_in {
+            return match self.edit_in(window, key) {
+                Some(edit) => edit.collide(),
+                None => Verdict::Landing,
+            };
+        }
+        if let Some(open) = open {
+            self.capture(key, open, open.since);
+        }
+        Verdict::Edit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writes(entries: &[(&str, i64)]) -> Writes {
+        Writes::new(
+            entries
+                .iter()
+                .map(|(m, s)| ManagedWrite {
+                    manager: (*m).to_string(),
+                    second: *s,
+                })
+                .collect(),
+        )
+    }
+
+    /// A window opened at second `since`, its operation still running.
+    fn open(since: i64) -> WindowSpan {
+        WindowSpan {
+            id: u128::try_from(since).unwrap_or_default() * NANOS,
+            since,
+            until: None,
+            open: true,
+        }
+    }
+
+    fn ended(since: i64, until: i64) -> WindowSpan {
+        WindowSpan {
+            until: Some(until),
+            open: false,
+            ..open(since)
+        }
+    }
+
+    fn judge(entries: &[(&str, i64)], windows: &[WindowSpan]) -> Verdict {
+        WindowEdits::default().judge(&"a", &writes(entries), windows)
+    }
+
+    #[test]
+    fn an_apply_landing_is_the_applier_alone_newest_inside_its_window() {
+        let landing = [("kubectl-edit", 50), ("backflow-applier", 101)];
+        assert_eq!(judge(&landing, &[open(100)]), Verdict::Landing);
+        assert_eq!(judge(&landing, &[]), Verdict::Late, "no window: an edit");
+        let edited_in_window = [("kubectl-edit", 100), ("backflow-applier", 101)];
+        assert_eq!(
+            judge(&edited_in_window, &[open(100)]),
+            Verdict::Edit,
+            "somebody else wrote in it"
+        );
+        let tie = [("kubectl-edit", 101), ("backflow-applier", 101)];
+        assert_eq!(
+            judge(&tie, &[open(100)]),
+            Verdict::Edit,
+            "a tie with another manager is mirrored"
+        );
+        let before = [("backflow-applier", 90)];
+        assert_eq!(
+            judge(&before, &[open(100)]),
+            Verdict::Edit,
+            "older than the window"
+        );
+        let user = [("backflow-applier", 90), ("kubectl-edit", 120)];
+        assert_eq!(judge(&user, &[open(100)]), Verdict::Edit);
+        assert_eq!(judge(&[], &[open(100)]), Verdict::Edit, "no managedFields");
+    }
+
+    #[test]
+    fn a_landing_arriving_after_the_next_window_opened_is_still_its_applys() {
+        let late_echo = [("backflow-applier", 101)];
+        let windows = [ended(100, 104), open(110)];
+        assert_eq!(judge(&late_echo, &windows), Verdict::Landing);
+        assert_eq!(
+            judge(&late_echo, &[ended(100, 104)]),
+            Verdict::Landing,
+            "after its window closed"
+        );
+        let outside = [("backflow-applier", 106)];
+        assert_eq!(
+            judge(&outside, &windows),
+            Verdict::Edit,
+            "in no window's span"
+        );
+        assert_eq!(judge(&outside, &[ended(100, 104)]), Verdict::Late);
+        // An edit captured in the first window collides with that apply's late write.
+        let mut edits = WindowEdits::default();
+        let early = [ended(100, 104), open(110)];
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), &[open(100)]),
+            Verdict::Edit
+        );
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), &early),
+            Verdict::Collision
+        );
+        // The next apply's write over it is not a collision: its commit holds the edit.
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("backflow-applier", 111)]), &early),
+            Verdict::Landing
+        );
+        // An edit of the next window, whose write's second both windows span, collides even
+        // though the earlier window's edit already did.
+        let mut edits = WindowEdits::default();
+        let first = [open(100)];
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), &first),
+            Verdict::Edit
+        );
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), &first),
+            Verdict::Collision
+        );
+        let overlapping = [ended(100, 110), open(110)];
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("kubectl-edit", 109)]), &overlapping),
+            Verdict::Edit
+        );
+        assert_eq!(
+            edits.judge(&"a", &writes(&[("backflow-applier", 110)]), &overlapping),
+            Verdict::Collision
+        );
+    }
+
+    #[test]
+    fn the_applier_writing_over_an_edit_seen_in_the_window_collides() {
+        let w = [open(100)];
+        let mut edits = WindowEdits::default();
+        // The edit, in the window's second, then the forced apply that took its fields over:
+        // the edit's entry is gone from the apply's event, and only the captured edit tells.
+        let edit = writes(&[("backflow-applier", 90), ("kubectl-edit", 100)]);
+        assert_eq!(edits.judge(&"a", &edit, &w), Verdict::Edit);
+        let over = writes(&[("backflow-applier", 100)]);
+        assert_eq!(edits.judge(&"a", &over, &w), Verdict::Collision);
+        // The applier writes over it again in the same window (a stamp): withheld, asked once.
+        assert_eq!(edits.judge(&"a", &over, &w), Verdict::OverCollided);
+        // Another object, never edited: a landing.
+        assert_eq!(edits.judge(&"b", &over, &w), Verdict::Landing);
+        // An edit made before the flush whose event arrives in the window (a slow watch) was
+        // decided after the mark: an apply writing over it collides too.
+        let mut edits = WindowEdits::default();
+        let late = writes(&[("kubectl-edit", 90)]);
+        assert_eq!(edits.judge(&"d", &late, &w), Verdict::Edit);
+        let over_late = writes(&[("backflow-applier", 101)]);
+        assert_eq!(edits.judge(&"d", &over_late, &w), Verdict::Collision);
+        // The Repair runs in a window of its own: its landing is a landing.
+        let repair = [ended(100, 103), open(150)];
+        let repaired = writes(&[("backflow-applier", 150)]);
+        assert_eq!(edits.judge(&"a", &repaired, &repair), Verdict::Landing);
+        // A window no longer kept takes its edits with it.
+        assert_eq!(edits.judge(&"e", &edit, &w), Verdict::Edit);
+        let next = [open(200)];
+        let later = writes(&[("backflow-applier", 201)]);
+        assert_eq!(edits.judge(&"e", &later, &next), Verdict::Landing);
+    }
+
+    #[test]
+    fn the_applier_deleting_is_a_landing_and_over_an_edit_in_the_window_a_collision() {
+        let w = [open(100)];
+        let id = w[0].id;
+        let mut edits = WindowEdits::default();
+        assert_eq!(edits.judge_delete(&"a", &w, Some(id)), Verdict::Landing);
+        assert_eq!(
+            edits.judge_delete(&"a", &[], None),
+            Verdict::Edit,
+            "not announced: somebody's"
+        );
+        let mut edits = WindowEdits::default();
+        let edit = writes(&[("kubectl-edit", 90)]);
+        assert_eq!(edits.judge(&"b", &edit, &w), Verdict::Edit);
+        assert_eq!(edits.judge_delete(&"b", &w, Some(id)), Verdict::Collision);
+        // Somebody's delete is mirrored, and the applier re-creating the object collides.
+        assert_eq!(edits.judge_delete(&"c", &w, None), Verdict::Edit);
+        let created = writes(&[("backflow-applier", 101)]);
+        assert_eq!(edits.judge(&"c", &created, &w), Verdict::Collision);
+        assert_eq!(
+            edits.judge(&"d", &created, &w),
+            Verdict::Landing,
+            "nobody deleted d"
+        );
+    }
+
+    #[test]
+    fn a_history_keeps_recent_windows_and_hands_each_prune_out_once() {
+        let s = |secs: u128| secs * NANOS;
+        let mut h = WindowHistory::default();
+        h.note_prune("x");
+        assert_eq!(h.take_prune(&"x"), None, "no window");
+        h.open(s(100));
+        h.note_prune("x");
+        h.close(s(103));
+        h.note_prune("y");
+        assert_eq!(h.take_prune(&"y"), None, "its operation ended");
+        h.open(s(110));
+        let spans = h.spans(s(111));
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            (spans[0].since, spans[0].until, spans[0].open),
+            (100, Some(103), false)
+        );
+        assert_eq!(
+            (spans[1].since, spans[1].until, spans[1].open),
+            (110, None, true)
+        );
+        assert_eq!(
+            h.take_prune(&"x"),
+            Some(s(100)),
+            "a prune of the earlier window"
+        );
+        assert_eq!(h.take_prune(&"x"), None, "used up");
+        h.close(s(112));
+        assert!(
+            h.spans(s(111)).last().is_some_and(|w| w.open),
+            "within the grace"
+        );
+        assert!(!h.spans(s(112)).last().is_some_and(|w| w.open));
+        for at in 0..20 {
+            h.open(s(200 + at));
+        }
+        assert_eq!(h.spans(s(300)).len(), WindowHistory::<&str>::KEPT);
+        h.open(s(400));
+        h.open(s(401));
+        let spans = h.spans(s(402));
+        let before_last = spans[spans.len() - 2];
+        assert_eq!(
+            before_last.until,
+            Some(401),
+            "a window still open ends at the next"
+        );
+    }
+
+    #[test]
+    fn writes_answer_by_second_and_manager() {
+        let w = writes(&[("a", 5), ("b", 7), ("c", 7)]);
+        assert_eq!(w.newest(), Some(7));
+        assert_eq!(
+            w.newest_manager(),
+            Some("c"),
+            "of the ties, the last listed"
+        );
+        assert!(w.only_by_at(&["b", "c"], 7));
+        assert!(!w.only_by_at(&["b"], 7));
+        assert!(w.newest_only_by(&["b", "c"]));
+        assert!(w.others_since(&["b", "c"], 5));
+        assert!(!w.others_since(&["b", "c"], 6));
+        assert_eq!(Writes::default().newest_manager(), None);
+    }
+}
