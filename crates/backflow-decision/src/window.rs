@@ -78,15 +78,6 @@ impl Writes {
         self.newest()
             .is_some_and(|at| self.only_by_at(managers, at))
     }
-
-    /// Whether a manager not in `managers` has an entry as new as `since` (second precision:
-    /// `since`'s own second counts).
-    #[must_use]
-    pub fn others_since<S: AsRef<str>>(&self, managers: &[S], since: i64) -> bool {
-        self.0
-            .iter()
-            .any(|w| w.second >= since && !managers.iter().any(|x| x.as_ref() == w.manager))
-    }
 }
 
 /// The recent apply windows of one target, oldest first: when each opened (the flush) and until
@@ -287,9 +278,10 @@ impl<K: Ord + Clone> WindowEdits<K> {
         };
         if !writes.only_by_at(APPLIER_MANAGERS, newest) {
             // An edit whose event arrives while a window is open was decided after the
-            // flush's mark, whenever it was made: the apply's commit does not hold it.
-            if let Some(open) = open {
-                self.capture(key, open, newest);
+            // flush's mark, whenever it was made: the apply's commit does not hold it. One
+            // arriving later, made in a window's span, may have been made after its flush.
+            for w in windows.iter().filter(|w| w.open || w.covers(newest)) {
+                self.capture(key, *w, newest);
             }
             return Verdict::Edit;
         }
@@ -299,7 +291,7 @@ impl<K: Ord + Clone> WindowEdits<K> {
             .copied()
             .filter(|w| w.covers(newest))
             .collect();
-        let Some(latest) = from.last() else {
+        if from.is_empty() {
             return if open.is_some() {
                 Verdict::Edit
             } else {
@@ -321,11 +313,11 @@ impl<K: Ord + Clone> WindowEdits<K> {
             }
         }
         if collided {
-            return Verdict::OverCollided;
-        }
-        if writes.others_since(APPLIER_MANAGERS, latest.since) {
-            Verdict::Edit
+            Verdict::OverCollided
         } else {
+            // Nobody's edit was seen in its window: what another manager wrote in the flush's
+            // second came before the flush (its event arrived before the window opened), so
+            // the applied commit holds it.
             Verdict::Landing
         }
     }
@@ -398,11 +390,11 @@ mod tests {
         let landing = [("kubectl-edit", 50), ("backflow-applier", 101)];
         assert_eq!(judge(&landing, &[open(100)]), Verdict::Landing);
         assert_eq!(judge(&landing, &[]), Verdict::Late, "no window: an edit");
-        let edited_in_window = [("kubectl-edit", 100), ("backflow-applier", 101)];
+        let created_in_the_flush_second = [("kubectl-edit", 100), ("backflow-applier", 101)];
         assert_eq!(
-            judge(&edited_in_window, &[open(100)]),
-            Verdict::Edit,
-            "somebody else wrote in it"
+            judge(&created_in_the_flush_second, &[open(100)]),
+            Verdict::Landing,
+            "an edit whose event came before the window is in the applied commit"
         );
         let tie = [("kubectl-edit", 101), ("backflow-applier", 101)];
         assert_eq!(
@@ -447,6 +439,17 @@ mod tests {
         );
         assert_eq!(
             edits.judge(&"a", &writes(&[("backflow-applier", 101)]), &early),
+            Verdict::Collision
+        );
+        // An edit made in a window whose event arrives after it closed (a slow watch) is
+        // remembered for that window too: that apply's late write over it collides.
+        let mut slow = WindowEdits::default();
+        assert_eq!(
+            slow.judge(&"s", &writes(&[("kubectl-edit", 102)]), &early),
+            Verdict::Edit
+        );
+        assert_eq!(
+            slow.judge(&"s", &writes(&[("backflow-applier", 103)]), &early),
             Verdict::Collision
         );
         // The next apply's write over it is not a collision: its commit holds the edit.
@@ -596,8 +599,6 @@ mod tests {
         assert!(w.only_by_at(&["b", "c"], 7));
         assert!(!w.only_by_at(&["b"], 7));
         assert!(w.newest_only_by(&["b", "c"]));
-        assert!(w.others_since(&["b", "c"], 5));
-        assert!(!w.others_since(&["b", "c"], 6));
         assert_eq!(Writes::default().newest_manager(), None);
     }
 }

@@ -52,9 +52,9 @@ pub(crate) struct LiveObject {
 
 impl LiveObject {
     /// The object after `by` wrote `value` at `at` over `previous` (`fresh`: the uid of an
-    /// object created). A person's update takes the value's field over and leaves the
-    /// applier's entry (its label) as it was; the applier's forced apply takes every field
-    /// over; a delete leaves nothing.
+    /// object created). Each writer owns a field of its own besides the value (the applier its
+    /// label, a person kubectl's last-applied annotation), so a write takes the value over and
+    /// leaves the other writer's entry as it was; a delete leaves nothing.
     pub(crate) fn written(
         previous: Option<&LiveObject>,
         value: String,
@@ -66,20 +66,13 @@ impl LiveObject {
         let uid = existing.map_or(fresh, |p| p.uid);
         let mut managed = Vec::new();
         if !absent(&value) {
-            if by == Writer::Person
-                && let Some(p) = existing
-            {
-                managed.extend(
-                    p.managed
-                        .iter()
-                        .filter(|w| w.manager == APPLIER_MANAGER)
-                        .cloned(),
-                );
-            }
             let manager = match by {
                 Writer::Person => PERSON_MANAGER,
                 Writer::Applier => APPLIER_MANAGER,
             };
+            if let Some(p) = existing {
+                managed.extend(p.managed.iter().filter(|w| w.manager != manager).cloned());
+            }
             managed.push(ManagedWrite {
                 manager: manager.into(),
                 second: second(at),

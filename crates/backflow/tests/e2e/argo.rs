@@ -18,7 +18,7 @@ use crate::apply::{assert_quiescent, one_way_default, wait_acting, wait_claim_op
 use crate::common::*;
 use crate::flux::{SimulatedController, apply_tree, git_out, prune_entries};
 
-async fn reconcile_all(client: &Client) {
+pub(crate) async fn reconcile_all(client: &Client) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &applications());
     let Ok(list) = api.list(&ListParams::default()).await else {
         return;
@@ -210,7 +210,7 @@ fn argo_claim(w: &World) -> Value {
 /// The default folder one-way, `ConfigMap` `shop/demo`, Argo CD's Application kind, Application
 /// `shop` (automated sync on, path `shop`) held by `ArgoCDClaim` `argo`, and `GitTarget` `shop`
 /// writing the shop's `ConfigMaps` to `shop/`, coordinated by the claim.
-fn hold_an_application(w: &World) {
+pub(crate) fn hold_an_application(w: &World) {
     hold_an_application_with(w, "", |url| {
         format!("source: {{repoURL: '{url}', targetRevision: main, path: shop}}")
     });

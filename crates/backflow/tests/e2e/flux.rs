@@ -114,7 +114,7 @@ pub(crate) async fn client(kubeconfig: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-async fn reconcile_all(client: &Client) {
+pub(crate) async fn reconcile_all(client: &Client) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &kustomizations());
     let Ok(list) = api.list(&ListParams::default()).await else {
         return;
@@ -321,7 +321,7 @@ pub(crate) async fn prune_entries(client: &Client, previous: &[Value], kept: &[V
 /// provider's repository at `branch`, Kustomization `apps` (path `./apps`, not suspended), the
 /// `FluxClaim` `flux` holding it, and `GitTarget` `apps` writing the shop's `ConfigMaps` to `apps/`,
 /// coordinated by the claim.
-fn hold_a_kustomization(w: &World, branch: &str) {
+pub(crate) fn hold_a_kustomization(w: &World, branch: &str) {
     w.apply(&flux_crds());
     w.wait_established(&[
         "kustomizations.kustomize.toolkit.fluxcd.io",

@@ -1,8 +1,10 @@
 //! The `backflow` binary end to end, in one test crate so the shared helpers compile once:
 //! durability across SIGKILL and SIGTERM (`durability`), kubectl of every version on the
 //! machine (`kubectl`), the mirror (`mirror`), secrets through the real `sops` (`secrets`), and
-//! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live (`apply`) and its apply window (`window`), and commits
-//! authored by the users who made the changes (`authorship`).
+//! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live
+//! (`apply`) and its apply window (`window`), the held Flux and Argo CD appliers (`flux`, `argo`)
+//! and the scenarios every applier passes (`drivers`), clients people use (`clients`), and
+//! commits authored by the users who made the changes (`authorship`).
 
 #![allow(
     clippy::unwrap_used,
@@ -14,6 +16,7 @@ mod argo;
 mod authorship;
 mod clients;
 mod common;
+mod drivers;
 mod durability;
 mod flux;
 mod kubectl;
