@@ -111,12 +111,33 @@ impl Driver {
 
     /// The claim's status.
     fn claim(self, w: &World) -> Value {
-        let (kind, name) = match self {
+        let (kind, name) = self.claim_name();
+        w.get_json(&[kind, name, "-n", "backflow-system"])["status"].clone()
+    }
+
+    /// The claim's kind and name (in `backflow-system`).
+    fn claim_name(self) -> (&'static str, &'static str) {
+        match self {
             Self::Native => ("nativeclaim", "shop"),
             Self::Flux => ("fluxclaim", "flux"),
             Self::Argo => ("argocdclaim", "argo"),
-        };
-        w.get_json(&[kind, name, "-n", "backflow-system"])["status"].clone()
+        }
+    }
+
+    /// Sets the claim's `spec.suspend`: while true it asks nothing.
+    fn suspend(self, w: &World, suspend: bool) {
+        let (kind, name) = self.claim_name();
+        let patch = format!(r#"{{"spec":{{"suspend":{suspend}}}}}"#);
+        w.kubectl(&[
+            "patch",
+            kind,
+            name,
+            "-n",
+            "backflow-system",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
     }
 
     /// What the applier marks on what it applied, which never reaches Git.
@@ -247,6 +268,67 @@ fn a_removed_file_is_pruned_from_the_live_side(d: Driver) {
     assert_eq!(w.show(&path), None, "Git keeps the removal");
 }
 
+/// An edit made after the flush, while a requested apply of a push that changed the object
+/// runs, keeps its value in Git, and the live side ends with it: Flux and Argo CD write over it
+/// until the Repair, the native applier leaves it. The flush is held by a locked branch ref.
+fn an_edit_made_while_an_apply_runs_keeps_its_value(d: Driver) {
+    let (w, _held) = d.start(&["--commit-window", "5m"]);
+    let created = http(
+        w.addr(),
+        "POST",
+        "/api/v1/namespaces/shop/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Backflow-Wait", "pushed;timeout=60s"),
+        ],
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"},"data":{"greeting":"hello"}}"#,
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    w.wait_file(&d.path("other"), |t| t.contains("hello"));
+    // An edit waiting in the window, so the flush before the apply has something to push.
+    let before = metric_sum(
+        &w.metrics(),
+        "backflow_mirror_events_total",
+        &["outcome=\"submitted\""],
+    );
+    set_greeting(&w, "other", "pending");
+    w.wait_events("submitted", before, 1.0);
+    d.suspend(&w, true);
+    let bob = w.push_edit(&d.path("demo"), "hello", "from-git");
+    let lock = w.origin().join("refs/heads/main.lock");
+    std::fs::write(&lock, "").expect("lock the branch");
+    let failed = |w: &World| {
+        let m = w.metrics();
+        metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
+            + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
+    };
+    let failed_before = failed(&w);
+    d.suspend(&w, false);
+    wait_for(
+        "the flush's push to fail on the locked branch",
+        || w.metrics(),
+        || (failed(&w) > failed_before).then_some(()),
+    );
+    let collisions =
+        |w: &World| metric_sum(&w.metrics(), "backflow_apply_window_collisions_total", &[]);
+    let collisions_before = collisions(&w);
+    set_greeting(&w, "demo", "live-edit");
+    std::fs::remove_file(&lock).expect("unlock");
+    d.wait_applied(&w, &bob);
+    wait_greeting(&w, "demo", "live-edit");
+    assert_quiescent(&w, Duration::from_secs(3));
+    assert_eq!(greeting(&w, "demo").as_deref(), Some("live-edit"));
+    assert_eq!(greeting(&w, "other").as_deref(), Some("pending"));
+    let text = w.show(&d.path("demo")).expect("the file");
+    assert!(text.contains("live-edit"), "Git keeps the edit:\n{text}");
+    let repaired = collisions(&w) > collisions_before;
+    assert_eq!(
+        repaired,
+        d != Driver::Native,
+        "Flux and Argo CD apply over the edit and are repaired; the native applier leaves it"
+    );
+}
+
 /// Runs each scenario with each driver: `drivers::native::<scenario>`, `drivers::flux::…`,
 /// `drivers::argo::…`.
 macro_rules! three_drivers {
@@ -267,4 +349,5 @@ three_drivers!(
     a_push_reaches_the_live_side_and_a_live_edit_reaches_git,
     an_edit_waiting_in_the_window_is_in_the_commit_applied,
     a_removed_file_is_pruned_from_the_live_side,
+    an_edit_made_while_an_apply_runs_keeps_its_value,
 );
