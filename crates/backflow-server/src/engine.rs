@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::apply::{self, ApplyRequest};
 use crate::builtin::INITIAL_NAMESPACES;
+use crate::cel_rules;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::managed_fields::{self, FieldWrite};
 use crate::object::{self, metadata_mut};
@@ -799,7 +800,12 @@ impl Engine {
             causes.extend(crd::validate(object));
         }
         if let Some(schema) = &req.t.schema {
-            causes.extend(schema::validate(schema, object));
+            let structural = schema::validate(schema, object);
+            // As kube-apiserver: the rules run on values of the schema's shape only.
+            if structural.is_empty() {
+                causes.extend(cel_rules::validate(schema, object, existing));
+            }
+            causes.extend(structural);
         }
         if let Some(old) = existing
             && object::is_deleting(old)

@@ -8,6 +8,7 @@
 mod apply;
 mod auth;
 mod builtin;
+mod cel_rules;
 mod convert;
 mod crd;
 mod data_dir;

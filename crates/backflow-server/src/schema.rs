@@ -6,7 +6,7 @@
 //! (`Strict`). Values are then validated against the schema (`type`, `nullable`, `enum`,
 //! `required`, `minimum`/`maximum` and their exclusive forms, `minLength`/`maxLength`, `pattern`,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`), each failure a cause of a 422 worded as
-//! kube-apiserver words it. `x-kubernetes-validations` (CEL rules) are not evaluated.
+//! kube-apiserver words it. `x-kubernetes-validations` (CEL rules) are evaluated in `cel_rules.rs`.
 
 use serde_json::Value;
 

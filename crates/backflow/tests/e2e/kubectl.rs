@@ -433,6 +433,11 @@ spec:
           spec:
             type: object
             description: The desired shape of the widget.
+            x-kubernetes-validations:
+            - rule: self.size <= 100
+              message: a widget is at most 100 furlongs
+            - rule: self.size >= oldSelf.size
+              message: a widget never shrinks
             properties:
               size:
                 type: integer
@@ -864,6 +869,37 @@ fn crd_lifecycle(k: &Kubectl) {
     assert!(
         out.stderr
             .contains(r#"strict decoding error: unknown field "spec.bogus""#),
+        "{out}"
+    );
+
+    // CEL rules (x-kubernetes-validations), a transition rule among them, worded as
+    // kube-apiserver words them.
+    let out = k.fails(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":101}}"#,
+    ]);
+    assert!(
+        out.stderr.contains(
+            r#"The Widget "w1" is invalid: spec: Invalid value: "object": a widget is at most 100 furlongs"#
+        ),
+        "{out}"
+    );
+    let out = k.fails(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":2}}"#,
+    ]);
+    assert!(
+        out.stderr.contains(
+            r#"The Widget "w1" is invalid: spec: Invalid value: "object": a widget never shrinks"#
+        ),
         "{out}"
     );
 
