@@ -10,6 +10,7 @@ mod foreign;
 mod git;
 mod hook;
 mod latency;
+mod layout;
 mod live;
 mod notice;
 mod report;
@@ -29,16 +30,17 @@ const SCENARIOS: &[&str] = &[
     "foreign-push",
 ];
 
-/// The child process of the `snapshot` scenario: `snapshot-child N DIR`.
+/// The child process of the `snapshot` scenario: `snapshot-child N DIR LAYOUT`.
 fn snapshot_child(rt: &tokio::runtime::Runtime, args: &[String]) -> ExitCode {
-    let (Some(n), Some(dir)) = (
+    let (Some(n), Some(dir), Some(layout)) = (
         args.get(1).and_then(|n| n.parse::<usize>().ok()),
         args.get(2),
+        args.get(3).and_then(|l| layout::Layout::parse(l)),
     ) else {
-        eprintln!("usage: backflow-bench snapshot-child N DIR");
+        eprintln!("usage: backflow-bench snapshot-child N DIR folder|spread");
         return ExitCode::from(2);
     };
-    match rt.block_on(snapshot::child(n, std::path::Path::new(dir))) {
+    match rt.block_on(snapshot::child(n, std::path::Path::new(dir), layout)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: snapshot child: {e}");

@@ -2,13 +2,15 @@
 //! until the remote holds all of them, and at what peak memory.
 //!
 //! backflow runs in a child process (this benchmark's binary, started with the hidden command
-//! `snapshot-child N DIR`) so its memory is measured alone: the child starts the server with
-//! the mirror off, creates N `ConfigMaps` (~1 KiB each) over HTTP with 16 connections, reports, resets
+//! `snapshot-child N DIR LAYOUT`) so its memory is measured alone: the child starts the server
+//! with the mirror off, creates N objects (~1 KiB each) over HTTP with 16 connections — all
+//! `ConfigMaps` in `default` (one folder), or spread over 100 namespaces and 5 kinds as a real
+//! cluster's are (`layout.rs`) — reports, resets
 //! its peak RSS (`5` written to `/proc/self/clear_refs`), then applies the default configuration
 //! (`defaults::ensure`, commit window `1s` as `backflow serve` has it; the snapshot is one resync
 //! commit whatever the window) and starts the mirror. The parent times from the child's "mirror"
-//! line until the remote's branch holds N files in `live/default/configmaps` (it reads the branch
-//! with git2 every 20 ms and counts that folder's tree when the branch moved), then reads the
+//! line until the remote's branch holds the N files (it reads the branch with git2 every 20 ms
+//! and counts their folders' trees when the branch moved), then reads the
 //! child's `VmHWM` from `/proc/<pid>/status`: the peak of the mirror phase. The peak of the whole
 //! child (creates included) is reported too.
 //!
@@ -30,7 +32,8 @@ use serde_json::{Value, json};
 
 use crate::client::Conn;
 use crate::git::{BRANCH, init_remote, path_str};
-use crate::live::{self, CONFIGMAPS, Live, configmap_yaml, filler, proc_kib};
+use crate::layout::{Layout, NAMESPACES, write_tree};
+use crate::live::{self, Live, proc_kib};
 use crate::server::{round2, row};
 
 /// The aims from the issue.
@@ -47,11 +50,12 @@ fn give_up(quick: bool) -> Duration {
 /// Connections the child creates objects with.
 const CREATORS: usize = 16;
 
-fn sizes(quick: bool) -> Vec<usize> {
-    if quick {
-        vec![250, 500]
-    } else {
-        vec![1_000, 2_000, 10_000, 100_000]
+fn sizes(quick: bool, layout: Layout) -> Vec<usize> {
+    match (quick, layout) {
+        (true, Layout::Folder) => vec![250, 500],
+        (true, Layout::Spread) => vec![500],
+        (false, Layout::Folder) => vec![1_000, 2_000, 10_000, 100_000],
+        (false, Layout::Spread) => vec![10_000, 100_000],
     }
 }
 
@@ -59,23 +63,38 @@ fn name(i: usize) -> String {
     format!("snap-{i:06}")
 }
 
-/// The child: serves, creates `n` objects, then mirrors until told to stop on standard input.
-pub async fn child(n: usize, dir: &Path) -> Result<(), String> {
+/// The child: serves, creates `n` objects laid out as `layout` says, then mirrors until told to
+/// stop on standard input.
+pub async fn child(n: usize, dir: &Path, layout: Layout) -> Result<(), String> {
     let mut live = Live::start(dir).await?;
     let addr = live.addr();
     let t0 = Instant::now();
+    let mut conn = Conn::open(addr).await?;
+    for ns in layout.namespaces() {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let sent = conn
+            .send(
+                Method::POST,
+                "/api/v1/namespaces",
+                "application/json",
+                Bytes::from(body.to_string()),
+            )
+            .await?;
+        if sent.0 != StatusCode::CREATED {
+            return Err(format!("creating namespace {ns}: {}", sent.0));
+        }
+    }
     let mut tasks = Vec::new();
     for c in 0..CREATORS {
         let mut conn = Conn::open(addr).await?;
         tasks.push(tokio::spawn(async move {
             let mut failures = 0usize;
             for i in (c..n).step_by(CREATORS) {
-                let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name(i)},
-                                  "data": {"token": format!("t{i:06}"), "v": filler()}});
+                let (path, body) = layout.object(i, &name(i), &format!("t{i:06}"));
                 match conn
                     .send(
                         Method::POST,
-                        "/api/v1/namespaces/default/configmaps",
+                        &path,
                         "application/json",
                         Bytes::from(body.to_string()),
                     )
@@ -137,21 +156,13 @@ fn read_line(out: &mut BufReader<ChildStdout>) -> Result<String, String> {
     Ok(line.trim().to_string())
 }
 
-/// Files in `live/default/configmaps` on the branch whose tip is `tip`.
-fn count_files(repo: &Repository, tip: git2::Oid) -> usize {
-    repo.find_commit(tip)
-        .and_then(|c| c.tree())
-        .and_then(|t| t.get_path(Path::new(CONFIGMAPS)))
-        .and_then(|e| repo.find_tree(e.id()))
-        .map_or(0, |t| t.len())
-}
-
-fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
+fn run_child(n: usize, dir: &Path, give_up: Duration, layout: Layout) -> Result<Ours, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut child: Child = Command::new(exe)
         .arg("snapshot-child")
         .arg(n.to_string())
         .arg(dir)
+        .arg(layout.name())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -180,7 +191,7 @@ fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
             {
                 last = Some(tip);
                 commits_seen += 1;
-                files_seen = count_files(&remote, tip);
+                files_seen = layout.count(&remote, tip);
                 if files_seen >= n {
                     break Some(t0.elapsed().as_secs_f64());
                 }
@@ -224,7 +235,7 @@ fn run_child(n: usize, dir: &Path, give_up: Duration) -> Result<Ours, String> {
 }
 
 /// `git fast-import` of the same files: (seconds, peak RSS in KiB, files on the branch).
-fn fast_import(n: usize, dir: &Path) -> Result<(f64, u64, usize), String> {
+fn fast_import(n: usize, dir: &Path, layout: Layout) -> Result<(f64, u64, usize), String> {
     let repo = dir.join("fast-import.git");
     init_remote(&repo)?;
     let t0 = Instant::now();
@@ -244,11 +255,10 @@ fn fast_import(n: usize, dir: &Path) -> Result<(f64, u64, usize), String> {
             message.len()
         )?;
         for i in 0..n {
-            let content = configmap_yaml(&name(i), &format!("t{i:06}"));
+            let (path, content) = layout.file(i, &name(i), &format!("t{i:06}"));
             write!(
                 w,
-                "M 100644 inline {CONFIGMAPS}/{}.yaml\ndata {}\n{content}\n",
-                name(i),
+                "M 100644 inline {path}\ndata {}\n{content}\n",
                 content.len()
             )?;
         }
@@ -275,38 +285,26 @@ fn fast_import(n: usize, dir: &Path) -> Result<(f64, u64, usize), String> {
     let tip = r
         .refname_to_id(&format!("refs/heads/{BRANCH}"))
         .map_err(|e| e.to_string())?;
-    Ok((secs, peak, count_files(&r, tip)))
+    Ok((secs, peak, layout.count(&r, tip)))
 }
 
 /// The linear floor: git2 writing the same N blobs, one tree per directory and one commit
 /// straight into a bare repository standing for the remote, and moving its branch (what a push
 /// over `file://` ends with). Linear in N, unlike fast-import's directory handling: (seconds,
 /// files on the branch).
-fn git2_floor(n: usize, dir: &Path) -> Result<(f64, usize), String> {
+fn git2_floor(n: usize, dir: &Path, layout: Layout) -> Result<(f64, usize), String> {
     let path = dir.join("git2-floor.git");
     init_remote(&path)?;
     let repo = Repository::open_bare(&path).map_err(|e| e.to_string())?;
     let err = |e: git2::Error| e.to_string();
     let t0 = Instant::now();
-    let mut folder = repo.treebuilder(None).map_err(err)?;
+    let mut files = Vec::with_capacity(n);
     for i in 0..n {
-        let content = configmap_yaml(&name(i), &format!("t{i:06}"));
-        let blob = repo.blob(content.as_bytes()).map_err(err)?;
-        folder
-            .insert(format!("{}.yaml", name(i)), blob, 0o100_644)
-            .map_err(err)?;
+        let (path, content) = layout.file(i, &name(i), &format!("t{i:06}"));
+        files.push((path, repo.blob(content.as_bytes()).map_err(err)?));
     }
-    let mut tree = folder.write().map_err(err)?;
-    // One tree per directory above it, innermost first.
-    for parent in CONFIGMAPS.rsplit('/').collect::<Vec<_>>().windows(2) {
-        let mut builder = repo.treebuilder(None).map_err(err)?;
-        builder.insert(parent[0], tree, 0o040_000).map_err(err)?;
-        tree = builder.write().map_err(err)?;
-    }
-    let mut root = repo.treebuilder(None).map_err(err)?;
-    let top = CONFIGMAPS.split('/').next().unwrap_or("live");
-    root.insert(top, tree, 0o040_000).map_err(err)?;
-    let root = repo.find_tree(root.write().map_err(err)?).map_err(err)?;
+    let root = write_tree(&repo, &files).map_err(err)?;
+    let root = repo.find_tree(root).map_err(err)?;
     let who =
         git2::Signature::new("floor", "floor@localhost", &git2::Time::new(0, 0)).map_err(err)?;
     let tip = repo
@@ -320,7 +318,7 @@ fn git2_floor(n: usize, dir: &Path) -> Result<(f64, usize), String> {
         )
         .map_err(err)?;
     let secs = t0.elapsed().as_secs_f64();
-    Ok((secs, count_files(&repo, tip)))
+    Ok((secs, layout.count(&repo, tip)))
 }
 
 fn mib(kib: u64) -> f64 {
@@ -353,9 +351,10 @@ impl Baselines {
 
 const FI_IS: &str = "git fast-import of the same N files into a bare repository, one commit";
 
-/// The rows, aims and notes as the sizes are run, and what the later sizes need of the earlier.
-#[derive(Default)]
+/// The rows, aims and notes as the sizes of one layout are run, and what the later sizes need
+/// of the earlier.
 struct Report {
+    layout: Layout,
     rows: Vec<Value>,
     notes: Vec<Value>,
     aims: Vec<Value>,
@@ -369,6 +368,27 @@ struct Report {
 }
 
 impl Report {
+    fn new(layout: Layout) -> Self {
+        Self {
+            layout,
+            rows: Vec::new(),
+            notes: Vec::new(),
+            aims: Vec::new(),
+            sizes_json: Vec::new(),
+            done: Vec::new(),
+            peaks: Vec::new(),
+            gave_up_at: None,
+        }
+    }
+
+    /// `n` objects, and how they are laid out when not in one folder.
+    fn objects(&self, n: usize) -> String {
+        match self.layout {
+            Layout::Folder => format!("{n} objects"),
+            Layout::Spread => format!("{n} objects over {NAMESPACES} namespaces × 5 kinds"),
+        }
+    }
+
     /// Why size `n` is not run: a larger size than one given up on, or one the growth measured
     /// so far says cannot finish before the give-up.
     fn skip(&self, n: usize, give_up: Duration) -> Option<String> {
@@ -394,23 +414,24 @@ impl Report {
     }
 
     fn skipped(&mut self, n: usize, why: String, base: &Baselines) {
+        let objs = self.objects(n);
         self.notes.push(json!(format!(
-            "{n} objects: backflow {why}; fast-import took {:.2} s at {:.0} MiB peak.",
+            "{objs}: backflow {why}; fast-import took {:.2} s at {:.0} MiB peak.",
             base.fi_s,
             mib(base.fi_kib)
         )));
-        self.rows.push(
-            json!({"figure": format!("snapshot on remote, s, {n} objects"),
-            "backflow": why, "baseline": round2(base.fi_s), "ratio": null, "baseline_is": FI_IS}),
-        );
+        self.rows
+            .push(json!({"figure": format!("snapshot on remote, s, {objs}"),
+            "backflow": why, "baseline": round2(base.fi_s), "ratio": null, "baseline_is": FI_IS}));
         self.sizes_json
             .push(json!({"objects": n, "backflow": null, "baseline": base.json()}));
     }
 
     /// The time rows and aims of a size backflow finished in `s` seconds.
     fn finished(&mut self, n: usize, s: f64, biggest: usize, base: &Baselines) {
+        let objs = self.objects(n);
         self.done.push((n, s));
-        let figure = format!("snapshot on remote, s, {n} objects");
+        let figure = format!("snapshot on remote, s, {objs}");
         self.rows.push(row(&figure, s, base.fi_s, false, FI_IS));
         let floor = format!("{figure}, against the linear floor");
         self.rows
@@ -419,7 +440,7 @@ impl Report {
         if n >= 10_000 {
             let factor = s / base.floor_s;
             self.aims.push(json!(format!(
-                "Aim at {n} objects: ≤ {AIM_FLOOR_FACTOR:.0}× the linear floor: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
+                "Aim at {objs}: ≤ {AIM_FLOOR_FACTOR:.0}× the linear floor: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
                 base.floor_s,
                 said(factor <= AIM_FLOOR_FACTOR)
             )));
@@ -427,7 +448,7 @@ impl Report {
         if n == biggest {
             let factor = s / base.fi_s;
             self.aims.push(json!(format!(
-                "Aim at {n} objects: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
+                "Aim at {objs}: ≤ {AIM_TIME_FACTOR:.0}× fast-import's time: {s:.2} s against {:.2} s, {factor:.1}×, {}.",
                 base.fi_s,
                 said(factor <= AIM_TIME_FACTOR)
             )));
@@ -436,36 +457,38 @@ impl Report {
 
     /// The row and note of a size backflow did not finish in `give_up`: larger ones are not run.
     fn gave_up(&mut self, n: usize, ours: &Ours, give_up: Duration, base: &Baselines) {
+        let objs = self.objects(n);
         self.gave_up_at = Some(n);
-        self.rows.push(json!({"figure": format!("snapshot on remote, s, {n} objects"),
+        self.rows.push(json!({"figure": format!("snapshot on remote, s, {objs}"),
             "backflow": format!("> {} (gave up, {} files on the remote)", give_up.as_secs(), ours.files_seen),
             "baseline": round2(base.fi_s), "ratio": null, "baseline_is": FI_IS}));
         self.notes.push(json!(format!(
-            "{n} objects: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
+            "{objs}: the remote did not hold all files within {} s ({} of {n} there); larger sizes were not run.",
             give_up.as_secs(), ours.files_seen
         )));
     }
 
     /// The memory rows, aim and notes of a size run, finished or given up on.
     fn memory(&mut self, n: usize, biggest: usize, ours: &Ours, base: &Baselines) {
+        let objs = self.objects(n);
         let process_peak = mib(ours.mirror_peak_kib.max(ours.create_peak_kib));
         self.peaks
             .push((n, process_peak, mib(ours.create_peak_kib)));
         self.rows.push(row(
-            &format!("peak RSS MiB while mirroring, {n} objects"),
+            &format!("peak RSS MiB while mirroring, {objs}"),
             mib(ours.mirror_peak_kib),
             mib(base.fi_kib),
             false,
             "git fast-import's peak RSS (VmHWM)",
         ));
         self.rows.push(
-            json!({"figure": format!("peak RSS MiB of the whole backflow process, {n} objects"),
+            json!({"figure": format!("peak RSS MiB of the whole backflow process, {objs}"),
             "backflow": round2(process_peak), "baseline": null, "ratio": null,
             "baseline_is": "— (server, store and creates included)"}),
         );
         if n == biggest {
             self.aims.push(json!(format!(
-                "Aim at {n} objects: peak RSS ≤ {AIM_PEAK_MIB:.0} MiB: {process_peak:.0} MiB for the whole process ({:.0} MiB while mirroring){}.",
+                "Aim at {objs}: peak RSS ≤ {AIM_PEAK_MIB:.0} MiB: {process_peak:.0} MiB for the whole process ({:.0} MiB while mirroring){}.",
                 mib(ours.mirror_peak_kib),
                 if ours.snapshot_s.is_none() {
                     ", up to when the parent gave up: not a full figure"
@@ -477,7 +500,7 @@ impl Report {
             )));
         }
         self.notes.push(json!(format!(
-            "{n} objects: created in {:.1} s ({} failures, peak RSS {:.0} MiB with the mirror off); the branch moved {} time(s) while waiting; {} files seen; fast-import wrote {} files in {:.2} s.",
+            "{objs}: created in {:.1} s ({} failures, peak RSS {:.0} MiB with the mirror off); the branch moved {} time(s) while waiting; {} files seen; fast-import wrote {} files in {:.2} s.",
             ours.create_s, ours.create_failures, mib(ours.create_peak_kib), ours.commits_seen, ours.files_seen,
             base.fi_files, base.fi_s
         )));
@@ -497,11 +520,16 @@ impl Report {
     /// How time and memory grow with N, from the two largest sizes run, and the aims at the
     /// largest size when backflow did not finish it.
     fn growth(&mut self, biggest: usize) {
+        let label = match self.layout {
+            Layout::Folder => String::new(),
+            Layout::Spread => format!("Spread over {NAMESPACES} namespaces × 5 kinds: "),
+        };
         if let [.., (n1, t1), (n2, t2)] = self.done[..] {
             let exponent = (t2 / t1).ln() / (n2 as f64 / n1 as f64).ln();
             let projected = t2 * (biggest as f64 / n2 as f64).powf(exponent);
             self.notes.push(json!(format!(
-                "Growth: {n1} → {n2} objects took {t1:.2} → {t2:.2} s, time ∝ N^{exponent:.2}{}.",
+                "{}Growth: {n1} → {n2} objects took {t1:.2} → {t2:.2} s, time ∝ N^{exponent:.2}{}.",
+                label,
                 if n2 < biggest {
                     format!(
                         "; at that rate {biggest} objects would take about {:.0} s ({:.1} h)",
@@ -516,14 +544,16 @@ impl Report {
         if let [.., (n1, p1, c1), (n2, p2, c2)] = self.peaks[..] {
             let per_10k = |a: f64, b: f64| (b - a) / ((n2 - n1) as f64 / 10_000.0);
             self.notes.push(json!(format!(
-                "Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
+                "{}Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
+                label,
                 per_10k(p1, p2),
                 per_10k(c1, c2)
             )));
         }
         if self.done.last().map(|d| d.0) != Some(biggest) {
             self.aims.insert(0, json!(format!(
-                "Aims at {biggest} objects (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
+                "Aims at {} (≤ {AIM_TIME_FACTOR:.0}× fast-import's time, peak RSS ≤ {AIM_PEAK_MIB:.0} MiB): not measured, backflow's snapshot could not finish in reasonable time (see the rows), so the time aim is not met; the largest size measured is {}.",
+                self.objects(biggest),
                 self.done.last().map_or_else(|| "none".into(), |d| d.0.to_string())
             )));
         }
@@ -534,13 +564,54 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
     let give_up = give_up(quick);
-    let biggest = *sizes(quick).last().unwrap_or(&0);
-    let mut report = Report::default();
-    for n in sizes(quick) {
-        let dir = tmp.path().join(format!("n{n}"));
+    let (mut rows, mut aims, mut notes, mut sizes_json) = (vec![], vec![], vec![], vec![]);
+    for layout in [Layout::Folder, Layout::Spread] {
+        let report = run_layout(quick, layout, give_up, tmp.path())?;
+        rows.extend(report.rows);
+        aims.extend(report.aims);
+        notes.extend(report.notes);
+        sizes_json.extend(report.sizes_json.into_iter().map(|mut s| {
+            s["layout"] = json!(layout.name());
+            s
+        }));
+    }
+    let mut all = aims;
+    all.extend(notes);
+    all.push(json!(
+        "backflow runs in a child process so its peak RSS is its own; the mirroring peak is VmHWM after resetting it once the objects were created (server, store and mirror together), the whole-process peak includes the creates. fast-import's peak is VmHWM sampled every 5 ms, so the last few ms of its run may be missed."
+    ));
+    all.push(json!(format!(
+        "Spread layout: object i in namespace spread-(i mod {NAMESPACES}), of kind (i / {NAMESPACES}) mod 5 — ConfigMap, ServiceAccount, Role, LimitRange, ResourceQuota — each with ~1 KiB in an annotation; the {NAMESPACES} namespaces are created first. The baselines write the same paths."
+    )));
+    all.push(json!(format!(
+        "Timed from applying the default configuration (defaults::ensure, then Mirror::start) until the remote's branch holds all N files, read with git2 every 20 ms. fast-import is timed from spawn to exit, its input generated on the fly by this process. Load average (1/5/15 min) before: {load_before}, after: {} — 2 cores shared with other builds.",
+        live::load_average()
+    )));
+    Ok(json!({
+        "scenario": "snapshot",
+        "parameters": {"objects": sizes(quick, Layout::Folder), "spread_objects": sizes(quick, Layout::Spread),
+                        "value_bytes": 1024, "commit_window": "1s",
+                        "give_up_s": give_up.as_secs(), "remote": "local bare repository over file://", "quick": quick},
+        "sizes": sizes_json,
+        "rows": rows,
+        "notes": all,
+    }))
+}
+
+/// Every size of `layout`, each beside its baselines.
+fn run_layout(
+    quick: bool,
+    layout: Layout,
+    give_up: Duration,
+    tmp: &Path,
+) -> Result<Report, String> {
+    let biggest = *sizes(quick, layout).last().unwrap_or(&0);
+    let mut report = Report::new(layout);
+    for n in sizes(quick, layout) {
+        let dir = tmp.join(format!("{}-n{n}", layout.name()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let (fi_s, fi_kib, fi_files) = fast_import(n, &dir)?;
-        let (floor_s, floor_files) = git2_floor(n, &dir)?;
+        let (fi_s, fi_kib, fi_files) = fast_import(n, &dir, layout)?;
+        let (floor_s, floor_files) = git2_floor(n, &dir, layout)?;
         let base = Baselines {
             fi_s,
             fi_kib,
@@ -552,7 +623,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
             report.skipped(n, why, &base);
             continue;
         }
-        let ours = run_child(n, &dir.join("backflow"), give_up)?;
+        let ours = run_child(n, &dir.join("backflow"), give_up, layout)?;
         if let Some(s) = ours.snapshot_s {
             report.finished(n, s, biggest, &base);
         } else {
@@ -561,21 +632,5 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         report.memory(n, biggest, &ours, &base);
     }
     report.growth(biggest);
-    let mut all = report.aims;
-    all.extend(report.notes);
-    all.push(json!(
-        "backflow runs in a child process so its peak RSS is its own; the mirroring peak is VmHWM after resetting it once the objects were created (server, store and mirror together), the whole-process peak includes the creates. fast-import's peak is VmHWM sampled every 5 ms, so the last few ms of its run may be missed."
-    ));
-    all.push(json!(format!(
-        "Timed from applying the default configuration (defaults::ensure, then Mirror::start) until the remote's branch holds all N files, read with git2 every 20 ms. fast-import is timed from spawn to exit, its input generated on the fly by this process. Load average (1/5/15 min) before: {load_before}, after: {} — 2 cores shared with other builds.",
-        live::load_average()
-    )));
-    Ok(json!({
-        "scenario": "snapshot",
-        "parameters": {"objects": sizes(quick), "value_bytes": 1024, "commit_window": "1s",
-                        "give_up_s": give_up.as_secs(), "remote": "local bare repository over file://", "quick": quick},
-        "sizes": report.sizes_json,
-        "rows": report.rows,
-        "notes": all,
-    }))
+    Ok(report)
 }

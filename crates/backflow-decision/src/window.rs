@@ -297,7 +297,7 @@ impl<K: Ord + Clone> WindowEdits<K> {
             } else {
                 Verdict::Late
             };
-        };
+        }
         // The edit's event came first, so in the same second the edit arrived first. Every
         // applier write over it in its window is withheld (Git keeps the edit until the
         // Repair, which runs in a window of its own); only the first asks for the Repair.
