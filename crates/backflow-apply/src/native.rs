@@ -53,6 +53,23 @@ pub struct ApplyReport {
     pub inventory: Vec<InventoryEntry>,
 }
 
+impl ApplyReport {
+    /// Counts what was done to `object`; says whether the applier owns it now.
+    fn count(&mut self, object: &DeclaredObject, write: Write) -> bool {
+        match write {
+            Write::Apply | Write::Stamp => self.applied += 1,
+            Write::None => self.unchanged += 1,
+            Write::Absent => return false,
+            Write::Foreign => {
+                self.foreign.push(object.path.clone());
+                return false;
+            }
+            Write::Deferred => self.deferred.push(object.identity.clone()),
+        }
+        true
+    }
+}
+
 /// An applier backflow holds: carries out one operation (applies `commit`), starting from the
 /// inventory of the last one. Flux and Argo CD drivers implement it too.
 pub trait Applier: Send + Sync {
@@ -326,17 +343,9 @@ impl NativeApplier {
                     || before.get(&object.identity) != Some(&object.value));
             match self.apply_one(&object, changed, cutoff, &mut kinds).await {
                 Ok((entry, write)) => {
-                    match write {
-                        Write::Apply | Write::Stamp => report.applied += 1,
-                        Write::None => report.unchanged += 1,
-                        Write::Absent => continue,
-                        Write::Foreign => {
-                            report.foreign.push(object.path.clone());
-                            continue;
-                        }
-                        Write::Deferred => report.deferred.push(object.identity.clone()),
+                    if report.count(&object, write) {
+                        applied.insert(entry.id.clone(), entry);
                     }
-                    applied.insert(entry.id.clone(), entry);
                 }
                 Err(e) => report.failures.push(format!("{}: {e}", object.path)),
             }
@@ -356,8 +365,7 @@ impl NativeApplier {
                 cutoff,
                 report: &mut report,
             };
-            self.prune_gone(&gone, &mut pruning).await;
-            self.prune_stale(&previous, &mut inventory, &mut pruning)
+            self.prune(&gone, &previous, &mut inventory, &mut pruning)
                 .await;
         } else {
             // What an unreadable file declares is unknown: keep owning what was owned.
@@ -367,6 +375,19 @@ impl NativeApplier {
         inventory.sort();
         report.inventory = inventory;
         report
+    }
+
+    /// Prunes what left the folders since the last applied commit, and what the last
+    /// operation's inventory (`previous`) holds that this one did not apply.
+    async fn prune(
+        &self,
+        gone: &Gone<'_>,
+        previous: &[InventoryEntry],
+        inventory: &mut Vec<InventoryEntry>,
+        pruning: &mut Pruning<'_>,
+    ) {
+        self.prune_gone(gone, pruning).await;
+        self.prune_stale(previous, inventory, pruning).await;
     }
 
     /// Prunes what the last operation's inventory (`previous`) holds and this one did not apply;
@@ -379,7 +400,7 @@ impl NativeApplier {
     ) {
         let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
         for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
-            match self.prune(stale, pruning).await {
+            match self.prune_one(stale, pruning).await {
                 Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
                 Ok(PruneOutcome::Gone) => {}
                 Ok(PruneOutcome::Kept) => {
@@ -652,7 +673,7 @@ impl NativeApplier {
 
     /// Deletes an object the applier owned and the commit no longer declares, if it still
     /// carries this claim's label and nobody edited it since the flush.
-    async fn prune(
+    async fn prune_one(
         &self,
         entry: &InventoryEntry,
         pruning: &mut Pruning<'_>,

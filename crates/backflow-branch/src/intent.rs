@@ -113,6 +113,21 @@ pub struct Intent {
     pub state: ObjectState,
     /// Who made the change, when known.
     pub attribution: Option<Attribution>,
+    /// Whether it is an edit, or an applier's write of what Git held.
+    pub origin: Origin,
+}
+
+/// Where an intent's change comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// An edit through the API (or a snapshot of the live side): dropped as "unchanged" only
+    /// when Git, read after it was decided, already reads like it.
+    #[default]
+    Edit,
+    /// An applier's own write seen outside any apply window (a `late` echo): what Git held when
+    /// it applied. Dropped for good at its first build when Git reads like it, however old the
+    /// tip the worker knows, so it never overwrites a push made since.
+    Echo,
 }
 
 impl Intent {
@@ -123,6 +138,7 @@ impl Intent {
             key,
             state: ObjectState::Present(Arc::new(ObjectJson::new(&value))),
             attribution: None,
+            origin: Origin::Edit,
         }
     }
 
@@ -133,6 +149,7 @@ impl Intent {
             key,
             state: ObjectState::Present(Arc::new(object)),
             attribution: None,
+            origin: Origin::Edit,
         }
     }
 
@@ -143,7 +160,15 @@ impl Intent {
             key,
             state: ObjectState::Absent,
             attribution: None,
+            origin: Origin::Edit,
         }
+    }
+
+    /// The same intent, as an applier's write of what Git held ([`Origin::Echo`]).
+    #[must_use]
+    pub fn echo(mut self) -> Self {
+        self.origin = Origin::Echo;
+        self
     }
 
     /// The same intent, attributed to whoever `attribution` names.
@@ -180,6 +205,7 @@ impl Intent {
             key,
             state: ObjectState::Sweep(Arc::new(scope)),
             attribution: None,
+            origin: Origin::Edit,
         }
     }
 
@@ -191,6 +217,7 @@ impl Intent {
             key: ObjectKey::new(GroupResource::new("", ""), "", ""),
             state: ObjectState::Bootstrap,
             attribution: None,
+            origin: Origin::Edit,
         }
     }
 
@@ -282,8 +309,15 @@ impl PendingWrite {
         self.screened = true;
     }
 
-    /// Drops the intents the planner refused; the write stays unscreened (the tip it was
-    /// planned on was not read since it was decided).
+    /// Whether the intent of `slot` is an applier's echo.
+    pub(crate) fn is_echo(&self, slot: &Slot) -> bool {
+        self.intents
+            .get(slot)
+            .is_some_and(|(_, i)| i.origin == Origin::Echo)
+    }
+
+    /// Drops the intents the planner refused (and the echoes Git already reads like); the write
+    /// stays unscreened (the tip it was planned on was not read since it was decided).
     pub(crate) fn refuse(&mut self, refused: impl IntoIterator<Item = Slot>) {
         for slot in refused {
             self.intents.remove(&slot);

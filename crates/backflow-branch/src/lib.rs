@@ -46,8 +46,8 @@ pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
 pub use file_planner::FilePerObjectPlanner;
 pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
 pub use intent::{
-    Attribution, ChangedBy, FlushMark, Intent, IntentSeq, ObjectJson, ObjectState, PendingWrite,
-    Slot, SweepScope, WriteKind,
+    Attribution, ChangedBy, FlushMark, Intent, IntentSeq, ObjectJson, ObjectState, Origin,
+    PendingWrite, Slot, SweepScope, WriteKind,
 };
 pub use moment::Moment;
 pub use planner::Planner;

@@ -887,8 +887,13 @@ impl BranchCore {
             if base_read_after {
                 pending.settle_build(write.unchanged.into_iter().chain(refused));
             } else {
-                self.chain.provisional |= !write.unchanged.is_empty();
-                pending.refuse(refused);
+                // An applier's echo of what Git held is judged on the tip known now, for good.
+                let (echoes, edits): (Vec<Slot>, Vec<Slot>) = write
+                    .unchanged
+                    .into_iter()
+                    .partition(|slot| pending.is_echo(slot));
+                self.chain.provisional |= !edits.is_empty();
+                pending.refuse(refused.chain(echoes));
             }
             if let Some(commit) = write.commit {
                 self.own.insert(commit);

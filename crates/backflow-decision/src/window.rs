@@ -72,6 +72,37 @@ impl Writes {
             .all(|w| managers.iter().any(|x| x.as_ref() == w.manager))
     }
 
+    /// The second of the newest entry of a manager not in `managers`.
+    #[must_use]
+    pub fn newest_other<S: AsRef<str>>(&self, managers: &[S]) -> Option<i64> {
+        self.0
+            .iter()
+            .filter(|w| !managers.iter().any(|x| x.as_ref() == w.manager))
+            .map(|w| w.second)
+            .max()
+    }
+
+    /// Whether this event is, by all the seconds can tell, an applier's write of what Git held:
+    /// an applier wrote in the newest second, and no other manager's entry is newer than
+    /// `others_seen` (what the object's previous event showed). A tie in one second with a
+    /// manager seen before (a person's create just before an apply) is then the applier's;
+    /// a person's second edit in the same second cannot be told from it, so such an event is
+    /// still mirrored, only as an echo (see the branch worker's `Origin::Echo`).
+    #[must_use]
+    pub fn looks_like_applier(&self, others_seen: Option<i64>) -> bool {
+        let Some(newest) = self.newest() else {
+            return false;
+        };
+        let applier_wrote = self
+            .0
+            .iter()
+            .any(|w| w.second == newest && APPLIER_MANAGERS.contains(&w.manager.as_str()));
+        let others_newer = self
+            .newest_other(APPLIER_MANAGERS)
+            .is_some_and(|o| others_seen.is_none_or(|seen| o > seen));
+        applier_wrote && !others_newer
+    }
+
     /// Whether the newest write was made by `managers` alone.
     #[must_use]
     pub fn newest_only_by<S: AsRef<str>>(&self, managers: &[S]) -> bool {
@@ -200,7 +231,8 @@ impl WindowSpan {
 pub enum Verdict {
     /// Somebody's edit (or a write the windows cannot prove is an applier's): mirrored.
     Edit,
-    /// The applier's alone, made in no window: mirrored like any edit, counted `late`.
+    /// The applier's alone, made in no window's span (an applier acting on its own): mirrored
+    /// as an echo of what Git held, counted `late`.
     Late,
     /// An apply landing: not mirrored.
     Landing,
@@ -272,7 +304,7 @@ impl<K: Ord + Clone> WindowEdits<K> {
     /// Judges a write of `key` (`writes`: its managedFields as its watch event carries them)
     /// against `windows`, and remembers it when it is an edit made while one is open.
     pub fn judge(&mut self, key: &K, writes: &Writes, windows: &[WindowSpan]) -> Verdict {
-        let open = self.enter(windows);
+        self.enter(windows);
         let Some(newest) = writes.newest() else {
             return Verdict::Edit;
         };
@@ -292,11 +324,7 @@ impl<K: Ord + Clone> WindowEdits<K> {
             .filter(|w| w.covers(newest))
             .collect();
         if from.is_empty() {
-            return if open.is_some() {
-                Verdict::Edit
-            } else {
-                Verdict::Late
-            };
+            return Verdict::Late;
         }
         // The edit's event came first, so in the same second the edit arrived first. Every
         // applier write over it in its window is withheld (Git keeps the edit until the
@@ -405,7 +433,7 @@ mod tests {
         let before = [("backflow-applier", 90)];
         assert_eq!(
             judge(&before, &[open(100)]),
-            Verdict::Edit,
+            Verdict::Late,
             "older than the window"
         );
         let user = [("backflow-applier", 90), ("kubectl-edit", 120)];
@@ -426,7 +454,7 @@ mod tests {
         let outside = [("backflow-applier", 106)];
         assert_eq!(
             judge(&outside, &windows),
-            Verdict::Edit,
+            Verdict::Late,
             "in no window's span"
         );
         assert_eq!(judge(&outside, &[ended(100, 104)]), Verdict::Late);
@@ -475,7 +503,7 @@ mod tests {
             Verdict::Edit
         );
         assert_eq!(
-            edits.judge(&"a", &writes(&[("backflow-applier", 110)]), &overlapping),
+            edits.judge(&"a", &writes(&[("backflow-applier", 110)]), &overlapping,),
             Verdict::Collision
         );
     }
@@ -588,6 +616,31 @@ mod tests {
     }
 
     #[test]
+    fn a_tie_with_an_entry_seen_before_looks_like_the_appliers_write() {
+        // Created by a person in the flush's second (that event came before), then applied in
+        // the same second: still an edit to the window (a tie), but it looks like the applier's.
+        let applied = writes(&[
+            ("kubectl-client-side-apply", 100),
+            ("argocd-controller", 100),
+        ]);
+        assert_eq!(
+            WindowEdits::default().judge(&"a", &applied, &[open(100)]),
+            Verdict::Edit
+        );
+        assert!(applied.looks_like_applier(Some(100)));
+        assert!(
+            !applied.looks_like_applier(None),
+            "never seen: may be the person's"
+        );
+        assert!(
+            !applied.looks_like_applier(Some(90)),
+            "the person's entry is new"
+        );
+        let edited = writes(&[("kubectl-edit", 101)]);
+        assert!(!edited.looks_like_applier(Some(100)));
+    }
+
+    #[test]
     fn writes_answer_by_second_and_manager() {
         let w = writes(&[("a", 5), ("b", 7), ("c", 7)]);
         assert_eq!(w.newest(), Some(7));
@@ -599,6 +652,8 @@ mod tests {
         assert!(w.only_by_at(&["b", "c"], 7));
         assert!(!w.only_by_at(&["b"], 7));
         assert!(w.newest_only_by(&["b", "c"]));
+        assert_eq!(w.newest_other(&["c"]), Some(7));
+        assert_eq!(w.newest_other(&["a", "b", "c"]), None);
         assert_eq!(Writes::default().newest_manager(), None);
     }
 }

@@ -30,7 +30,7 @@ use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
 use crate::window::Pruned;
-use backflow_decision::{Verdict, WindowEdits};
+use backflow_decision::{APPLIER_MANAGERS, Verdict, WindowEdits, Writes};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -256,11 +256,21 @@ impl StreamContext {
     }
 }
 
-/// Per object, a fingerprint of the sanitized value last submitted and the resourceVersion it
-/// came from: an unchanged value commits nothing, and an event older than what a catch-up already
-/// read is stale. A fingerprint rather than the value, so the mirror does not hold a second copy
-/// of every object.
-type Submitted = BTreeMap<ObjectKey, (Fingerprint, u64)>;
+/// Per object, what the stream last saw of it.
+type Submitted = BTreeMap<ObjectKey, Seen>;
+
+/// What a stream last saw of an object: a fingerprint of the sanitized value last submitted and
+/// the resourceVersion it came from (an unchanged value commits nothing, and an event older than
+/// what a catch-up already read is stale; a fingerprint rather than the value, so the mirror does
+/// not hold a second copy of every object), and the newest second a manager other than the
+/// appliers had written it in (a later event whose other entries are no newer looks like an
+/// applier's: see [`Writes::looks_like_applier`]).
+#[derive(Debug, Clone)]
+struct Seen {
+    print: Fingerprint,
+    rv: u64,
+    others: Option<i64>,
+}
 
 /// What one stream remembers between events.
 #[derive(Debug, Default)]
@@ -558,7 +568,12 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
         if let Some((print, object)) = value {
             // An object that could not be read has its refusal recorded already.
             seen.push((key.clone(), rv));
-            memory.submitted.insert(key.clone(), (print, rv));
+            let seen = Seen {
+                print,
+                rv,
+                others: None,
+            };
+            memory.submitted.insert(key.clone(), seen);
             intents.push(Intent::put_json(ctx.path.clone(), key, object));
         }
     }
@@ -620,30 +635,34 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         return;
     };
     let print = fingerprint(&value);
+    let writes = writes_of(obj);
+    let others = writes.newest_other(APPLIER_MANAGERS);
     let last = &mut memory.submitted;
-    let stale = last
-        .get(&key)
-        .is_some_and(|(_, seen)| rv != 0 && rv <= *seen);
+    let stale = last.get(&key).is_some_and(|s| rv != 0 && rv <= s.rv);
     if !stale
-        && let Some((v, seen)) = last.get_mut(&key)
-        && *v == print
+        && let Some(seen) = last.get_mut(&key)
+        && seen.print == print
     {
-        *seen = rv;
+        seen.rv = rv;
+        seen.others = others;
     }
     if stale
         || last
             .get(&key)
-            .is_some_and(|(v, seen)| *v == print && *seen == rv)
+            .is_some_and(|s| s.print == print && s.rv == rv)
     {
         ctx.count("unchanged");
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    match judge_in_window(ctx, memory, &key, obj) {
+    let others_seen = last.get(&key).and_then(|s| s.others);
+    let verdict = judge_in_window(ctx, memory, &key, &writes);
+    let seen = Seen { print, rv, others };
+    match verdict {
         Verdict::Edit | Verdict::Late => {}
         Verdict::Landing => {
             // Git holds what was applied (or a newer tip that will be applied).
-            memory.submitted.insert(key.clone(), (print, rv));
+            memory.submitted.insert(key.clone(), seen);
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
@@ -657,8 +676,14 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         // A live create (or a delete and re-create): an applier of the folder adopts it.
         ctx.board.unstamped_object(&ctx.spec.target);
     }
-    memory.submitted.insert(key.clone(), (print, rv));
-    let intent = Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
+    memory.submitted.insert(key.clone(), seen);
+    let mut intent =
+        Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
+    if verdict == Verdict::Late || writes.looks_like_applier(others_seen) {
+        // An applier applied what Git held (acting on its own, or in the second of a create it
+        // cannot be told from): never written over a push made since.
+        intent = intent.echo();
+    }
     let rx = ctx.submit(intent);
     ctx.tracker.record(key, rv, rx, &ctx.worker);
 }
@@ -670,15 +695,16 @@ fn judge_in_window(
     ctx: &StreamContext,
     memory: &mut Memory,
     key: &ObjectKey,
-    obj: &DynamicObject,
+    writes: &Writes,
 ) -> Verdict {
     let windows = ctx.board.windows.spans(&ctx.spec.target, ctx.clock.now());
-    let verdict = memory.window_edits.judge(key, &writes_of(obj), &windows);
+    let verdict = memory.window_edits.judge(key, writes, &windows);
     count_verdict(ctx, key, verdict)
 }
 
 /// Counts what a window verdict means, and asks for the Repair of a collision.
 fn count_verdict(ctx: &StreamContext, key: &ObjectKey, verdict: Verdict) -> Verdict {
+    tracing::debug!(target = %ctx.target_label(), object = %key, ?verdict, "judged against the apply windows");
     match verdict {
         Verdict::Edit | Verdict::OverCollided => {}
         Verdict::Late => ctx.echo("late"),

@@ -195,12 +195,17 @@ fn conflict_error(
 }
 
 /// The manager's `Apply` entry in managedFields, keeping the previous entry's time when its
-/// ownership did not change, so a repeated apply is a no-op.
+/// ownership did not change and the apply changed no value (`change`: the object before and
+/// after), so a repeated apply is a no-op; as kube-apiserver, a manager changing the value of a
+/// field it owns dates its entry anew.
 fn apply_entry(
     req: &ApplyRequest<'_>,
     applied: Map<String, Value>,
     previous: Option<&Value>,
+    change: (&Value, &Value),
 ) -> Value {
+    let changed = crate::object::without_server_fields(change.0)
+        != crate::object::without_server_fields(change.1);
     let mut e = json!({
         "manager": req.manager,
         "operation": "Apply",
@@ -213,6 +218,7 @@ fn apply_entry(
         e["subresource"] = json!(s);
     }
     if let Some(old) = previous
+        && !changed
         && old.get("fieldsV1") == e.get("fieldsV1")
         && let Some(t) = old.get("time")
     {
@@ -221,6 +227,8 @@ fn apply_entry(
     e
 }
 
+// Long on purpose: server-side apply's steps in the order kube-apiserver takes them (ownership,
+// conflicts, fields no longer applied, the merge, the new entries), each reading the last.
 /// Merges an applied configuration into the live object (or creates it) and computes the new
 /// `managedFields`. Fails with 409 on fields another manager owns with a different value, unless
 /// forced. The group, plural and name only shape the error.
@@ -305,7 +313,8 @@ pub fn apply(
     let mut managed = others;
     if !applied_set.is_empty() {
         let previous_entry = entries.iter().find(|e| is_mine(e));
-        managed.push(apply_entry(req, applied_set, previous_entry));
+        let change = (live_obj, &merged);
+        managed.push(apply_entry(req, applied_set, previous_entry, change));
     }
     Ok((merged, managed))
 }
@@ -355,6 +364,49 @@ mod tests {
         )
         .expect("applies");
         assert_eq!(obj["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn an_apply_changing_a_value_dates_its_entry_anew_and_a_repeated_one_does_not() {
+        let at = |time| ApplyRequest {
+            time,
+            ..req("mgr", false)
+        };
+        let a1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let (obj, mf) = apply(
+            None,
+            &a1,
+            &at("2026-01-01T00:00:00Z"),
+            ("", "configmaps"),
+            "c",
+        )
+        .expect("applies");
+        let live = with_mf(obj, mf);
+        let (_, mf) = apply(
+            Some(&live),
+            &a1,
+            &at("2026-01-01T00:00:09Z"),
+            ("", "configmaps"),
+            "c",
+        )
+        .expect("applies");
+        assert_eq!(
+            mf[0]["time"], "2026-01-01T00:00:00Z",
+            "the same apply again"
+        );
+        let a2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "2"}});
+        let (_, mf) = apply(
+            Some(&live),
+            &a2,
+            &at("2026-01-01T00:00:09Z"),
+            ("", "configmaps"),
+            "c",
+        )
+        .expect("applies");
+        assert_eq!(
+            mf[0]["time"], "2026-01-01T00:00:09Z",
+            "a value it owns changed"
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{CoreConfig, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope};
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
-    OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
+    APPLIER_MANAGERS, ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId,
+    Hold, Operation, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -68,6 +68,9 @@ pub struct World {
     /// events reached it while a window was open were decided after that flush, so the apply's
     /// commit does not hold them.
     window_edits: WindowEdits<String>,
+    /// Per object, the newest second a person had written it in, as the last event the mirror
+    /// judged showed (the real stream's `Seen::others`).
+    others_seen: BTreeMap<String, i64>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -109,6 +112,7 @@ impl World {
             echoes_queued: 0,
             windows: WindowHistory::default(),
             window_edits: WindowEdits::default(),
+            others_seen: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
             last_applied: None,
@@ -209,6 +213,7 @@ impl World {
         self.echoes_queued = 0;
         self.windows = WindowHistory::default();
         self.window_edits = WindowEdits::default();
+        self.others_seen.clear();
         self.deferred.clear();
         self.retry_at = None;
         self.snapshot_published = false;
@@ -347,8 +352,22 @@ impl World {
         if event.by == Writer::Applier {
             self.echoes_queued = self.echoes_queued.saturating_sub(1);
         }
-        let mirrors_everything = self.variant == Variant::MirrorTheApply;
-        if !mirrors_everything && !self.mirrors(&event) {
+        // As the real stream: what the object's previous event showed of people's writes.
+        let seen = self.others_seen.get(&event.name).copied();
+        match event.writes.newest_other(APPLIER_MANAGERS) {
+            Some(others) if !absent(&event.value) => {
+                self.others_seen.insert(event.name.clone(), others);
+            }
+            _ => {
+                self.others_seen.remove(&event.name);
+            }
+        }
+        let verdict = if self.variant == Variant::MirrorTheApply {
+            Verdict::Edit
+        } else {
+            self.judge(&event)
+        };
+        if !matches!(verdict, Verdict::Edit | Verdict::Late) {
             return;
         }
         self.log(format!(
@@ -357,6 +376,8 @@ impl World {
         ));
         let intent = if absent(&event.value) {
             Intent::delete("apps", model::key(&event.name))
+        } else if verdict == Verdict::Late || event.writes.looks_like_applier(seen) {
+            model::put(&event.name, &event.value).echo()
         } else {
             model::put(&event.name, &event.value)
         };
@@ -378,8 +399,8 @@ impl World {
     /// The mirror judges `event` against the apply window, as the real one does (the real
     /// [`WindowEdits`] over the event's managedFields, second precision): the apply landing is
     /// not mirrored; the applier's write over an edit decided after the flush is a collision
-    /// (Git keeps the edit, and a Repair applies it back). Says whether it is mirrored.
-    fn mirrors(&mut self, event: &WatchEvent) -> bool {
+    /// (Git keeps the edit, and a Repair applies it back). An edit or a late write is mirrored.
+    fn judge(&mut self, event: &WatchEvent) -> Verdict {
         let windows = self.windows.spans(self.branch.now.0.as_nanos());
         let verdict = if absent(&event.value) {
             let pruned = Pruned {
@@ -395,7 +416,7 @@ impl World {
         };
         let (name, value) = (&event.name, &event.value);
         match verdict {
-            Verdict::Edit | Verdict::Late => return true,
+            Verdict::Edit | Verdict::Late => {}
             Verdict::Landing => self.log(format!(
                 "the mirror sees the apply land on {name} (= {value}): not mirrored"
             )),
@@ -410,7 +431,7 @@ impl World {
                 "the apply wrote {name} = {value} over a newer edit again: withheld"
             )),
         }
-        false
+        verdict
     }
 
     /// The apply ended: its window stays open for the grace, as the real one does.

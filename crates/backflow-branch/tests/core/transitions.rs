@@ -400,6 +400,24 @@ fn an_intent_judged_unchanged_against_a_tip_not_read_since_is_confirmed_first() 
     assert_eq!(s.core.stats().commits, 1);
 }
 
+/// The same with an applier's echo of what Git held (its write seen outside any apply
+/// window): what Git read like when the worker first built it decides, and a push made since
+/// is not overwritten.
+#[test]
+fn an_echo_git_already_reads_like_is_dropped_at_its_first_build() {
+    let mut s = Shell::new(zero_window());
+    s.remote.foreign_push(&file("a"), Some("1"));
+    s.tick();
+    s.remote.foreign_push(&file("a"), Some("2"));
+    s.submit(put("a", "1").echo());
+    s.settle();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(s.core.stats().commits, 0);
+}
+
 /// As above, with another intent of the same write changing the tree: the push is refused,
 /// and the replay judges the intent again on the tip it finds.
 #[test]

@@ -735,33 +735,18 @@ fn a_file_pushed_back_right_after_its_removal_was_applied_stays() {
 /// `during` does is decided after the flush's mark. Returns the foreign commit.
 fn hold_an_apply(w: &World, push: impl FnOnce() -> String, during: impl FnOnce()) -> String {
     // An edit waiting in the window, so the flush before the apply has something to push.
-    let before = metric_sum(
-        &w.metrics(),
-        "backflow_mirror_events_total",
-        &["outcome=\"submitted\""],
-    );
+    let before = w.events("submitted");
     let patch = r#"{"data":{"v":"beta"}}"#;
     w.kubectl(&["patch", "configmap", "other", "--type=merge", "-p", patch]);
     w.wait_events("submitted", before, 1.0);
     // The push is seen while the claim is suspended: its apply waits.
     suspend_default_claim(w, true);
     let commit = push();
-    let lock = w.origin().join("refs/heads/main.lock");
-    std::fs::write(&lock, "").expect("lock the branch");
-    let failed = |w: &World| {
-        let m = w.metrics();
-        metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
-            + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
-    };
-    let failed_before = failed(w);
+    let failed = w.lock_branch();
     suspend_default_claim(w, false);
-    wait_for(
-        "the flush's push to fail on the locked branch",
-        || w.metrics(),
-        || (failed(w) > failed_before).then_some(()),
-    );
+    w.wait_push_failed(failed);
     during();
-    std::fs::remove_file(&lock).expect("unlock");
+    w.unlock_branch();
     wait_applied(w, &commit);
     assert_quiescent(w, Duration::from_secs(2));
     assert_eq!(cm_value(w, "other", "v").as_deref(), Some("beta"));

@@ -206,11 +206,7 @@ fn a_push_reaches_the_live_side_and_a_live_edit_reaches_git(d: Driver) {
 /// apply applies: a push of another object lands with it, and the edit is never reverted.
 fn an_edit_waiting_in_the_window_is_in_the_commit_applied(d: Driver) {
     let (w, _held) = d.start(&["--commit-window", "5m"]);
-    let before = metric_sum(
-        &w.metrics(),
-        "backflow_mirror_events_total",
-        &["outcome=\"submitted\""],
-    );
+    let before = w.events("submitted");
     set_greeting(&w, "demo", "pending");
     w.wait_events("submitted", before, 1.0);
     let clone = w.clone_origin("carol");
@@ -286,34 +282,19 @@ fn an_edit_made_while_an_apply_runs_keeps_its_value(d: Driver) {
     assert_eq!(created.status, 201, "{created:?}");
     w.wait_file(&d.path("other"), |t| t.contains("hello"));
     // An edit waiting in the window, so the flush before the apply has something to push.
-    let before = metric_sum(
-        &w.metrics(),
-        "backflow_mirror_events_total",
-        &["outcome=\"submitted\""],
-    );
+    let before = w.events("submitted");
     set_greeting(&w, "other", "pending");
     w.wait_events("submitted", before, 1.0);
     d.suspend(&w, true);
     let bob = w.push_edit(&d.path("demo"), "hello", "from-git");
-    let lock = w.origin().join("refs/heads/main.lock");
-    std::fs::write(&lock, "").expect("lock the branch");
-    let failed = |w: &World| {
-        let m = w.metrics();
-        metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
-            + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
-    };
-    let failed_before = failed(&w);
+    let failed = w.lock_branch();
     d.suspend(&w, false);
-    wait_for(
-        "the flush's push to fail on the locked branch",
-        || w.metrics(),
-        || (failed(&w) > failed_before).then_some(()),
-    );
+    w.wait_push_failed(failed);
     let collisions =
         |w: &World| metric_sum(&w.metrics(), "backflow_apply_window_collisions_total", &[]);
     let collisions_before = collisions(&w);
     set_greeting(&w, "demo", "live-edit");
-    std::fs::remove_file(&lock).expect("unlock");
+    w.unlock_branch();
     d.wait_applied(&w, &bob);
     wait_greeting(&w, "demo", "live-edit");
     assert_quiescent(&w, Duration::from_secs(3));

@@ -146,7 +146,11 @@ impl Server {
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
             .args(flags)
-            .env("BACKFLOW_LOG", "warn");
+            // `BACKFLOW_TEST_LOG` (a `BACKFLOW_LOG` filter) shows more of a failing test's server.
+            .env(
+                "BACKFLOW_LOG",
+                std::env::var("BACKFLOW_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            );
         if let Some(home) = home {
             cmd.env("HOME", home).env("GIT_CONFIG_NOSYSTEM", "1");
         }
@@ -829,6 +833,35 @@ impl World {
                 let now = metric_sum(&self.metrics(), "backflow_mirror_events_total", &[&label]);
                 (now >= before + n).then_some(())
             },
+        );
+    }
+
+    /// Locks the remote's `main` (its ref's lock file, as a concurrent `git push` holds it), so
+    /// every push to it fails until [`World::unlock_branch`]; returns how many of backflow's
+    /// pushes had failed so far.
+    pub fn lock_branch(&self) -> f64 {
+        std::fs::write(self.origin().join("refs/heads/main.lock"), "").expect("lock the branch");
+        self.failed_pushes()
+    }
+
+    /// Removes the lock [`World::lock_branch`] took.
+    pub fn unlock_branch(&self) {
+        std::fs::remove_file(self.origin().join("refs/heads/main.lock")).expect("unlock");
+    }
+
+    /// backflow's pushes that failed or were refused.
+    pub fn failed_pushes(&self) -> f64 {
+        let m = self.metrics();
+        metric_sum(&m, "backflow_git_pushes_total", &["result=\"error\""])
+            + metric_sum(&m, "backflow_git_pushes_total", &["result=\"rejected\""])
+    }
+
+    /// Waits until more of backflow's pushes failed than `before`.
+    pub fn wait_push_failed(&self, before: f64) {
+        wait_for(
+            "a push to fail",
+            || self.metrics(),
+            || (self.failed_pushes() > before).then_some(()),
         );
     }
 
