@@ -30,7 +30,7 @@ use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
 use crate::window::Pruned;
-use backflow_decision::{APPLIER_MANAGERS, Verdict, WindowEdits, Writes};
+use backflow_decision::{APPLIER_MANAGERS, Verdict, WindowEdits, WindowSpan, Writes};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -134,6 +134,17 @@ impl StreamContext {
             by,
             commits: self.policy.commit_authors,
         })
+    }
+
+    /// The apply windows the folder's writes are judged against: none for a folder no claim
+    /// coordinates (windows it kept from when one did judge nothing: everything is mirrored).
+    fn windows(&self) -> Vec<WindowSpan> {
+        if self.policy.applier.is_none() {
+            return Vec::new();
+        }
+        self.board
+            .windows
+            .spans(&self.spec.target, self.clock.now())
     }
 
     fn target_label(&self) -> String {
@@ -697,7 +708,7 @@ fn judge_in_window(
     key: &ObjectKey,
     writes: &Writes,
 ) -> Verdict {
-    let windows = ctx.board.windows.spans(&ctx.spec.target, ctx.clock.now());
+    let windows = ctx.windows();
     let verdict = memory.window_edits.judge(key, writes, &windows);
     count_verdict(ctx, key, verdict)
 }
@@ -756,7 +767,7 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    let windows = ctx.board.windows.spans(&ctx.spec.target, ctx.clock.now());
+    let windows = ctx.windows();
     let pruned = Pruned {
         key: key.clone(),
         uid: obj.uid().unwrap_or_default(),

@@ -223,3 +223,97 @@ async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirr
     mirror.shutdown().await;
     w.server.shutdown();
 }
+
+/// The content of `path` on the remote's `main`, if it is there.
+fn show(origin: &std::path::Path, path: &str) -> Option<String> {
+    let out = backflow_testkit::git(origin)
+        .args(["show", &format!("main:{path}")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A folder no claim coordinates is never judged against apply windows: a window it kept from
+/// when a claim did does not withhold an applier's write from it (taken for a collision with an
+/// edit seen in that window, it never reached Git).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_way_folder_mirrors_an_appliers_write_whatever_windows_it_kept() {
+    let w = World::start().await;
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
+    Api::<Namespace>::all(w.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("namespace team");
+    w.create(
+        "GitProvider",
+        "gitproviders",
+        json!({"metadata": {"name": "p"},
+               "spec": {"url": w.url(), "push": {"commitWindow": "0s"}}}),
+    )
+    .await;
+    w.create(
+        "GitTarget",
+        "gittargets",
+        json!({"metadata": {"name": "t"},
+               "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
+    )
+    .await;
+    w.create(
+        "WatchRule",
+        "watchrules",
+        json!({"metadata": {"name": "r"},
+               "spec": {"targetRef": {"name": "t"},
+                        "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
+    )
+    .await;
+    let data = tempfile::tempdir().expect("data dir");
+    let mirror = Mirror::start(
+        w.client.clone(),
+        MirrorOptions {
+            refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
+            data_dir: data.path().to_path_buf(),
+            identities: Vec::new(),
+            shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
+            authors: None,
+        },
+        Arc::new(SystemClock),
+    );
+    let origin = w.dir.path().join("origin.git");
+    let path = "live/team/configmaps/x.yaml";
+    let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), "team");
+    let as_person = PatchParams::apply("kubectl-edit").force();
+    let set = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"v": v}});
+    cms.patch("x", &as_person, &Patch::Apply(set("person")))
+        .await
+        .expect("create");
+    eventually("the ConfigMap in Git", || async {
+        show(&origin, path).filter(|t| t.contains("v: person"))
+    })
+    .await;
+    // A window of the folder, as a claim that coordinated it would have left one; a person's
+    // edit seen while it is open, then an applier's write over it.
+    mirror.branches().apply_windows().open(
+        &[("team".to_string(), "t".to_string())],
+        std::time::SystemTime::now(),
+    );
+    cms.patch("x", &as_person, &Patch::Apply(set("edit")))
+        .await
+        .expect("edit");
+    eventually("the edit in Git", || async {
+        show(&origin, path).filter(|t| t.contains("v: edit"))
+    })
+    .await;
+    let as_applier = PatchParams::apply("backflow-applier").force();
+    cms.patch("x", &as_applier, &Patch::Apply(set("applied")))
+        .await
+        .expect("apply");
+    eventually("the applier's write in Git", || async {
+        show(&origin, path).filter(|t| t.contains("v: applied"))
+    })
+    .await;
+    mirror.shutdown().await;
+    w.server.shutdown();
+}
