@@ -532,9 +532,20 @@ fn a_force_push_that_drops_mirror_commits_is_repaired_by_a_resync() {
 // ---------------------------------------------------------------------------------------------
 
 fn set_prune(w: &World, mode: &str) {
+    let resyncs = |w: &World| metric_sum(&w.metrics(), "backflow_mirror_resyncs_total", &[]);
+    let before = resyncs(w);
+    let streams = metric_sum(&w.metrics(), "backflow_mirror_streams", &[]);
     let patch = format!(r#"{{"spec":{{"prune":{{"mode":"{mode}"}}}}}}"#);
     w.patch_target("default", &patch);
     w.wait_target_ready("default");
+    // The mode is in force once every stream of the folder started again with it (each
+    // publishes its snapshot anew): a delete made before that may still meet the old mode.
+    wait_for(
+        "the folder's streams to restart with the new prune mode",
+        || w.metrics(),
+        || (resyncs(w) >= before + streams).then_some(()),
+    );
+    w.wait_settled();
 }
 
 #[test]
