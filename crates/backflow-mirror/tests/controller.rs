@@ -78,6 +78,52 @@ impl World {
             .unwrap_or_else(|e| panic!("create {kind_name}: {e}"));
     }
 
+    /// Namespace `team`, `GitProvider` `p` (its spec: the remote's URL and `provider`),
+    /// `GitTarget` `t` writing folder `live` of `main`, no claim coordinating it, and a
+    /// `WatchRule` for the `ConfigMaps` of every namespace; then the mirror, its data in `data`.
+    async fn mirror_configmaps(&self, provider: Value, data: &std::path::Path) -> Mirror {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("namespace team");
+        let mut spec = provider;
+        spec["url"] = json!(self.url());
+        self.create(
+            "GitProvider",
+            "gitproviders",
+            json!({"metadata": {"name": "p"}, "spec": spec}),
+        )
+        .await;
+        self.create(
+            "GitTarget",
+            "gittargets",
+            json!({"metadata": {"name": "t"},
+                   "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
+        )
+        .await;
+        self.create(
+            "WatchRule",
+            "watchrules",
+            json!({"metadata": {"name": "r"},
+                   "spec": {"targetRef": {"name": "t"},
+                            "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
+        )
+        .await;
+        Mirror::start(
+            self.client.clone(),
+            MirrorOptions {
+                refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
+                data_dir: data.to_path_buf(),
+                identities: Vec::new(),
+                shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
+                authors: None,
+            },
+            Arc::new(SystemClock),
+        )
+    }
+
     /// The `Ready` condition of `GitTarget` `team/t` as (status, reason, message), once it has one.
     async fn target_ready(&self) -> Option<(String, String, String)> {
         let t = self.api("GitTarget", "gittargets").get("t").await.ok()?;
@@ -119,47 +165,9 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credential_problems_are_reported_on_the_target_until_fixed_then_it_mirrors() {
     let w = World::start().await;
-    let namespace: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
-    Api::<Namespace>::all(w.client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace team");
-    w.create(
-        "GitProvider",
-        "gitproviders",
-        json!({"metadata": {"name": "p"},
-               "spec": {"url": w.url(), "secretRef": {"name": "creds"},
-                        "push": {"commitWindow": "0s"}}}),
-    )
-    .await;
-    w.create(
-        "GitTarget",
-        "gittargets",
-        json!({"metadata": {"name": "t"},
-               "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
-    )
-    .await;
-    w.create(
-        "WatchRule",
-        "watchrules",
-        json!({"metadata": {"name": "r"},
-               "spec": {"targetRef": {"name": "t"},
-                        "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
-    )
-    .await;
     let data = tempfile::tempdir().expect("data dir");
-    let mirror = Mirror::start(
-        w.client.clone(),
-        MirrorOptions {
-            refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
-            data_dir: data.path().to_path_buf(),
-            identities: Vec::new(),
-            shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
-            authors: None,
-        },
-        Arc::new(SystemClock),
-    );
+    let provider = json!({"secretRef": {"name": "creds"}, "push": {"commitWindow": "0s"}});
+    let mirror = w.mirror_configmaps(provider, data.path()).await;
 
     let (status, _, message) = eventually("the missing Secret reported", || async {
         w.target_ready().await.filter(|r| r.1 == "SecretNotFound")
@@ -241,46 +249,9 @@ fn show(origin: &std::path::Path, path: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_way_folder_mirrors_an_appliers_write_whatever_windows_it_kept() {
     let w = World::start().await;
-    let namespace: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
-    Api::<Namespace>::all(w.client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace team");
-    w.create(
-        "GitProvider",
-        "gitproviders",
-        json!({"metadata": {"name": "p"},
-               "spec": {"url": w.url(), "push": {"commitWindow": "0s"}}}),
-    )
-    .await;
-    w.create(
-        "GitTarget",
-        "gittargets",
-        json!({"metadata": {"name": "t"},
-               "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
-    )
-    .await;
-    w.create(
-        "WatchRule",
-        "watchrules",
-        json!({"metadata": {"name": "r"},
-               "spec": {"targetRef": {"name": "t"},
-                        "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
-    )
-    .await;
     let data = tempfile::tempdir().expect("data dir");
-    let mirror = Mirror::start(
-        w.client.clone(),
-        MirrorOptions {
-            refresh_interval: backflow_mirror::DEFAULT_REFRESH_INTERVAL,
-            data_dir: data.path().to_path_buf(),
-            identities: Vec::new(),
-            shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
-            authors: None,
-        },
-        Arc::new(SystemClock),
-    );
+    let provider = json!({"push": {"commitWindow": "0s"}});
+    let mirror = w.mirror_configmaps(provider, data.path()).await;
     let origin = w.dir.path().join("origin.git");
     let path = "live/team/configmaps/x.yaml";
     let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), "team");

@@ -204,8 +204,7 @@ fn apply_entry(
     previous: Option<&Value>,
     change: (&Value, &Value),
 ) -> Value {
-    let changed = crate::object::without_server_fields(change.0)
-        != crate::object::without_server_fields(change.1);
+    let changed = !crate::object::same_but_server_fields(change.0, change.1);
     let mut e = json!({
         "manager": req.manager,
         "operation": "Apply",
@@ -227,8 +226,86 @@ fn apply_entry(
     e
 }
 
-// Long on purpose: server-side apply's steps in the order kube-apiserver takes them (ownership,
-// conflicts, fields no longer applied, the merge, the new entries), each reading the last.
+/// The live object's managedFields as an apply finds them: this manager's previous set, the
+/// other managers' entries less what this apply takes over, and the conflicts it takes them over
+/// with.
+struct Ownership {
+    conflicts: Vec<(String, FieldPath)>,
+    others: Vec<Value>,
+    previous: Map<String, Value>,
+}
+
+/// Conflicts: fields another manager owns that this apply (`applied`, its `applied_set`) sets to
+/// a different value than `live` holds.
+fn ownership(
+    entries: &[Value],
+    is_mine: &dyn Fn(&Value) -> bool,
+    applied_set: &Map<String, Value>,
+    live: &Value,
+    applied: &Value,
+) -> Ownership {
+    let mut found = Ownership {
+        conflicts: Vec::new(),
+        others: Vec::new(),
+        previous: Map::new(),
+    };
+    for e in entries {
+        if is_mine(e) {
+            found.previous = set_of(e);
+            continue;
+        }
+        let theirs = leaf_paths(&set_of(e));
+        let manager = e
+            .get("manager")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut lost = Vec::new();
+        for p in &leaf_paths(applied_set) {
+            if theirs.contains(p) && value_at(live, p) != value_at(applied, p) {
+                found.conflicts.push((manager.clone(), p.clone()));
+                lost.push(p.clone());
+            }
+        }
+        let mut e = e.clone();
+        if !lost.is_empty() {
+            let remaining = subtract(&set_of(&e), &set_from_paths(&lost));
+            e["fieldsV1"] = Value::Object(remaining);
+        }
+        if !set_of(&e).is_empty() {
+            found.others.push(e);
+        }
+    }
+    found
+}
+
+/// Removes from `merged` the fields this manager applied before (`previous`) and no longer
+/// applies, unless another manager (`others`) owns them.
+fn drop_unapplied(
+    merged: &mut Value,
+    previous: &Map<String, Value>,
+    others: &[Value],
+    applied_paths: &[FieldPath],
+) {
+    let other_paths: Vec<FieldPath> = others
+        .iter()
+        .flat_map(|e| owned_paths(&set_of(e)))
+        .collect();
+    let mut dropped: Vec<FieldPath> = owned_paths(previous)
+        .into_iter()
+        .filter(|p| !applied_paths.contains(p))
+        .collect();
+    // Parents first: removing an item by its key must happen before its key field goes.
+    dropped.sort_by_key(Vec::len);
+    for p in &dropped {
+        let shared = other_paths.iter().any(|o| is_under(o, p));
+        let still_applied = applied_paths.iter().any(|a| is_under(a, p));
+        if !shared && !still_applied {
+            remove_at(merged, p);
+        }
+    }
+}
+
 /// Merges an applied configuration into the live object (or creates it) and computes the new
 /// `managedFields`. Fails with 409 on fields another manager owns with a different value, unless
 /// forced. The group, plural and name only shape the error.
@@ -254,60 +331,16 @@ pub fn apply(
             && e.get("subresource").and_then(Value::as_str) == req.subresource
     };
 
-    // Conflicts: fields another manager owns that this apply sets to a different value.
-    let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
-    let mut others: Vec<Value> = Vec::new();
-    let mut previous: Map<String, Value> = Map::new();
-    for e in &entries {
-        if is_mine(e) {
-            previous = set_of(e);
-            continue;
-        }
-        let theirs = leaf_paths(&set_of(e));
-        let manager = e
-            .get("manager")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let mut lost = Vec::new();
-        for p in &leaf_paths(&applied_set) {
-            if theirs.contains(p) && value_at(live_obj, p) != value_at(applied, p) {
-                conflicts.push((manager.clone(), p.clone()));
-                lost.push(p.clone());
-            }
-        }
-        let mut e = e.clone();
-        if !lost.is_empty() {
-            let remaining = subtract(&set_of(&e), &set_from_paths(&lost));
-            e["fieldsV1"] = Value::Object(remaining);
-        }
-        if !set_of(&e).is_empty() {
-            others.push(e);
-        }
-    }
+    let Ownership {
+        conflicts,
+        others,
+        previous,
+    } = ownership(&entries, &is_mine, &applied_set, live_obj, applied);
     if !conflicts.is_empty() && !req.force {
         return Err(conflict_error(&conflicts, req, resource, name));
     }
-
-    // Fields this manager applied before and no longer applies go, unless someone else owns them.
     let mut merged = live.cloned().unwrap_or_else(|| json!({}));
-    let other_paths: Vec<FieldPath> = others
-        .iter()
-        .flat_map(|e| owned_paths(&set_of(e)))
-        .collect();
-    let mut dropped: Vec<FieldPath> = owned_paths(&previous)
-        .into_iter()
-        .filter(|p| !applied_paths.contains(p))
-        .collect();
-    // Parents first: removing an item by its key must happen before its key field goes.
-    dropped.sort_by_key(Vec::len);
-    for p in &dropped {
-        let shared = other_paths.iter().any(|o| is_under(o, p));
-        let still_applied = applied_paths.iter().any(|a| is_under(a, p));
-        if !shared && !still_applied {
-            remove_at(&mut merged, p);
-        }
-    }
+    drop_unapplied(&mut merged, &previous, &others, &applied_paths);
     patch::strategic(&mut merged, applied)?;
 
     let mut managed = others;

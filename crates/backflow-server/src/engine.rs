@@ -884,7 +884,7 @@ impl Engine {
             warnings: warnings.clone(),
         };
         if let Some(old) = existing
-            && object::without_server_fields(old) == object::without_server_fields(&object)
+            && object::same_but_server_fields(old, &object)
             && managed_fields::without_times(old) == managed_fields::without_times(&object)
         {
             // A write that changes nothing keeps the resourceVersion (kubectl's "no change").

@@ -75,14 +75,33 @@ pub fn tidy_metadata(obj: &mut Value) {
     });
 }
 
-/// The object without the fields the server stamps, for "did anything change?" checks.
-pub fn without_server_fields(obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("managedFields");
-    }
-    o
+/// Whether `a` and `b` are the same object but for the fields the server sets on every write
+/// (`resourceVersion`, `managedFields`), compared in place.
+#[must_use]
+pub fn same_but_server_fields(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let server = |k: &String| matches!(k.as_str(), "resourceVersion" | "managedFields");
+    let meta_same = match (a.get("metadata"), b.get("metadata")) {
+        (Some(Value::Object(ma)), Some(Value::Object(mb))) => {
+            let (ka, kb) = (
+                ma.iter().filter(|(k, _)| !server(k)),
+                mb.iter().filter(|(k, _)| !server(k)),
+            );
+            ka.count() == kb.count()
+                && ma
+                    .iter()
+                    .filter(|(k, _)| !server(k))
+                    .all(|(k, v)| mb.get(k) == Some(v))
+        }
+        (ma, mb) => ma == mb,
+    };
+    meta_same
+        && a.len() == b.len()
+        && a.iter()
+            .filter(|(k, _)| k.as_str() != "metadata")
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// The object without `metadata` and `status`: what `generation` tracks.
@@ -96,4 +115,26 @@ pub fn spec_part(obj: &Value) -> Value {
         m.remove("kind");
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_same_object_but_for_server_fields() {
+        let a = json!({"metadata": {"name": "x", "resourceVersion": "1", "managedFields": [1]}, "data": {"k": "v"}});
+        let b = json!({"metadata": {"name": "x", "resourceVersion": "2"}, "data": {"k": "v"}});
+        assert!(same_but_server_fields(&a, &b));
+        let c = json!({"metadata": {"name": "x", "labels": {"l": "1"}}, "data": {"k": "v"}});
+        assert!(!same_but_server_fields(&b, &c), "a label more");
+        let d = json!({"metadata": {"name": "x"}, "data": {"k": "w"}});
+        assert!(!same_but_server_fields(&b, &d), "a value changed");
+        let e = json!({"metadata": {"name": "x"}, "data": {"k": "v"}, "extra": 1});
+        assert!(!same_but_server_fields(&b, &e), "a field more");
+        assert!(same_but_server_fields(&json!({}), &json!({})));
+        assert!(!same_but_server_fields(&json!({}), &b));
+    }
 }

@@ -184,21 +184,6 @@ async fn sync(client: &Client, app: &DynamicObject, git_dir: &Path, revision: &s
         .await;
 }
 
-/// Argo CD's Application kind: schemaless, no status subresource (as Argo CD's own CRD).
-const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: applications.argoproj.io}
-spec:
-  group: argoproj.io
-  scope: Namespaced
-  names: {plural: applications, singular: application, kind: Application}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-";
-
 fn application(w: &World) -> Value {
     w.get_json(&["applications.argoproj.io", "shop", "-n", "backflow-system"])
 }
@@ -223,7 +208,14 @@ fn hold_an_application_with(w: &World, metadata: &str, sources: impl Fn(&str) ->
     one_way_default(w);
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
-    w.apply(APPLICATION_CRD);
+    // Argo CD's own CRDs are schemaless too.
+    w.apply(&schemaless_crd_at(
+        "argoproj.io",
+        "v1alpha1",
+        "applications",
+        "application",
+        "Application",
+    ));
     w.wait_established(&["applications.argoproj.io"]);
     let sources = sources(&w.provider_url());
     // An Application with automated sync on, as a cluster runs it; the claim holds it.
@@ -421,21 +413,6 @@ fn a_failed_sync_is_reported_and_a_controller_back_from_a_crash_runs_the_operati
     );
 }
 
-/// Argo CD's `ApplicationSet` kind, schemaless as the Application's.
-const APPLICATION_SET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: applicationsets.argoproj.io}
-spec:
-  group: argoproj.io
-  scope: Namespaced
-  names: {plural: applicationsets, singular: applicationset, kind: ApplicationSet}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-";
-
 /// An Application an `ApplicationSet` generated is not held while the set would switch automated
 /// sync back on (the two would fight): the claim says so (`ApplierNotHeld`) and what to change,
 /// and the Application is left as it is; once the set ignores the field, the claim holds it.
@@ -443,7 +420,13 @@ spec:
 fn an_application_whose_application_set_owns_automated_is_reported_not_fought() {
     let w = World::start(&[]);
     wait_acting(&w);
-    w.apply(APPLICATION_SET_CRD);
+    w.apply(&schemaless_crd_at(
+        "argoproj.io",
+        "v1alpha1",
+        "applicationsets",
+        "applicationset",
+        "ApplicationSet",
+    ));
     w.wait_established(&["applicationsets.argoproj.io"]);
     w.apply(
         r"apiVersion: argoproj.io/v1alpha1

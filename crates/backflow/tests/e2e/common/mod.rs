@@ -1000,6 +1000,17 @@ pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
 /// A namespaced `CustomResourceDefinition` `{plural}.{group}` served at `v1`, whose schema keeps
 /// every field.
 pub fn schemaless_crd(group: &str, plural: &str, singular: &str, kind: &str) -> String {
+    schemaless_crd_at(group, "v1", plural, singular, kind)
+}
+
+/// [`schemaless_crd`] serving `version`.
+pub fn schemaless_crd_at(
+    group: &str,
+    version: &str,
+    plural: &str,
+    singular: &str,
+    kind: &str,
+) -> String {
     format!(
         r"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -1014,7 +1025,7 @@ spec:
     kind: {kind}
     listKind: {kind}List
   versions:
-  - name: v1
+  - name: {version}
     served: true
     storage: true
     schema:
