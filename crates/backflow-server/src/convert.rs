@@ -15,6 +15,12 @@ fn is_hpa_v1(t: &ResourceType) -> bool {
     t.group == "autoscaling" && t.version == "v1" && t.kind == "HorizontalPodAutoscaler"
 }
 
+/// Whether objects of `t` are converted on their way out (not served as stored).
+#[must_use]
+pub fn converts(t: &ResourceType) -> bool {
+    is_hpa_v1(t)
+}
+
 /// Whether metric `m` is average CPU utilization (a v2 `Resource` metric of `cpu`).
 fn is_cpu(m: &Value) -> bool {
     m["type"] == "Resource" && m["resource"]["name"] == "cpu"

@@ -16,13 +16,14 @@ use crate::apply::{self, ApplyRequest};
 use crate::builtin::INITIAL_NAMESPACES;
 use crate::cel_rules;
 use crate::error::{ApiError, ApiResult, Cause};
+use crate::list::{ObjectList, Served};
 use crate::managed_fields::{self, FieldWrite};
 use crate::object::{self, metadata_mut};
 use crate::patch::{self, PatchType};
 use crate::registry::{KindBehavior, Registry, ResourceType};
 use crate::schema::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{Store, WriteTx};
+use crate::store::{Store, StoredObject, WriteTx};
 use crate::{crd, validation};
 
 /// Options shared by every write.
@@ -66,6 +67,18 @@ pub struct ListOptions {
     pub continue_token: Option<String>,
     /// `resourceVersion=N&resourceVersionMatch=Exact`: the list as it was at N.
     pub exact: Option<u64>,
+}
+
+impl ListOptions {
+    /// Whether the selectors select `obj`; it is parsed only when there is a selector.
+    #[must_use]
+    pub fn selects(&self, obj: &StoredObject) -> bool {
+        if self.labels.is_empty() && self.fields.is_empty() {
+            return true;
+        }
+        let v = obj.value();
+        self.labels.matches(&v) && self.fields.matches(&v)
+    }
 }
 
 /// Which part of an object a write addresses.
@@ -281,7 +294,7 @@ impl Engine {
         let gr = GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
         let crds: Vec<Value> = self
             .store
-            .read(|s| s.list(&gr, None).map(|(_, v)| (**v).clone()).collect());
+            .read(|s| s.list(&gr, None).map(|(_, v)| v.value()).collect());
         self.registry
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -317,16 +330,17 @@ impl Engine {
             .store
             .read(|s| s.get(&key).cloned())
             .ok_or_else(|| not_found(t, name))?;
-        Ok(at_version(&obj, t))
+        Ok(at_version(&obj.value(), t))
     }
 
-    /// Lists objects (one namespace, or all with `None`), filtered and paginated.
+    /// Lists objects (one namespace, or all with `None`), filtered and paginated. Objects are
+    /// parsed only to check a selector or to convert them (see [`Served`]).
     pub fn list(
         &self,
         t: &ResourceType,
         namespace: Option<&str>,
         opts: &ListOptions,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<ObjectList> {
         let gr = t.group_resource();
         let ns = if t.namespaced() { namespace } else { None };
         let (start_after, token_rv) = match &opts.continue_token {
@@ -339,45 +353,46 @@ impl Engine {
         let (objects, rv) = match opts.exact {
             Some(at) => (self.objects_at(&gr, ns, at)?, at),
             None => self.store.read(|s| {
-                let objects: Vec<(ObjectKey, Arc<Value>)> = s
+                let objects: Vec<(ObjectKey, StoredObject)> = s
                     .list(&gr, ns)
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 (objects, s.resource_version())
             }),
         };
-        let (items, remaining) = {
-            let mut items = Vec::new();
-            let mut remaining = 0usize;
-            for (k, v) in &objects {
-                if let Some(after) = &start_after
-                    && format!("{}/{}", k.namespace, k.name).as_str() <= after.as_str()
-                {
-                    continue;
-                }
-                if !opts.labels.matches(v) || !opts.fields.matches(v) {
-                    continue;
-                }
-                if opts.limit > 0 && items.len() >= opts.limit {
-                    remaining += 1;
-                    continue;
-                }
-                items.push(at_version(v, t));
+        let position = |k: &ObjectKey| format!("{}/{}", k.namespace, k.name);
+        let mut items = Vec::new();
+        let mut last = None;
+        let mut remaining = 0usize;
+        for (k, v) in &objects {
+            if start_after
+                .as_ref()
+                .is_some_and(|after| position(k).as_str() <= after.as_str())
+                || !opts.selects(v)
+            {
+                continue;
             }
-            (items, remaining)
-        };
+            if opts.limit > 0 && items.len() >= opts.limit {
+                remaining += 1;
+                continue;
+            }
+            items.push(Served::as_type(v, t));
+            last = Some(k);
+        }
         let rv = token_rv.unwrap_or(rv);
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if remaining > 0
-            && let Some(last) = items.last()
+            && let Some(last) = last
         {
-            let key = format!("{}/{}", object::namespace(last), object::name(last));
-            metadata["continue"] = json!(encode_continue(rv, &key));
+            metadata["continue"] = json!(encode_continue(rv, &position(last)));
             metadata["remainingItemCount"] = json!(remaining);
         }
-        Ok(
-            json!({"apiVersion": t.api_version(), "kind": t.list_kind, "metadata": metadata, "items": items}),
-        )
+        Ok(ObjectList {
+            api_version: t.api_version(),
+            kind: t.list_kind.clone(),
+            metadata,
+            items,
+        })
     }
 
     /// The objects of `gr` (in `ns`, or every namespace) as they were at resourceVersion `at`:
@@ -388,10 +403,10 @@ impl Engine {
         gr: &backflow_api::GroupResource,
         ns: Option<&str>,
         at: u64,
-    ) -> ApiResult<Vec<(ObjectKey, Arc<Value>)>> {
+    ) -> ApiResult<Vec<(ObjectKey, StoredObject)>> {
         // The history is appended just after the read model moves: retry until both agree.
         for _ in 0..1_000 {
-            let (mut objects, current): (BTreeMap<ObjectKey, Arc<Value>>, u64) =
+            let (mut objects, current): (BTreeMap<ObjectKey, StoredObject>, u64) =
                 self.store.read(|s| {
                     let objects = s
                         .list(gr, ns)
@@ -546,9 +561,9 @@ impl Engine {
         let existing = if name.is_empty() {
             None
         } else {
-            tx.get(&req.key(name))
+            tx.get(&req.key(name)).map(|o| o.value())
         };
-        let old = existing.as_deref();
+        let old = existing.as_ref();
         let Resolved {
             mut object,
             managed_fields,
@@ -727,7 +742,7 @@ impl Engine {
                 resource: "namespaces".into(),
                 name: req.namespace.into(),
             }),
-            Some(ns) if existing.is_none() && object::is_deleting(&ns) => {
+            Some(ns) if existing.is_none() && object::is_deleting(&ns.value()) => {
                 Err(ApiError::Forbidden(format!(
                     "{} \"{name}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
                     req.t.plural, req.namespace
@@ -906,10 +921,10 @@ impl Engine {
                 .delete_as(&key, object)
                 .ok_or_else(|| not_found(req.t, &name))?;
             self.after_delete(tx, req.t, &key);
-            return Ok(written((*last).clone(), false));
+            return Ok(written(last, false));
         }
         let stored = tx.put(key, object);
-        Ok(written((*stored).clone(), existing.is_none()))
+        Ok(written(stored, existing.is_none()))
     }
 
     /// Checks that a body is an object of this type for this place, and fills in namespace/name.
@@ -1069,7 +1084,10 @@ impl Engine {
             .store
             .write(move |tx| {
                 tx.act_as(opts2.user.clone());
-                let existing = tx.get(&key).ok_or_else(|| not_found(&t2, &name))?;
+                let existing = tx
+                    .get(&key)
+                    .ok_or_else(|| not_found(&t2, &name))?
+                    .value();
                 if let Some(uid) = &opts2.uid
                     && uid != object::uid(&existing)
                 {
@@ -1136,19 +1154,17 @@ impl Engine {
                 // Everything in the namespace goes first; the namespace follows once it is empty.
                 self.empty_namespace(tx, &key.name, &now);
                 if !holds && self.namespace_is_empty(tx, &key.name) {
-                    let last = tx.delete(key).ok_or_else(|| not_found(t, &key.name))?;
-                    return Ok((*last).clone());
+                    return tx.delete(key).ok_or_else(|| not_found(t, &key.name));
                 }
             }
-            let stored = tx.put(key.clone(), marked);
-            return Ok((*stored).clone());
+            return Ok(tx.put(key.clone(), marked));
         }
         if dry_run {
             return Ok(existing.clone());
         }
         let last = tx.delete(key).ok_or_else(|| not_found(t, &key.name))?;
         self.after_delete(tx, t, key);
-        Ok((*last).clone())
+        Ok(last)
     }
 
     /// Cascades that follow an object's removal: a CRD takes its objects along; the last object
@@ -1166,7 +1182,7 @@ impl Engine {
         }
         if t.namespaced() {
             let ns_key = namespace_key(&key.namespace);
-            if let Some(ns) = tx.get(&ns_key)
+            if let Some(ns) = tx.get(&ns_key).map(|ns| ns.value())
                 && object::is_deleting(&ns)
                 && object::finalizers(&ns).is_empty()
                 && self.namespace_is_empty(tx, &key.namespace)
@@ -1179,10 +1195,11 @@ impl Engine {
     fn empty_namespace(&self, tx: &mut WriteTx<'_>, namespace: &str, now: &str) {
         for t in self.storage_types() {
             for (k, obj) in tx.list(&t.group_resource(), Some(namespace)) {
+                let obj = obj.value();
                 if object::finalizers(&obj).is_empty() {
                     tx.delete(&k);
                 } else if !object::is_deleting(&obj) {
-                    let mut marked = (*obj).clone();
+                    let mut marked = obj;
                     let meta = metadata_mut(&mut marked);
                     meta.insert("deletionTimestamp".into(), json!(now));
                     meta.insert("deletionGracePeriodSeconds".into(), json!(0));
@@ -1222,6 +1239,7 @@ impl Engine {
                 tx.act_as(user);
                 let mut out = Vec::new();
                 for (k, v) in tx.list(&t2.group_resource(), ns.as_deref()) {
+                    let v = v.value();
                     if list.labels.matches(&v) && list.fields.matches(&v) {
                         out.push(engine.delete_in(tx, &t2, &k, &v, dry_run)?);
                     }

@@ -17,6 +17,7 @@ mod engine;
 mod error;
 mod http;
 mod kubeconfig;
+mod list;
 mod managed_fields;
 mod object;
 mod openapi;

@@ -98,6 +98,12 @@ impl LabelSelector {
         Ok(Self(reqs))
     }
 
+    /// Whether the selector has no requirement (selects everything).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether the object's labels satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
@@ -189,6 +195,12 @@ impl FieldSelector {
             reqs.push((path, eq, value.trim().to_string()));
         }
         Ok(Self(reqs))
+    }
+
+    /// Whether the selector has no requirement (selects everything).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Whether the object satisfies every requirement. A missing field reads as `""`; a

@@ -14,6 +14,7 @@ use super::path::{self, ResourcePath};
 use super::watch::{self, WatchRequest};
 use crate::engine::{DeleteOptions, Engine, ListOptions, Part, WriteOptions, Written};
 use crate::error::{ApiError, ApiResult, success_status};
+use crate::list::Served;
 use crate::patch::{self, PatchType};
 use crate::publication::{COMMIT_HEADER, Publication, WAIT_HEADER, parse_wait_header};
 use crate::registry::ResourceType;
@@ -451,19 +452,20 @@ async fn collection(
             resource_version_param(q)?;
             let list = engine.list(t, p.namespace.as_deref(), &list_options(q, t)?)?;
             if wants_table(headers) {
-                let items = list
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let meta = list.get("metadata").cloned().unwrap_or(json!({}));
+                let meta = list.metadata.clone();
+                let items: Vec<Value> = list.items.into_iter().map(Served::into_value).collect();
                 let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
                 return Ok(json_ok(
                     StatusCode::OK,
                     &table::table(t, &items, meta, include, engine.now()),
                 ));
             }
-            Ok(json_ok(StatusCode::OK, &list))
+            Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                list.to_json(),
+            )
+                .into_response())
         }
         Method::POST => {
             if t.namespaced() && p.namespace.is_none() {

@@ -13,9 +13,12 @@ use tokio::time::Instant;
 
 use backflow_api::Clock;
 
+use backflow_api::ObjectKey;
+
 use crate::engine::{ListOptions, at_version};
+use crate::list::Served;
 use crate::registry::ResourceType;
-use crate::store::{EventType, Store, WatchEvent};
+use crate::store::{EventType, Store, StoredObject, WatchEvent};
 use crate::table::{self, IncludeObject};
 
 /// A watch that asked for `as=Table` (`kubectl get -w`): each event's object is a one-row
@@ -65,7 +68,7 @@ struct WatchState {
     /// The initial state still to send (`ADDED` each), serialized one by one as the client
     /// reads, so a watch of a hundred thousand objects never holds them all as JSON at once.
     /// Sent before `pending`.
-    initial: VecDeque<Arc<Value>>,
+    initial: VecDeque<StoredObject>,
     pending: VecDeque<Bytes>,
     last: u64,
     latest: watch::Receiver<u64>,
@@ -79,13 +82,20 @@ struct WatchState {
 }
 
 fn line(event_type: &str, object: &Value) -> Bytes {
-    // Written directly rather than through `json!`, which would copy the object first.
-    let mut out = Vec::with_capacity(256);
+    framed(event_type, 256, |out| {
+        // Serializing a `Value` into memory cannot fail.
+        let _ = serde_json::to_writer(out, object);
+    })
+}
+
+/// One event line around an object written by `write_object` (directly rather than through
+/// `json!`, which would copy the object first).
+fn framed(event_type: &str, object_len: usize, write_object: impl FnOnce(&mut Vec<u8>)) -> Bytes {
+    let mut out = Vec::with_capacity(object_len + 40);
     out.extend_from_slice(b"{\"type\":");
-    // Serializing a `Value` into memory cannot fail.
     let _ = serde_json::to_writer(&mut out, event_type);
     out.extend_from_slice(b",\"object\":");
-    let _ = serde_json::to_writer(&mut out, object);
+    write_object(&mut out);
     out.extend_from_slice(b"}\n");
     Bytes::from(out)
 }
@@ -111,18 +121,24 @@ fn expired(requested: u64, oldest: u64) -> Bytes {
     )
 }
 
-/// The object of one ADDED/MODIFIED/DELETED event, at the watched version, as a one-row Table
-/// when the client asked for that.
-fn event_object(
+/// One ADDED/MODIFIED/DELETED event line: its object at the watched version (copied as stored
+/// when it is served so), or a one-row Table when the client asked for that.
+fn event_line(
+    event_type: &str,
     t: &ResourceType,
     as_table: Option<&TableEvents>,
     sent_columns: &mut bool,
-    obj: &Value,
-) -> Value {
-    let obj = at_version(obj, t);
+    obj: &StoredObject,
+) -> Bytes {
     let Some(tbl) = as_table else {
-        return obj;
+        return match Served::as_type(obj, t) {
+            Served::Stored(o) => framed(event_type, o.len(), |out| {
+                out.extend_from_slice(o.json());
+            }),
+            Served::Converted(v) => line(event_type, &v),
+        };
     };
+    let obj = at_version(&obj.value(), t);
     let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
     let mut table = table::table(t, &[obj], meta, tbl.include, tbl.clock.now());
     if std::mem::replace(sent_columns, true)
@@ -130,17 +146,17 @@ fn event_object(
     {
         m.remove("columnDefinitions");
     }
-    table
+    line(event_type, &table)
 }
 
 impl WatchState {
-    fn in_scope(&self, obj: &Value) -> bool {
+    fn in_scope(&self, key: &ObjectKey, obj: &StoredObject) -> bool {
         let ns_ok = self
             .req
             .namespace
             .as_deref()
-            .is_none_or(|ns| crate::object::namespace(obj) == ns);
-        ns_ok && self.req.filter.labels.matches(obj) && self.req.filter.fields.matches(obj)
+            .is_none_or(|ns| key.namespace == ns);
+        ns_ok && self.req.filter.selects(obj)
     }
 
     /// Turns one committed change into what this watcher should see: a change that moves an
@@ -149,8 +165,11 @@ impl WatchState {
         if e.key.resource != self.req.resource_type.group_resource() {
             return None;
         }
-        let now = self.in_scope(&e.object);
-        let before = e.previous.as_deref().is_some_and(|p| self.in_scope(p));
+        let now = self.in_scope(&e.key, &e.object);
+        let before = e
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.in_scope(&e.key, p));
         let t = &self.req.resource_type;
         let kind = match e.event_type {
             EventType::Added if now => EventType::Added,
@@ -160,13 +179,13 @@ impl WatchState {
             EventType::Deleted if before || now => EventType::Deleted,
             _ => return None,
         };
-        let object = event_object(
+        Some(event_line(
+            kind.as_str(),
             t,
             self.req.table.as_ref(),
             &mut self.sent_columns,
             &e.object,
-        );
-        Some(line(kind.as_str(), &object))
+        ))
     }
 
     fn collect(&mut self) {
@@ -209,10 +228,10 @@ pub fn stream(
         } else {
             None
         };
-        let (objects, rv): (Vec<Arc<Value>>, u64) = store.read(|s| {
+        let (objects, rv): (Vec<StoredObject>, u64) = store.read(|s| {
             let objs = s
                 .list(&gr, ns.as_deref())
-                .filter(|(_, v)| req.filter.labels.matches(v) && req.filter.fields.matches(v))
+                .filter(|(_, v)| req.filter.selects(v))
                 .map(|(_, v)| v.clone())
                 .collect();
             (objs, s.resource_version())
@@ -221,8 +240,8 @@ pub fn stream(
             // Table watches (humans) are small, and the first row must carry the columns
             // before any change collected below: serialized now, in order.
             for o in objects {
-                let object = event_object(&t, req.table.as_ref(), &mut sent_columns, &o);
-                pending.push_back(line("ADDED", &object));
+                let added = event_line("ADDED", &t, req.table.as_ref(), &mut sent_columns, &o);
+                pending.push_back(added);
             }
         } else {
             initial_objects = objects.into();
@@ -268,13 +287,13 @@ impl WatchState {
     async fn next_line(&mut self) -> Option<Bytes> {
         loop {
             if let Some(o) = self.initial.pop_front() {
-                let object = event_object(
+                return Some(event_line(
+                    "ADDED",
                     &self.req.resource_type,
                     self.req.table.as_ref(),
                     &mut self.sent_columns,
                     &o,
-                );
-                return Some(line("ADDED", &object));
+                ));
             }
             if let Some(b) = self.pending.pop_front() {
                 return Some(b);

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use backflow_api::ObjectKey;
-use serde_json::Value;
 use tokio::sync::watch;
+
+use super::StoredObject;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +42,9 @@ pub struct WatchEvent {
     /// Which object.
     pub key: ObjectKey,
     /// The object after the change (for a delete: its last state at the new resourceVersion).
-    pub object: Arc<Value>,
+    pub object: StoredObject,
     /// The object before the change, so a filtered watch can tell "left the selection".
-    pub previous: Option<Arc<Value>>,
+    pub previous: Option<StoredObject>,
 }
 
 /// A watch asked to resume from a resourceVersion older than the history kept.
@@ -104,7 +105,7 @@ impl EventLog {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for e in events {
-                let size = approx_bytes(&e.object);
+                let size = approx_bytes(&e);
                 inner.bytes += size;
                 inner.sizes.push_back(size);
                 inner.events.push_back(Arc::new(e));
@@ -162,45 +163,10 @@ impl EventLog {
     }
 }
 
-/// About how many bytes `v` takes in memory: the value itself plus everything it owns on the
-/// heap. Counted as the allocator sees it (each allocation's header, a map's entry and index
-/// tables), because the bound is a promise about the process's memory, and a serialized-size
-/// estimate undercounts a small object's parsed form three to four times.
-fn approx_bytes(v: &Value) -> usize {
-    size_of::<Value>() + owned_bytes(v)
-}
-
-/// What one heap allocation costs beyond the bytes asked for (malloc's header and rounding).
-const ALLOCATION: usize = 16;
-
-/// The heap bytes `v` owns, not counting its own slot.
-fn owned_bytes(v: &Value) -> usize {
-    match v {
-        Value::String(s) => heap(s.capacity()),
-        Value::Array(items) => {
-            heap(items.capacity() * size_of::<Value>())
-                + items.iter().map(owned_bytes).sum::<usize>()
-        }
-        Value::Object(map) => {
-            // An insertion-ordered map: a list of (hash, key, value) entries and a hash table
-            // of indices into it, kept at most 7/8 full.
-            let entries =
-                heap(map.len() * (size_of::<u64>() + size_of::<String>() + size_of::<Value>()));
-            let slots = (map.len() * 8 / 7).next_power_of_two();
-            let indices = heap(slots * (size_of::<usize>() + 1));
-            entries
-                + indices
-                + map
-                    .iter()
-                    .map(|(k, v)| heap(k.capacity()) + owned_bytes(v))
-                    .sum::<usize>()
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-    }
-}
-
-fn heap(bytes: usize) -> usize {
-    if bytes == 0 { 0 } else { bytes + ALLOCATION }
+/// About how many bytes an event keeps: its object's JSON (the previous version is the one
+/// the event before it, or the read model, holds) plus the event itself.
+fn approx_bytes(e: &WatchEvent) -> usize {
+    e.object.len() + size_of::<WatchEvent>()
 }
 
 #[cfg(test)]
@@ -213,7 +179,7 @@ mod tests {
             resource_version: rv,
             event_type: EventType::Modified,
             key: ObjectKey::new(GroupResource::new("", "configmaps"), "default", "big"),
-            object: Arc::new(serde_json::json!({"data": {"k": "x".repeat(bytes)}})),
+            object: StoredObject::new(&serde_json::json!({"data": {"k": "x".repeat(bytes)}})),
             previous: None,
         }
     }

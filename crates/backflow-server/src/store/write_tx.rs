@@ -6,11 +6,11 @@ use std::sync::Arc;
 use backflow_api::{GroupResource, ObjectKey};
 use serde_json::{Value, json};
 
-use super::State;
 use super::event_log::{EventType, WatchEvent};
+use super::{State, StoredObject};
 use crate::error::ApiResult;
 
-type Overlay = BTreeMap<ObjectKey, Option<Arc<Value>>>;
+type Overlay = BTreeMap<ObjectKey, Option<StoredObject>>;
 
 /// A change made by an authenticated user: the object and the resourceVersion it took.
 pub(super) struct Authored {
@@ -97,7 +97,7 @@ impl<'a> WriteTx<'a> {
 
     /// One object as this write sees it.
     #[must_use]
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+    pub fn get(&self, key: &ObjectKey) -> Option<StoredObject> {
         if let Some(v) = self.op.get(key) {
             return v.clone();
         }
@@ -113,8 +113,8 @@ impl<'a> WriteTx<'a> {
         &self,
         resource: &GroupResource,
         namespace: Option<&str>,
-    ) -> Vec<(ObjectKey, Arc<Value>)> {
-        let mut merged: BTreeMap<ObjectKey, Option<Arc<Value>>> = self
+    ) -> Vec<(ObjectKey, StoredObject)> {
+        let mut merged: BTreeMap<ObjectKey, Option<StoredObject>> = self
             .committed
             .list(resource, namespace)
             .map(|(k, v)| (k.clone(), Some(v.clone())))
@@ -145,13 +145,11 @@ impl<'a> WriteTx<'a> {
     }
 
     /// Stores `object` under `key` with the next resourceVersion, and returns it as stored.
-    pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Arc<Value> {
+    pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Value {
         let rv = self.bump(&key);
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
-        // The read model keeps every object: without the slack of parsing and editing.
-        backflow_api::compact::compact(&mut object);
         let previous = self.get(&key);
-        let object = Arc::new(object);
+        let stored = StoredObject::new(&object);
         let event_type = if previous.is_some() {
             EventType::Modified
         } else {
@@ -161,38 +159,37 @@ impl<'a> WriteTx<'a> {
             resource_version: rv,
             event_type,
             key: key.clone(),
-            object: object.clone(),
+            object: stored.clone(),
             previous,
         });
-        self.op.insert(key, Some(object.clone()));
+        self.op.insert(key, Some(stored));
         object
     }
 
     /// Removes the object under `key`; the DELETED event carries its last state at a new
     /// resourceVersion, which is returned.
-    pub fn delete(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
+    pub fn delete(&mut self, key: &ObjectKey) -> Option<Value> {
         let previous = self.get(key)?;
-        let last = (*previous).clone();
+        let last = previous.value();
         Some(self.remove(key, previous, last))
     }
 
     /// Removes the object under `key` as the write that produced `last` leaves it (an update that
     /// empties the finalizers of an object being deleted): one DELETED event carrying `last` at a
     /// new resourceVersion, which is returned, and no intermediate MODIFIED.
-    pub fn delete_as(&mut self, key: &ObjectKey, last: Value) -> Option<Arc<Value>> {
+    pub fn delete_as(&mut self, key: &ObjectKey, last: Value) -> Option<Value> {
         let previous = self.get(key)?;
         Some(self.remove(key, previous, last))
     }
 
-    fn remove(&mut self, key: &ObjectKey, previous: Arc<Value>, mut last: Value) -> Arc<Value> {
+    fn remove(&mut self, key: &ObjectKey, previous: StoredObject, mut last: Value) -> Value {
         let rv = self.bump(key);
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let last = Arc::new(last);
         self.op_events.push(WatchEvent {
             resource_version: rv,
             event_type: EventType::Deleted,
             key: key.clone(),
-            object: last.clone(),
+            object: StoredObject::new(&last),
             previous: Some(previous),
         });
         self.op.insert(key.clone(), None);
