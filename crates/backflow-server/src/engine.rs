@@ -70,14 +70,53 @@ pub struct ListOptions {
 }
 
 impl ListOptions {
+    /// Whether there is no selector (every object is selected).
+    #[must_use]
+    pub fn selects_all(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
     /// Whether the selectors select `obj`; it is parsed only when there is a selector.
     #[must_use]
     pub fn selects(&self, obj: &StoredObject) -> bool {
-        if self.labels.is_empty() && self.fields.is_empty() {
+        if self.selects_all() {
             return true;
         }
         let v = obj.value();
         self.labels.matches(&v) && self.fields.matches(&v)
+    }
+}
+
+/// The objects a list page is chosen from, read under the store's lock.
+struct Candidates {
+    /// Without a selector and with a limit, only the page's own objects; otherwise every object
+    /// from the page's start, for the selectors to choose from.
+    objects: Vec<StoredObject>,
+    /// Objects after the page already counted (without a selector).
+    remaining: usize,
+    /// The resourceVersion the objects were read at.
+    resource_version: u64,
+}
+
+impl Candidates {
+    fn gather<'a>(
+        mut objects: impl Iterator<Item = &'a StoredObject>,
+        resource_version: u64,
+        opts: &ListOptions,
+    ) -> Self {
+        if opts.selects_all() && opts.limit > 0 {
+            let page = objects.by_ref().take(opts.limit).cloned().collect();
+            return Self {
+                objects: page,
+                remaining: objects.count(),
+                resource_version,
+            };
+        }
+        Self {
+            objects: objects.cloned().collect(),
+            remaining: 0,
+            resource_version,
+        }
     }
 }
 
@@ -325,16 +364,22 @@ impl Engine {
 
     /// Reads one object.
     pub fn get(&self, t: &ResourceType, namespace: &str, name: &str) -> ApiResult<Value> {
+        self.get_served(t, namespace, name).map(Served::into_value)
+    }
+
+    /// Reads one object as it is served, without parsing it when it is served as stored.
+    pub fn get_served(&self, t: &ResourceType, namespace: &str, name: &str) -> ApiResult<Served> {
         let key = Self::key(t, namespace, name);
         let obj = self
             .store
             .read(|s| s.get(&key).cloned())
             .ok_or_else(|| not_found(t, name))?;
-        Ok(at_version(&obj.value(), t))
+        Ok(Served::as_type(&obj, t))
     }
 
     /// Lists objects (one namespace, or all with `None`), filtered and paginated. Objects are
-    /// parsed only to check a selector or to convert them (see [`Served`]).
+    /// parsed only to check a selector or to convert them (see [`Served`]); a page starts at
+    /// its continue key and, without a selector, takes only its own objects.
     pub fn list(
         &self,
         t: &ResourceType,
@@ -343,48 +388,50 @@ impl Engine {
     ) -> ApiResult<ObjectList> {
         let gr = t.group_resource();
         let ns = if t.namespaced() { namespace } else { None };
-        let (start_after, token_rv) = match &opts.continue_token {
+        let (after, token_rv) = match &opts.continue_token {
             Some(token) => {
-                let (rv, key) = decode_continue(token)?;
-                (Some(key), Some(rv))
+                let (rv, position) = decode_continue(token)?;
+                let (namespace, name) = position.split_once('/').unwrap_or(("", &position));
+                (Some(ObjectKey::new(gr.clone(), namespace, name)), Some(rv))
             }
             None => (None, None),
         };
-        let (objects, rv) = match opts.exact {
-            Some(at) => (self.objects_at(&gr, ns, at)?, at),
+        let page = match opts.exact {
+            Some(at) => {
+                let objects = self.objects_at(&gr, ns, at)?;
+                let objects = objects
+                    .iter()
+                    .filter(|(k, _)| after.as_ref().is_none_or(|a| k > a))
+                    .map(|(_, v)| v);
+                Candidates::gather(objects, at, opts)
+            }
             None => self.store.read(|s| {
-                let objects: Vec<(ObjectKey, StoredObject)> = s
-                    .list(&gr, ns)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                (objects, s.resource_version())
+                let objects = s.list_after(&gr, ns, after.as_ref()).map(|(_, v)| v);
+                Candidates::gather(objects, s.resource_version(), opts)
             }),
         };
-        let position = |k: &ObjectKey| format!("{}/{}", k.namespace, k.name);
+        let Candidates {
+            objects,
+            mut remaining,
+            resource_version,
+        } = page;
         let mut items = Vec::new();
         let mut last = None;
-        let mut remaining = 0usize;
-        for (k, v) in &objects {
-            if start_after
-                .as_ref()
-                .is_some_and(|after| position(k).as_str() <= after.as_str())
-                || !opts.selects(v)
-            {
-                continue;
-            }
+        for v in objects.iter().filter(|v| opts.selects(v)) {
             if opts.limit > 0 && items.len() >= opts.limit {
                 remaining += 1;
                 continue;
             }
             items.push(Served::as_type(v, t));
-            last = Some(k);
+            last = Some(v);
         }
-        let rv = token_rv.unwrap_or(rv);
+        let rv = token_rv.unwrap_or(resource_version);
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if remaining > 0
-            && let Some(last) = last
+            && let Some(last) = last.map(StoredObject::value)
         {
-            metadata["continue"] = json!(encode_continue(rv, &position(last)));
+            let position = format!("{}/{}", object::namespace(&last), object::name(&last));
+            metadata["continue"] = json!(encode_continue(rv, &position));
             metadata["remainingItemCount"] = json!(remaining);
         }
         Ok(ObjectList {

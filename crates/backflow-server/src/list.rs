@@ -4,11 +4,15 @@
 //! heap at once (about 4.5 KiB for a 1 KiB `ConfigMap`); written from the stored JSON, it costs
 //! the answer's bytes and nothing else.
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::engine::at_version;
 use crate::registry::ResourceType;
 use crate::store::StoredObject;
+
+/// About how many bytes each chunk of a list answer holds.
+const CHUNK_BYTES: usize = 64 * 1024;
 
 /// One item of a list (or one watch event's object).
 #[derive(Debug, Clone)]
@@ -66,32 +70,23 @@ pub struct ObjectList {
 }
 
 impl ObjectList {
-    /// The list as JSON, each item's bytes copied in.
+    /// The list as JSON in chunks of about 64 KiB, each written when the client reads it: a
+    /// list of a million objects never exists whole in memory.
     #[must_use]
-    pub fn to_json(&self) -> Vec<u8> {
-        let items: usize = self
-            .items
-            .iter()
-            .map(|i| match i {
-                Served::Stored(o) => o.len() + 1,
-                Served::Converted(_) => 1024,
-            })
-            .sum();
-        let mut out = Vec::with_capacity(items + 256);
+    pub fn into_json_chunks(self) -> JsonChunks {
         let head =
             json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": self.metadata});
         // `{"apiVersion":…,"metadata":{…}}` with its closing brace replaced by the items.
-        let _ = serde_json::to_writer(&mut out, &head);
-        out.pop();
-        out.extend_from_slice(b",\"items\":[");
-        for (n, item) in self.items.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            item.write_json(&mut out);
+        let mut start = Vec::with_capacity(CHUNK_BYTES);
+        let _ = serde_json::to_writer(&mut start, &head);
+        start.pop();
+        start.extend_from_slice(b",\"items\":[");
+        JsonChunks {
+            start: Some(start),
+            items: self.items.into_iter(),
+            written: 0,
+            done: false,
         }
-        out.extend_from_slice(b"]}");
-        out
     }
 
     /// The list as one `Value` (what a Table is built from).
@@ -99,5 +94,86 @@ impl ObjectList {
     pub fn into_value(self) -> Value {
         let items: Vec<Value> = self.items.into_iter().map(Served::into_value).collect();
         json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": self.metadata, "items": items})
+    }
+}
+/// The chunks of a list answer (see [`ObjectList::into_json_chunks`]).
+#[derive(Debug)]
+pub struct JsonChunks {
+    /// The list's head, until the first chunk is written.
+    start: Option<Vec<u8>>,
+    items: std::vec::IntoIter<Served>,
+    /// Items written so far.
+    written: usize,
+    done: bool,
+}
+
+impl Iterator for JsonChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut out = self
+            .start
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES));
+        while out.len() < CHUNK_BYTES {
+            let Some(item) = self.items.next() else {
+                out.extend_from_slice(b"]}");
+                self.done = true;
+                break;
+            };
+            if self.written > 0 {
+                out.push(b',');
+            }
+            item.write_json(&mut out);
+            self.written += 1;
+        }
+        Some(Bytes::from(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_in_chunks_is_the_list() {
+        let data = "x".repeat(1000);
+        let objects: Vec<Value> = (0..300)
+            .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}, "data": {"k": data}}))
+            .collect();
+        for n in [0, 1, 300] {
+            let list = ObjectList {
+                api_version: "v1".into(),
+                kind: "ConfigMapList".into(),
+                metadata: json!({"resourceVersion": "7"}),
+                items: objects[..n]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        // Both kinds of item, in turn.
+                        if i % 2 == 0 {
+                            Served::Stored(StoredObject::new(o))
+                        } else {
+                            Served::Converted(o.clone())
+                        }
+                    })
+                    .collect(),
+            };
+            let chunks: Vec<Bytes> = list.clone().into_json_chunks().collect();
+            let (last, full) = chunks.split_last().expect("at least one chunk");
+            assert!(
+                full.iter()
+                    .all(|c| (CHUNK_BYTES..CHUNK_BYTES + 2048).contains(&c.len())),
+                "chunks near their size"
+            );
+            assert!(last.len() < CHUNK_BYTES + 2048);
+            assert_eq!(chunks.len() > 1, n == 300, "{n} objects");
+            let whole: Vec<u8> = chunks.concat();
+            let parsed: Value = serde_json::from_slice(&whole).expect("one JSON document");
+            assert_eq!(parsed, list.into_value());
+        }
     }
 }

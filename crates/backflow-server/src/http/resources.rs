@@ -1,6 +1,7 @@
 //! The resource endpoints: translate an HTTP request into an [`Engine`] call and its answer.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -460,10 +461,11 @@ async fn collection(
                     &table::table(t, &items, meta, include, engine.now()),
                 ));
             }
+            let chunks = futures::stream::iter(list.into_json_chunks().map(Ok::<_, Infallible>));
             Ok((
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, "application/json")],
-                list.to_json(),
+                Body::from_stream(chunks),
             )
                 .into_response())
         }
@@ -572,8 +574,9 @@ async fn object(
     match *method {
         Method::GET => {
             resource_version_param(q)?;
-            let obj = engine.get(t, ns, name)?;
+            let served = engine.get_served(t, ns, name)?;
             if wants_table(headers) {
+                let obj = served.into_value();
                 let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
                 let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
                 return Ok(json_ok(
@@ -581,7 +584,14 @@ async fn object(
                     &table::table(t, &[obj], meta, include, engine.now()),
                 ));
             }
-            Ok(json_ok(StatusCode::OK, &obj))
+            let mut body = Vec::new();
+            served.write_json(&mut body);
+            Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response())
         }
         Method::PUT => {
             let bytes = read_body(body).await?;

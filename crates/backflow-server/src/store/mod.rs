@@ -102,10 +102,28 @@ impl State {
         resource: &'a GroupResource,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + 'a {
-        let start = ObjectKey::new(resource.clone(), namespace.unwrap_or(""), "");
-        self.objects.range(start..).take_while(move |(k, _)| {
-            &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns)
-        })
+        self.list_after(resource, namespace, None)
+    }
+
+    /// [`State::list`] from just after `after` (a page's last object), without walking the
+    /// objects before it.
+    pub fn list_after<'a>(
+        &'a self,
+        resource: &'a GroupResource,
+        namespace: Option<&'a str>,
+        after: Option<&ObjectKey>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + 'a {
+        use std::ops::Bound;
+        let first = ObjectKey::new(resource.clone(), namespace.unwrap_or(""), "");
+        let start = match after {
+            Some(key) if *key >= first => Bound::Excluded(key.clone()),
+            _ => Bound::Included(first),
+        };
+        self.objects
+            .range((start, Bound::Unbounded))
+            .take_while(move |(k, _)| {
+                &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns)
+            })
     }
 }
 
