@@ -9,14 +9,13 @@ use std::sync::{Arc, RwLock};
 
 use backflow_api::ids::NAME_ALPHABET;
 use backflow_api::{Clock, GroupResource, IdSource, ObjectKey};
-use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::apply::{self, ApplyRequest};
 use crate::builtin::INITIAL_NAMESPACES;
 use crate::cel_rules;
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::list::{ObjectList, Served};
+use crate::list::{Candidates, ContinueToken, ObjectList, Served};
 use crate::managed_fields::{self, FieldWrite};
 use crate::object::{self, metadata_mut};
 use crate::patch::{self, PatchType};
@@ -84,39 +83,6 @@ impl ListOptions {
         }
         let v = obj.value();
         self.labels.matches(&v) && self.fields.matches(&v)
-    }
-}
-
-/// The objects a list page is chosen from, read under the store's lock.
-struct Candidates {
-    /// Without a selector and with a limit, only the page's own objects; otherwise every object
-    /// from the page's start, for the selectors to choose from.
-    objects: Vec<StoredObject>,
-    /// Objects after the page already counted (without a selector).
-    remaining: usize,
-    /// The resourceVersion the objects were read at.
-    resource_version: u64,
-}
-
-impl Candidates {
-    fn gather<'a>(
-        mut objects: impl Iterator<Item = &'a StoredObject>,
-        resource_version: u64,
-        opts: &ListOptions,
-    ) -> Self {
-        if opts.selects_all() && opts.limit > 0 {
-            let page = objects.by_ref().take(opts.limit).cloned().collect();
-            return Self {
-                objects: page,
-                remaining: objects.count(),
-                resource_version,
-            };
-        }
-        Self {
-            objects: objects.cloned().collect(),
-            remaining: 0,
-            resource_version,
-        }
     }
 }
 
@@ -388,14 +354,13 @@ impl Engine {
     ) -> ApiResult<ObjectList> {
         let gr = t.group_resource();
         let ns = if t.namespaced() { namespace } else { None };
-        let (after, token_rv) = match &opts.continue_token {
-            Some(token) => {
-                let (rv, position) = decode_continue(token)?;
-                let (namespace, name) = position.split_once('/').unwrap_or(("", &position));
-                (Some(ObjectKey::new(gr.clone(), namespace, name)), Some(rv))
-            }
-            None => (None, None),
-        };
+        let token = opts
+            .continue_token
+            .as_deref()
+            .map(ContinueToken::decode)
+            .transpose()?;
+        let after = token.as_ref().map(|c| c.after(&gr));
+        let known = token.as_ref().and_then(|c| c.remaining);
         let page = match opts.exact {
             Some(at) => {
                 let objects = self.objects_at(&gr, ns, at)?;
@@ -403,43 +368,15 @@ impl Engine {
                     .iter()
                     .filter(|(k, _)| after.as_ref().is_none_or(|a| k > a))
                     .map(|(_, v)| v);
-                Candidates::gather(objects, at, opts)
+                Candidates::gather(objects, at, opts, known)
             }
             None => self.store.read(|s| {
                 let objects = s.list_after(&gr, ns, after.as_ref()).map(|(_, v)| v);
-                Candidates::gather(objects, s.resource_version(), opts)
+                Candidates::gather(objects, s.resource_version(), opts, known)
             }),
         };
-        let Candidates {
-            objects,
-            mut remaining,
-            resource_version,
-        } = page;
-        let mut items = Vec::new();
-        let mut last = None;
-        for v in objects.iter().filter(|v| opts.selects(v)) {
-            if opts.limit > 0 && items.len() >= opts.limit {
-                remaining += 1;
-                continue;
-            }
-            items.push(Served::as_type(v, t));
-            last = Some(v);
-        }
-        let rv = token_rv.unwrap_or(resource_version);
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if remaining > 0
-            && let Some(last) = last.map(StoredObject::value)
-        {
-            let position = format!("{}/{}", object::namespace(&last), object::name(&last));
-            metadata["continue"] = json!(encode_continue(rv, &position));
-            metadata["remainingItemCount"] = json!(remaining);
-        }
-        Ok(ObjectList {
-            api_version: t.api_version(),
-            kind: t.list_kind.clone(),
-            metadata,
-            items,
-        })
+        let rv = token.map_or(page.resource_version, |c| c.resource_version);
+        Ok(page.into_list(t, opts, rv))
     }
 
     /// The objects of `gr` (in `ns`, or every namespace) as they were at resourceVersion `at`:
@@ -1397,30 +1334,6 @@ pub fn at_version(obj: &Value, t: &ResourceType) -> Value {
         m.insert("kind".into(), json!(t.kind));
     }
     crate::convert::to_served(o, t)
-}
-
-fn encode_continue(rv: u64, key: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(json!({"rv": rv, "start": key}).to_string())
-}
-
-fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
-    let bad = || {
-        ApiError::BadRequest(format!(
-            "continue key is not valid: {token:?}; restart the list without `continue`"
-        ))
-    };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
-    let start = v
-        .get("start")
-        .and_then(Value::as_str)
-        .ok_or_else(bad)?
-        .to_string();
-    Ok((rv, start))
 }
 
 #[cfg(test)]

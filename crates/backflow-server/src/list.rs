@@ -4,10 +4,15 @@
 //! heap at once (about 4.5 KiB for a 1 KiB `ConfigMap`); written from the stored JSON, it costs
 //! the answer's bytes and nothing else.
 
+use backflow_api::{GroupResource, ObjectKey};
+use base64::Engine as _;
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::engine::at_version;
+use crate::engine::{ListOptions, at_version};
+use crate::error::{ApiError, ApiResult};
+use crate::object;
 use crate::registry::ResourceType;
 use crate::store::StoredObject;
 
@@ -96,6 +101,133 @@ impl ObjectList {
         json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": self.metadata, "items": items})
     }
 }
+/// Where the next page of a list starts, as the `continue` token carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContinueToken {
+    /// The resourceVersion of the list's first page, which every page answers with.
+    #[serde(rename = "rv")]
+    pub resource_version: u64,
+    /// `namespace/name` of the previous page's last object.
+    #[serde(rename = "start")]
+    pub position: String,
+    /// How many objects followed the previous page (without a selector), so the next page
+    /// need not count them again: counting what follows every page of a million objects would
+    /// walk the read model once per page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<usize>,
+}
+
+impl ContinueToken {
+    /// The token as a client sends it back.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// Reads a token a client sent; 400 when it is not one of ours.
+    pub fn decode(token: &str) -> ApiResult<Self> {
+        let bad = || {
+            ApiError::BadRequest(format!(
+                "continue key is not valid: {token:?}; restart the list without `continue`"
+            ))
+        };
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| bad())?;
+        serde_json::from_slice(&bytes).map_err(|_| bad())
+    }
+
+    /// The key of the previous page's last object, for a list of `resource`.
+    #[must_use]
+    pub fn after(&self, resource: &GroupResource) -> ObjectKey {
+        let (namespace, name) = self
+            .position
+            .split_once('/')
+            .unwrap_or(("", &self.position));
+        ObjectKey::new(resource.clone(), namespace, name)
+    }
+}
+
+/// The objects a list page is chosen from, read under the store's lock.
+#[derive(Debug)]
+pub struct Candidates {
+    /// Without a selector and with a limit, only the page's own objects; otherwise every object
+    /// from the page's start, for the selectors to choose from.
+    objects: Vec<StoredObject>,
+    /// Objects after the page already known to follow it (without a selector).
+    remaining: usize,
+    /// The resourceVersion the objects were read at.
+    pub resource_version: u64,
+}
+
+impl Candidates {
+    /// Takes what a page needs from `objects` (those after the page's start, in order).
+    /// `known` is how many followed the previous page, when its token said so.
+    pub fn gather<'a>(
+        mut objects: impl Iterator<Item = &'a StoredObject>,
+        resource_version: u64,
+        opts: &ListOptions,
+        known: Option<usize>,
+    ) -> Self {
+        if opts.selects_all() && opts.limit > 0 {
+            let page: Vec<StoredObject> = objects.by_ref().take(opts.limit).cloned().collect();
+            let remaining = match known {
+                // Objects created or deleted since the first page make the carried count
+                // approximate; whether any follow is always exact.
+                Some(k) if objects.next().is_some() => k.saturating_sub(page.len()).max(1),
+                Some(_) => 0,
+                None => objects.count(),
+            };
+            return Self {
+                objects: page,
+                remaining,
+                resource_version,
+            };
+        }
+        Self {
+            objects: objects.cloned().collect(),
+            remaining: 0,
+            resource_version,
+        }
+    }
+
+    /// The page: the selected objects up to the limit, served as `t`, answered at
+    /// resourceVersion `rv`, with a continue token when more follow.
+    #[must_use]
+    pub fn into_list(self, t: &ResourceType, opts: &ListOptions, rv: u64) -> ObjectList {
+        let mut remaining = self.remaining;
+        let mut items = Vec::new();
+        let mut last = None;
+        for v in self.objects.iter().filter(|v| opts.selects(v)) {
+            if opts.limit > 0 && items.len() >= opts.limit {
+                remaining += 1;
+                continue;
+            }
+            items.push(Served::as_type(v, t));
+            last = Some(v);
+        }
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if remaining > 0
+            && let Some(last) = last.map(StoredObject::value)
+        {
+            let token = ContinueToken {
+                resource_version: rv,
+                position: format!("{}/{}", object::namespace(&last), object::name(&last)),
+                remaining: opts.selects_all().then_some(remaining),
+            };
+            metadata["continue"] = json!(token.encode());
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+        ObjectList {
+            api_version: t.api_version(),
+            kind: t.list_kind.clone(),
+            metadata,
+            items,
+        }
+    }
+}
+
 /// The chunks of a list answer (see [`ObjectList::into_json_chunks`]).
 #[derive(Debug)]
 pub struct JsonChunks {
@@ -137,6 +269,51 @@ impl Iterator for JsonChunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config_maps() -> ResourceType {
+        crate::registry::Registry::builtin()
+            .get("", "v1", "configmaps")
+            .cloned()
+            .expect("ConfigMaps are built in")
+    }
+
+    #[test]
+    fn a_page_carries_what_follows_it_and_the_next_page_does_not_count_again() {
+        let objects: Vec<StoredObject> = (0..5)
+            .map(|i| {
+                StoredObject::new(&json!({"metadata": {"name": format!("c{i}"), "namespace": "d"}}))
+            })
+            .collect();
+        let opts = ListOptions {
+            limit: 2,
+            ..ListOptions::default()
+        };
+        let first = Candidates::gather(objects.iter(), 9, &opts, None);
+        assert_eq!(first.remaining, 3, "counted once");
+        // The next page starts after c1 and is told three follow: it does not walk the rest.
+        let second = Candidates::gather(objects[2..].iter(), 9, &opts, Some(3));
+        assert_eq!(second.remaining, 1);
+        // A count gone stale (objects deleted since) still says more follow while they do…
+        let stale = Candidates::gather(objects[2..].iter(), 9, &opts, Some(2));
+        assert_eq!(stale.remaining, 1);
+        // …and nothing once none do.
+        let last = Candidates::gather(objects[4..].iter(), 9, &opts, Some(1));
+        assert_eq!(last.remaining, 0);
+        let token = ContinueToken::decode(
+            first.into_list(&config_maps(), &opts, 9).metadata["continue"]
+                .as_str()
+                .expect("a continue token"),
+        )
+        .expect("ours");
+        assert_eq!(
+            token,
+            ContinueToken {
+                resource_version: 9,
+                position: "d/c1".into(),
+                remaining: Some(3)
+            }
+        );
+    }
 
     #[test]
     fn a_list_in_chunks_is_the_list() {

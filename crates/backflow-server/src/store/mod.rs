@@ -112,18 +112,28 @@ impl State {
         resource: &'a GroupResource,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + use<'a> {
         use std::ops::Bound;
         let first = ObjectKey::new(resource.clone(), namespace.unwrap_or(""), "");
+        // Past every key of the scope: the next namespace (or resource) in string order starts
+        // at the same text followed by NUL. A bounded range needs no comparison per object, so
+        // counting what follows a page stays cheap at a million objects.
+        let end = match namespace {
+            Some(ns) => ObjectKey::new(resource.clone(), format!("{ns}\0"), ""),
+            None => ObjectKey::new(
+                GroupResource::new(resource.group.clone(), format!("{}\0", resource.resource)),
+                "",
+                "",
+            ),
+        };
         let start = match after {
             Some(key) if *key >= first => Bound::Excluded(key.clone()),
             _ => Bound::Included(first),
         };
-        self.objects
-            .range((start, Bound::Unbounded))
-            .take_while(move |(k, _)| {
-                &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns)
-            })
+        if matches!(&start, Bound::Excluded(k) if *k >= end) {
+            return self.objects.range(end.clone()..end);
+        }
+        self.objects.range((start, Bound::Excluded(end)))
     }
 }
 
@@ -611,6 +621,48 @@ mod tests {
             current.json().as_ref(),
             serde_json::to_vec(&current.value()).expect("json")
         );
+    }
+
+    #[tokio::test]
+    async fn a_listing_keeps_to_its_scope_from_any_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("store.redb"), 100).expect("open");
+        let cms = GroupResource::new("", "configmaps");
+        let keys = [
+            ObjectKey::new(GroupResource::new("", "configmap"), "a", "x"),
+            ObjectKey::new(cms.clone(), "a", "x"),
+            ObjectKey::new(cms.clone(), "a", "y"),
+            ObjectKey::new(cms.clone(), "ab", "x"),
+            ObjectKey::new(cms.clone(), "b", "x"),
+            ObjectKey::new(GroupResource::new("", "configmapsx"), "a", "x"),
+            ObjectKey::new(GroupResource::new("apps", "configmaps"), "a", "x"),
+        ];
+        for key in keys.clone() {
+            let object = serde_json::json!({"metadata": {"name": key.name.clone()}});
+            store
+                .write(move |tx| {
+                    tx.put(key, object);
+                    Ok(())
+                })
+                .await
+                .expect("write");
+        }
+        let names = |ns: Option<&str>, after: Option<&ObjectKey>| {
+            store.read(|s| {
+                s.list_after(&cms, ns, after)
+                    .map(|(k, _)| format!("{}/{}", k.namespace, k.name))
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(names(None, None), ["a/x", "a/y", "ab/x", "b/x"]);
+        assert_eq!(names(Some("a"), None), ["a/x", "a/y"]);
+        assert_eq!(names(Some("a"), Some(&keys[1])), ["a/y"]);
+        assert_eq!(names(Some("a"), Some(&keys[2])), Vec::<String>::new());
+        assert_eq!(names(None, Some(&keys[2])), ["ab/x", "b/x"]);
+        // A start outside the scope: before it lists all, after it none.
+        assert_eq!(names(Some("ab"), Some(&keys[0])), ["ab/x"]);
+        assert_eq!(names(Some("a"), Some(&keys[4])), Vec::<String>::new());
+        assert_eq!(names(None, Some(&keys[6])), Vec::<String>::new());
     }
 
     #[tokio::test]
