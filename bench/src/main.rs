@@ -15,6 +15,7 @@ mod live;
 mod notice;
 mod report;
 mod rest;
+mod scale;
 mod server;
 mod snapshot;
 
@@ -26,6 +27,7 @@ const SCENARIOS: &[&str] = &[
     "rest-writes",
     "mirror-latency",
     "snapshot",
+    "store-scale",
     "push-notice",
     "foreign-push",
 ];
@@ -49,6 +51,24 @@ fn snapshot_child(rt: &tokio::runtime::Runtime, args: &[String]) -> ExitCode {
     }
 }
 
+/// The child process of the `store-scale` scenario: `store-scale-child N DIR`.
+fn scale_child(rt: &tokio::runtime::Runtime, args: &[String]) -> ExitCode {
+    let (Some(n), Some(dir)) = (
+        args.get(1).and_then(|n| n.parse::<usize>().ok()),
+        args.get(2),
+    ) else {
+        eprintln!("usage: backflow-bench store-scale-child N DIR");
+        return ExitCode::from(2);
+    };
+    match rt.block_on(scale::child(n, std::path::Path::new(dir))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: store-scale child: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn usage() -> String {
     format!(
         "usage: backflow-bench SCENARIO [--quick]\n  SCENARIO: all | {}\n  --quick   small sizes, finishes in under a minute (smoke check)",
@@ -66,6 +86,7 @@ fn main() -> ExitCode {
     let selected: Vec<&str> = match scenario.as_str() {
         "all" => SCENARIOS.to_vec(),
         "snapshot-child" => vec!["snapshot-child"],
+        "store-scale-child" => vec!["store-scale-child"],
         s if SCENARIOS.contains(&s) => {
             vec![SCENARIOS[SCENARIOS.iter().position(|x| *x == s).unwrap_or(0)]]
         }
@@ -87,6 +108,9 @@ fn main() -> ExitCode {
     if selected == ["snapshot-child"] {
         return snapshot_child(&rt, &args);
     }
+    if selected == ["store-scale-child"] {
+        return scale_child(&rt, &args);
+    }
     let command = std::iter::once("cargo run --release -p backflow-bench --".to_string())
         .chain(args.iter().cloned())
         .collect::<Vec<_>>()
@@ -98,6 +122,7 @@ fn main() -> ExitCode {
             "rest-writes" => rt.block_on(rest::run(quick)),
             "mirror-latency" => rt.block_on(latency::run(quick)),
             "snapshot" => rt.block_on(snapshot::run(quick)),
+            "store-scale" => rt.block_on(scale::run(quick)),
             "push-notice" => rt.block_on(notice::run(quick)),
             "foreign-push" => rt.block_on(foreign::run(quick)),
             _ => Err(format!("scenario {name} is not built yet")),

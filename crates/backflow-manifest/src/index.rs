@@ -20,8 +20,9 @@ use crate::identity::Identity;
 /// Where one document lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocRef {
-    /// The file, relative to the repository root.
-    pub path: String,
+    /// The file, relative to the repository root (shared by every entry of the index that
+    /// names it: at a hundred thousand files the copies added up).
+    pub path: Arc<str>,
     /// The document's position in the file, from 0.
     pub doc: usize,
     /// YAML features in the document that make an in-place edit unsafe (it can still be
@@ -35,8 +36,9 @@ pub struct DocRef {
 #[derive(Debug, Clone, Default)]
 pub struct FolderIndex {
     docs: BTreeMap<Identity, DocRef>,
-    /// The identities each file holds, so a changed file is re-indexed alone.
-    by_path: BTreeMap<String, Vec<Identity>>,
+    /// What each file holds (the parse the cache keeps too, shared), so a changed file is
+    /// re-indexed alone.
+    by_path: BTreeMap<Arc<str>, Arc<Vec<(Identity, DocRef)>>>,
 }
 
 /// What one file holds, derived from its content: its documents by identity, or why the file
@@ -118,8 +120,10 @@ impl FolderIndex {
         content: Option<&[u8]>,
         cache: &mut IndexCache,
     ) -> Result<(), IndexError> {
-        for identity in self.by_path.remove(path).unwrap_or_default() {
-            self.docs.remove(&identity);
+        if let Some(entries) = self.by_path.remove(path) {
+            for (identity, _) in entries.iter() {
+                self.docs.remove(identity);
+            }
         }
         let Some(bytes) = content else {
             cache.remove(path);
@@ -137,7 +141,7 @@ impl FolderIndex {
         }
         let entries: FileEntries = parse_entries(path, bytes).map(Arc::new);
         cache.insert(path.to_string(), (blob_id(bytes), entries.clone()));
-        self.insert_entries(path, &entries?)
+        self.insert_entries(&entries?)
     }
 
     /// Like [`FolderIndex::build`], reusing the parse of every file whose blob id is in
@@ -165,32 +169,33 @@ impl FolderIndex {
                 }
             };
             seen.insert(path.clone(), (id, entries.clone()));
-            index.insert_entries(&path, &entries?)?;
+            index.insert_entries(&entries?)?;
         }
         *cache = seen;
         Ok(index)
     }
 
-    fn insert_entries(
-        &mut self,
-        path: &str,
-        entries: &[(Identity, DocRef)],
-    ) -> Result<(), IndexError> {
-        for (identity, here) in entries {
+    /// Indexes the documents of one file (parsed by [`parse_entries`], all with one path).
+    fn insert_entries(&mut self, entries: &Arc<Vec<(Identity, DocRef)>>) -> Result<(), IndexError> {
+        let Some((_, first_doc)) = entries.first() else {
+            return Ok(());
+        };
+        let path = first_doc.path.clone();
+        for (n, (identity, here)) in entries.iter().enumerate() {
             if let Some(first) = self.docs.get(identity) {
-                return Err(ManifestError::DuplicateIdentity {
+                let error = ManifestError::DuplicateIdentity {
                     identity: identity.to_string(),
                     first: format!("{}#{}", first.path, first.doc),
                     second: format!("{}#{}", here.path, here.doc),
-                }
-                .into());
+                };
+                // The file owns what it added before the duplicate, so re-indexing it (fixed)
+                // takes those back and nothing of the other file.
+                self.by_path.insert(path, Arc::new(entries[..n].to_vec()));
+                return Err(error.into());
             }
-            self.by_path
-                .entry(path.to_string())
-                .or_default()
-                .push(identity.clone());
             self.docs.insert(identity.clone(), here.clone());
         }
+        self.by_path.insert(path, entries.clone());
         Ok(())
     }
 
@@ -221,6 +226,7 @@ impl FolderIndex {
 /// Every document of one manifest file, by identity.
 fn parse_entries(path: &str, bytes: &[u8]) -> Result<Vec<(Identity, DocRef)>, ManifestError> {
     let file = parse_file(path, bytes)?;
+    let shared: Arc<str> = Arc::from(path);
     let mut out = Vec::new();
     for (i, doc) in file.docs.iter().enumerate() {
         if doc.value.is_null() {
@@ -233,7 +239,7 @@ fn parse_entries(path: &str, bytes: &[u8]) -> Result<Vec<(Identity, DocRef)>, Ma
             reason,
         })?;
         let here = DocRef {
-            path: path.to_string(),
+            path: shared.clone(),
             doc: i,
             hazards: doc.hazards.clone(),
             encrypted: doc.value.get("sops").is_some(),

@@ -154,7 +154,7 @@ impl YamlPlanner {
         if let Some(found) = index.get(&identity) {
             if found.encrypted {
                 return Err(ManifestError::EncryptedDocument {
-                    path: found.path.clone(),
+                    path: found.path.to_string(),
                     doc: found.doc,
                 }
                 .into());
@@ -164,7 +164,7 @@ impl YamlPlanner {
             if edited == bytes {
                 return Ok(Vec::new());
             }
-            updates.push(PathUpdate::write(found.path.clone(), edited));
+            updates.push(PathUpdate::write(found.path.to_string(), edited));
         } else {
             updates.push(self.place_new(tree, index, target, key, &object)?);
         }
@@ -200,10 +200,12 @@ impl YamlPlanner {
         }
         let content = match tree.read(&path)? {
             Some(existing) => {
-                if let Some((_, at)) = index.iter().find(|(_, at)| at.path == path && at.encrypted)
+                if let Some((_, at)) = index
+                    .iter()
+                    .find(|(_, at)| *at.path == *path && at.encrypted)
                 {
                     return Err(ManifestError::EncryptedDocument {
-                        path: at.path.clone(),
+                        path: at.path.to_string(),
                         doc: at.doc,
                     }
                     .into());
@@ -278,7 +280,7 @@ impl YamlPlanner {
         if let Some(found) = index.get(identity) {
             if !found.encrypted {
                 return Err(ManifestError::PlaintextSecret {
-                    path: found.path.clone(),
+                    path: found.path.to_string(),
                     doc: found.doc,
                     object: identity.to_string(),
                 }
@@ -289,14 +291,14 @@ impl YamlPlanner {
                 .any(|(other, at)| at.path == found.path && other != identity)
             {
                 return Err(ManifestError::EncryptedFileConflict {
-                    path: found.path.clone(),
+                    path: found.path.to_string(),
                     reason: format!(
                         "holds {identity} together with other documents; an encrypted object needs a file of its own, so move the others out"
                     ),
                 }
                 .into());
             }
-            return Ok((found.path.clone(), tree.read(&found.path)?));
+            return Ok((found.path.to_string(), tree.read(&found.path)?));
         }
         let path = match self.placement.place(target, key, object, true)? {
             Some(placed) if is_sops_path(&placed) => placed,
@@ -349,7 +351,7 @@ impl YamlPlanner {
             index
                 .iter()
                 .filter(|(id, at)| {
-                    (at.path == path || at.path == sops_path)
+                    (*at.path == *path || *at.path == *sops_path)
                         && id.group == key.resource.group
                         && id.namespace == key.namespace
                         && id.name == key.name
@@ -363,8 +365,8 @@ impl YamlPlanner {
         let bytes = tree.read(&found.path)?.unwrap_or_default();
         Ok(vec![
             match remove_document(&found.path, &bytes, found.doc)? {
-                Some(rest) => PathUpdate::write(found.path, rest),
-                None => PathUpdate::remove(found.path),
+                Some(rest) => PathUpdate::write(found.path.to_string(), rest),
+                None => PathUpdate::remove(found.path.to_string()),
             },
         ])
     }
@@ -392,7 +394,7 @@ impl YamlPlanner {
                     .as_ref()
                     .is_none_or(|ns| *ns == id.namespace);
             if in_scope && !scope.keeps(&id.namespace, &id.name) {
-                doomed.entry(at.path.clone()).or_default().push(at.doc);
+                doomed.entry(at.path.to_string()).or_default().push(at.doc);
             }
         }
         let mut updates = Vec::new();
