@@ -12,6 +12,12 @@ use prometheus_client::registry::Registry;
 type Labels = Vec<(String, String)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
+fn build_duration_histogram() -> Histogram {
+    // 0.1 ms .. ~1.6 s: one small write is a fraction of a millisecond, a snapshot of a
+    // hundred thousand objects seconds (above the last bucket: counted in +Inf).
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 15))
+}
+
 fn push_duration_histogram() -> Histogram {
     // 5 ms .. ~40 s: a local push is milliseconds, a remote one over a slow link seconds.
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
@@ -23,6 +29,7 @@ pub struct GitMetrics {
     commits: Family<Labels, Counter>,
     pushes: Family<Labels, Counter>,
     push_duration: HistogramFamily,
+    build_duration: HistogramFamily,
     replays: Family<Labels, Counter>,
     pending_writes: Family<Labels, Gauge>,
     foreign_commits: Family<Labels, Counter>,
@@ -37,6 +44,9 @@ impl GitMetrics {
             pushes: Family::default(),
             push_duration: Family::new_with_constructor(
                 push_duration_histogram as fn() -> Histogram,
+            ),
+            build_duration: Family::new_with_constructor(
+                build_duration_histogram as fn() -> Histogram,
             ),
             replays: Family::default(),
             pending_writes: Family::default(),
@@ -58,6 +68,11 @@ impl GitMetrics {
             "push_duration_seconds",
             "Duration of push attempts",
             m.push_duration.clone(),
+        );
+        reg.register(
+            "build_duration_seconds",
+            "Duration of building commits from decided writes (planning the files, writing blobs, trees and commits)",
+            m.build_duration.clone(),
         );
         reg.register(
             "replays",
@@ -125,6 +140,14 @@ impl BranchMetrics {
         if let Some(f) = &self.families {
             f.pushes.get_or_create(&self.with("result", result)).inc();
             f.push_duration.get_or_create(&self.labels).observe(seconds);
+        }
+    }
+
+    pub(crate) fn build(&self, seconds: f64) {
+        if let Some(f) = &self.families {
+            f.build_duration
+                .get_or_create(&self.labels)
+                .observe(seconds);
         }
     }
 

@@ -534,7 +534,13 @@ impl BranchWorker {
                 parent,
                 from,
                 count,
-            } => Some(Input::Built(self.build(parent, from, count))),
+            } => {
+                let started = self.now();
+                let built = self.build(parent, from, count);
+                let seconds = self.now().saturating_since(started).as_secs_f64();
+                self.metrics.build(seconds);
+                Some(Input::Built(built))
+            }
             Effect::Push { head, expected } => Some(Input::Pushed(self.push(head, expected))),
             _ => None,
         }
