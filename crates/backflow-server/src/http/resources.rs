@@ -555,6 +555,36 @@ fn patch_request(
     Ok((pt, body))
 }
 
+/// One object, as stored (its bytes copied) or as a one-row Table.
+fn get_object(
+    engine: &Engine,
+    t: &ResourceType,
+    ns: &str,
+    name: &str,
+    q: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    resource_version_param(q)?;
+    let served = engine.get_served(t, ns, name)?;
+    if wants_table(headers) {
+        let obj = served.into_value();
+        let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
+        let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
+        return Ok(json_ok(
+            StatusCode::OK,
+            &table::table(t, &[obj], meta, include, engine.now()),
+        ));
+    }
+    let mut body = Vec::new();
+    served.write_json(&mut body);
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn object(
     engine: &Engine,
@@ -572,27 +602,7 @@ async fn object(
         return Err(ApiError::UnknownResource);
     }
     match *method {
-        Method::GET => {
-            resource_version_param(q)?;
-            let served = engine.get_served(t, ns, name)?;
-            if wants_table(headers) {
-                let obj = served.into_value();
-                let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
-                let include = IncludeObject::parse(q.get("includeObject").map(String::as_str));
-                return Ok(json_ok(
-                    StatusCode::OK,
-                    &table::table(t, &[obj], meta, include, engine.now()),
-                ));
-            }
-            let mut body = Vec::new();
-            served.write_json(&mut body);
-            Ok((
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                body,
-            )
-                .into_response())
-        }
+        Method::GET => get_object(engine, t, ns, name, q, headers),
         Method::PUT => {
             let bytes = read_body(body).await?;
             let obj = object_body(headers, &bytes)?;

@@ -1407,6 +1407,68 @@ fn create_every_kind(k: &Kubectl) {
             k.describe(args)
         );
     }
+    printed_columns(k);
+}
+
+/// `kubectl get` of the kinds `create_every_kind` made prints the columns a cluster's printers
+/// declare (headers as kubectl writes them; wide columns only with `-o wide`).
+fn printed_columns(k: &Kubectl) {
+    let headers: &[(&str, &str)] = &[
+        ("job/j", "NAME STATUS COMPLETIONS DURATION AGE"),
+        (
+            "cronjob/cj",
+            "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE",
+        ),
+        ("role/r", "NAME CREATED AT"),
+        ("clusterrole/cr", "NAME CREATED AT"),
+        ("rolebinding/rb", "NAME ROLE AGE"),
+        ("clusterrolebinding/crb", "NAME ROLE AGE"),
+        ("resourcequota/q", "NAME AGE REQUEST LIMIT"),
+        (
+            "priorityclass/pc",
+            "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY",
+        ),
+        ("ingress/ing", "NAME CLASS HOSTS ADDRESS PORTS AGE"),
+        (
+            "poddisruptionbudget/pdb",
+            "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
+        ),
+        ("serviceaccount/builder", "NAME SECRETS AGE"),
+    ];
+    for (object, want) in headers {
+        let out = k.ok(&["get", object]);
+        let header = out.lines().next().unwrap_or("");
+        assert_eq!(
+            header.split_whitespace().collect::<Vec<_>>().join(" "),
+            *want,
+            "kubectl get {object}:\n{out}"
+        );
+    }
+    let words = |args: &[&str]| {
+        let out = k.ok(args);
+        out.split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        words(&["get", "job/j", "-o", "wide"])[..8],
+        [
+            "NAME",
+            "STATUS",
+            "COMPLETIONS",
+            "DURATION",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    let rb = words(&["get", "rolebinding/rb", "-o", "wide", "--no-headers"]);
+    assert_eq!(
+        [&rb[..2], &rb[3..]].concat(),
+        ["rb", "Role/r", "alice", "devs", "default/builder"],
+        "{rb:?}"
+    );
 }
 
 /// `kubectl autoscale`: up to 1.31 it creates an `autoscaling/v1` `HorizontalPodAutoscaler`, from

@@ -6,6 +6,12 @@ use serde_json::{Value, json};
 
 use crate::registry::ResourceType;
 
+mod autoscaling;
+mod cluster;
+mod format;
+mod pods;
+mod workloads;
+
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
@@ -66,6 +72,19 @@ fn name_column() -> Column {
             "Name must be unique within a namespace. Cannot be updated.",
         )
     }
+}
+
+/// Columns from `(name, type, priority)`: `Name` is the name column, `Age` carries its
+/// description; kubectl prints only names and hides priority 1 without `-o wide`.
+fn columns(specs: &[(&str, &str, u8)]) -> Vec<Column> {
+    specs
+        .iter()
+        .map(|(name, kind, priority)| match *name {
+            "Name" => name_column(),
+            "Age" => col("Age", kind, *priority, AGE_DESCRIPTION),
+            _ => col(name, kind, *priority, ""),
+        })
+        .collect()
 }
 
 const AGE_DESCRIPTION: &str =
@@ -380,6 +399,14 @@ fn json_path(obj: &Value, path: &str) -> Value {
 // Long on purpose: one arm per kind, each the columns kubectl prints for it, so the whole table
 // of kinds reads in one place as the API server's printers list it.
 fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+    if t.plural == "pods" && t.group.is_empty() {
+        return pods::row(obj, now);
+    }
+    if let Some(row) = workloads::row(&t.group, &t.plural, obj, now)
+        .or_else(|| cluster::row(&t.group, &t.plural, obj, now))
+    {
+        return row;
+    }
     let name = json!(crate::object::name(obj));
     let age_col = || col("Age", "string", 0, AGE_DESCRIPTION);
     match (t.group.as_str(), t.plural.as_str()) {
