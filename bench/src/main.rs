@@ -77,6 +77,13 @@ fn usage() -> String {
 }
 
 fn main() -> ExitCode {
+    // `BACKFLOW_BENCH_LOG=<filter>` shows what backflow does during a run (on standard error).
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("BACKFLOW_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let Some(scenario) = args.iter().find(|a| !a.starts_with("--")).cloned() else {

@@ -522,6 +522,7 @@ impl BranchWorker {
         match effect {
             Effect::Fetch { check } => {
                 self.metrics.remote_read();
+                tracing::debug!(branch = %self.cfg.branch, "reading the remote's tip");
                 let fetched = self.fetch(&check);
                 if fetched.is_ok() {
                     // The remote answered: whatever failed before (a credential, a host key)
@@ -539,6 +540,7 @@ impl BranchWorker {
                 let built = self.build(parent, from, count);
                 let seconds = self.now().saturating_since(started).as_secs_f64();
                 self.metrics.build(seconds);
+                tracing::debug!(branch = %self.cfg.branch, writes = count, seconds, "built commits");
                 Some(Input::Built(built))
             }
             Effect::Push { head, expected } => Some(Input::Pushed(self.push(head, expected))),
