@@ -580,23 +580,24 @@ impl Writer {
 mod tests {
     use super::*;
 
+    async fn put(store: &Store, key: ObjectKey, object: serde_json::Value) {
+        store
+            .write(move |tx| {
+                tx.put(key, object);
+                Ok(())
+            })
+            .await
+            .expect("write");
+    }
+
     #[tokio::test]
     async fn the_read_model_and_the_watch_history_hold_one_copy_of_each_object() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("store.redb"), 100).expect("open");
         let key = ObjectKey::new(GroupResource::new("", "configmaps"), "default", "big");
         for i in 0..3 {
-            let put = key.clone();
-            store
-                .write(move |tx| {
-                    tx.put(
-                        put,
-                        serde_json::json!({"metadata": {"name": "big"}, "data": {"k": i}}),
-                    );
-                    Ok(())
-                })
-                .await
-                .expect("write");
+            let object = serde_json::json!({"metadata": {"name": "big"}, "data": {"k": i}});
+            put(&store, key.clone(), object).await;
         }
         let current = store.read(|s| s.get(&key).cloned()).expect("stored");
         let events = store.events().since(0).expect("history");
@@ -639,13 +640,7 @@ mod tests {
         ];
         for key in keys.clone() {
             let object = serde_json::json!({"metadata": {"name": key.name.clone()}});
-            store
-                .write(move |tx| {
-                    tx.put(key, object);
-                    Ok(())
-                })
-                .await
-                .expect("write");
+            put(&store, key, object).await;
         }
         let names = |ns: Option<&str>, after: Option<&ObjectKey>| {
             store.read(|s| {
@@ -679,13 +674,7 @@ mod tests {
             let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("c{i}"), "namespace": "default", "labels": {"app": "a"}},
                 "data": {"k": data}});
-            store
-                .write(move |tx| {
-                    tx.put(key, object);
-                    Ok(())
-                })
-                .await
-                .expect("write");
+            put(&store, key, object).await;
         }
         // Counted, not timed: 1 KiB of data and its metadata take under 1.2 KiB each (a parsed
         // `Value` of the same object takes about four times that).
@@ -704,17 +693,8 @@ mod tests {
         let key_path = dir.path().join("store.key");
         let secret = ObjectKey::new(GroupResource::new("", "secrets"), "default", "db");
         let plain = Store::open(&path, 10).expect("open without a key");
-        let put = secret.clone();
-        plain
-            .write(move |tx| {
-                tx.put(
-                    put,
-                    serde_json::json!({"metadata": {"name": "db"}, "data": {"k": "djE="}}),
-                );
-                Ok(())
-            })
-            .await
-            .expect("write");
+        let object = serde_json::json!({"metadata": {"name": "db"}, "data": {"k": "djE="}});
+        put(&plain, secret.clone(), object).await;
         plain.close().await;
         drop(plain);
 

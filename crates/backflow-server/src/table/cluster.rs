@@ -6,15 +6,12 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::format::{created_at, int, int_or_string, label_selector, len, text, text_or};
-use super::{Column, age, columns};
+use super::{Printed, age, columns};
 
+// Long on purpose: one arm per kind, its columns beside its cells, in the order the API
+// server's printers declare them.
 /// The row of one object of `plural` in group `group`, when it is a kind printed here.
-pub(super) fn row(
-    group: &str,
-    plural: &str,
-    obj: &Value,
-    now: SystemTime,
-) -> Option<(Vec<Column>, Vec<Value>)> {
+pub(super) fn row(group: &str, plural: &str, obj: &Value, now: SystemTime) -> Option<Printed> {
     let name = json!(crate::object::name(obj));
     let age = json!(age(obj, now));
     let (specs, cells): (&[(&str, &str, u8)], Vec<Value>) = match (group, plural) {
@@ -429,8 +426,7 @@ mod tests {
     use super::*;
 
     fn cells(group: &str, plural: &str, obj: &Value) -> Vec<Value> {
-        let now = humantime::parse_rfc3339("2026-01-01T01:00:00Z").expect("time");
-        row(group, plural, obj, now).expect("printed").1
+        super::super::cells_at(row, group, plural, obj)
     }
 
     #[test]

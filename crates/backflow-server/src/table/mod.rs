@@ -44,6 +44,9 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
 }
 
+/// The columns of a kind and the cells of one object under them.
+type Printed = (Vec<Column>, Vec<Value>);
+
 struct Column {
     name: String,
     kind: String,
@@ -287,18 +290,6 @@ fn containers(obj: &Value, field: &str) -> String {
         .unwrap_or_default()
 }
 
-fn selector(obj: &Value) -> String {
-    obj.pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
-}
-
 fn ports(obj: &Value) -> String {
     let ps = obj
         .pointer("/spec/ports")
@@ -493,17 +484,7 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                 json!("<none>"),
                 json!(ports(obj)),
                 json!(age(obj, now)),
-                or_none(
-                    obj.pointer("/spec/selector")
-                        .and_then(Value::as_object)
-                        .map(|m| {
-                            m.iter()
-                                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        })
-                        .unwrap_or_default(),
-                ),
+                json!(format::labels(obj.pointer("/spec/selector"))),
             ],
         ),
         ("apps", "deployments") => {
@@ -562,7 +543,7 @@ fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Col
                     json!(age(obj, now)),
                     json!(containers(obj, "name")),
                     json!(containers(obj, "image")),
-                    json!(selector(obj)),
+                    json!(format::label_selector(obj.pointer("/spec/selector"))),
                 ],
             )
         }
@@ -654,6 +635,20 @@ pub fn table(
         rows.push(r);
     }
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_metadata, "columnDefinitions": column_definitions(&cols), "rows": rows})
+}
+
+/// The cells `row` prints for an object of `group`/`plural`, an hour into 2026.
+#[cfg(test)]
+fn cells_at(
+    row: fn(&str, &str, &Value, SystemTime) -> Option<Printed>,
+    group: &str,
+    plural: &str,
+    obj: &Value,
+) -> Vec<Value> {
+    let now = humantime::parse_rfc3339("2026-01-01T01:00:00Z").unwrap_or(SystemTime::UNIX_EPOCH);
+    row(group, plural, obj, now)
+        .map(|r| r.1)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::format::{len, text, text_or};
-use super::{Column, age, columns, human_duration};
+use super::{Printed, age, columns, human_duration};
 
 /// What the container statuses add up to.
 #[derive(Default)]
@@ -189,7 +189,7 @@ fn readiness_gates(pod: &Value) -> String {
 }
 
 /// The columns and cells of one Pod.
-pub(super) fn row(pod: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+pub(super) fn row(pod: &Value, now: SystemTime) -> Printed {
     let mut tally = Tally::default();
     let reason = status_reason(pod, &mut tally);
     let total = len(pod, "/spec/containers") + sidecars(pod).len();

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::format::{bool_ptr, int, label_selector, labels, len, since, text, text_or};
-use super::{Column, age, columns};
+use super::{Printed, age, columns};
 
 /// Container names or images of the pod template at `template` (`…/spec/containers`).
 fn containers(obj: &Value, template: &str, field: &str) -> String {
@@ -23,13 +23,10 @@ fn containers(obj: &Value, template: &str, field: &str) -> String {
 
 const TEMPLATE: &str = "/spec/template/spec/containers";
 
+// Long on purpose: one arm per kind, its columns beside its cells, in the order the API
+// server's printers declare them.
 /// The row of one object of `plural` in group `group`, when it is a workload kind printed here.
-pub(super) fn row(
-    group: &str,
-    plural: &str,
-    obj: &Value,
-    now: SystemTime,
-) -> Option<(Vec<Column>, Vec<Value>)> {
+pub(super) fn row(group: &str, plural: &str, obj: &Value, now: SystemTime) -> Option<Printed> {
     let name = json!(crate::object::name(obj));
     let age = json!(age(obj, now));
     let wide = |template: &str, selector: &str| {
@@ -275,8 +272,7 @@ mod tests {
     use super::*;
 
     fn cells(group: &str, plural: &str, obj: &Value) -> Vec<Value> {
-        let now = humantime::parse_rfc3339("2026-01-01T01:00:00Z").expect("time");
-        row(group, plural, obj, now).expect("printed").1
+        super::super::cells_at(row, group, plural, obj)
     }
 
     #[test]
