@@ -102,7 +102,31 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             causes.push(Cause::required(format!("spec.versions[{i}].served")));
         }
     }
+    causes.extend(rule_compile_errors(&versions));
     causes
+}
+
+/// The CEL rules of every version's schema that do not compile. A schema all versions share
+/// is named as kube-apiserver names it (`spec.validation.openAPIV3Schema`), each version's
+/// own otherwise.
+fn rule_compile_errors(versions: &[Value]) -> Vec<Cause> {
+    let schema = |v: &Value| v.pointer("/schema/openAPIV3Schema").cloned();
+    let shared = versions
+        .first()
+        .and_then(schema)
+        .filter(|first| versions.iter().all(|v| schema(v).as_ref() == Some(first)));
+    if let Some(shared) = shared {
+        return crate::cel_rules::compile_errors(&shared, "spec.validation.openAPIV3Schema");
+    }
+    versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| Some((i, schema(v)?)))
+        .flat_map(|(i, s)| {
+            let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            crate::cel_rules::compile_errors(&s, &at)
+        })
+        .collect()
 }
 
 /// Fields the server fills in on a CRD (`listKind`, `singular`) and the status it reports.

@@ -902,6 +902,18 @@ fn crd_lifecycle(k: &Kubectl) {
         ),
         "{out}"
     );
+    // A rule that does not compile is refused with the CRD, as kube-apiserver refuses it.
+    let broken = k.file(
+        "gadgets.yaml",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gadgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            x-kubernetes-validations:\n            - rule: 'self.size >'\n",
+    );
+    let out = k.fails(&["apply", "-f", &broken]);
+    assert!(
+        out.stderr.contains(
+            r#"The CustomResourceDefinition "gadgets.example.com" is invalid: spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "self.size >": compilation failed"#
+        ),
+        "{out}"
+    );
 
     // Patches: strategic merge is not for custom resources.
     let out = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":4}}"#]);
