@@ -13,6 +13,14 @@ use git2::{ObjectType, Oid, Repository, Signature, Time};
 
 use crate::error::RepoError;
 
+/// At least this many files written by one update go into packs rather than one loose object
+/// file each: creating tens of thousands of small files costs a file system more than
+/// everything else a snapshot does.
+pub(crate) const PACK_FROM: usize = 512;
+
+/// Objects per pack while writing a large update.
+pub(crate) const PACK_CHUNK: usize = 4096;
+
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
 #[must_use]
 pub fn tracking_ref(branch: &str) -> String {
@@ -336,6 +344,73 @@ impl LocalRepo {
         self.repo.blob(content).map_err(self.err("writing a blob"))
     }
 
+    /// Writes many blobs as packs of [`PACK_CHUNK`] objects rather than one file each, and
+    /// returns their ids in order. They are gathered in memory (libgit2's mempack, on a handle
+    /// of its own so later writes stay loose) and each full chunk is indexed into
+    /// `objects/pack` before the next is gathered, so memory stays bounded.
+    fn write_blobs_packed<'a>(
+        &self,
+        contents: impl Iterator<Item = &'a Vec<u8>>,
+    ) -> Result<Vec<Oid>, RepoError> {
+        let bulk = Repository::open_bare(&self.path)
+            .map_err(self.err("opening the cache for a packed write"))?;
+        let odb = bulk.odb().map_err(self.err("opening the object store"))?;
+        // Above the loose (1) and packed (2) backends: new objects are written here.
+        let mempack = odb
+            .add_new_mempack_backend(1000)
+            .map_err(self.err("adding an in-memory object store"))?;
+        let mut ids = Vec::new();
+        let mut chunk_start = 0;
+        for content in contents {
+            ids.push(bulk.blob(content).map_err(self.err("writing a blob"))?);
+            if ids.len() - chunk_start == PACK_CHUNK {
+                self.write_pack(&bulk, &mempack, &ids[chunk_start..])?;
+                chunk_start = ids.len();
+            }
+        }
+        if ids.len() > chunk_start {
+            self.write_pack(&bulk, &mempack, &ids[chunk_start..])?;
+        }
+        Ok(ids)
+    }
+
+    /// Writes the objects `ids` (gathered in `mempack`) as one pack into the cache and empties
+    /// the mempack. (libgit2's own mempack dump packs only what written commits reach.)
+    fn write_pack(
+        &self,
+        bulk: &Repository,
+        mempack: &git2::Mempack<'_>,
+        ids: &[Oid],
+    ) -> Result<(), RepoError> {
+        use std::io::Write as _;
+        let mut builder = bulk.packbuilder().map_err(self.err("starting a pack"))?;
+        for id in ids {
+            builder
+                .insert_object(*id, None)
+                .map_err(self.err("packing written objects"))?;
+        }
+        let mut pack = git2::Buf::new();
+        builder
+            .write_buf(&mut pack)
+            .map_err(self.err("packing written objects"))?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(self.err("opening the object store"))?;
+        let mut writer = odb.packwriter().map_err(self.err("starting a pack"))?;
+        writer.write_all(&pack).map_err(|e| RepoError {
+            op: "writing a pack".into(),
+            path: self.path.clone(),
+            source: git2::Error::from_str(&e.to_string()),
+        })?;
+        writer.commit().map_err(self.err("indexing a pack"))?;
+        // The cache's own handle lists packs once: it is told about the new one.
+        odb.refresh().map_err(self.err("reading the new pack"))?;
+        mempack
+            .reset()
+            .map_err(self.err("emptying the in-memory object store"))
+    }
+
     /// Applies path updates (`Some(content)` writes a file, `None` removes it) to `base` and
     /// returns the new tree. Intermediate trees are created and emptied ones dropped.
     ///
@@ -354,10 +429,20 @@ impl LocalRepo {
             .find_tree(base)
             .map_err(self.err(format!("reading tree {base}")))?;
         let mut builder = git2::build::TreeUpdateBuilder::new();
+        let written = updates.values().filter(|c| c.is_some()).count();
+        let mut packed = if written >= PACK_FROM {
+            self.write_blobs_packed(updates.values().flatten())?
+                .into_iter()
+        } else {
+            Vec::new().into_iter()
+        };
         for (path, content) in updates {
             match content {
                 Some(bytes) => {
-                    let blob = self.write_blob(bytes)?;
+                    let blob = match packed.next() {
+                        Some(blob) => blob,
+                        None => self.write_blob(bytes)?,
+                    };
                     builder.upsert(path.as_str(), blob, git2::FileMode::Blob);
                 }
                 None => {
@@ -507,6 +592,74 @@ mod tests {
             cache_dir_name("https://example.com/r.git")
         );
         assert_ne!(cache_dir_name("file:///a/b"), cache_dir_name("file:///a/c"));
+    }
+
+    #[test]
+    fn a_large_update_is_written_as_packs_that_git_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.git");
+        let repo = LocalRepo::open_or_init(&path).expect("init");
+        let empty = repo.empty_tree().expect("empty");
+        let n = PACK_CHUNK + 100;
+        let up: BTreeMap<String, Option<Vec<u8>>> = (0..n)
+            .map(|i| {
+                (
+                    format!("live/f{i:05}.yaml"),
+                    Some(format!("n: {i}\n").into_bytes()),
+                )
+            })
+            .collect();
+        let tree = repo.apply_updates(empty, &up).expect("apply");
+        assert_eq!(
+            repo.read_file(tree, "live/f04150.yaml").expect("read"),
+            Some(b"n: 4150\n".to_vec())
+        );
+        // Two packs (a full chunk and the rest), not one file per blob.
+        let packs = std::fs::read_dir(path.join("objects/pack"))
+            .expect("pack dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            })
+            .count();
+        assert_eq!(packs, 2);
+        let loose = std::fs::read_dir(path.join("objects"))
+            .expect("objects")
+            .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().len() == 2))
+            .count();
+        assert!(
+            loose < 10,
+            "{loose} fan-out folders: blobs were written loose"
+        );
+        // The real git reads the tree and finds the store whole.
+        let sig = Signature::now("t", "t@example.invalid").expect("sig");
+        let commit = repo
+            .git2()
+            .commit(
+                None,
+                &sig,
+                &sig,
+                "m",
+                &repo.git2().find_tree(tree).expect("tree"),
+                &[],
+            )
+            .expect("commit");
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(&path)
+                .args(args)
+                .output()
+                .expect("git runs")
+        };
+        let shown = git(&["cat-file", "-p", &format!("{commit}:live/f00007.yaml")]);
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), "n: 7\n");
+        let fsck = git(&["fsck", "--full", &commit.to_string()]);
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
     }
 
     #[test]

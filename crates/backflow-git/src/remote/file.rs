@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use git2::{ErrorCode, ObjectType, Oid, Repository};
 
 use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp};
-use crate::repo::{LocalRepo, tracking_ref};
+use crate::repo::{LocalRepo, PACK_CHUNK, PACK_FROM, tracking_ref};
 
 /// A `file://` remote (or a plain path to a bare repository).
 ///
@@ -184,18 +184,19 @@ pub(crate) fn copy_commits(
         stack.push((oid, true));
         stack.extend(commit.parent_ids().map(|p| (p, false)));
     }
-    let copier = Copier {
+    let mut copier = Copier {
         src,
         src_odb: &src_odb,
         dst_odb: &dst_odb,
         src_objects: src.path().join("objects"),
         dst_objects: dst.path().join("objects"),
+        missing: Vec::new(),
     };
     for (commit, tree, base) in order {
         copier.tree(tree, base)?;
-        copier.object(commit)?;
+        copier.missing.push(commit);
     }
-    Ok(())
+    copier.copy()
 }
 
 /// Copies objects from one object store to another.
@@ -205,11 +206,36 @@ struct Copier<'a> {
     dst_odb: &'a git2::Odb<'a>,
     src_objects: PathBuf,
     dst_objects: PathBuf,
+    /// What `dst` lacks, each object after everything it refers to.
+    missing: Vec<Oid>,
 }
 
 impl Copier<'_> {
-    /// Copies `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
-    fn tree(&self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
+    /// Copies what was found missing, in order: object by object for a few, as packs of
+    /// [`PACK_CHUNK`] for many (one file per pack instead of one per object). Each pack holds
+    /// only objects whose references are in it or in an earlier one, so `dst` stays connected
+    /// whenever the copy stops.
+    fn copy(&self) -> Result<(), git2::Error> {
+        if self.missing.len() < PACK_FROM {
+            return self.missing.iter().try_for_each(|oid| self.object(*oid));
+        }
+        for chunk in self.missing.chunks(PACK_CHUNK) {
+            let mut builder = self.src.packbuilder()?;
+            for oid in chunk {
+                builder.insert_object(*oid, None)?;
+            }
+            let mut pack = git2::Buf::new();
+            builder.write_buf(&mut pack)?;
+            let mut writer = self.dst_odb.packwriter()?;
+            std::io::Write::write_all(&mut writer, &pack)
+                .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+            writer.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Lists `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
+    fn tree(&mut self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
         if base == Some(tree) || self.dst_odb.exists(tree) {
             return Ok(());
         }
@@ -232,13 +258,14 @@ impl Copier<'_> {
                     self.tree(entry.id(), old_tree)?;
                 }
                 Some(ObjectType::Blob) if !self.dst_odb.exists(entry.id()) => {
-                    self.object(entry.id())?;
+                    self.missing.push(entry.id());
                 }
                 // Blobs already there, and submodule commits (not ours to copy).
                 _ => {}
             }
         }
-        self.object(tree)
+        self.missing.push(tree);
+        Ok(())
     }
 
     /// A loose object is hard-linked, as `git clone --local` does: loose object files are
@@ -360,6 +387,55 @@ mod tests {
     /// A history with a merge whose parents share folders, copied whole and then on top of a
     /// partial copy: the destination ends up with every object, though each commit's tree is
     /// only compared with its first parent's.
+    #[test]
+    fn a_large_push_lands_as_packs_the_real_git_finds_sound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = LocalRepo::open_or_init(&dir.path().join("src.git")).expect("src");
+        let empty = src.empty_tree().expect("empty");
+        let files: Vec<(String, String)> = (0..PACK_CHUNK + 50)
+            .map(|i| (format!("live/f{i:05}.yaml"), format!("n: {i}\n")))
+            .collect();
+        let refs: Vec<(&str, Option<&str>)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), Some(c.as_str())))
+            .collect();
+        let first = commit(&src, empty, &[], &refs);
+        let second = commit(
+            &src,
+            tree_of(&src, first),
+            &[first],
+            &[("live/f00001.yaml", Some("n: one\n"))],
+        );
+        let dst_path = dir.path().join("dst.git");
+        let dst = LocalRepo::open_or_init(&dst_path).expect("dst");
+        copy_commits(src.git2(), dst.git2(), second).expect("copy");
+        assert_complete(dst.git2(), second);
+        let packs = std::fs::read_dir(dst_path.join("objects/pack"))
+            .expect("pack dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            })
+            .count();
+        assert_eq!(
+            packs,
+            2,
+            "{} objects in packs of {PACK_CHUNK}",
+            PACK_CHUNK + 50
+        );
+        let fsck = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&dst_path)
+            .args(["fsck", "--full", &second.to_string()])
+            .output()
+            .expect("git runs");
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
+    }
+
     #[test]
     fn histories_with_merges_copy_completely() {
         let dir = tempfile::tempdir().expect("tempdir");
