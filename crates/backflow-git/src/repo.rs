@@ -21,6 +21,40 @@ pub(crate) const PACK_FROM: usize = 512;
 /// Objects per pack while writing a large update.
 pub(crate) const PACK_CHUNK: usize = 4096;
 
+/// Copies the objects `ids` of `src` into `dst` as one pack (`dst` indexes it). The objects'
+/// references must be in the pack or already in `dst`.
+pub(crate) fn copy_as_pack(
+    src: &Repository,
+    ids: &[Oid],
+    dst: &git2::Odb<'_>,
+) -> Result<(), git2::Error> {
+    let mut builder = src.packbuilder()?;
+    for id in ids {
+        builder.insert_object(*id, None)?;
+    }
+    let mut pack = git2::Buf::new();
+    builder.write_buf(&mut pack)?;
+    let mut writer = dst.packwriter()?;
+    std::io::Write::write_all(&mut writer, &pack)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    writer.commit()?;
+    Ok(())
+}
+
+/// The packs in the bare repository at `path` (tests).
+#[cfg(test)]
+pub(crate) fn pack_count(path: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(path.join("objects/pack")) else {
+        return 0;
+    };
+    entries
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        })
+        .count()
+}
+
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
 #[must_use]
 pub fn tracking_ref(branch: &str) -> String {
@@ -382,28 +416,11 @@ impl LocalRepo {
         mempack: &git2::Mempack<'_>,
         ids: &[Oid],
     ) -> Result<(), RepoError> {
-        use std::io::Write as _;
-        let mut builder = bulk.packbuilder().map_err(self.err("starting a pack"))?;
-        for id in ids {
-            builder
-                .insert_object(*id, None)
-                .map_err(self.err("packing written objects"))?;
-        }
-        let mut pack = git2::Buf::new();
-        builder
-            .write_buf(&mut pack)
-            .map_err(self.err("packing written objects"))?;
         let odb = self
             .repo
             .odb()
             .map_err(self.err("opening the object store"))?;
-        let mut writer = odb.packwriter().map_err(self.err("starting a pack"))?;
-        writer.write_all(&pack).map_err(|e| RepoError {
-            op: "writing a pack".into(),
-            path: self.path.clone(),
-            source: git2::Error::from_str(&e.to_string()),
-        })?;
-        writer.commit().map_err(self.err("indexing a pack"))?;
+        copy_as_pack(bulk, ids, &odb).map_err(self.err("writing a pack"))?;
         // The cache's own handle lists packs once: it is told about the new one.
         odb.refresh().map_err(self.err("reading the new pack"))?;
         mempack
@@ -615,14 +632,7 @@ mod tests {
             Some(b"n: 4150\n".to_vec())
         );
         // Two packs (a full chunk and the rest), not one file per blob.
-        let packs = std::fs::read_dir(path.join("objects/pack"))
-            .expect("pack dir")
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
-            })
-            .count();
-        assert_eq!(packs, 2);
+        assert_eq!(pack_count(&path), 2);
         let loose = std::fs::read_dir(path.join("objects"))
             .expect("objects")
             .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().len() == 2))

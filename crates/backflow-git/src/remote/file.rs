@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use git2::{ErrorCode, ObjectType, Oid, Repository};
 
 use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp};
-use crate::repo::{LocalRepo, PACK_CHUNK, PACK_FROM, tracking_ref};
+use crate::repo::{LocalRepo, PACK_CHUNK, PACK_FROM, copy_as_pack, tracking_ref};
 
 /// A `file://` remote (or a plain path to a bare repository).
 ///
@@ -220,16 +220,7 @@ impl Copier<'_> {
             return self.missing.iter().try_for_each(|oid| self.object(*oid));
         }
         for chunk in self.missing.chunks(PACK_CHUNK) {
-            let mut builder = self.src.packbuilder()?;
-            for oid in chunk {
-                builder.insert_object(*oid, None)?;
-            }
-            let mut pack = git2::Buf::new();
-            builder.write_buf(&mut pack)?;
-            let mut writer = self.dst_odb.packwriter()?;
-            std::io::Write::write_all(&mut writer, &pack)
-                .map_err(|e| git2::Error::from_str(&e.to_string()))?;
-            writer.commit()?;
+            copy_as_pack(self.src, chunk, self.dst_odb)?;
         }
         Ok(())
     }
@@ -410,15 +401,8 @@ mod tests {
         let dst = LocalRepo::open_or_init(&dst_path).expect("dst");
         copy_commits(src.git2(), dst.git2(), second).expect("copy");
         assert_complete(dst.git2(), second);
-        let packs = std::fs::read_dir(dst_path.join("objects/pack"))
-            .expect("pack dir")
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
-            })
-            .count();
         assert_eq!(
-            packs,
+            crate::repo::pack_count(&dst_path),
             2,
             "{} objects in packs of {PACK_CHUNK}",
             PACK_CHUNK + 50
