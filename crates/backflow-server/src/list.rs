@@ -217,7 +217,11 @@ impl Candidates {
                 remaining: opts.selects_all().then_some(remaining),
             };
             metadata["continue"] = json!(token.encode());
-            metadata["remainingItemCount"] = json!(remaining);
+            // As kube-apiserver: the count only when no selector chose the items (with one,
+            // what follows is not counted as the selector would see it).
+            if opts.selects_all() {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
         }
         ObjectList {
             api_version: t.api_version(),
@@ -305,6 +309,23 @@ mod tests {
                 .expect("a continue token"),
         )
         .expect("ours");
+        // With a selector a page says that more follow, not how many.
+        let selected = ListOptions {
+            limit: 2,
+            labels: crate::selector::LabelSelector::parse("!gone").expect("selector"),
+            ..ListOptions::default()
+        };
+        let page = Candidates::gather(objects.iter(), 9, &selected, None).into_list(
+            &config_maps(),
+            &selected,
+            9,
+        );
+        assert!(page.metadata["continue"].is_string());
+        assert!(
+            page.metadata.get("remainingItemCount").is_none(),
+            "{}",
+            page.metadata
+        );
         assert_eq!(
             token,
             ContinueToken {
