@@ -22,7 +22,6 @@ fn strings_at(v: &Value, ptr: &str) -> Vec<String> {
 }
 
 /// Checks a CRD as the API server would; the causes name each broken field.
-// Long on purpose: one check per CRD rule, in the API server's order.
 pub fn validate(crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let group = str_at(crd, "/spec/group").unwrap_or("");
@@ -88,6 +87,14 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             "must have exactly one version marked as storage version",
         ));
     }
+    causes.extend(version_errors(&versions));
+    causes.extend(rule_compile_errors(&versions));
+    causes
+}
+
+/// Each version's name and `served`.
+fn version_errors(versions: &[Value]) -> Vec<Cause> {
+    let mut causes = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         match v.get("name").and_then(Value::as_str) {
             Some(n) if is_dns_label(n) => {}
@@ -102,7 +109,6 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             causes.push(Cause::required(format!("spec.versions[{i}].served")));
         }
     }
-    causes.extend(rule_compile_errors(&versions));
     causes
 }
 

@@ -215,7 +215,7 @@ fn event_columns() -> Vec<Column> {
 
 /// An Event's row, as kube-apiserver prints it: when it was last seen, its type and reason, the
 /// object it is about (`kind/name`, lower-case kind) and its message.
-fn event_row(obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+fn event_row(obj: &Value, now: SystemTime) -> Printed {
     let since = |ptrs: &[&str]| {
         ptrs.iter()
             .find_map(|p| obj.pointer(p).and_then(Value::as_str))
@@ -389,7 +389,7 @@ fn json_path(obj: &Value, path: &str) -> Value {
 
 // Long on purpose: one arm per kind, each the columns kubectl prints for it, so the whole table
 // of kinds reads in one place as the API server's printers list it.
-fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> (Vec<Column>, Vec<Value>) {
+fn columns_and_cells(t: &ResourceType, obj: &Value, now: SystemTime) -> Printed {
     if t.plural == "pods" && t.group.is_empty() {
         return pods::row(obj, now);
     }
