@@ -196,10 +196,11 @@ async fn group_version(
     ))
 }
 
-/// `/openapi/v2`: a document with no definitions. kubectl before 1.29 reads it (as protobuf)
-/// before any apply and gives up on a 404; with no definition for a type, it validates that
-/// type on the server (`fieldValidation`), as for any type it has no schema of.
-async fn openapi_v2(headers: HeaderMap) -> Response {
+/// `/openapi/v2`: every served kind's schema as JSON ([`crate::openapi::swagger`]); asked for as
+/// protobuf, a document with no definitions. kubectl before 1.29 reads the protobuf form before
+/// any apply and gives up on a 404; with no definition for a type, it validates that type on the
+/// server (`fieldValidation`) and builds client-side apply patches from its compiled-in types.
+async fn openapi_v2(State(s): State<AppState>, headers: HeaderMap) -> Response {
     let protobuf = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -215,12 +216,7 @@ async fn openapi_v2(headers: HeaderMap) -> Response {
         )
             .into_response();
     }
-    json_response(serde_json::json!({
-        "swagger": "2.0",
-        "info": {"title": "backflow", "version": env!("CARGO_PKG_VERSION")},
-        "paths": {},
-        "definitions": {},
-    }))
+    json_response(crate::openapi::swagger(&s.engine.registry()))
 }
 
 async fn openapi_document(

@@ -1799,6 +1799,60 @@ source:
     );
 }
 
+/// `kubectl explain` of every served built-in kind and of nested fields, from the schemas the
+/// server publishes (generated from Kubernetes' definitions), and of a custom resource's metadata.
+fn explain(k: &Kubectl) {
+    let out = k.ok(&["explain", "deployment.spec.template.spec.containers.ports"]);
+    assert!(out.contains("KIND:       Deployment"), "{out}");
+    assert!(out.contains("FIELD: ports <[]ContainerPort>"), "{out}");
+    assert!(out.contains("containerPort\t<integer> -required-"), "{out}");
+    assert!(out.contains("protocol\t<string>"), "{out}");
+    let out = k.ok(&["explain", "pods.spec.restartPolicy"]);
+    assert!(
+        out.contains("Restart policy for all containers within the pod."),
+        "{out}"
+    );
+    let out = k.ok(&["explain", "hpa", "--api-version=autoscaling/v1"]);
+    assert!(out.contains("VERSION:    v1"), "{out}");
+    assert!(out.contains("spec\t<HorizontalPodAutoscalerSpec>"), "{out}");
+    let out = k.ok(&["explain", "services.spec.ports.targetPort"]);
+    assert!(out.contains("FIELD: targetPort <IntOrString>"), "{out}");
+
+    let resources = k.ok(&["api-resources", "-o", "name"]);
+    let resources = lines(&resources);
+    assert!(resources.len() >= 30, "{resources:?}");
+    for resource in resources {
+        let out = k.ok(&["explain", resource]);
+        assert!(
+            out.contains("DESCRIPTION:") && out.contains("metadata\t<ObjectMeta>"),
+            "explain {resource}:\n{out}"
+        );
+    }
+
+    let crd = k.file("crd.yaml", WIDGET_CRD);
+    k.ok(&["apply", "-f", &crd]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ]);
+    let out = k.ok(&["explain", "widget.metadata.labels"]);
+    assert!(out.contains("FIELD: labels <map[string]string>"), "{out}");
+
+    // The v2 document, as JSON, for tools that read it (openapi2jsonschema and the like).
+    let swagger: Value = serde_json::from_str(&k.ok(&["get", "--raw", "/openapi/v2"]))
+        .expect("the v2 document is JSON");
+    let definitions = &swagger["definitions"];
+    assert_eq!(
+        definitions["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0]["kind"],
+        "Deployment"
+    );
+    assert_eq!(
+        definitions["com.example.v1.Widget"]["x-kubernetes-group-version-kind"][0]["kind"],
+        "Widget"
+    );
+}
+
 macro_rules! per_version {
     ($($group:ident),* $(,)?) => {
         mod v1_27 { $( #[test] fn $group() { super::run("1.27", super::$group); } )* }
@@ -1826,4 +1880,5 @@ per_version!(
     diff,
     edit,
     describe,
+    explain,
 );
