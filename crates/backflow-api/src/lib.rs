@@ -7,6 +7,7 @@ pub mod authors;
 pub mod clock;
 pub mod compact;
 pub mod config;
+pub mod defaults;
 pub mod identity;
 pub mod ids;
 pub mod ownership;

@@ -41,6 +41,17 @@ pub fn edit_document(
     doc: usize,
     desired: &Value,
 ) -> Result<Vec<u8>, ManifestError> {
+    edit_document_with(path, bytes, doc, |_| desired.clone())
+}
+
+/// As [`edit_document`], with the desired value made from the document's current one (the
+/// planner leaves out the defaults the document does not hold).
+pub fn edit_document_with(
+    path: &str,
+    bytes: &[u8],
+    doc: usize,
+    desired: impl FnOnce(&Value) -> Value,
+) -> Result<Vec<u8>, ManifestError> {
     let file = parse_file(path, bytes)?;
     let Some(current) = file.docs.get(doc) else {
         return Err(ManifestError::NoSuchDocument {
@@ -48,6 +59,7 @@ pub fn edit_document(
             doc,
         });
     };
+    let desired = &desired(&current.value);
     if current.value == *desired {
         return Ok(bytes.to_vec());
     }

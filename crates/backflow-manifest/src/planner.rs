@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use backflow_api::{Clock, ObjectKey};
+use backflow_api::{Clock, ObjectKey, defaults};
 use backflow_branch::{
     Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
 };
@@ -33,7 +33,8 @@ use rand::rngs::StdRng;
 use serde_json::Value;
 
 use crate::bootstrap;
-use crate::edit::{append_document, edit_document, remove_document};
+use crate::document::parse_file;
+use crate::edit::{append_document, edit_document_with, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
@@ -160,12 +161,15 @@ impl YamlPlanner {
                 .into());
             }
             let bytes = tree.read(&found.path)?.unwrap_or_default();
-            let edited = edit_document(&found.path, &bytes, found.doc, &object)?;
+            let edited = edit_document_with(&found.path, &bytes, found.doc, |current| {
+                defaults::omit(&object, Some(current))
+            })?;
             if edited == bytes {
                 return Ok(Vec::new());
             }
             updates.push(PathUpdate::write(found.path.to_string(), edited));
         } else {
+            let object = defaults::omit(&object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
         }
         updates.extend(bootstrap::missing(tree, target)?);
@@ -236,6 +240,13 @@ impl YamlPlanner {
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
+        // Which fields the file holds is readable without decrypting: SOPS encrypts values.
+        let kept = previous
+            .as_deref()
+            .and_then(|b| parse_file(&path, b).ok())
+            .and_then(|file| file.docs.into_iter().next())
+            .map(|doc| doc.value);
+        let object = &defaults::omit(object, kept.as_ref());
         let encrypted = {
             let mut rng = crypto
                 .rng
@@ -754,10 +765,10 @@ mod tests {
         );
         assert!(tree.0.contains_key("live/README.md"));
         let ids = parse_identities(&s.secret_key).expect("identity");
-        assert_eq!(
-            decrypt_document(&file, &ids).expect("decrypts"),
-            secret("db", "aHVudGVy", "a")
-        );
+        // A new file leaves out what the API server fills in (`type: Opaque`).
+        let mut written = secret("db", "aHVudGVy", "a");
+        written.as_object_mut().map(|o| o.remove("type"));
+        assert_eq!(decrypt_document(&file, &ids).expect("decrypts"), written);
 
         // Unchanged: nothing to write, even later.
         s.clock.advance(Duration::from_secs(60));
@@ -963,6 +974,63 @@ mod tests {
     /// intents one by one on the growing tree gives.
     /// Files a write creates are parsed once, while it is planned: the next write's index
     /// finds them in the parse cache by blob id.
+    fn deployment_key() -> ObjectKey {
+        ObjectKey::new(GroupResource::new("apps", "deployments"), "web", "api")
+    }
+
+    /// A Deployment as a server that defaults stores it, with `replicas`.
+    fn live_deployment(replicas: u32) -> Value {
+        let mut d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "api", "namespace": "web"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "api"}},
+                "template": {"metadata": {"labels": {"app": "api"}},
+                    "spec": {"containers": [{"name": "api", "image": "api:1"}]}}},
+        });
+        defaults::fill(&mut d);
+        d
+    }
+
+    #[test]
+    fn git_gets_no_default_it_did_not_hold_and_keeps_those_it_did() {
+        let planner = YamlPlanner::new(KindMap::new());
+        let mut tree = MemTree::default();
+        let plan = |tree: &MemTree, object: Value| {
+            planner
+                .plan(tree, &Intent::put("live", deployment_key(), object))
+                .expect("planned")
+        };
+        tree.apply(plan(&tree, live_deployment(1)));
+        let path = "live/web/apps/deployments/api.yaml";
+        let text = tree.text(path);
+        assert!(text.contains("image: api:1"), "{:?}", tree.0.keys());
+        for default in [
+            "replicas",
+            "progressDeadlineSeconds",
+            "strategy",
+            "dnsPolicy",
+            "imagePullPolicy",
+        ] {
+            assert!(!text.contains(default), "{default} in a new file:\n{text}");
+        }
+        assert!(
+            plan(&tree, live_deployment(1)).is_empty(),
+            "nothing to write"
+        );
+
+        // A person writes a default into the file: it stays while the live value matches it.
+        let held = text.replace("  selector:", "  revisionHistoryLimit: 10\n  selector:");
+        tree.0.insert(path.into(), held.clone().into_bytes());
+        assert!(plan(&tree, live_deployment(1)).is_empty(), "{held}");
+
+        // A value that is not the default lands; the held default is still there.
+        tree.apply(plan(&tree, live_deployment(3)));
+        let text = tree.text(path);
+        assert!(text.contains("replicas: 3"), "{text}");
+        assert!(text.contains("revisionHistoryLimit: 10"), "{text}");
+        assert!(!text.contains("progressDeadlineSeconds"), "{text}");
+    }
+
     #[test]
     fn planned_files_are_kept_in_the_parse_cache() {
         let kinds = KindMap::new();

@@ -968,8 +968,9 @@ impl Engine {
         Ok(body)
     }
 
-    /// Fills in the fields the server owns: kind, apiVersion, uid, creationTimestamp, generation
-    /// (for the types that have one, see [`ResourceType::tracks_generation`]).
+    /// Fills in the fields the server owns: kind, apiVersion, a built-in kind's defaults
+    /// ([`backflow_api::defaults::fill`]), uid, creationTimestamp, generation (for the types that
+    /// have one, see [`ResourceType::tracks_generation`]).
     #[allow(clippy::too_many_arguments)]
     fn stamp(
         &self,
@@ -993,6 +994,11 @@ impl Engine {
         if let Some(m) = new.as_object_mut() {
             m.insert("apiVersion".into(), json!(storage));
             m.insert("kind".into(), json!(t.kind));
+        }
+        // kube-apiserver's defaults, before the generation compares specs: a body without them
+        // (a file from Git) is not a change of an object stored with them.
+        if !t.custom {
+            backflow_api::defaults::fill(new);
         }
         let generation = match old {
             Some(old) => {

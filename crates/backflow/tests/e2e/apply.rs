@@ -810,3 +810,41 @@ fn an_object_edited_during_an_apply_that_removes_it_is_kept() {
     assert!(text.contains("delta"), "{text}");
     assert!(collisions() <= before, "nothing to repair");
 }
+
+/// A Deployment and a Service pushed as people write them (no defaulted field) are applied,
+/// the live objects get kube-apiserver's defaults, and the mirror leaves Git as pushed: no
+/// commit writes the defaults back.
+#[test]
+fn objects_pushed_without_defaults_are_applied_and_git_keeps_them_as_written() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    let clone = w.clone_origin("bob");
+    let deployment_path = "live/default/apps/deployments/api.yaml";
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: default\nspec:\n  selector:\n    matchLabels:\n      app: api\n  template:\n    metadata:\n      labels:\n        app: api\n    spec:\n      containers:\n      - name: api\n        image: api:1.0\n        ports:\n        - containerPort: 8080\n";
+    let service_path = "live/default/services/api.yaml";
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: api\n  namespace: default\nspec:\n  selector:\n    app: api\n  ports:\n  - port: 80\n";
+    for (path, text) in [(deployment_path, deployment), (service_path, service)] {
+        let file = clone.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("folder");
+        std::fs::write(&file, text).expect("written");
+    }
+    let pushed = w.commit_all_and_push(&clone, "bob adds the api");
+    wait_applied(&w, &pushed);
+    let live = w.get_json(&["deployment", "api"]);
+    assert_eq!(live["spec"]["progressDeadlineSeconds"], 600, "{live:#}");
+    assert_eq!(
+        live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    let live = w.get_json(&["service", "api"]);
+    assert_eq!(live["spec"]["type"], "ClusterIP", "{live:#}");
+    assert_eq!(live["spec"]["ports"][0]["targetPort"], 80);
+    assert_quiescent(&w, Duration::from_secs(5));
+    assert_eq!(
+        w.tip().as_deref(),
+        Some(pushed.as_str()),
+        "no commit after the apply"
+    );
+    assert_eq!(w.show(deployment_path).as_deref(), Some(deployment));
+    assert_eq!(w.show(service_path).as_deref(), Some(service));
+}

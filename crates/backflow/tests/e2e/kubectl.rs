@@ -1853,6 +1853,163 @@ fn explain(k: &Kubectl) {
     );
 }
 
+/// One object of each built-in kind `create_every_kind` does not make, for `describe_every_kind`.
+const EVERY_OTHER_KIND: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "nginx:1.27", ports: [{containerPort: 80}]}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: "postgres:16"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: "busybox"}]}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: rs}
+spec:
+  selector: {matchLabels: {app: rs}}
+  template:
+    metadata: {labels: {app: rs}}
+    spec: {containers: [{name: rs, image: "busybox"}]}
+---
+apiVersion: apps/v1
+kind: ControllerRevision
+metadata: {name: db-1}
+revision: 1
+data: {spec: {}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: solo, labels: {app: solo}}
+spec: {containers: [{name: solo, image: "busybox"}]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {mode: fast}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: web}
+subsets: [{addresses: [{ip: 10.0.0.1}], ports: [{port: 8080}]}]
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: limits}
+spec: {limits: [{type: Container, default: {cpu: 500m}}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: example.com/ingress}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: leader}
+spec: {holderIdentity: a, leaseDurationSeconds: 15}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: example.com/disk
+---
+apiVersion: v1
+kind: Event
+metadata: {name: web.started}
+involvedObject: {apiVersion: apps/v1, kind: Deployment, name: web, namespace: default}
+reason: Started
+message: started by a test
+type: Normal
+"#;
+
+/// `kubectl describe` of every served kind (each has an object here): each describer's extra
+/// reads (a Deployment's `ReplicaSets`, a Service's Endpoints, a namespace's quotas, every
+/// object's events by field selector) are answered, and the fields describers dereference
+/// (a `StatefulSet`'s `replicas`, set by kube-apiserver's defaults) are there.
+fn describe_every_kind(k: &Kubectl) {
+    create_every_kind(k);
+    let others = k.file("others.yaml", EVERY_OTHER_KIND);
+    k.ok(&["apply", "-f", &others]);
+    let crd = k.file("crd.yaml", WIDGET_CRD);
+    k.ok(&["apply", "-f", &crd]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+    ]);
+    let widget = k.file("widget.yaml", WIDGET);
+    k.ok(&["apply", "-f", &widget]);
+    let mut described = 0;
+    for resource in lines(&k.ok(&["api-resources", "--verbs=get", "-o", "name"])) {
+        if resource.ends_with(".backflow.dev") {
+            continue;
+        }
+        let out = k.ok(&["describe", resource, "--all-namespaces"]);
+        assert!(
+            out.lines().any(|l| l.starts_with("Name:")),
+            "kubectl describe {resource}: no object of this kind, or its description is empty:\n{out}"
+        );
+        described += 1;
+    }
+    assert!(described >= 32, "{described} kinds described");
+    // A description names its object.
+    for object in [
+        "statefulset/db",
+        "job/j",
+        "service/web",
+        "horizontalpodautoscaler/web",
+    ] {
+        let out = k.ok(&["describe", object]);
+        let name = object.split_once('/').map_or(object, |(_, n)| n);
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("Name:") && l.split_whitespace().nth(1) == Some(name)),
+            "kubectl describe {object}:\n{out}"
+        );
+    }
+}
+
 macro_rules! per_version {
     ($($group:ident),* $(,)?) => {
         mod v1_27 { $( #[test] fn $group() { super::run("1.27", super::$group); } )* }
@@ -1880,5 +2037,6 @@ per_version!(
     diff,
     edit,
     describe,
+    describe_every_kind,
     explain,
 );

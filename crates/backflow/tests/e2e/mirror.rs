@@ -140,9 +140,31 @@ fn built_in_and_custom_kinds_follow_create_update_delete() {
         "{deploy_path} has no revision annotation:\n{doc:#}"
     );
 
+    // The server fills kube-apiserver's defaults in; Git keeps the Deployment as written.
+    let live: Value = serde_json::from_str(&w.kubectl(&["get", "deployment/web", "-o", "json"]))
+        .expect("kubectl prints JSON");
+    let git_spec = doc["spec"].as_object().expect("a spec");
+    for default in [
+        "progressDeadlineSeconds",
+        "revisionHistoryLimit",
+        "strategy",
+    ] {
+        assert!(
+            live["spec"].get(default).is_some(),
+            "live has {default}: {live:#}"
+        );
+        assert!(
+            !git_spec.contains_key(default),
+            "Git has {default}:\n{doc:#}"
+        );
+    }
+    let container = &doc["spec"]["template"]["spec"]["containers"][0];
+    assert!(container.get("imagePullPolicy").is_none(), "{doc:#}");
+
     w.kubectl(&["set", "image", "deployment/web", "web=nginx:1.26"]);
     let doc = yaml(&w.wait_file(deploy_path, |c| c.contains("nginx:1.26")));
     assert_sanitized(deploy_path, &doc);
+    assert!(doc["spec"].get("strategy").is_none(), "{doc:#}");
     assert_eq!(
         doc["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:1.26"

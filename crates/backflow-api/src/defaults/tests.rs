@@ -1,0 +1,297 @@
+use serde_json::{Value, json};
+
+use super::{fill, omit};
+
+fn filled(mut v: Value) -> Value {
+    fill(&mut v);
+    v
+}
+
+fn deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]}
+            }
+        }
+    })
+}
+
+/// Objects as people write them: none holds a field a default sets.
+fn written() -> Vec<Value> {
+    vec![
+        deployment(),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {
+            "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "postgres"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}}),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"}, "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"spec": {"containers": [{"name": "a", "image": "busybox@sha256:abc",
+                "livenessProbe": {"httpGet": {"port": 8080}},
+                "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}],
+                "volumes": [{"name": "cache"}, {"name": "cfg", "configMap": {"name": "cfg"}}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {
+            "selector": {"app": "web"}, "ports": [{"port": 80}, {"port": 443, "targetPort": 8443}]}}),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"}, "spec": {
+            "type": "LoadBalancer", "sessionAffinity": "ClientIP", "ports": [{"port": 80}]}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {
+            "template": {"metadata": {"labels": {"app": "j"}}, "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "j", "image": "busybox:1.36"}]}}}}),
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj"}, "spec": {
+            "schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}}),
+        json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "maxReplicas": 5, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "alice"}, {"kind": "ServiceAccount", "name": "b", "namespace": "default"}]}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "n"},
+            "spec": {"podSelector": {}, "egress": [{"ports": [{"port": 53}]}]}}),
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}, "min": {"memory": "1Mi"}}]}}),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "x"}),
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pc"}, "value": 5}),
+    ]
+}
+
+#[test]
+fn a_deployment_gets_kube_apiservers_defaults() {
+    let d = filled(deployment());
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Always");
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["securityContext"], json!({}));
+    assert!(
+        pod.get("enableServiceLinks").is_none(),
+        "a Pod's default only"
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(c["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(c["terminationMessagePolicy"], "File");
+    assert_eq!(c["ports"][0]["protocol"], "TCP");
+}
+
+#[test]
+fn other_kinds_get_theirs() {
+    let all: Vec<Value> = written().into_iter().map(filled).collect();
+    let sts = &all[1]["spec"];
+    assert_eq!(sts["replicas"], 1);
+    assert_eq!(sts["podManagementPolicy"], "OrderedReady");
+    assert_eq!(
+        sts["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    );
+    assert_eq!(
+        sts["volumeClaimTemplates"][0]["spec"]["volumeMode"],
+        "Filesystem"
+    );
+    let ds = &all[2]["spec"];
+    assert_eq!(
+        ds["updateStrategy"]["rollingUpdate"],
+        json!({"maxUnavailable": 1, "maxSurge": 0})
+    );
+    let pod = &ds["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["imagePullPolicy"], "IfNotPresent",
+        "pinned by digest"
+    );
+    assert_eq!(
+        pod["containers"][0]["livenessProbe"],
+        json!({"httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+            "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+    );
+    assert_eq!(
+        pod["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["apiVersion"],
+        "v1"
+    );
+    assert_eq!(pod["volumes"][0], json!({"name": "cache", "emptyDir": {}}));
+    assert_eq!(pod["volumes"][1]["configMap"]["defaultMode"], 420);
+    let svc = &all[3]["spec"];
+    assert_eq!(svc["type"], "ClusterIP");
+    assert_eq!(svc["sessionAffinity"], "None");
+    assert_eq!(svc["internalTrafficPolicy"], "Cluster");
+    assert_eq!(
+        svc["ports"][0],
+        json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+    );
+    assert_eq!(svc["ports"][1]["targetPort"], 8443);
+    assert!(svc.get("externalTrafficPolicy").is_none());
+    let lb = &all[4]["spec"];
+    assert_eq!(lb["externalTrafficPolicy"], "Cluster");
+    assert_eq!(lb["allocateLoadBalancerNodePorts"], true);
+    assert_eq!(
+        lb["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+        10800
+    );
+    let pod = &all[5]["spec"];
+    assert_eq!(pod["enableServiceLinks"], true);
+    assert_eq!(
+        pod["containers"][0]["imagePullPolicy"], "Always",
+        "no tag is latest"
+    );
+    assert_eq!(
+        pod["containers"][0]["resources"]["requests"],
+        json!({"cpu": "1"})
+    );
+    let job = &all[6];
+    assert_eq!(job["metadata"]["labels"], json!({"app": "j"}));
+    assert_eq!(job["spec"]["completions"], 1);
+    assert_eq!(job["spec"]["parallelism"], 1);
+    assert_eq!(job["spec"]["backoffLimit"], 6);
+    assert_eq!(job["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["restartPolicy"], "Never",
+        "kept"
+    );
+    let cron = &all[7]["spec"];
+    assert_eq!(cron["concurrencyPolicy"], "Allow");
+    assert_eq!(cron["successfulJobsHistoryLimit"], 3);
+    assert!(
+        cron["jobTemplate"]["spec"].get("backoffLimit").is_none(),
+        "a Job's defaults are the Job's"
+    );
+    assert_eq!(
+        cron["jobTemplate"]["spec"]["template"]["spec"]["dnsPolicy"],
+        "ClusterFirst"
+    );
+    let hpa = &all[8]["spec"];
+    assert_eq!(hpa["minReplicas"], 1);
+    assert_eq!(
+        hpa["metrics"][0]["resource"]["target"]["averageUtilization"],
+        80
+    );
+    assert_eq!(
+        hpa["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 60,
+        "kept"
+    );
+    assert_eq!(hpa["behavior"]["scaleDown"]["selectPolicy"], "Max");
+    assert_eq!(hpa["behavior"]["scaleUp"]["policies"][0]["value"], 4);
+    assert_eq!(all[9]["type"], "Opaque");
+    assert_eq!(
+        all[10]["subjects"][0]["apiGroup"],
+        "rbac.authorization.k8s.io"
+    );
+    assert!(all[10]["subjects"][1].get("apiGroup").is_none());
+    assert_eq!(all[11]["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(all[11]["spec"]["egress"][0]["ports"][0]["protocol"], "TCP");
+    let limit = &all[12]["spec"]["limits"][0];
+    assert_eq!(limit["default"], json!({"cpu": "2"}));
+    assert_eq!(
+        limit["defaultRequest"],
+        json!({"cpu": "2", "memory": "1Mi"})
+    );
+    assert_eq!(all[13]["reclaimPolicy"], "Delete");
+    assert_eq!(all[13]["volumeBindingMode"], "Immediate");
+    assert_eq!(all[14]["preemptionPolicy"], "PreemptLowerPriority");
+}
+
+#[test]
+fn filling_twice_changes_nothing_and_kinds_without_defaults_are_left_alone() {
+    for v in written() {
+        let once = filled(v);
+        assert_eq!(filled(once.clone()), once);
+    }
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    assert_eq!(filled(cm.clone()), cm);
+    let unknown = json!({"apiVersion": "example.com/v1", "kind": "Deployment", "spec": {}});
+    assert_eq!(
+        filled(unknown.clone()),
+        unknown,
+        "another group's Deployment"
+    );
+}
+
+#[test]
+fn a_new_file_omits_every_default_the_server_filled() {
+    for v in written() {
+        assert_eq!(omit(&filled(v.clone()), None), v, "{}", v["kind"]);
+    }
+}
+
+#[test]
+fn what_git_holds_is_kept_and_values_that_differ_from_the_default_stay() {
+    let live = filled(deployment());
+    let mut git = deployment();
+    git["spec"]["replicas"] = json!(1);
+    git["spec"]["strategy"] = json!({"type": "RollingUpdate"});
+    git["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+    assert_eq!(omit(&live, Some(&git)), git);
+
+    let mut edited = live.clone();
+    edited["spec"]["replicas"] = json!(3);
+    edited["spec"]["strategy"]["rollingUpdate"]["maxSurge"] = json!(1);
+    edited["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
+    let mut want = deployment();
+    want["spec"]["replicas"] = json!(3);
+    want["spec"]["strategy"] = json!({"rollingUpdate": {"maxSurge": 1}});
+    want["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
+    let omitted = omit(&edited, None);
+    assert_eq!(omitted, want);
+    assert_eq!(
+        filled(omitted),
+        edited,
+        "filling gives the live object back"
+    );
+
+    let mut recreate = live;
+    recreate["spec"]["strategy"] = json!({"type": "Recreate"});
+    let omitted = omit(&recreate, None);
+    assert_eq!(omitted["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert_eq!(filled(omitted), recreate);
+}
+
+#[test]
+fn an_object_stored_before_its_defaults_existed_is_not_omitted_from() {
+    // Live lacks progressDeadlineSeconds: omitting the rest would let a fill add it.
+    let mut live = filled(deployment());
+    live["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("progressDeadlineSeconds"));
+    assert_eq!(omit(&live, None), live);
+    // A StatefulSet whose strategy type was written: no rollingUpdate block was added.
+    let mut sts = written()[1].clone();
+    sts["spec"]["updateStrategy"] = json!({"type": "RollingUpdate"});
+    let live = filled(sts.clone());
+    assert!(
+        live["spec"]["updateStrategy"]
+            .get("rollingUpdate")
+            .is_none()
+    );
+    let omitted = omit(&live, None);
+    assert_eq!(filled(omitted), live);
+}
+
+#[test]
+fn image_pull_policy_follows_the_tag() {
+    let policy = |image: &str| {
+        let mut d = deployment();
+        d["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        filled(d)["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"].clone()
+    };
+    assert_eq!(policy("nginx"), "Always");
+    assert_eq!(policy("nginx:latest"), "Always");
+    assert_eq!(policy("registry:5000/nginx"), "Always");
+    assert_eq!(policy("registry:5000/nginx:1.2"), "IfNotPresent");
+    assert_eq!(policy("nginx@sha256:abc"), "IfNotPresent");
+}
