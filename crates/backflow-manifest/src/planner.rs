@@ -162,14 +162,14 @@ impl YamlPlanner {
             }
             let bytes = tree.read(&found.path)?.unwrap_or_default();
             let edited = edit_document_with(&found.path, &bytes, found.doc, |current| {
-                defaults::omit(&object, Some(current))
+                defaults::omit(object, Some(current))
             })?;
             if edited == bytes {
                 return Ok(Vec::new());
             }
             updates.push(PathUpdate::write(found.path.to_string(), edited));
         } else {
-            let object = defaults::omit(&object, None);
+            let object = defaults::omit(object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
         }
         updates.extend(bootstrap::missing(tree, target)?);
@@ -246,7 +246,7 @@ impl YamlPlanner {
             .and_then(|b| parse_file(&path, b).ok())
             .and_then(|file| file.docs.into_iter().next())
             .map(|doc| doc.value);
-        let object = &defaults::omit(object, kept.as_ref());
+        let object = &defaults::omit(object.clone(), kept.as_ref());
         let encrypted = {
             let mut rng = crypto
                 .rng

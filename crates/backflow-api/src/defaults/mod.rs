@@ -112,19 +112,19 @@ pub fn fill(object: &mut Value) {
 /// of it, if there is one) does not hold and that filling would set to the same value. Filling
 /// the result gives `live` back; when it would not, `live` is returned whole.
 #[must_use]
-pub fn omit(live: &Value, kept: Option<&Value>) -> Value {
+pub fn omit(mut live: Value, kept: Option<&Value>) -> Value {
     let mut find = Walk::new(true);
-    let mut scratch = live.clone();
-    walk(&mut scratch, &mut find);
+    walk(&mut live, &mut find);
     let removed: Vec<FieldPath> = find
         .sites
         .into_iter()
         .filter(|site| kept.is_none_or(|k| get(k, site).is_none()))
         .collect();
     if removed.is_empty() {
-        return scratch;
+        return live;
     }
-    let mut out = scratch;
+    let live = &live;
+    let mut out = live.clone();
     for site in removed.iter().rev() {
         remove(&mut out, site);
     }

@@ -225,7 +225,7 @@ fn filling_twice_changes_nothing_and_kinds_without_defaults_are_left_alone() {
 #[test]
 fn a_new_file_omits_every_default_the_server_filled() {
     for v in written() {
-        assert_eq!(omit(&filled(v.clone()), None), v, "{}", v["kind"]);
+        assert_eq!(omit(filled(v.clone()), None), v, "{}", v["kind"]);
     }
 }
 
@@ -236,7 +236,7 @@ fn what_git_holds_is_kept_and_values_that_differ_from_the_default_stay() {
     git["spec"]["replicas"] = json!(1);
     git["spec"]["strategy"] = json!({"type": "RollingUpdate"});
     git["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
-    assert_eq!(omit(&live, Some(&git)), git);
+    assert_eq!(omit(live.clone(), Some(&git)), git);
 
     let mut edited = live.clone();
     edited["spec"]["replicas"] = json!(3);
@@ -246,7 +246,7 @@ fn what_git_holds_is_kept_and_values_that_differ_from_the_default_stay() {
     want["spec"]["replicas"] = json!(3);
     want["spec"]["strategy"] = json!({"rollingUpdate": {"maxSurge": 1}});
     want["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
-    let omitted = omit(&edited, None);
+    let omitted = omit(edited.clone(), None);
     assert_eq!(omitted, want);
     assert_eq!(
         filled(omitted),
@@ -256,7 +256,7 @@ fn what_git_holds_is_kept_and_values_that_differ_from_the_default_stay() {
 
     let mut recreate = live;
     recreate["spec"]["strategy"] = json!({"type": "Recreate"});
-    let omitted = omit(&recreate, None);
+    let omitted = omit(recreate.clone(), None);
     assert_eq!(omitted["spec"]["strategy"], json!({"type": "Recreate"}));
     assert_eq!(filled(omitted), recreate);
 }
@@ -268,7 +268,7 @@ fn an_object_stored_before_its_defaults_existed_is_not_omitted_from() {
     live["spec"]
         .as_object_mut()
         .map(|s| s.remove("progressDeadlineSeconds"));
-    assert_eq!(omit(&live, None), live);
+    assert_eq!(omit(live.clone(), None), live);
     // A StatefulSet whose strategy type was written: no rollingUpdate block was added.
     let mut sts = written()[1].clone();
     sts["spec"]["updateStrategy"] = json!({"type": "RollingUpdate"});
@@ -278,7 +278,7 @@ fn an_object_stored_before_its_defaults_existed_is_not_omitted_from() {
             .get("rollingUpdate")
             .is_none()
     );
-    let omitted = omit(&live, None);
+    let omitted = omit(live.clone(), None);
     assert_eq!(filled(omitted), live);
 }
 
@@ -294,4 +294,100 @@ fn image_pull_policy_follows_the_tag() {
     assert_eq!(policy("registry:5000/nginx"), "Always");
     assert_eq!(policy("registry:5000/nginx:1.2"), "IfNotPresent");
     assert_eq!(policy("nginx@sha256:abc"), "IfNotPresent");
+}
+
+mod never_loses {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::super::{fill, omit};
+
+    /// A value for a defaulted field: left out, its default, or something else.
+    fn choice(default: Value, other: Value) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![Just(None), Just(Some(default)), Just(Some(other))]
+    }
+
+    fn put(map: &mut Value, key: &str, v: Option<Value>) {
+        if let Some(v) = v {
+            map[key] = v;
+        }
+    }
+
+    prop_compose! {
+        fn written_service()(
+            kind in choice(json!("ClusterIP"), json!("LoadBalancer")),
+            affinity in choice(json!("None"), json!("ClientIP")),
+            target in choice(json!(80), json!(8080)),
+            protocol in choice(json!("TCP"), json!("UDP")),
+            external in choice(json!("Cluster"), json!("Local")),
+        ) -> Value {
+            let mut spec = json!({"ports": [{"port": 80}]});
+            put(&mut spec, "type", kind);
+            put(&mut spec, "sessionAffinity", affinity);
+            put(&mut spec, "externalTrafficPolicy", external);
+            put(&mut spec["ports"][0], "targetPort", target);
+            put(&mut spec["ports"][0], "protocol", protocol);
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": spec})
+        }
+    }
+
+    prop_compose! {
+        fn written_deployment()(
+            replicas in choice(json!(1), json!(3)),
+            kind in choice(json!("RollingUpdate"), json!("Recreate")),
+            surge in choice(json!("25%"), json!(2)),
+            policy in choice(json!("IfNotPresent"), json!("Never")),
+            limit in choice(json!(10), json!(2)),
+        ) -> Value {
+            let mut spec = json!({"selector": {}, "template": {"spec": {"containers": [{"name": "c", "image": "c:1"}]}}});
+            put(&mut spec, "replicas", replicas);
+            put(&mut spec, "revisionHistoryLimit", limit);
+            let is_recreate = kind.as_ref() == Some(&json!("Recreate"));
+            let mut strategy = json!({});
+            put(&mut strategy, "type", kind);
+            if !is_recreate && surge.is_some() {
+                strategy["rollingUpdate"] = json!({});
+                put(&mut strategy["rollingUpdate"], "maxSurge", surge);
+            }
+            if strategy != json!({}) {
+                spec["strategy"] = strategy;
+            }
+            put(&mut spec["template"]["spec"]["containers"][0], "imagePullPolicy", policy);
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": spec})
+        }
+    }
+
+    /// Git's document (any of the written variants) and the live object (another, filled): what
+    /// omit writes fills back to the live object, and holds every field Git held that live has.
+    fn check(git: &Value, live: &Value) -> Result<(), TestCaseError> {
+        let mut live = live.clone();
+        fill(&mut live);
+        let written = omit(live.clone(), Some(git));
+        let mut refilled = written.clone();
+        fill(&mut refilled);
+        prop_assert_eq!(&refilled, &live);
+        for key in git["spec"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            if live["spec"].get(key).is_some() {
+                prop_assert!(written["spec"].get(key).is_some(), "{} dropped", key);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn services(git in written_service(), live in written_service()) {
+            check(&git, &live)?;
+        }
+
+        #[test]
+        fn deployments(git in written_deployment(), live in written_deployment()) {
+            check(&git, &live)?;
+        }
+    }
 }
