@@ -2,8 +2,9 @@
 //! kube-apiserver evaluates them, through the `cel` crate.
 //!
 //! Each rule of a schema node is evaluated with `self` bound to the value at that node (and,
-//! on an update, `oldSelf` to the value it had, matched by property name or map key; a rule
-//! that reads `oldSelf` — a transition rule — is evaluated only when there is one). A rule that
+//! on an update, `oldSelf` to the value it had, matched by property name, map key, or — for
+//! items of `x-kubernetes-list-type: map` lists — the list's map keys; a rule that reads
+//! `oldSelf` — a transition rule — is evaluated only when there is one). A rule that
 //! is false is a cause worded as kube-apiserver words it: `<path>: Invalid value: "<type>":
 //! <message>`, with the rule's `message` (or `failed rule: <rule>`), its `reason` and
 //! `fieldPath`; an error while evaluating it (a key the object lacks, values that do not
@@ -35,11 +36,14 @@ pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> 
 #[must_use]
 pub fn compile_errors(schema: &Value, at: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
-    compile_at(schema, at, &mut causes);
+    compile_at(schema, at, None, &mut causes);
     causes
 }
 
-fn compile_at(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
+/// `uncorrelatable`: where the first list above that is not a `x-kubernetes-list-type: map`
+/// list has its items — below it, a value has no previous one to compare with, so a transition
+/// rule (`oldSelf`) may not stand there.
+fn compile_at(schema: &Value, at: &str, uncorrelatable: Option<&str>, causes: &mut Vec<Cause>) {
     let rules = schema
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
@@ -49,6 +53,15 @@ fn compile_at(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
         match rule.get("rule").and_then(Value::as_str) {
             None | Some("") => causes.push(Cause::required(field)),
             Some(source) => match Program::compile(source) {
+                Ok(program) if program.references().has_variable("oldSelf") => {
+                    if let Some(within) = uncorrelatable {
+                        causes.push(Cause::invalid(
+                            field,
+                            source,
+                            format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"),
+                        ));
+                    }
+                }
                 Ok(_) => {}
                 // Syntax Kubernetes' CEL has and this parser lacks (optionals: `.?`, `[?`):
                 // kube-apiserver accepts the rule, so it is let through (and not enforced).
@@ -65,14 +78,22 @@ fn compile_at(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, s) in props {
-            compile_at(s, &format!("{at}.properties[{k}]"), causes);
+            compile_at(s, &format!("{at}.properties[{k}]"), uncorrelatable, causes);
         }
     }
     if let Some(s) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        compile_at(s, &format!("{at}.additionalProperties"), causes);
+        compile_at(
+            s,
+            &format!("{at}.additionalProperties"),
+            uncorrelatable,
+            causes,
+        );
     }
     if let Some(s) = schema.get("items") {
-        compile_at(s, &format!("{at}.items"), causes);
+        let items_at = format!("{at}.items");
+        let map_list = schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map");
+        let uncorrelatable = uncorrelatable.or((!map_list).then_some(items_at.as_str()));
+        compile_at(s, &items_at, uncorrelatable, causes);
     }
 }
 
@@ -104,14 +125,44 @@ fn rules_at(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
         }
         Value::Array(items) => {
             if let Some(item) = schema.get("items") {
-                // Items have no previous value unless the list is a map keyed like
-                // kube-apiserver correlates them; transition rules on them are not evaluated.
+                let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                 for (i, x) in items.iter().enumerate() {
-                    rules_at(item, x, None, &format!("{path}[{i}]"), causes);
+                    let was = previous_item(schema, x, old_items);
+                    rules_at(item, x, was, &format!("{path}[{i}]"), causes);
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// The previous value of a list item, correlated as kube-apiserver correlates them: in a
+/// `x-kubernetes-list-type: map` list, the old item with the same values of the list's map keys.
+/// Items of other lists (`atomic`, `set`) have none, so their transition rules are not
+/// evaluated (a CRD with one is refused, see [`compile_errors`]).
+fn previous_item<'o>(
+    list_schema: &Value,
+    item: &Value,
+    old_items: &'o [Value],
+) -> Option<&'o Value> {
+    match list_schema
+        .get("x-kubernetes-list-type")
+        .and_then(Value::as_str)
+    {
+        Some("map") => {
+            let keys = list_schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)?;
+            let key_of = |v: &Value| -> Vec<Option<Value>> {
+                keys.iter()
+                    .filter_map(Value::as_str)
+                    .map(|k| v.get(k).cloned())
+                    .collect()
+            };
+            let wanted = key_of(item);
+            old_items.iter().find(|o| key_of(o) == wanted)
+        }
+        _ => None,
     }
 }
 
@@ -358,6 +409,61 @@ mod tests {
                 "{unknown}: not enforced here"
             );
         }
+    }
+
+    #[test]
+    fn a_transition_rule_on_list_items_reads_the_item_with_the_same_map_keys() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "pools": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "x-kubernetes-validations": [
+                    {"rule": "self.size >= oldSelf.size", "message": "a pool never shrinks"}],
+                    "properties": {"name": {"type": "string"}, "size": {"type": "integer"}}}},
+            "plain": {"type": "array",
+                "items": {"type": "object", "x-kubernetes-validations": [
+                    {"rule": "self.size >= oldSelf.size", "message": "never evaluated"}],
+                    "properties": {"size": {"type": "integer"}}}},
+        }}}});
+        let obj = |pools: Value, plain: Value| {
+            json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+                   "spec": {"pools": pools, "plain": plain}})
+        };
+        let old = obj(
+            json!([{"name": "a", "size": 3}, {"name": "b", "size": 5}]),
+            json!([{"size": 9}]),
+        );
+        // Reordered, one grown, one new: nothing shrank.
+        let grown = obj(
+            json!([{"name": "c", "size": 1}, {"name": "b", "size": 6}, {"name": "a", "size": 3}]),
+            json!([{"size": 1}]),
+        );
+        assert!(validate(&schema, &grown, Some(&old)).is_empty());
+        let shrunk = obj(
+            json!([{"name": "b", "size": 5}, {"name": "a", "size": 2}]),
+            json!([]),
+        );
+        let causes = validate(&schema, &shrunk, Some(&old));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.pools[1]");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"object\": a pool never shrinks"
+        );
+
+        // The rule on the plain list's items can never run: the CRD is refused.
+        let causes = compile_errors(&schema, "spec.validation.openAPIV3Schema");
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        let plain = "spec.validation.openAPIV3Schema.properties[spec].properties[plain].items";
+        assert_eq!(
+            causes[0].field,
+            format!("{plain}.x-kubernetes-validations[0].rule")
+        );
+        assert!(
+            causes[0].message.ends_with(&format!(
+                "oldSelf cannot be used on the uncorrelatable portion of the schema within {plain}"
+            )),
+            "{}",
+            causes[0].message
+        );
     }
 
     #[test]
