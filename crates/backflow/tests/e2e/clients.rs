@@ -4,7 +4,9 @@
 use crate::common::*;
 
 /// `@kubernetes/client-node` (npm): it refuses a kubeconfig naming an http:// server unless TLS
-/// verification is declared off, which the written kubeconfig now does.
+/// verification is declared off, which the written kubeconfig now does. Then discovery, CRUD,
+/// merge patch and server-side apply, a watch from a resourceVersion and 410 Expired for one the
+/// history no longer holds, pagination, a custom resource's status subresource.
 const CLIENT_NODE: &str = r"
 import * as k8s from '@kubernetes/client-node';
 const kc = new k8s.KubeConfig();
@@ -24,12 +26,75 @@ try {
   await core.readNamespacedConfigMap({namespace: 'default', name: 'nope'});
 } catch (e) { out.missing = e.code; }
 await core.deleteNamespacedConfigMap({namespace: 'default', name: 'from-node'});
+const version = await kc.makeApiClient(k8s.VersionApi).getCode();
+out.version = version.gitVersion;
+out.groups = (await kc.makeApiClient(k8s.ApisApi).getAPIVersions()).groups.map(g => g.name);
+
+// A watch from a resourceVersion sees the two changes made after it.
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+const created = await core.createNamespacedConfigMap({namespace: 'default',
+  body: {metadata: {name: 'watched'}, data: {v: '0'}}});
+const rv0 = created.metadata.resourceVersion;
+for (const v of ['1', '2']) {
+  await core.patchNamespacedConfigMap({namespace: 'default', name: 'watched', body: {data: {v}}}, merge);
+}
+out.watch = await new Promise((resolve, reject) => {
+  const seen = [];
+  let controller, stop = false;
+  new k8s.Watch(kc).watch('/api/v1/namespaces/default/configmaps',
+    {resourceVersion: rv0, fieldSelector: 'metadata.name=watched', timeoutSeconds: 10},
+    (type, obj) => {
+      seen.push([type, obj.data.v]);
+      if (seen.length === 2) { stop = true; controller?.abort(); resolve(seen); }
+    },
+    (err) => { if (seen.length < 2) reject(err ?? new Error('the watch ended early')); },
+  ).then(c => { controller = c; if (stop) c.abort(); }, reject);
+});
+
+// Server-side apply.
+const applied = await core.patchNamespacedConfigMap({namespace: 'default', name: 'node-ssa',
+  fieldManager: 'node-client', force: true,
+  body: {apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'node-ssa'}, data: {k: 'v'}}},
+  k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.ServerSideApply));
+out.ssa = [applied.data.k, applied.metadata.managedFields[0].manager];
+
+// Pages of a label-selected list.
+for (let i = 0; i < 30; i++) {
+  await core.createNamespacedConfigMap({namespace: 'default',
+    body: {metadata: {name: `page-${String(i).padStart(2, '0')}`, labels: {page: 'yes'}}}});
+}
+const first = await core.listNamespacedConfigMap({namespace: 'default', labelSelector: 'page=yes', limit: 20});
+const rest = await core.listNamespacedConfigMap({namespace: 'default', labelSelector: 'page=yes',
+  limit: 20, _continue: first.metadata._continue});
+out.pages = [first.items.length, rest.items.length, rest.metadata._continue ?? null];
+
+// A watch from a resourceVersion the history no longer holds: 410 Expired.
+out.expired = await new Promise((resolve) => {
+  new k8s.Watch(kc).watch('/api/v1/namespaces/default/configmaps',
+    {resourceVersion: rv0, timeoutSeconds: 5},
+    (type, obj) => { if (type === 'ERROR') resolve(obj.code); },
+    (err) => resolve(err ? (err.statusCode ?? String(err)) : 'ended without an error'),
+  ).catch(err => resolve(err.statusCode ?? String(err)));
+});
+
+// A custom resource and its status subresource (which ignores spec).
+const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+const widgets = {group: 'example.com', version: 'v1', namespace: 'default', plural: 'widgets'};
+await custom.createNamespacedCustomObject({...widgets,
+  body: {apiVersion: 'example.com/v1', kind: 'Widget', metadata: {name: 'nw'}, spec: {size: 1}}});
+await custom.patchNamespacedCustomObjectStatus({...widgets, name: 'nw',
+  body: {spec: {size: 9}, status: {phase: 'Ready'}}}, merge);
+const widget = await custom.getNamespacedCustomObject({...widgets, name: 'nw'});
+out.widget = [widget.spec.size, widget.status.phase];
 console.log(JSON.stringify(out));
 ";
 
 #[test]
 fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
-    let w = World::start(&["--no-mirror"]);
+    // A short history, so a watch from an early write's version expires after 30 more.
+    let w = World::start(&["--no-mirror", "--watch-history", "20"]);
+    w.apply(WIDGET_CRD);
+    w.wait_established(&["widgets.example.com"]);
     let kubeconfig = w.dirs.data.join("kubeconfig");
     let out = backflow_testkit::node::run_module(CLIENT_NODE, &[&kubeconfig.to_string_lossy()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -54,6 +119,24 @@ fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
         w.kubectl_run(&["get", "configmap", "from-node"]).code != Some(0),
         "deleted"
     );
+    assert!(
+        answer["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{answer}"
+    );
+    assert!(
+        answer["groups"].to_string().contains("\"apps\""),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["watch"],
+        serde_json::json!([["MODIFIED", "1"], ["MODIFIED", "2"]])
+    );
+    assert_eq!(answer["ssa"], serde_json::json!(["v", "node-client"]));
+    assert_eq!(answer["pages"], serde_json::json!([20, 10, null]));
+    assert_eq!(answer["expired"], 410, "{answer}");
+    assert_eq!(answer["widget"], serde_json::json!([1, "Ready"]));
 }
 
 /// Runs a Python client script with the written kubeconfig; its last stdout line is JSON.
@@ -71,8 +154,8 @@ fn python_answer(w: &World, script: &str) -> serde_json::Value {
 }
 
 /// The official Python client (`kubernetes` on PyPI): discovery, CRUD, merge and JSON patches,
-/// server-side apply through its dynamic client, pagination, a watch from a resourceVersion, and
-/// 410 Expired for one older than the history holds.
+/// server-side apply through its dynamic client, pagination, a watch from a resourceVersion,
+/// 410 Expired for one older than the history holds, a custom resource's status subresource.
 const PYTHON_CLIENT: &str = r"
 import sys, json
 from kubernetes import client, config, watch
@@ -123,6 +206,13 @@ try:
     core.read_namespaced_config_map('nope', 'default')
 except ApiException as e:
     out['missing'] = e.status
+custom = client.CustomObjectsApi()
+custom.create_namespaced_custom_object('example.com', 'v1', 'default', 'widgets',
+    {'apiVersion': 'example.com/v1', 'kind': 'Widget', 'metadata': {'name': 'pw'}, 'spec': {'size': 1}})
+custom.patch_namespaced_custom_object_status('example.com', 'v1', 'default', 'widgets', 'pw',
+    {'spec': {'size': 9}, 'status': {'phase': 'Ready'}})
+widget = custom.get_namespaced_custom_object('example.com', 'v1', 'default', 'widgets', 'pw')
+out['widget'] = [widget['spec']['size'], widget['status']['phase']]
 print(json.dumps(out))
 ";
 
@@ -130,6 +220,8 @@ print(json.dumps(out))
 fn the_official_python_client_drives_the_api() {
     // A short history, so a watch from the first write's version expires once 30 more are made.
     let w = World::start(&["--no-mirror", "--watch-history", "20"]);
+    w.apply(WIDGET_CRD);
+    w.wait_established(&["widgets.example.com"]);
     let answer = python_answer(&w, PYTHON_CLIENT);
     assert!(
         answer["version"]
@@ -158,13 +250,16 @@ fn the_official_python_client_drives_the_api() {
     assert_eq!(answer["pages"], serde_json::json!([20, 10, null]));
     assert_eq!(answer["expired"], 410, "{answer}");
     assert_eq!(answer["missing"], 404);
+    assert_eq!(answer["widget"], serde_json::json!([1, "Ready"]));
 }
 
-/// `kr8s` (PyPI): version, create, patch, refresh, label-selected list, label, delete.
+/// `kr8s` (PyPI): version, create, patch, refresh, label-selected list, label, delete; a list
+/// of 230 in pages of 100, a watch from a resourceVersion, a custom resource's status
+/// subresource (which ignores spec).
 const KR8S: &str = r"
 import sys, json
 import kr8s
-from kr8s.objects import ConfigMap
+from kr8s.objects import ConfigMap, new_class
 api = kr8s.api(kubeconfig=sys.argv[1])
 out = {'version': api.version()['gitVersion']}
 cm = ConfigMap({'metadata': {'name': 'kr', 'namespace': 'default', 'labels': {'app': 'kr'}},
@@ -179,12 +274,36 @@ cm.refresh()
 out['labels'] = cm.labels
 cm.delete()
 out['gone'] = not cm.exists()
+# kr8s lists 100 at a time and follows `continue`.
+for i in range(230):
+    ConfigMap({'metadata': {'name': f'pg-{i:03}', 'namespace': 'default', 'labels': {'page': 'yes'}}},
+              api=api).create()
+out['paged'] = len(list(api.get('configmaps', namespace='default', label_selector={'page': 'yes'})))
+watched = ConfigMap({'metadata': {'name': 'kw', 'namespace': 'default'}, 'data': {'v': '0'}}, api=api)
+watched.create()
+rv0 = watched.metadata.resourceVersion
+for v in ['1', '2']:
+    watched.patch({'data': {'v': v}})
+seen = []
+for kind, obj in api.watch('configmaps', namespace='default', field_selector='metadata.name=kw', since=rv0):
+    seen.append([kind, obj.raw['data']['v']])
+    if len(seen) == 2:
+        break
+out['watch'] = seen
+Widget = new_class('Widget', version='example.com/v1', namespaced=True, asyncio=False)
+widget = Widget({'metadata': {'name': 'kw1', 'namespace': 'default'}, 'spec': {'size': 1}}, api=api)
+widget.create()
+widget.patch({'status': {'phase': 'Ready'}, 'spec': {'size': 9}}, subresource='status')
+widget.refresh()
+out['widget'] = [widget.raw['spec']['size'], widget.raw['status']['phase']]
 print(json.dumps(out))
 ";
 
 #[test]
 fn kr8s_drives_the_api() {
     let w = World::start(&["--no-mirror"]);
+    w.apply(WIDGET_CRD);
+    w.wait_established(&["widgets.example.com"]);
     let answer = python_answer(&w, KR8S);
     assert!(
         answer["version"]
@@ -199,6 +318,12 @@ fn kr8s_drives_the_api() {
         serde_json::json!({"app": "kr", "extra": "yes"})
     );
     assert_eq!(answer["gone"], true);
+    assert_eq!(answer["paged"], 230, "{answer}");
+    assert_eq!(
+        answer["watch"],
+        serde_json::json!([["MODIFIED", "1"], ["MODIFIED", "2"]])
+    );
+    assert_eq!(answer["widget"], serde_json::json!([1, "Ready"]));
 }
 
 /// A `kopf` operator: on create it adopts a child `ConfigMap` (owner reference) and sets the
