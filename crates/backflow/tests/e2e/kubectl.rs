@@ -2010,6 +2010,38 @@ fn describe_every_kind(k: &Kubectl) {
     }
 }
 
+/// `kubectl auth can-i` (SelfSubjectAccessReview and, with `--list`, SelfSubjectRulesReview)
+/// and `kubectl create token` (TokenRequest).
+fn auth_and_token(k: &Kubectl) {
+    assert_eq!(
+        k.ok(&["auth", "can-i", "create", "deployments"]).trim(),
+        "yes"
+    );
+    let rules = k.ok(&["auth", "can-i", "--list"]);
+    assert!(
+        rules
+            .lines()
+            .next()
+            .is_some_and(|h| h.starts_with("Resources")),
+        "{rules}"
+    );
+    assert!(rules.contains("*.*"), "every verb on everything: {rules}");
+    k.ok(&["create", "serviceaccount", "builder"]);
+    let token = k.ok(&["create", "token", "builder", "--duration", "15m"]);
+    let token = token.trim();
+    assert!(
+        !token.is_empty() && !token.contains(char::is_whitespace),
+        "{token:?}"
+    );
+    // The token's use is shown over TLS with authentication on (kubectl sends no token over
+    // plain HTTP): see the authorship tests.
+    let out = k.fails(&["create", "token", "nobody"]);
+    assert!(
+        out.stderr.contains(r#"serviceaccounts "nobody" not found"#),
+        "{out}"
+    );
+}
+
 macro_rules! per_version {
     ($($group:ident),* $(,)?) => {
         mod v1_27 { $( #[test] fn $group() { super::run("1.27", super::$group); } )* }
@@ -2039,4 +2071,5 @@ per_version!(
     describe,
     describe_every_kind,
     explain,
+    auth_and_token,
 );
