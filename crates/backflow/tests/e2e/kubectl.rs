@@ -2010,8 +2010,8 @@ fn describe_every_kind(k: &Kubectl) {
     }
 }
 
-/// `kubectl auth can-i` (SelfSubjectAccessReview and, with `--list`, SelfSubjectRulesReview)
-/// and `kubectl create token` (TokenRequest).
+/// `kubectl auth can-i` (`SelfSubjectAccessReview` and, with `--list`, `SelfSubjectRulesReview`)
+/// and `kubectl create token` (`TokenRequest`).
 fn auth_and_token(k: &Kubectl) {
     assert_eq!(
         k.ok(&["auth", "can-i", "create", "deployments"]).trim(),
