@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use backflow_api::{Clock, ObjectKey, defaults};
+use backflow_branch::blob_id;
 use backflow_branch::{
     Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
 };
@@ -38,7 +39,7 @@ use crate::edit::{append_document, edit_document_with, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
-use crate::index::{FolderIndex, IndexCache};
+use crate::index::{FolderIndex, IndexCache, RenderedFile};
 use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
@@ -72,6 +73,9 @@ pub struct YamlPlanner {
     placement: PlacementMap,
     /// Parsed files per folder by blob id: a write re-parses only the files that changed.
     parsed: Arc<Mutex<BTreeMap<String, IndexCache>>>,
+    /// New files this planner rendered from one object, by path: the object's identity and the
+    /// file's blob id. Refreshing the index after such a file needs no parse of it.
+    rendered: Arc<Mutex<BTreeMap<String, (Identity, String)>>>,
 }
 
 impl YamlPlanner {
@@ -84,6 +88,7 @@ impl YamlPlanner {
             crypto: None,
             placement: PlacementMap::default(),
             parsed: Arc::default(),
+            rendered: Arc::default(),
         }
     }
 
@@ -216,7 +221,16 @@ impl YamlPlanner {
                 }
                 append_document(&existing, object)
             }
-            None => render(object).into_bytes(),
+            None => {
+                let content = render(object).into_bytes();
+                if let Ok(identity) = Identity::of(object) {
+                    self.rendered
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(path.clone(), (identity, blob_id(&content)));
+                }
+                content
+            }
         };
         Ok(PathUpdate::write(path, content))
     }
@@ -474,6 +488,24 @@ fn in_folder(path: &str, target: &str) -> bool {
 }
 
 impl YamlPlanner {
+    /// The file `update` writes, if this planner rendered it new from one object (and nobody
+    /// rendered other content at its path since).
+    fn take_rendered<'u>(&self, update: &'u PathUpdate) -> Option<RenderedFile<'u>> {
+        let (identity, id) = self
+            .rendered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&update.path)?;
+        let bytes = update.content.as_deref()?;
+        let blob = blob_id(bytes);
+        (blob == id).then_some(RenderedFile {
+            path: &update.path,
+            bytes,
+            blob,
+            identity,
+        })
+    }
+
     /// The index of `target` in `tree`, parsing only files not seen before.
     fn index(&self, tree: &dyn TreeView, target: &str) -> Result<FolderIndex, IndexError> {
         let mut parsed = self
@@ -489,7 +521,12 @@ impl Planner for YamlPlanner {
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
         let target = normalize_target(&intent.target)?;
         let index = self.index(tree, &target)?;
-        self.plan_with(tree, &index, &target, intent)
+        let planned = self.plan_with(tree, &index, &target, intent);
+        // Nothing refreshes an index after a single plan: forget what was rendered.
+        for u in planned.iter().flatten() {
+            self.take_rendered(u);
+        }
+        planned
     }
 
     fn plan_all(
@@ -529,18 +566,23 @@ impl Planner for YamlPlanner {
                 .into()),
             };
             for u in view.record(planned) {
+                let mut rendered = self.take_rendered(&u);
                 for (folder, cached) in &mut indexes {
                     if !in_folder(&u.path, folder) {
                         continue;
                     }
                     let refreshed = match cached {
                         CachedIndex::Ready(index) => {
+                            let rendered = rendered.take();
                             let mut parsed = self
                                 .parsed
                                 .lock()
                                 .unwrap_or_else(std::sync::PoisonError::into_inner);
                             let cache = parsed.entry(folder.clone()).or_default();
-                            index.refresh_cached(&u.path, u.content.as_deref(), cache)
+                            match rendered {
+                                Some(file) => index.refresh_rendered(file, cache),
+                                None => index.refresh_cached(&u.path, u.content.as_deref(), cache),
+                            }
                         }
                         CachedIndex::Refused(_) => Ok(()),
                     };
