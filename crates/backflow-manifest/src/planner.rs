@@ -207,31 +207,26 @@ impl YamlPlanner {
             }
             .into());
         }
-        let content = match tree.read(&path)? {
-            Some(existing) => {
-                if let Some((_, at)) = index
-                    .iter()
-                    .find(|(_, at)| *at.path == *path && at.encrypted)
-                {
-                    return Err(ManifestError::EncryptedDocument {
-                        path: at.path.to_string(),
-                        doc: at.doc,
-                    }
-                    .into());
+        if let Some(existing) = tree.read(&path)? {
+            if let Some((_, at)) = index
+                .iter()
+                .find(|(_, at)| *at.path == *path && at.encrypted)
+            {
+                return Err(ManifestError::EncryptedDocument {
+                    path: at.path.to_string(),
+                    doc: at.doc,
                 }
-                append_document(&existing, object)
+                .into());
             }
-            None => {
-                let content = render(object).into_bytes();
-                if let Ok(identity) = Identity::of(object) {
-                    self.rendered
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(path.clone(), (identity, blob_id(&content)));
-                }
-                content
-            }
-        };
+            return Ok(PathUpdate::write(path, append_document(&existing, object)));
+        }
+        let content = render(object).into_bytes();
+        if let Ok(identity) = Identity::of(object) {
+            self.rendered
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(path.clone(), (identity, blob_id(&content)));
+        }
         Ok(PathUpdate::write(path, content))
     }
 
@@ -566,7 +561,7 @@ impl Planner for YamlPlanner {
                 .into()),
             };
             for u in view.record(planned) {
-                let mut rendered = self.take_rendered(&u);
+                let mut rendered = self.take_rendered(u);
                 for (folder, cached) in &mut indexes {
                     if !in_folder(&u.path, folder) {
                         continue;
