@@ -1000,20 +1000,7 @@ impl Engine {
         if !t.custom {
             backflow_api::defaults::fill(new);
         }
-        let generation = match old {
-            Some(old) => {
-                let g = old
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                if object::spec_part(old) == object::spec_part(new) {
-                    g
-                } else {
-                    g + 1
-                }
-            }
-            None => 1,
-        };
+        let generation = next_generation(old, new);
         let meta = metadata_mut(new);
         meta.insert("name".into(), json!(name));
         if t.namespaced() {
@@ -1283,6 +1270,22 @@ fn is_namespace(t: &ResourceType) -> bool {
 }
 
 /// Status that a controller would write, synthesized because no controller runs here.
+/// The generation of `new`: its predecessor's, one more when the spec changed; 1 for a create.
+fn next_generation(old: Option<&Value>, new: &Value) -> i64 {
+    let Some(old) = old else {
+        return 1;
+    };
+    let g = old
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if object::spec_part(old) == object::spec_part(new) {
+        g
+    } else {
+        g + 1
+    }
+}
+
 fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
     match t.behavior {
         KindBehavior::Namespace => {

@@ -67,6 +67,18 @@ impl Walk {
         }
     }
 
+    /// A field whose default is an empty object, walked into: set to `{}` when absent
+    /// (filling), then `f` defaults its fields.
+    fn defaulted_object(
+        &mut self,
+        map: &mut Map<String, Value>,
+        key: &str,
+        f: impl FnOnce(&mut Self, &mut Map<String, Value>),
+    ) {
+        self.field(map, key, || Value::Object(Map::new()));
+        self.object(map, key, f);
+    }
+
     /// Walks into the object under `key`, if there is one.
     fn object(
         &mut self,

@@ -113,8 +113,7 @@ fn container(w: &mut Walk, c: &mut Object, pod: bool) {
             if limits.is_empty() {
                 return;
             }
-            w.field(resources, "requests", || json!({}));
-            w.object(resources, "requests", |w, requests| {
+            w.defaulted_object(resources, "requests", |w, requests| {
                 for (name, quantity) in limits {
                     w.field(requests, &name, || quantity);
                 }
@@ -175,10 +174,8 @@ fn claim_spec(w: &mut Walk, spec: &mut Object) {
 fn service_spec(w: &mut Walk, spec: &mut Object) {
     w.field(spec, "sessionAffinity", || json!("None"));
     if str_of(spec, "sessionAffinity") == Some("ClientIP") {
-        w.field(spec, "sessionAffinityConfig", || json!({}));
-        w.object(spec, "sessionAffinityConfig", |w, config| {
-            w.field(config, "clientIP", || json!({}));
-            w.object(config, "clientIP", |w, client| {
+        w.defaulted_object(spec, "sessionAffinityConfig", |w, config| {
+            w.defaulted_object(config, "clientIP", |w, client| {
                 w.field(client, "timeoutSeconds", || json!(10800));
             });
         });
@@ -231,8 +228,7 @@ fn copy_missing(w: &mut Walk, item: &mut Object, target: &str, from: &[&str]) {
     if sources.is_empty() {
         return;
     }
-    w.field(item, target, || json!({}));
-    w.object(item, target, |w, map| {
+    w.defaulted_object(item, target, |w, map| {
         for (name, quantity) in sources {
             w.field(map, &name, || quantity);
         }
@@ -241,12 +237,10 @@ fn copy_missing(w: &mut Walk, item: &mut Object, target: &str, from: &[&str]) {
 
 fn deployment_spec(w: &mut Walk, spec: &mut Object) {
     w.field(spec, "replicas", || json!(1));
-    w.field(spec, "strategy", || json!({}));
-    w.object(spec, "strategy", |w, strategy| {
+    w.defaulted_object(spec, "strategy", |w, strategy| {
         w.field(strategy, "type", || json!("RollingUpdate"));
         if str_of(strategy, "type") == Some("RollingUpdate") {
-            w.field(strategy, "rollingUpdate", || json!({}));
-            w.object(strategy, "rollingUpdate", |w, r| {
+            w.defaulted_object(strategy, "rollingUpdate", |w, r| {
                 w.field(r, "maxUnavailable", || json!("25%"));
                 w.field(r, "maxSurge", || json!("25%"));
             });
@@ -259,8 +253,7 @@ fn deployment_spec(w: &mut Walk, spec: &mut Object) {
 
 fn stateful_set_spec(w: &mut Walk, spec: &mut Object) {
     w.field(spec, "podManagementPolicy", || json!("OrderedReady"));
-    w.field(spec, "updateStrategy", || json!({}));
-    w.object(spec, "updateStrategy", |w, strategy| {
+    w.defaulted_object(spec, "updateStrategy", |w, strategy| {
         // Only a strategy whose type was left out gets a rollingUpdate block.
         let type_unset = !strategy.contains_key("type");
         w.field(strategy, "type", || json!("RollingUpdate"));
@@ -273,8 +266,7 @@ fn stateful_set_spec(w: &mut Walk, spec: &mut Object) {
             });
         }
     });
-    w.field(spec, "persistentVolumeClaimRetentionPolicy", || json!({}));
-    w.object(spec, "persistentVolumeClaimRetentionPolicy", |w, p| {
+    w.defaulted_object(spec, "persistentVolumeClaimRetentionPolicy", |w, p| {
         w.field(p, "whenDeleted", || json!("Retain"));
         w.field(p, "whenScaled", || json!("Retain"));
     });
@@ -287,12 +279,10 @@ fn stateful_set_spec(w: &mut Walk, spec: &mut Object) {
 }
 
 fn daemon_set_spec(w: &mut Walk, spec: &mut Object) {
-    w.field(spec, "updateStrategy", || json!({}));
-    w.object(spec, "updateStrategy", |w, strategy| {
+    w.defaulted_object(spec, "updateStrategy", |w, strategy| {
         w.field(strategy, "type", || json!("RollingUpdate"));
         if str_of(strategy, "type") == Some("RollingUpdate") {
-            w.field(strategy, "rollingUpdate", || json!({}));
-            w.object(strategy, "rollingUpdate", |w, r| {
+            w.defaulted_object(strategy, "rollingUpdate", |w, r| {
                 w.field(r, "maxUnavailable", || json!(1));
                 w.field(r, "maxSurge", || json!(0));
             });
@@ -401,8 +391,7 @@ fn scaling_rules(
     window: i64,
     policies: impl FnOnce() -> Value,
 ) {
-    w.field(behavior, key, || json!({}));
-    w.object(behavior, key, |w, rules| {
+    w.defaulted_object(behavior, key, |w, rules| {
         w.field(rules, "stabilizationWindowSeconds", || json!(window));
         w.field(rules, "selectPolicy", || json!("Max"));
         w.field(rules, "policies", policies);

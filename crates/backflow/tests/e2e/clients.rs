@@ -119,12 +119,7 @@ fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
         w.kubectl_run(&["get", "configmap", "from-node"]).code != Some(0),
         "deleted"
     );
-    assert!(
-        answer["version"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("v1.")),
-        "{answer}"
-    );
+    assert_kubernetes_version(&answer);
     assert!(
         answer["groups"].to_string().contains("\"apps\""),
         "{answer}"
@@ -137,6 +132,16 @@ fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
     assert_eq!(answer["pages"], serde_json::json!([20, 10, null]));
     assert_eq!(answer["expired"], 410, "{answer}");
     assert_eq!(answer["widget"], serde_json::json!([1, "Ready"]));
+}
+
+/// The client read a Kubernetes version (`v1.…`) from the server.
+fn assert_kubernetes_version(answer: &serde_json::Value) {
+    assert!(
+        answer["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{answer}"
+    );
 }
 
 /// Runs a Python client script with the written kubeconfig; its last stdout line is JSON.
@@ -223,12 +228,7 @@ fn the_official_python_client_drives_the_api() {
     w.apply(WIDGET_CRD);
     w.wait_established(&["widgets.example.com"]);
     let answer = python_answer(&w, PYTHON_CLIENT);
-    assert!(
-        answer["version"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("v1.")),
-        "{answer}"
-    );
+    assert_kubernetes_version(&answer);
     assert!(
         answer["groups"]
             .as_array()
@@ -305,12 +305,7 @@ fn kr8s_drives_the_api() {
     w.apply(WIDGET_CRD);
     w.wait_established(&["widgets.example.com"]);
     let answer = python_answer(&w, KR8S);
-    assert!(
-        answer["version"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("v1.")),
-        "{answer}"
-    );
+    assert_kubernetes_version(&answer);
     assert_eq!(answer["value"], "2");
     assert_eq!(answer["selected"], serde_json::json!(["kr"]));
     assert_eq!(
