@@ -167,18 +167,32 @@ impl YamlPlanner {
             }
             let bytes = tree.read(&found.path)?.unwrap_or_default();
             let edited = edit_document_with(&found.path, &bytes, found.doc, |current| {
-                defaults::omit(object, Some(current))
+                self.omit_defaults(object, Some(current))
             })?;
             if edited == bytes {
                 return Ok(Vec::new());
             }
             updates.push(PathUpdate::write(found.path.to_string(), edited));
         } else {
-            let object = defaults::omit(object, None);
+            let object = self.omit_defaults(object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
+    }
+
+    /// `object` without the defaults the API server filled in that Git's document (`kept`)
+    /// does not hold: kube-apiserver's for built-in kinds, the CRD schema's for custom ones.
+    fn omit_defaults(&self, object: Value, kept: Option<&Value>) -> Value {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let kind = object.get("kind").and_then(Value::as_str);
+        match api_version
+            .zip(kind)
+            .and_then(|(v, k)| self.kinds.schema_of(v, k))
+        {
+            Some(schema) => defaults::omit_with_schema(object, kept, &schema),
+            None => defaults::omit(object, kept),
+        }
     }
 
     /// A new document for an object the folder does not hold: at its placement (or layout)
@@ -255,7 +269,7 @@ impl YamlPlanner {
             .and_then(|b| parse_file(&path, b).ok())
             .and_then(|file| file.docs.into_iter().next())
             .map(|doc| doc.value);
-        let object = &defaults::omit(object.clone(), kept.as_ref());
+        let object = &self.omit_defaults(object.clone(), kept.as_ref());
         let encrypted = {
             let mut rng = crypto
                 .rng

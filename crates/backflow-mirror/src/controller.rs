@@ -182,6 +182,7 @@ impl Controller {
                 Ok(s) => {
                     self.served = s;
                     self.update_kinds();
+                    self.update_schemas().await;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "discovery failed; keeping the previous view of served types");
@@ -274,6 +275,26 @@ impl Controller {
         for t in &self.served {
             self.kinds
                 .insert(GroupResource::new(&t.group, &t.plural), t.kind.clone());
+        }
+    }
+
+    /// Reads the CRDs' schemas, so the planner leaves the defaults they declare out of Git.
+    /// Unreadable (no permission on a real cluster): the last ones read stay, and custom
+    /// resources are written whole.
+    async fn update_schemas(&self) {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                let crds: Vec<serde_json::Value> = list
+                    .items
+                    .iter()
+                    .filter_map(|crd| serde_json::to_value(crd).ok())
+                    .collect();
+                self.kinds.set_schemas_from_crds(&crds);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the CRDs; custom resources keep their defaults in Git");
+            }
         }
     }
 

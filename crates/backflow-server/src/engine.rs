@@ -968,8 +968,8 @@ impl Engine {
         Ok(body)
     }
 
-    /// Fills in the fields the server owns: kind, apiVersion, a built-in kind's defaults
-    /// ([`backflow_api::defaults::fill`]), uid, creationTimestamp, generation (for the types that
+    /// Fills in the fields the server owns: kind, apiVersion, defaults (a built-in kind's,
+    /// [`backflow_api::defaults::fill`]; a custom kind's schema's), uid, creationTimestamp, generation (for the types that
     /// have one, see [`ResourceType::tracks_generation`]).
     #[allow(clippy::too_many_arguments)]
     fn stamp(
@@ -995,10 +995,13 @@ impl Engine {
             m.insert("apiVersion".into(), json!(storage));
             m.insert("kind".into(), json!(t.kind));
         }
-        // kube-apiserver's defaults, before the generation compares specs: a body without them
-        // (a file from Git) is not a change of an object stored with them.
-        if !t.custom {
-            backflow_api::defaults::fill(new);
+        // kube-apiserver's defaults (a custom kind's from its schema), before the generation
+        // compares specs: a body without them (a file from Git) is no change of an object
+        // stored with them.
+        match &t.schema {
+            Some(schema) => backflow_api::defaults::fill_with_schema(schema, new),
+            None if !t.custom => backflow_api::defaults::fill(new),
+            None => {}
         }
         let generation = next_generation(old, new);
         let meta = metadata_mut(new);

@@ -1,15 +1,18 @@
 //! kube-apiserver's defaults for the built-in kinds: the API server fills them in ([`fill`]),
 //! and the mirror leaves out of Git the ones people did not write ([`omit`]).
 //!
-//! The rules ([`rules`]) are written once, as a walk over an object that names each field a
-//! default can set. Filling sets each absent one. Omitting finds each present one (a *site*),
-//! removes the sites Git's document does not hold, fills the result again and puts back every
-//! site whose refilled value differs from the live one (then takes out again each put back that
-//! only depended on another), so that filling what Git gets gives back the live object exactly;
-//! if it would not (an object stored before its defaults existed, a cluster that defaults
-//! differently), nothing is omitted.
+//! The rules ([`rules`] for built-in kinds, [`schema`] for a custom resource's structural
+//! schema) are written once, as a walk over an object that names each field a default can set.
+//! Filling sets each absent one. Omitting finds each present one (a *site*) with the value its
+//! default would have had, removes — deepest first — the sites that hold that value and Git's
+//! document does not hold, fills the result again and puts back every site whose refilled value
+//! differs from the live one (then takes out again each put back that only depended on
+//! another), so that filling what Git gets gives back the live object exactly; if it would not
+//! (an object stored before its defaults existed, a cluster that defaults differently), nothing
+//! is omitted.
 
 mod rules;
+mod schema;
 
 use serde_json::{Map, Value};
 
@@ -27,7 +30,8 @@ type FieldPath = Vec<Step>;
 struct Walk {
     finding: bool,
     at: FieldPath,
-    sites: Vec<FieldPath>,
+    /// Found: each present defaulted field and the value its default would have been.
+    sites: Vec<(FieldPath, Value)>,
 }
 
 impl Walk {
@@ -52,7 +56,7 @@ impl Walk {
             if map.contains_key(key) {
                 let mut site = self.at.clone();
                 site.push(Step::Key(key.to_string()));
-                self.sites.push(site);
+                self.sites.push((site, default()));
             }
         } else if !map.contains_key(key) {
             map.insert(key.to_string(), default());
@@ -120,28 +124,62 @@ pub fn fill(object: &mut Value) {
     walk(object, &mut Walk::new(false));
 }
 
+/// Fills the `default`s of a custom resource's structural schema (its version's
+/// `openAPIV3Schema`) as kube-apiserver does: an absent property with a default, or a null one
+/// that is not `nullable`, takes a copy of it, and the defaults inside it apply in turn.
+pub fn fill_with_schema(schema: &Value, object: &mut Value) {
+    schema::root(&mut Walk::new(false), schema, object);
+}
+
 /// The object as Git should hold it: `live` without the defaulted fields `kept` (Git's document
 /// of it, if there is one) does not hold and that filling would set to the same value. Filling
 /// the result gives `live` back; when it would not, `live` is returned whole.
 #[must_use]
-pub fn omit(mut live: Value, kept: Option<&Value>) -> Value {
+pub fn omit(live: Value, kept: Option<&Value>) -> Value {
+    omit_by(live, kept, &walk)
+}
+
+/// As [`omit`], for a custom resource whose schema is `schema`.
+#[must_use]
+pub fn omit_with_schema(live: Value, kept: Option<&Value>, schema: &Value) -> Value {
+    omit_by(live, kept, &|object, w| schema::root(w, schema, object))
+}
+
+/// How one kind's defaults are walked.
+type Walker<'a> = dyn Fn(&mut Value, &mut Walk) + 'a;
+
+fn fill_by(object: &mut Value, walker: &Walker<'_>) {
+    walker(object, &mut Walk::new(false));
+}
+
+fn omit_by(mut live: Value, kept: Option<&Value>, walker: &Walker<'_>) -> Value {
     let mut find = Walk::new(true);
-    walk(&mut live, &mut find);
-    let removed: Vec<FieldPath> = find
+    walker(&mut live, &mut find);
+    let candidates: Vec<(FieldPath, Value)> = find
         .sites
         .into_iter()
-        .filter(|site| kept.is_none_or(|k| get(k, site).is_none()))
+        .filter(|(site, _)| kept.is_none_or(|k| get(k, site).is_none()))
         .collect();
-    if removed.is_empty() {
+    if candidates.is_empty() {
         return live;
     }
     let live = &live;
     let mut out = live.clone();
-    for site in removed.iter().rev() {
-        remove(&mut out, site);
+    // Deepest first: a field whose default is `{}` is its default once the defaults inside it
+    // are out.
+    let mut removed: Vec<FieldPath> = Vec::new();
+    for (site, default) in candidates.into_iter().rev() {
+        if get(&out, &site) == Some(&default) {
+            remove(&mut out, &site);
+            removed.push(site);
+        }
     }
+    if removed.is_empty() {
+        return out;
+    }
+    removed.reverse();
     let mut refilled = out.clone();
-    fill(&mut refilled);
+    fill_by(&mut refilled, walker);
     let differs = |site: &FieldPath| get(&refilled, site) != get(live, site);
     // Parents first: a site put back carries its live subtree without the descendant sites
     // that refill to their live values.
@@ -162,7 +200,7 @@ pub fn omit(mut live: Value, kept: Option<&Value>) -> Value {
         restored.push(site);
     }
     let mut check = out.clone();
-    fill(&mut check);
+    fill_by(&mut check, walker);
     if check != *live {
         return live.clone();
     }
@@ -172,7 +210,7 @@ pub fn omit(mut live: Value, kept: Option<&Value>) -> Value {
         let mut trial = out.clone();
         remove(&mut trial, site);
         let mut check = trial.clone();
-        fill(&mut check);
+        fill_by(&mut check, walker);
         if check == *live {
             out = trial;
         }

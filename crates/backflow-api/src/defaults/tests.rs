@@ -391,3 +391,86 @@ mod never_loses {
         }
     }
 }
+
+mod custom_resources {
+    use serde_json::{Value, json};
+
+    use super::super::{fill_with_schema, omit_with_schema};
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "never"}}},
+            "spec": {"type": "object", "default": {}, "properties": {
+                "replicas": {"type": "integer", "default": 1},
+                "mode": {"type": "string", "default": "fast", "nullable": true},
+                "tier": {"type": "string", "default": "gold"},
+                "resources": {"type": "object", "default": {"cpu": "100m"},
+                    "properties": {"cpu": {"type": "string"}, "memory": {"type": "string", "default": "64Mi"}}},
+                "pools": {"type": "array", "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "size": {"type": "integer", "default": 3}}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "object",
+                    "properties": {"weight": {"type": "integer", "default": 10}}}},
+            }},
+        }})
+    }
+
+    fn written() -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "spec": {"mode": null, "tier": null, "pools": [{"name": "a"}, {"name": "b", "size": 5}],
+                "labels": {"x": {}}}})
+    }
+
+    #[test]
+    fn a_custom_resource_gets_its_schemas_defaults_as_kube_apiserver_applies_them() {
+        let mut w = written();
+        fill_with_schema(&schema(), &mut w);
+        let spec = &w["spec"];
+        assert_eq!(spec["replicas"], 1);
+        assert_eq!(spec["mode"], Value::Null, "nullable: null stays");
+        assert_eq!(spec["tier"], "gold", "not nullable: null takes the default");
+        assert_eq!(
+            spec["resources"],
+            json!({"cpu": "100m", "memory": "64Mi"}),
+            "defaults inside a default"
+        );
+        assert_eq!(
+            spec["pools"],
+            json!([{"name": "a", "size": 3}, {"name": "b", "size": 5}])
+        );
+        assert_eq!(spec["labels"]["x"]["weight"], 10);
+        assert_eq!(
+            w["metadata"],
+            json!({"name": "w"}),
+            "metadata is the server's"
+        );
+
+        let mut empty =
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "e"}});
+        fill_with_schema(&schema(), &mut empty);
+        assert_eq!(
+            empty["spec"]["replicas"], 1,
+            "spec defaulted to {{}}, then its fields"
+        );
+    }
+
+    #[test]
+    fn git_gets_none_of_them_unless_it_held_them() {
+        let schema = schema();
+        let mut git = written();
+        git["spec"].as_object_mut().map(|s| s.remove("tier"));
+        let mut live = git.clone();
+        fill_with_schema(&schema, &mut live);
+        assert_eq!(omit_with_schema(live.clone(), None, &schema), git);
+        let mut held = git.clone();
+        held["spec"]["replicas"] = json!(1);
+        assert_eq!(omit_with_schema(live.clone(), Some(&held), &schema), held);
+        let mut edited = live;
+        edited["spec"]["pools"][0]["size"] = json!(4);
+        let omitted = omit_with_schema(edited.clone(), None, &schema);
+        assert_eq!(omitted["spec"]["pools"][0]["size"], 4);
+        assert!(omitted["spec"].get("replicas").is_none());
+        let mut refilled = omitted;
+        fill_with_schema(&schema, &mut refilled);
+        assert_eq!(refilled, edited);
+    }
+}

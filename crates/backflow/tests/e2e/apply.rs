@@ -811,19 +811,27 @@ fn an_object_edited_during_an_apply_that_removes_it_is_kept() {
     assert!(collisions() <= before, "nothing to repair");
 }
 
-/// A Deployment and a Service pushed as people write them (no defaulted field) are applied,
-/// the live objects get kube-apiserver's defaults, and the mirror leaves Git as pushed: no
-/// commit writes the defaults back.
+/// A Deployment, a Service and a custom resource pushed as people write them (no defaulted
+/// field) are applied, the live objects get kube-apiserver's defaults (the custom resource its
+/// CRD schema's), and the mirror leaves Git as pushed: no commit writes the defaults back.
 #[test]
 fn objects_pushed_without_defaults_are_applied_and_git_keeps_them_as_written() {
     let w = World::start(&[]);
+    w.apply(GADGET_CRD);
+    w.wait_established(&["gadgets.example.com"]);
     wait_acting(&w);
     let clone = w.clone_origin("bob");
+    let gadget_path = "live/default/example.com/gadgets/g1.yaml";
+    let gadget = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n  namespace: default\nspec:\n  color: blue\n";
     let deployment_path = "live/default/apps/deployments/api.yaml";
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: default\nspec:\n  selector:\n    matchLabels:\n      app: api\n  template:\n    metadata:\n      labels:\n        app: api\n    spec:\n      containers:\n      - name: api\n        image: api:1.0\n        ports:\n        - containerPort: 8080\n";
     let service_path = "live/default/services/api.yaml";
     let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: api\n  namespace: default\nspec:\n  selector:\n    app: api\n  ports:\n  - port: 80\n";
-    for (path, text) in [(deployment_path, deployment), (service_path, service)] {
+    for (path, text) in [
+        (deployment_path, deployment),
+        (service_path, service),
+        (gadget_path, gadget),
+    ] {
         let file = clone.join(path);
         std::fs::create_dir_all(file.parent().expect("a folder")).expect("folder");
         std::fs::write(&file, text).expect("written");
@@ -839,6 +847,12 @@ fn objects_pushed_without_defaults_are_applied_and_git_keeps_them_as_written() {
     let live = w.get_json(&["service", "api"]);
     assert_eq!(live["spec"]["type"], "ClusterIP", "{live:#}");
     assert_eq!(live["spec"]["ports"][0]["targetPort"], 80);
+    let live = w.get_json(&["gadget", "g1"]);
+    assert_eq!(
+        live["spec"],
+        serde_json::json!({"color": "blue", "size": 1, "tuning": {"mode": "auto"}}),
+        "the CRD schema's defaults"
+    );
     assert_quiescent(&w, Duration::from_secs(5));
     assert_eq!(
         w.tip().as_deref(),
@@ -847,4 +861,41 @@ fn objects_pushed_without_defaults_are_applied_and_git_keeps_them_as_written() {
     );
     assert_eq!(w.show(deployment_path).as_deref(), Some(deployment));
     assert_eq!(w.show(service_path).as_deref(), Some(service));
+    assert_eq!(w.show(gadget_path).as_deref(), Some(gadget));
+
+    // A Gadget made through the API lands in Git without its defaults.
+    w.apply("apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g2, namespace: default}\nspec: {color: red, size: 3}\n");
+    let text = w.wait_present("live/default/example.com/gadgets/g2.yaml");
+    assert!(
+        text.contains("size: 3") && !text.contains("tuning"),
+        "{text}"
+    );
 }
+
+/// A custom kind whose schema defaults fields, at two depths.
+const GADGET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              color: {type: string}
+              size: {type: integer, default: 1}
+              tuning:
+                type: object
+                default: {}
+                properties:
+                  mode: {type: string, default: auto}
+";
