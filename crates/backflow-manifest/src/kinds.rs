@@ -89,3 +89,37 @@ impl KindMap {
             .cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn each_served_version_of_a_crd_has_its_own_schema_and_a_new_read_replaces_them() {
+        let kinds = KindMap::new();
+        let crd = json!({"spec": {"group": "example.com", "names": {"kind": "Gadget"}, "versions": [
+            {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object", "x": 1}}},
+            {"name": "v2", "schema": {"openAPIV3Schema": {"type": "object", "x": 2}}},
+            {"name": "v3"},
+        ]}});
+        kinds.set_schemas_from_crds([&crd]);
+        assert_eq!(
+            kinds
+                .schema_of("example.com/v2", "Gadget")
+                .map(|s| s["x"].clone()),
+            Some(json!(2))
+        );
+        assert!(
+            kinds.schema_of("example.com/v3", "Gadget").is_none(),
+            "no schema"
+        );
+        assert!(kinds.schema_of("example.com/v1", "Widget").is_none());
+        kinds.set_schemas_from_crds([]);
+        assert!(
+            kinds.schema_of("example.com/v1", "Gadget").is_none(),
+            "the CRD is gone"
+        );
+    }
+}
