@@ -5,7 +5,7 @@ use crate::common::*;
 
 /// `@kubernetes/client-node` (npm): it refuses a kubeconfig naming an http:// server unless TLS
 /// verification is declared off, which the written kubeconfig now does. Then discovery, CRUD,
-/// merge patch and server-side apply, a watch from a resourceVersion and 410 Expired for one the
+/// merge and JSON patches and server-side apply, a watch from a resourceVersion and 410 Expired for one the
 /// history no longer holds, pagination, a custom resource's status subresource.
 const CLIENT_NODE: &str = r"
 import * as k8s from '@kubernetes/client-node';
@@ -18,8 +18,12 @@ await core.createNamespacedConfigMap({namespace: 'default',
   body: {metadata: {name: 'from-node', labels: {app: 'node'}}, data: {a: '1'}}});
 await core.patchNamespacedConfigMap({namespace: 'default', name: 'from-node',
   body: {data: {a: '2'}}}, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+await core.patchNamespacedConfigMap({namespace: 'default', name: 'from-node',
+  body: [{op: 'add', path: '/data/b', value: 'json'}]},
+  k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch));
 const read = await core.readNamespacedConfigMap({namespace: 'default', name: 'from-node'});
 out.value = read.data.a;
+out.json_patch = read.data.b;
 out.selected = (await core.listNamespacedConfigMap({namespace: 'default', labelSelector: 'app=node'}))
   .items.map(c => c.metadata.name);
 try {
@@ -113,6 +117,7 @@ fn kubernetes_client_node_reads_the_written_kubeconfig_and_drives_the_api() {
         "{answer}"
     );
     assert_eq!(answer["value"], "2", "{answer}");
+    assert_eq!(answer["json_patch"], "json", "{answer}");
     assert_eq!(answer["selected"], serde_json::json!(["from-node"]));
     assert_eq!(answer["missing"], 404);
     assert!(
