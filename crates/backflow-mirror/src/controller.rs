@@ -57,6 +57,9 @@ pub struct Controller {
     clock: Arc<dyn Clock>,
     kinds: KindMap,
     served: Vec<ServedType>,
+    /// The CRDs' names and resourceVersions when their schemas were last read: they are read
+    /// again only when one changed (some clusters hold megabytes of them).
+    crds_read: Option<Vec<(String, String)>>,
     running: BTreeMap<StreamSpec, Running>,
     committed_requests: BTreeSet<String>,
     last_status: BTreeMap<String, serde_json::Value>,
@@ -127,6 +130,7 @@ impl Controller {
             clock,
             kinds,
             served: Vec::new(),
+            crds_read: None,
             running: BTreeMap::new(),
             committed_requests: BTreeSet::new(),
             last_status: BTreeMap::new(),
@@ -278,11 +282,25 @@ impl Controller {
         }
     }
 
-    /// Reads the CRDs' schemas, so the planner leaves the defaults they declare out of Git.
-    /// Unreadable (no permission on a real cluster): the last ones read stay, and custom
-    /// resources are written whole.
-    async fn update_schemas(&self) {
+    /// Reads the CRDs' schemas, so the planner leaves the defaults they declare out of Git —
+    /// only when a CRD changed since the last read. Unreadable (no permission on a real
+    /// cluster): the last ones read stay, and custom resources are written whole.
+    async fn update_schemas(&mut self) {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let versions = match api.list_metadata(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .iter()
+                .map(|m| (m.name_any(), m.resource_version().unwrap_or_default()))
+                .collect::<Vec<_>>(),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot list the CRDs; custom resources keep their defaults in Git");
+                return;
+            }
+        };
+        if self.crds_read.as_ref() == Some(&versions) {
+            return;
+        }
         match api.list(&ListParams::default()).await {
             Ok(list) => {
                 let crds: Vec<serde_json::Value> = list
@@ -291,6 +309,7 @@ impl Controller {
                     .filter_map(|crd| serde_json::to_value(crd).ok())
                     .collect();
                 self.kinds.set_schemas_from_crds(&crds);
+                self.crds_read = Some(versions);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read the CRDs; custom resources keep their defaults in Git");

@@ -21,6 +21,7 @@ mod list;
 mod managed_fields;
 mod object;
 mod openapi;
+mod partial;
 mod patch;
 mod protobuf;
 mod publication;

@@ -48,6 +48,13 @@ fn wants_table(headers: &HeaderMap) -> bool {
         .is_some_and(table::wants_table)
 }
 
+fn wants_metadata(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(crate::partial::wanted)
+}
+
 pub(super) fn json_ok(code: StatusCode, body: &Value) -> Response {
     (
         code,
@@ -389,10 +396,16 @@ fn start_watch(
         send_initial_events,
         bookmarks: flag(q, "allowWatchBookmarks"),
         timeout,
-        table: wants_table(headers).then(|| watch::TableEvents {
-            include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
-            clock: engine.clock(),
-        }),
+        objects: if wants_table(headers) {
+            watch::EventObjects::Table(watch::TableEvents {
+                include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
+                clock: engine.clock(),
+            })
+        } else if wants_metadata(headers) {
+            watch::EventObjects::Metadata
+        } else {
+            watch::EventObjects::Whole
+        },
     };
     let s = watch::stream(
         engine.store().clone(),
@@ -460,6 +473,11 @@ async fn collection(
                     StatusCode::OK,
                     &table::table(t, &items, meta, include, engine.now()),
                 ));
+            }
+            if wants_metadata(headers) {
+                let meta = list.metadata.clone();
+                let items = list.items.into_iter().map(Served::into_value);
+                return Ok(json_ok(StatusCode::OK, &crate::partial::list(meta, items)));
             }
             let chunks = futures::stream::iter(list.into_json_chunks().map(Ok::<_, Infallible>));
             Ok((
@@ -573,6 +591,12 @@ fn get_object(
         return Ok(json_ok(
             StatusCode::OK,
             &table::table(t, &[obj], meta, include, engine.now()),
+        ));
+    }
+    if wants_metadata(headers) {
+        return Ok(json_ok(
+            StatusCode::OK,
+            &crate::partial::object(&served.into_value()),
         ));
     }
     let mut body = Vec::new();

@@ -57,8 +57,19 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     /// `timeoutSeconds`; `None` keeps the stream open until the client or the server leaves.
     pub timeout: Option<Duration>,
-    /// Set when the client asked for Table objects.
-    pub table: Option<TableEvents>,
+    /// The shape of each event's object.
+    pub objects: EventObjects,
+}
+
+/// What each event of a watch carries.
+#[derive(Debug, Clone)]
+pub enum EventObjects {
+    /// The object at the watched version.
+    Whole,
+    /// A one-row Table (`as=Table`).
+    Table(TableEvents),
+    /// Its metadata alone (`as=PartialObjectMetadata`).
+    Metadata,
 }
 
 /// Where a watch stands between events.
@@ -126,17 +137,21 @@ fn expired(requested: u64, oldest: u64) -> Bytes {
 fn event_line(
     event_type: &str,
     t: &ResourceType,
-    as_table: Option<&TableEvents>,
+    objects: &EventObjects,
     sent_columns: &mut bool,
     obj: &StoredObject,
 ) -> Bytes {
-    let Some(tbl) = as_table else {
-        return match Served::as_type(obj, t) {
-            Served::Stored(o) => framed(event_type, o.len(), |out| {
-                out.extend_from_slice(o.json());
-            }),
-            Served::Converted(v) => line(event_type, &v),
-        };
+    let tbl = match objects {
+        EventObjects::Whole => {
+            return match Served::as_type(obj, t) {
+                Served::Stored(o) => framed(event_type, o.len(), |out| {
+                    out.extend_from_slice(o.json());
+                }),
+                Served::Converted(v) => line(event_type, &v),
+            };
+        }
+        EventObjects::Metadata => return line(event_type, &crate::partial::object(&obj.value())),
+        EventObjects::Table(tbl) => tbl,
     };
     let obj = at_version(&obj.value(), t);
     let meta = json!({"resourceVersion": crate::object::resource_version(&obj)});
@@ -182,7 +197,7 @@ impl WatchState {
         Some(event_line(
             kind.as_str(),
             t,
-            self.req.table.as_ref(),
+            &self.req.objects,
             &mut self.sent_columns,
             &e.object,
         ))
@@ -236,11 +251,11 @@ pub fn stream(
                 .collect();
             (objs, s.resource_version())
         });
-        if req.table.is_some() {
+        if matches!(req.objects, EventObjects::Table(_)) {
             // Table watches (humans) are small, and the first row must carry the columns
             // before any change collected below: serialized now, in order.
             for o in objects {
-                let added = event_line("ADDED", &t, req.table.as_ref(), &mut sent_columns, &o);
+                let added = event_line("ADDED", &t, &req.objects, &mut sent_columns, &o);
                 pending.push_back(added);
             }
         } else {
@@ -290,7 +305,7 @@ impl WatchState {
                 return Some(event_line(
                     "ADDED",
                     &self.req.resource_type,
-                    self.req.table.as_ref(),
+                    &self.req.objects,
                     &mut self.sent_columns,
                     &o,
                 ));

@@ -120,6 +120,17 @@ pub async fn store_rv(client: &Client) -> String {
         .expect("lists carry a resourceVersion")
 }
 
+/// GETs `uri` asking for `accept`; answers the status code and the JSON body.
+pub async fn raw_accept(client: &Client, uri: &str, accept: &str) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .header(http::header::ACCEPT, accept)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    send(client, uri, req).await
+}
+
 /// Sends one raw request and answers the status code and the JSON body.
 pub async fn raw(
     client: &Client,
@@ -134,6 +145,10 @@ pub async fn raw(
         .header(http::header::CONTENT_TYPE, content_type)
         .body(kube::client::Body::from(body))
         .expect("request");
+    send(client, uri, req).await
+}
+
+async fn send(client: &Client, uri: &str, req: Request<kube::client::Body>) -> (StatusCode, Value) {
     let resp = client.send(req).await.expect("send request");
     let code = resp.status();
     let bytes = resp

@@ -2,20 +2,24 @@
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::json;
 
 use crate::both_transports;
-use crate::common::{TestServer, Transport, raw, status_of, store_rv};
+use crate::common::{TestServer, Transport, guard, raw, raw_accept, status_of, store_rv};
 
 both_transports!(
     discovery_answers_with_a_trailing_slash_too,
     selectors_filter_lists,
     pagination_returns_every_item_once,
     dry_run_changes_nothing,
-    an_exact_list_is_the_state_at_that_version
+    an_exact_list_is_the_state_at_that_version,
+    metadata_only_reads_carry_the_metadata_alone,
 );
 
 fn labelled(name: &str, labels: serde_json::Value) -> ConfigMap {
@@ -386,5 +390,76 @@ async fn an_exact_list_is_the_state_at_that_version(t: Transport) {
         (410, "Expired"),
         "{gone:?}"
     );
+    s.stop().await;
+}
+
+/// kube-rs's metadata calls (`get_metadata`, `list_metadata`, `watch_metadata`) ask for
+/// `PartialObjectMetadata`: the answers carry each object's metadata and nothing else, as
+/// kube-apiserver's do (client-go's metadata informers ask the same way).
+async fn metadata_only_reads_carry_the_metadata_alone(t: Transport) {
+    let s = TestServer::start(t).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(s.client.clone());
+    let created = api
+        .create(
+            &PostParams::default(),
+            &labelled("m1", json!({"secret": "x"})),
+        )
+        .await
+        .expect("create");
+    let one = api.get_metadata("m1").await.expect("get metadata");
+    assert_eq!(one.metadata.uid, created.metadata.uid);
+    assert_eq!(
+        one.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    let list = api
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list metadata");
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    assert_eq!(list.items.len(), 1);
+    assert!(list.metadata.resource_version.is_some());
+
+    let mut events = api
+        .watch_metadata(
+            &WatchParams::default(),
+            &created.resource_version().expect("rv"),
+        )
+        .await
+        .expect("watch metadata")
+        .boxed();
+    api.patch(
+        "m1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"changed": "yes"}}})),
+    )
+    .await
+    .expect("patch");
+    let event = guard("a metadata event", events.next())
+        .await
+        .expect("an event")
+        .expect("not an error");
+    let WatchEvent::Modified(changed) = event else {
+        panic!("{event:?}");
+    };
+    assert_eq!(
+        changed.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
+    assert_eq!(
+        changed.labels().get("changed").map(String::as_str),
+        Some("yes")
+    );
+
+    // On the wire: no data, as the client asked.
+    let (code, body) = raw_accept(
+        &s.client,
+        "/api/v1/namespaces/default/configmaps",
+        "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(body["items"][0].get("data").is_none(), "{body}");
+    assert_eq!(body["items"][0]["metadata"]["name"], "m1");
     s.stop().await;
 }
