@@ -20,7 +20,7 @@
 //! `git cat-file`: an acknowledged write is lost when its object's file holds neither its token
 //! nor a later write's token.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -83,6 +83,8 @@ struct Run {
     ops: Vec<(usize, usize, bool, Option<Duration>)>,
     /// Why the other ops failed.
     failures: BTreeMap<String, usize>,
+    /// The commits the acknowledged writes were answered with (`X-Backflow-Commit`).
+    commits: BTreeSet<String>,
     wall: f64,
 }
 
@@ -167,7 +169,10 @@ async fn backflow_level(
                     .await;
                 let outcome = match answer {
                     Ok((status, headers, _)) if status == want => match headers.get(COMMIT) {
-                        Some(v) if is_sha(v) => None,
+                        Some(v) if is_sha(v) => {
+                            run.commits.insert(v.to_str().unwrap_or_default().to_string());
+                            None
+                        }
                         Some(v) => {
                             Some(format!("answered {COMMIT}: {}", v.to_str().unwrap_or("?")))
                         }
@@ -194,6 +199,7 @@ async fn backflow_level(
         for (k, v) in r.failures {
             *run.failures.entry(k).or_default() += v;
         }
+        run.commits.extend(r.commits);
     }
     run.wall = start.elapsed().as_secs_f64();
     let remote = live.remote.clone();
@@ -545,11 +551,13 @@ fn aim_notes(
         "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
     ));
     head.push(json!(format!(
-        "16 writers with window 1s: {} writes, {} failures, {} lost, p50 {:.0} ms.",
+        "16 writers with window 1s: {} writes, {} failures, {} lost, p50 {:.0} ms; the writes were answered with {} distinct commits ({:.1} writes per commit; window 0s makes one per write).",
         slow.ops.len(),
         slow.failed(),
         slow_lost,
-        percentile(&slow.latencies(), 0.5)
+        percentile(&slow.latencies(), 0.5),
+        slow.commits.len(),
+        slow.acked() as f64 / slow.commits.len().max(1) as f64
     )));
     head
 }
