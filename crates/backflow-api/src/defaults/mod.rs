@@ -121,14 +121,14 @@ impl Walk {
 /// Fills kube-apiserver's defaults into a built-in object (its `apiVersion` and `kind` say which
 /// rules apply): every defaulted field that is absent is set; nothing present changes.
 pub fn fill(object: &mut Value) {
-    walk(object, &mut Walk::new(false));
+    fill_by(object, &walk);
 }
 
 /// Fills the `default`s of a custom resource's structural schema (its version's
 /// `openAPIV3Schema`) as kube-apiserver does: an absent property with a default, or a null one
 /// that is not `nullable`, takes a copy of it, and the defaults inside it apply in turn.
 pub fn fill_with_schema(schema: &Value, object: &mut Value) {
-    schema::root(&mut Walk::new(false), schema, object);
+    fill_by(object, &|object, w| schema::root(w, schema, object));
 }
 
 /// The object as Git should hold it: `live` without the defaulted fields `kept` (Git's document
