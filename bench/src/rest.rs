@@ -170,7 +170,8 @@ async fn backflow_level(
                 let outcome = match answer {
                     Ok((status, headers, _)) if status == want => match headers.get(COMMIT) {
                         Some(v) if is_sha(v) => {
-                            run.commits.insert(v.to_str().unwrap_or_default().to_string());
+                            run.commits
+                                .insert(v.to_str().unwrap_or_default().to_string());
                             None
                         }
                         Some(v) => {

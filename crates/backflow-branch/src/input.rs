@@ -35,6 +35,12 @@ pub enum Input {
     /// is in flight, intents keep collecting and go out together in the next commit (group
     /// commit), still one compare-and-swap push per commit.
     Hurry,
+    /// Every stream of `target` has handed in its snapshot: its resync need not wait out the
+    /// silence that gathers them.
+    ResyncComplete {
+        /// The target (folder) whose resyncs are all in.
+        target: String,
+    },
     /// A hint that the branch moved (a push webhook): look at the remote now.
     RemoteMoved,
     /// The owner has resubmitted every target of the branch after a

@@ -400,6 +400,7 @@ impl BranchCore {
                 self.take_flush_mark();
             }
             Input::Hurry => self.hurry_through = self.last_seq,
+            Input::ResyncComplete { target } => self.decide_resyncs_of(&target),
             Input::RemoteMoved => self.refresh_at = self.refresh_at.min(now),
             Input::Recovered => {
                 if matches!(self.phase, Phase::Recovering { .. }) {
@@ -483,10 +484,20 @@ impl BranchCore {
             .map(|(t, _)| t.clone())
             .collect();
         for target in due {
-            if let Some(mut window) = self.resyncs.remove(&target) {
-                let intents = window.close();
-                self.push_write(intents, WriteKind::Resync { target });
-            }
+            self.decide_resyncs_of(&target);
+        }
+    }
+
+    /// Decides `target`'s resync window now, if it holds anything.
+    fn decide_resyncs_of(&mut self, target: &str) {
+        if let Some(mut window) = self.resyncs.remove(target) {
+            let intents = window.close();
+            self.push_write(
+                intents,
+                WriteKind::Resync {
+                    target: target.to_string(),
+                },
+            );
         }
     }
 

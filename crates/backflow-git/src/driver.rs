@@ -101,6 +101,7 @@ enum Command {
     CommitRequest(String, oneshot::Sender<Option<CommitId>>),
     RemoteMoved,
     Hurry,
+    ResyncComplete(String),
     Recovered,
     Reconfigure(Box<(WorkerConfig, RemoteSpec)>),
     ReadFolder(
@@ -212,6 +213,12 @@ impl WorkerHandle {
     /// out together in the next commit.
     pub fn hurry(&self) {
         let _ = self.tx.send(Command::Hurry);
+    }
+
+    /// Every stream of `target` has handed in its snapshot: its resync goes out without waiting
+    /// for the silence that gathers a target's snapshots into one commit.
+    pub fn resync_complete(&self, target: &str) {
+        let _ = self.tx.send(Command::ResyncComplete(target.to_string()));
     }
 
     /// Why the worker's last publication cycle failed, until its remote answers again.
@@ -353,6 +360,7 @@ impl Driver {
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
             Command::Hurry => self.worker.hurry(),
+            Command::ResyncComplete(target) => self.worker.resync_complete(target),
             Command::Recovered => self.worker.recovered(),
             Command::Reconfigure(settings) => {
                 let (cfg, remote) = *settings;

@@ -443,6 +443,11 @@ impl BranchWorker {
         self.run(Input::Hurry);
     }
 
+    /// Every stream of `target` has handed in its snapshot ([`Input::ResyncComplete`]).
+    pub fn resync_complete(&mut self, target: String) {
+        self.run(Input::ResyncComplete { target });
+    }
+
     /// A hint that the branch moved (a push webhook): the remote is looked at on the next poll.
     pub fn notify_remote_moved(&mut self) {
         self.run(Input::RemoteMoved);

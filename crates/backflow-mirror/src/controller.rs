@@ -433,8 +433,10 @@ impl Controller {
                 *stopped.entry(s.target.clone()).or_default() += 1;
             }
         }
+        let countdowns = self.snapshot_countdowns(&changes.start);
         for (s, placement) in changes.start {
-            let Some(running) = self.start_stream(&s, &placement) else {
+            let countdown = countdowns.get(&s.target).cloned();
+            let Some(running) = self.start_stream(&s, &placement, countdown) else {
                 continue;
             };
             tracing::debug!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "watch stream started");
@@ -467,8 +469,33 @@ impl Controller {
         );
     }
 
+    /// One countdown per target whose streams start together, so its resync goes out as soon
+    /// as every one of them handed in its snapshot.
+    fn snapshot_countdowns(
+        &self,
+        start: &BTreeMap<StreamSpec, StreamPlacement>,
+    ) -> BTreeMap<TargetRef, Arc<stream::SnapshotCountdown>> {
+        let mut streams: BTreeMap<TargetRef, (usize, &StreamPlacement)> = BTreeMap::new();
+        for (s, placement) in start {
+            streams.entry(s.target.clone()).or_insert((0, placement)).0 += 1;
+        }
+        streams
+            .into_iter()
+            .filter_map(|(target, (n, placement))| {
+                let worker = self.workers.get(&placement.url, &placement.branch)?;
+                let countdown = stream::SnapshotCountdown::new(n, worker, placement.path.clone());
+                Some((target, Arc::new(countdown)))
+            })
+            .collect()
+    }
+
     /// Starts one stream; `None` when its branch worker is not running.
-    fn start_stream(&self, s: &StreamSpec, placement: &StreamPlacement) -> Option<Running> {
+    fn start_stream(
+        &self,
+        s: &StreamSpec,
+        placement: &StreamPlacement,
+        countdown: Option<Arc<stream::SnapshotCountdown>>,
+    ) -> Option<Running> {
         let worker = self.workers.get(&placement.url, &placement.branch)?;
         let ctx = StreamContext {
             client: self.client.clone(),
@@ -486,7 +513,7 @@ impl Controller {
         };
         self.board.set_stream(s, StreamState::Replaying);
         let (barriers, barrier_rx) = mpsc::channel(8);
-        let task = tokio::spawn(stream::run(ctx, barrier_rx));
+        let task = tokio::spawn(stream::run(ctx, barrier_rx, countdown));
         Some(Running {
             placement: placement.clone(),
             barriers,

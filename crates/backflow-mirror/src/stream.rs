@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backflow_api::config::PruneMode;
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
@@ -342,9 +343,44 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
 /// A request to catch up: every change stored before it is submitted when it is answered.
 pub type Barrier = oneshot::Sender<()>;
 
+/// The streams of one target started together, counting down their first snapshots: when the
+/// last is handed in, the branch worker is told, so the target's resync goes out at once
+/// instead of after the silence that gathers a target's snapshots into one commit. A stream
+/// that never lists (refused, failing) leaves the count above zero, and the silence decides.
+#[derive(Debug)]
+pub struct SnapshotCountdown {
+    remaining: AtomicUsize,
+    worker: WorkerHandle,
+    target: String,
+}
+
+impl SnapshotCountdown {
+    /// A countdown of `streams` snapshots of the target at `path`, told to `worker`.
+    #[must_use]
+    pub fn new(streams: usize, worker: WorkerHandle, path: String) -> Self {
+        Self {
+            remaining: AtomicUsize::new(streams),
+            worker,
+            target: path,
+        }
+    }
+
+    /// One stream handed in its first snapshot.
+    fn handed_in(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.worker.resync_complete(&self.target);
+        }
+    }
+}
+
 /// Runs the stream until the task is aborted. Each [`Barrier`] received is answered once every
-/// object the API holds now has been submitted (see [`catch_up`]).
-pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
+/// object the API holds now has been submitted (see [`catch_up`]); its first snapshot counts
+/// down `countdown`.
+pub async fn run(
+    ctx: StreamContext,
+    mut barriers: mpsc::Receiver<Barrier>,
+    mut countdown: Option<Arc<SnapshotCountdown>>,
+) {
     let ar = api_resource(&ctx.spec);
     let api: Api<Watched> = match (&ctx.spec.namespace, ctx.spec.served.namespaced) {
         (Some(ns), true) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
@@ -394,6 +430,9 @@ pub async fn run(ctx: StreamContext, mut barriers: mpsc::Receiver<Barrier>) {
                 Ok(Event::InitDone) => {
                     resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut memory);
                     ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
+                    if let Some(countdown) = countdown.take() {
+                        countdown.handed_in();
+                    }
                 }
                 Ok(Event::Apply(Watched::Decoded(obj))) => apply(&ctx, &gr, &obj, &mut memory),
                 Ok(Event::Apply(Watched::Undecodable { meta, error })) => {

@@ -671,6 +671,45 @@ fn the_resyncs_of_one_target_within_a_window_are_one_commit() {
 }
 
 #[test]
+fn a_target_whose_snapshots_are_all_in_is_published_without_waiting_out_the_window() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.tick();
+    for name in ["a", "b"] {
+        s.step(Input::Resync {
+            target: "apps".into(),
+            intents: vec![put(name, "1")],
+        });
+    }
+    s.step(Input::Resync {
+        target: "other".into(),
+        intents: vec![put("c", "1")],
+    });
+    s.step(Input::ResyncComplete {
+        target: "apps".into(),
+    });
+    s.tick();
+    s.tick();
+    assert_eq!(
+        s.remote.history().len(),
+        1,
+        "apps went out at once, in one commit"
+    );
+    assert_eq!(
+        s.remote.tip_files().len(),
+        2,
+        "the other target still waits"
+    );
+    s.tick_at_wake();
+    assert_eq!(s.remote.tip_files().len(), 3);
+    // A target with nothing gathered: nothing to do.
+    s.step(Input::ResyncComplete {
+        target: "none".into(),
+    });
+    s.tick();
+    assert_eq!(s.remote.history().len(), 2);
+}
+
+#[test]
 fn a_live_edit_after_a_resync_is_never_overwritten_by_it() {
     let mut s = Shell::new(CoreConfig::default());
     s.tick();
