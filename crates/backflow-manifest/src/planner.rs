@@ -532,9 +532,14 @@ impl Planner for YamlPlanner {
         let index = self.index(tree, &target)?;
         let planned = self.plan_with(tree, &index, &target, intent);
         // Nothing refreshes an index after a single plan: forget what was rendered.
+        let mut rendered = self
+            .rendered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for u in planned.iter().flatten() {
-            self.take_rendered(u);
+            rendered.remove(&u.path);
         }
+        drop(rendered);
         planned
     }
 

@@ -414,31 +414,7 @@ pub async fn run(
                 }
             };
             match event {
-                Ok(Event::Init) => {
-                    snapshot.clear();
-                    ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
-                }
-                // Sanitized as it arrives, so the raw object (managedFields and all) is not
-                // held until the whole snapshot is read.
-                Ok(Event::InitApply(Watched::Decoded(obj))) => {
-                    snapshot.push(Listed::new(&ctx, &gr, &obj));
-                }
-                Ok(Event::InitApply(Watched::Undecodable { meta, error })) => {
-                    let key = undecodable(&ctx, &gr, &meta, &error, &mut memory);
-                    snapshot.push(Listed::unreadable(key, &meta));
-                }
-                Ok(Event::InitDone) => {
-                    resync(&ctx, &gr, std::mem::take(&mut snapshot), &mut memory);
-                    ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
-                    if let Some(countdown) = countdown.take() {
-                        countdown.handed_in();
-                    }
-                }
-                Ok(Event::Apply(Watched::Decoded(obj))) => apply(&ctx, &gr, &obj, &mut memory),
-                Ok(Event::Apply(Watched::Undecodable { meta, error })) => {
-                    undecodable(&ctx, &gr, &meta, &error, &mut memory);
-                }
-                Ok(Event::Delete(obj)) => delete(&ctx, &gr, &obj.into_gone(), &mut memory),
+                Ok(event) => on_event(&ctx, &gr, event, &mut snapshot, &mut memory, &mut countdown),
                 Err(e) => {
                     if streaming && refuses_streaming_lists(&e) {
                         fall_back = true;
@@ -456,6 +432,43 @@ pub async fn run(
             streaming = false;
         }
         // The watcher stream never ends on its own; if it does, start over.
+    }
+}
+
+/// One watcher event: a snapshot's objects gathered and handed in as a resync (its first one
+/// counting down `countdown`), then each change applied as it comes.
+fn on_event(
+    ctx: &StreamContext,
+    gr: &GroupResource,
+    event: Event<Watched>,
+    snapshot: &mut Vec<Listed>,
+    memory: &mut Memory,
+    countdown: &mut Option<Arc<SnapshotCountdown>>,
+) {
+    match event {
+        Event::Init => {
+            snapshot.clear();
+            ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
+        }
+        // Sanitized as it arrives, so the raw object (managedFields and all) is not held until
+        // the whole snapshot is read.
+        Event::InitApply(Watched::Decoded(obj)) => snapshot.push(Listed::new(ctx, gr, &obj)),
+        Event::InitApply(Watched::Undecodable { meta, error }) => {
+            let key = undecodable(ctx, gr, &meta, &error, memory);
+            snapshot.push(Listed::unreadable(key, &meta));
+        }
+        Event::InitDone => {
+            resync(ctx, gr, std::mem::take(snapshot), memory);
+            ctx.board.set_stream(&ctx.spec, StreamState::Streaming);
+            if let Some(countdown) = countdown.take() {
+                countdown.handed_in();
+            }
+        }
+        Event::Apply(Watched::Decoded(obj)) => apply(ctx, gr, &obj, memory),
+        Event::Apply(Watched::Undecodable { meta, error }) => {
+            undecodable(ctx, gr, &meta, &error, memory);
+        }
+        Event::Delete(obj) => delete(ctx, gr, &obj.into_gone(), memory),
     }
 }
 

@@ -93,7 +93,7 @@ fn a_deployment_gets_kube_apiservers_defaults() {
 }
 
 #[test]
-fn other_kinds_get_theirs() {
+fn stateful_and_daemon_sets_get_theirs() {
     let all: Vec<Value> = written().into_iter().map(filled).collect();
     let sts = &all[1]["spec"];
     assert_eq!(sts["replicas"], 1);
@@ -127,6 +127,11 @@ fn other_kinds_get_theirs() {
     );
     assert_eq!(pod["volumes"][0], json!({"name": "cache", "emptyDir": {}}));
     assert_eq!(pod["volumes"][1]["configMap"]["defaultMode"], 420);
+}
+
+#[test]
+fn services_and_pods_get_theirs() {
+    let all: Vec<Value> = written().into_iter().map(filled).collect();
     let svc = &all[3]["spec"];
     assert_eq!(svc["type"], "ClusterIP");
     assert_eq!(svc["sessionAffinity"], "None");
@@ -154,6 +159,11 @@ fn other_kinds_get_theirs() {
         pod["containers"][0]["resources"]["requests"],
         json!({"cpu": "1"})
     );
+}
+
+#[test]
+fn jobs_cron_jobs_and_autoscalers_get_theirs() {
+    let all: Vec<Value> = written().into_iter().map(filled).collect();
     let job = &all[6];
     assert_eq!(job["metadata"]["labels"], json!({"app": "j"}));
     assert_eq!(job["spec"]["completions"], 1);
@@ -187,6 +197,11 @@ fn other_kinds_get_theirs() {
     );
     assert_eq!(hpa["behavior"]["scaleDown"]["selectPolicy"], "Max");
     assert_eq!(hpa["behavior"]["scaleUp"]["policies"][0]["value"], 4);
+}
+
+#[test]
+fn the_other_kinds_get_theirs() {
+    let all: Vec<Value> = written().into_iter().map(filled).collect();
     assert_eq!(all[9]["type"], "Opaque");
     assert_eq!(
         all[10]["subjects"][0]["apiGroup"],

@@ -41,18 +41,20 @@ fn flag(q: &Query, name: &str) -> bool {
         .is_some_and(|v| matches!(v.as_str(), "true" | "1" | "t" | "T" | "TRUE" | "True"))
 }
 
-fn wants_table(headers: &HeaderMap) -> bool {
+/// Whether the request's `Accept` header satisfies `asks`.
+fn accept_is(headers: &HeaderMap, asks: fn(&str) -> bool) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(table::wants_table)
+        .is_some_and(asks)
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    accept_is(headers, table::wants_table)
 }
 
 fn wants_metadata(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(crate::partial::wanted)
+    accept_is(headers, crate::partial::wanted)
 }
 
 pub(super) fn json_ok(code: StatusCode, body: &Value) -> Response {
