@@ -1,6 +1,7 @@
 //! The Git publication engine: many writers, one branch, nothing lost, nothing forced.
 //!
 //! - `repo.rs`: the local bare cache per remote; trees and commits built with no worktree.
+//! - `pack.rs`: objects written and copied as packs, and small packs rolled up.
 //! - `remote/`: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
@@ -61,6 +62,7 @@ mod health;
 mod journal;
 mod message;
 mod metrics;
+mod pack;
 mod remote;
 mod repo;
 mod tree;

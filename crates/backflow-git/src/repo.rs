@@ -12,48 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use git2::{ObjectType, Oid, Repository, Signature, Time};
 
 use crate::error::RepoError;
-
-/// At least this many files written by one update go into packs rather than one loose object
-/// file each: creating tens of thousands of small files costs a file system more than
-/// everything else a snapshot does.
-pub(crate) const PACK_FROM: usize = 512;
-
-/// Objects per pack while writing a large update.
-pub(crate) const PACK_CHUNK: usize = 4096;
-
-/// Copies the objects `ids` of `src` into `dst` as one pack (`dst` indexes it). The objects'
-/// references must be in the pack or already in `dst`.
-pub(crate) fn copy_as_pack(
-    src: &Repository,
-    ids: &[Oid],
-    dst: &git2::Odb<'_>,
-) -> Result<(), git2::Error> {
-    let mut builder = src.packbuilder()?;
-    for id in ids {
-        builder.insert_object(*id, None)?;
-    }
-    let mut pack = git2::Buf::new();
-    builder.write_buf(&mut pack)?;
-    let mut writer = dst.packwriter()?;
-    std::io::Write::write_all(&mut writer, &pack)
-        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
-    writer.commit()?;
-    Ok(())
-}
-
-/// The packs in the bare repository at `path` (tests).
-#[cfg(test)]
-pub(crate) fn pack_count(path: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(path.join("objects/pack")) else {
-        return 0;
-    };
-    entries
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
-        })
-        .count()
-}
+use crate::pack::{PACK_CHUNK, PACK_FROM, copy_as_pack, copy_commits, roll_up_small_packs};
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
 #[must_use]
@@ -95,8 +54,56 @@ impl Default for Identity {
 
 /// A local bare repository used as the object cache for one remote.
 pub struct LocalRepo {
+    /// The handle every read and write goes through: while [`LocalRepo::stage`]d, one with an
+    /// in-memory object store in front of the cache's.
     repo: Repository,
     path: PathBuf,
+    /// Where a build's objects gather ([`LocalRepo::stage`]): kept between builds, so its
+    /// handle's parsed trees and the cache's pack indexes are read once.
+    staging: Option<Staging>,
+    /// Whether `repo` is the staging handle right now.
+    staged: bool,
+}
+
+self_cell::self_cell!(
+    /// An object database whose new objects stay in memory: a mempack in front of the cache's
+    /// loose and packed stores (as alternates, which reads see and writes skip).
+    struct StagingOdb {
+        owner: git2::Odb<'static>,
+        #[not_covariant]
+        dependent: Mempack,
+    }
+);
+
+type Mempack<'a> = git2::Mempack<'a>;
+
+/// A handle of the cache whose writes go to a [`StagingOdb`].
+struct Staging {
+    odb: StagingOdb,
+    repo: Repository,
+}
+
+// SAFETY: a `Staging` is used by one thread at a time (it lives in a `LocalRepo`, which is
+// `Send` and not `Sync`). Its parts are a `Repository` and an `Odb`, which git2 marks `Send`
+// (libgit2's object database is thread-safe), and the `Mempack` handle, a pointer to a backend
+// that the `Odb` owns and frees: it is not `Send` only because it wraps a raw pointer.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    fn open(path: &Path) -> Result<Self, git2::Error> {
+        let odb = git2::Odb::new()?;
+        let objects = path.join("objects");
+        odb.add_disk_alternate(&objects.to_string_lossy())?;
+        let odb = StagingOdb::try_new(odb, |odb| odb.add_new_mempack_backend(1000))?;
+        let repo = Repository::open_bare(path)?;
+        repo.set_odb(odb.borrow_owner())?;
+        Ok(Self { odb, repo })
+    }
+
+    /// Drops every staged object.
+    fn reset(&self) -> Result<(), git2::Error> {
+        self.odb.with_dependent(|_, mempack| mempack.reset())
+    }
 }
 
 impl std::fmt::Debug for LocalRepo {
@@ -169,6 +176,8 @@ impl LocalRepo {
         Ok(Self {
             repo,
             path: path.to_path_buf(),
+            staging: None,
+            staged: false,
         })
     }
 
@@ -213,6 +222,86 @@ impl LocalRepo {
             op,
             path: self.path.clone(),
             source,
+        }
+    }
+
+    /// From now on, objects written gather in memory (libgit2's mempack, in front of the cache's
+    /// stores) instead of one file each, until [`LocalRepo::unstage`]. Reads see both.
+    pub fn stage(&mut self) -> Result<(), RepoError> {
+        if self.staged {
+            return Ok(());
+        }
+        if self.staging.is_none() {
+            self.staging =
+                Some(Staging::open(&self.path).map_err(self.err("opening a staging area"))?);
+        }
+        if let Some(staging) = &mut self.staging {
+            std::mem::swap(&mut self.repo, &mut staging.repo);
+            self.staged = true;
+        }
+        Ok(())
+    }
+
+    /// Ends [`LocalRepo::stage`]: what `keep` (a commit) reaches that the cache lacks is written
+    /// into it (one pack, or a few loose objects), everything else staged is dropped, and the
+    /// cache's small packs are rolled up when enough gathered. Without `keep`, or when writing
+    /// fails, nothing staged stays.
+    pub fn unstage(&mut self, keep: Option<Oid>) -> Result<(), RepoError> {
+        if !std::mem::take(&mut self.staged) {
+            return Ok(());
+        }
+        let Some(mut staging) = self.staging.take() else {
+            return Ok(());
+        };
+        std::mem::swap(&mut self.repo, &mut staging.repo);
+        let copied = match keep {
+            Some(keep) => self.keep_staged(&staging.repo, keep),
+            None => Ok(false),
+        };
+        // Whatever happened, the staging area is emptied for the next build.
+        staging
+            .reset()
+            .map_err(self.err("emptying the staging area"))?;
+        if !copied? {
+            self.staging = Some(staging);
+        }
+        Ok(())
+    }
+
+    /// Copies what `keep` reaches from `staged` into the cache. Returns whether packs were rolled
+    /// up (the handles opened before then list packs that are gone: they are opened again).
+    fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<bool, RepoError> {
+        // Packs written while staged (a snapshot's blobs) are listed, so they are not copied
+        // again.
+        self.repo
+            .odb()
+            .and_then(|odb| odb.refresh())
+            .map_err(self.err("listing the cache's packs"))?;
+        let packs = copy_commits(staged, &self.repo, keep)
+            .map_err(self.err(format!("writing the objects of {keep}")))?;
+        if packs == 0 {
+            return Ok(false);
+        }
+        match roll_up_small_packs(&self.repo) {
+            Ok(true) => {
+                self.repo = Repository::open_bare(&self.path)
+                    .map_err(self.err("opening the cache again after rolling packs up"))?;
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => {
+                tracing::warn!(cache = %self.path.display(), error = %e, "cannot roll the cache's small packs up");
+                Ok(false)
+            }
+        }
+    }
+
+    /// The cache's own handle, also while staged (a pack cannot be written through the staging
+    /// handle).
+    fn cache_handle(&self) -> &Repository {
+        match &self.staging {
+            Some(staging) if self.staged => &staging.repo,
+            _ => &self.repo,
         }
     }
 
@@ -417,12 +506,18 @@ impl LocalRepo {
         ids: &[Oid],
     ) -> Result<(), RepoError> {
         let odb = self
-            .repo
+            .cache_handle()
             .odb()
             .map_err(self.err("opening the object store"))?;
         copy_as_pack(bulk, ids, &odb).map_err(self.err("writing a pack"))?;
-        // The cache's own handle lists packs once: it is told about the new one.
+        // The handles list packs once: they are told about the new one.
         odb.refresh().map_err(self.err("reading the new pack"))?;
+        if self.staged {
+            self.repo
+                .odb()
+                .and_then(|odb| odb.refresh())
+                .map_err(self.err("reading the new pack"))?;
+        }
         mempack
             .reset()
             .map_err(self.err("emptying the in-memory object store"))
@@ -588,6 +683,7 @@ pub fn strip_credentials(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pack::pack_count;
 
     #[test]
     fn credentials_are_stripped() {
@@ -670,6 +766,87 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&fsck.stderr)
         );
+    }
+
+    /// Builds are staged in memory: what a kept commit reaches lands in the cache (one file each
+    /// for a few objects, one pack for many, small packs rolled up), anything else is dropped,
+    /// and the real git finds the cache whole.
+    #[test]
+    fn staged_objects_reach_the_cache_only_when_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.git");
+        let mut repo = LocalRepo::open_or_init(&path).expect("init");
+        let empty = repo.empty_tree().expect("empty");
+        let who = Identity::default();
+        let files = |round: usize, n: usize| -> BTreeMap<String, Option<Vec<u8>>> {
+            (0..n)
+                .map(|i| {
+                    (
+                        format!("live/ns{i}/f.yaml"),
+                        Some(format!("{round}.{i}\n").into_bytes()),
+                    )
+                })
+                .collect()
+        };
+        let commit = |repo: &mut LocalRepo, base: Oid, parent: Option<Oid>, up| {
+            let tree = repo.apply_updates(base, &up).expect("apply");
+            let c = repo
+                .write_commit(tree, parent, &who, &who, SystemTime::now(), "m")
+                .expect("commit");
+            (tree, c)
+        };
+
+        repo.stage().expect("stage");
+        let (_, dropped) = commit(&mut repo, empty, None, files(0, 1));
+        assert!(repo.has_object(dropped), "staged objects are read back");
+        repo.unstage(None).expect("unstage");
+        assert!(!repo.has_object(dropped), "what is not kept is dropped");
+        assert_eq!(crate::pack::loose_count(&path), 1, "only the empty tree");
+
+        repo.stage().expect("stage");
+        let (mut tree, mut tip) = commit(&mut repo, empty, None, files(1, 1));
+        repo.unstage(Some(tip)).expect("unstage");
+        assert!(repo.has_object(tip));
+        assert_eq!(
+            (crate::pack::loose_count(&path), pack_count(&path)),
+            (6, 0),
+            "a few objects are written one file each"
+        );
+
+        for round in 2..22 {
+            repo.stage().expect("stage");
+            (tree, tip) = commit(&mut repo, tree, Some(tip), files(round, 10));
+            repo.unstage(Some(tip)).expect("unstage");
+        }
+        assert_eq!(
+            crate::pack::loose_count(&path),
+            6,
+            "groups of writes are packed"
+        );
+        let packs = pack_count(&path);
+        assert!(
+            (2..10).contains(&packs),
+            "{packs} packs after 20 packed builds"
+        );
+        repo.set_ref("refs/heads/main", tip).expect("ref");
+        let fsck = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&path)
+            .args(["fsck", "--full", "--strict", "--no-dangling"])
+            .output()
+            .expect("git runs");
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
+        let shown = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&path)
+            .args(["cat-file", "-p", "main:live/ns9/f.yaml"])
+            .output()
+            .expect("git runs");
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), "21.9\n");
     }
 
     #[test]

@@ -733,7 +733,25 @@ impl BranchWorker {
     }
 
     /// Writes one commit per pending write `from .. from + count`, the first on `parent`.
+    /// Builds pending writes `from .. from + count` on `parent`. Their objects are staged in
+    /// memory and reach the cache as one pack once the chain is built.
     fn build(
+        &mut self,
+        parent: Option<CommitId>,
+        from: usize,
+        count: usize,
+    ) -> Result<BuiltChain, IoFailure> {
+        self.repo.stage().map_err(IoFailure::new)?;
+        let built = self.build_staged(parent, from, count);
+        let head = built
+            .as_ref()
+            .ok()
+            .and_then(|chain| chain.writes.iter().rev().find_map(|w| w.commit).map(oid));
+        self.repo.unstage(head).map_err(IoFailure::new)?;
+        built
+    }
+
+    fn build_staged(
         &mut self,
         parent: Option<CommitId>,
         from: usize,

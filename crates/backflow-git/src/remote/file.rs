@@ -1,17 +1,17 @@
 //! A bare repository on this machine, updated in process with an atomic compare-and-swap.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use git2::{ErrorCode, ObjectType, Oid, Repository};
+use git2::{ErrorCode, Oid, Repository};
 
 use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp};
-use crate::repo::{LocalRepo, PACK_CHUNK, PACK_FROM, copy_as_pack, tracking_ref};
+use crate::pack::{copy_commits, roll_up_small_packs};
+use crate::repo::{LocalRepo, tracking_ref};
 
 /// A `file://` remote (or a plain path to a bare repository).
 ///
-/// Pushing copies the missing objects into the remote's object database and then moves the
-/// branch with libgit2's `reference_create_matching`, which takes the ref's lock file and compares
+/// Pushing copies the missing objects into the remote's object database as one pack (its small
+/// packs are rolled up as they accumulate, see `pack.rs`) and then moves the branch with libgit2's `reference_create_matching`, which takes the ref's lock file and compares
 /// the current value under it: the same lock `git receive-pack` takes, so concurrent `git push`es
 /// to the same repository are serialized with ours, and a stale expectation is refused.
 /// Server-side hooks are not run; use the CLI transport where they matter.
@@ -61,6 +61,20 @@ impl FileRemote {
         RemoteError::new(op, &self.url, kind, e.message().to_string())
     }
 
+    /// Rolls the remote's small packs up. A failure leaves more packs than needed, nothing
+    /// else: it is logged and the push goes on.
+    fn roll_up(&mut self) {
+        let Some(repo) = &self.repo else { return };
+        match roll_up_small_packs(repo) {
+            // Opened again at the next use, so it lists the packs that are there now.
+            Ok(true) => self.repo = None,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(remote = %self.url, error = %e, "cannot roll the remote's small packs up");
+            }
+        }
+    }
+
     fn tip(&mut self, op: RemoteOp, branch: &str) -> Result<Option<Oid>, RemoteError> {
         let name = format!("refs/heads/{branch}");
         let result = self.open(op)?.refname_to_id(&name);
@@ -88,6 +102,7 @@ impl GitRemote for FileRemote {
             Some(oid) => {
                 if !repo.has_object(oid) {
                     let result = copy_commits(self.open(op)?, repo.git2(), oid);
+                    // The cache's small packs are rolled up by its next build.
                     if let Err(e) = result {
                         return Err(self.fail(op, RemoteErrorKind::Unreachable, &e));
                     }
@@ -110,10 +125,10 @@ impl GitRemote for FileRemote {
         expected: ExpectedTip,
     ) -> Result<PushOutcome, RemoteError> {
         let op = RemoteOp::Push;
-        let copied = copy_commits(repo.git2(), self.open(op)?, new);
-        if let Err(e) = copied {
-            return Err(self.fail(op, RemoteErrorKind::Unreachable, &e));
-        }
+        let packs = match copy_commits(repo.git2(), self.open(op)?, new) {
+            Ok(packs) => packs,
+            Err(e) => return Err(self.fail(op, RemoteErrorKind::Unreachable, &e)),
+        };
         let name = format!("refs/heads/{branch}");
         let message = "backflow: compare-and-swap push";
         let remote = self.open(op)?;
@@ -124,7 +139,12 @@ impl GitRemote for FileRemote {
             ExpectedTip::Absent => remote.reference(&name, new, false, message).map(|_| ()),
         };
         match result {
-            Ok(()) => Ok(PushOutcome::Accepted),
+            Ok(()) => {
+                if packs > 0 {
+                    self.roll_up();
+                }
+                Ok(PushOutcome::Accepted)
+            }
             Err(e)
                 if matches!(
                     e.code(),
@@ -144,158 +164,6 @@ impl GitRemote for FileRemote {
     }
 }
 
-/// Copies `tip` and everything it reaches that `dst` lacks, oldest first, so `dst` never holds a
-/// commit whose tree or parents are missing.
-///
-/// A tree already present in `dst` is assumed complete (the connectivity invariant every git
-/// object store keeps), and each commit's tree is compared with its first parent's, which `dst`
-/// holds by then: only what the commit changed is looked at, so a push costs what it changed,
-/// not the size of the folders it touched.
-pub(crate) fn copy_commits(
-    src: &Repository,
-    dst: &Repository,
-    tip: Oid,
-) -> Result<(), git2::Error> {
-    let src_odb = src.odb()?;
-    let dst_odb = dst.odb()?;
-    if dst_odb.exists(tip) {
-        return Ok(());
-    }
-    // Depth first, each commit listed after its parents (post-order), so every commit's first
-    // parent is in `dst` before the commit is: parents first is what makes comparing with the
-    // parent's tree sound, and what keeps `dst` connected if the copy stops half way.
-    let mut order = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![(tip, false)];
-    while let Some((oid, parents_done)) = stack.pop() {
-        if parents_done {
-            let commit = src.find_commit(oid)?;
-            let base = match commit.parent_ids().next() {
-                Some(parent) => Some(src.find_commit(parent)?.tree_id()),
-                None => None,
-            };
-            order.push((oid, commit.tree_id(), base));
-            continue;
-        }
-        if !seen.insert(oid) || dst_odb.exists(oid) {
-            continue;
-        }
-        let commit = src.find_commit(oid)?;
-        stack.push((oid, true));
-        stack.extend(commit.parent_ids().map(|p| (p, false)));
-    }
-    let mut copier = Copier {
-        src,
-        src_odb: &src_odb,
-        dst_odb: &dst_odb,
-        src_objects: src.path().join("objects"),
-        dst_objects: dst.path().join("objects"),
-        missing: Vec::new(),
-    };
-    for (commit, tree, base) in order {
-        copier.tree(tree, base)?;
-        copier.missing.push(commit);
-    }
-    copier.copy()
-}
-
-/// Copies objects from one object store to another.
-struct Copier<'a> {
-    src: &'a Repository,
-    src_odb: &'a git2::Odb<'a>,
-    dst_odb: &'a git2::Odb<'a>,
-    src_objects: PathBuf,
-    dst_objects: PathBuf,
-    /// What `dst` lacks, each object after everything it refers to.
-    missing: Vec<Oid>,
-}
-
-impl Copier<'_> {
-    /// Copies what was found missing, in order: object by object for a few, as packs of
-    /// [`PACK_CHUNK`] for many (one file per pack instead of one per object). Each pack holds
-    /// only objects whose references are in it or in an earlier one, so `dst` stays connected
-    /// whenever the copy stops.
-    fn copy(&self) -> Result<(), git2::Error> {
-        if self.missing.len() < PACK_FROM {
-            return self.missing.iter().try_for_each(|oid| self.object(*oid));
-        }
-        for chunk in self.missing.chunks(PACK_CHUNK) {
-            copy_as_pack(self.src, chunk, self.dst_odb)?;
-        }
-        Ok(())
-    }
-
-    /// Lists `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
-    fn tree(&mut self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
-        if base == Some(tree) || self.dst_odb.exists(tree) {
-            return Ok(());
-        }
-        let t = self.src.find_tree(tree)?;
-        let base = base.map(|b| self.src.find_tree(b)).transpose()?;
-        for entry in &t {
-            let old = base
-                .as_ref()
-                .and_then(|b| b.get_name_bytes(entry.name_bytes()))
-                .map(|e| (e.id(), e.kind()));
-            if old.is_some_and(|(id, _)| id == entry.id()) {
-                // Unchanged since the base: `dst` has it.
-                continue;
-            }
-            match entry.kind() {
-                Some(ObjectType::Tree) => {
-                    let old_tree = old
-                        .filter(|(_, kind)| *kind == Some(ObjectType::Tree))
-                        .map(|(id, _)| id);
-                    self.tree(entry.id(), old_tree)?;
-                }
-                Some(ObjectType::Blob) if !self.dst_odb.exists(entry.id()) => {
-                    self.missing.push(entry.id());
-                }
-                // Blobs already there, and submodule commits (not ours to copy).
-                _ => {}
-            }
-        }
-        self.missing.push(tree);
-        Ok(())
-    }
-
-    /// A loose object is hard-linked, as `git clone --local` does: loose object files are
-    /// immutable and named by their content, so sharing the file is copying it, without
-    /// reading, inflating, hashing and deflating it again. Anything else (a packed object,
-    /// another file system) is read and written.
-    fn object(&self, oid: Oid) -> Result<(), git2::Error> {
-        let hex = oid.to_string();
-        let (dir, file) = hex.split_at(2);
-        let from = self.src_objects.join(dir).join(file);
-        let to_dir = self.dst_objects.join(dir);
-        // Only the fan-out folder is made: a store that went away is not recreated here.
-        let linked = match std::fs::create_dir(&to_dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
-            _ => std::fs::hard_link(&from, to_dir.join(file)),
-        };
-        match linked {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(_) => copy_object(self.src_odb, self.dst_odb, oid),
-        }
-    }
-}
-
-fn copy_object(
-    src_odb: &git2::Odb<'_>,
-    dst_odb: &git2::Odb<'_>,
-    oid: Oid,
-) -> Result<(), git2::Error> {
-    let obj = src_odb.read(oid)?;
-    let written = dst_odb.write(obj.kind(), obj.data())?;
-    if written != oid {
-        return Err(git2::Error::from_str(&format!(
-            "object {oid} was written as {written}"
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -303,6 +171,7 @@ mod tests {
     use git2::{Repository, Signature};
 
     use super::*;
+    use crate::pack::PACK_CHUNK;
     use crate::repo::LocalRepo;
 
     fn commit(repo: &LocalRepo, base: Oid, parents: &[Oid], files: &[(&str, Option<&str>)]) -> Oid {
@@ -343,8 +212,62 @@ mod tests {
         }
     }
 
-    /// Across file systems (the cache in tmpfs, the remote on disk) a hard link is impossible:
-    /// objects are copied instead, and the copy is as sound.
+    /// A hundred pushes of eight files each leave no loose object and a bounded number of packs
+    /// in the remote, which the real git finds whole (before, each push left 18 loose files).
+    #[test]
+    fn small_pushes_leave_few_packs_and_no_loose_objects() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = LocalRepo::open_or_init(&dir.path().join("src.git")).expect("src");
+        let remote_path = dir.path().join("remote.git");
+        LocalRepo::init_remote(&remote_path, "main").expect("remote");
+        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let mut tip = None;
+        let mut tree = src.empty_tree().expect("empty");
+        for i in 0..100 {
+            // Eight files: a commit of a group of writes, worth a pack.
+            let files: Vec<(String, String)> = (0..8)
+                .map(|j| (format!("live/ns{j}/f{i}.yaml"), format!("n: {i}.{j}\n")))
+                .collect();
+            let files: Vec<(&str, Option<&str>)> = files
+                .iter()
+                .map(|(p, c)| (p.as_str(), Some(c.as_str())))
+                .collect();
+            let parents: Vec<Oid> = tip.into_iter().collect();
+            let next = commit(&src, tree, &parents, &files);
+            let expected = tip.map_or(ExpectedTip::Absent, ExpectedTip::At);
+            let outcome = remote.push(&src, "main", next, expected).expect("push");
+            assert!(matches!(outcome, PushOutcome::Accepted), "push {i}");
+            tip = Some(next);
+            tree = tree_of(&src, next);
+        }
+        assert_eq!(crate::pack::loose_count(&remote_path), 0);
+        let packs = crate::pack::pack_count(&remote_path);
+        assert!((2..=20).contains(&packs), "{packs} packs after 100 pushes");
+        let tip = tip.expect("pushed");
+        assert_complete(&Repository::open_bare(&remote_path).expect("open"), tip);
+        let fsck = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&remote_path)
+            .args(["fsck", "--full", "--strict"])
+            .output()
+            .expect("git runs");
+        assert!(
+            fsck.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fsck.stderr)
+        );
+        let count = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&remote_path)
+            .args(["rev-list", "--count", "main"])
+            .output()
+            .expect("git runs");
+        assert_eq!(String::from_utf8_lossy(&count.stdout).trim(), "100");
+    }
+
+    /// A copy of a few objects shares the source's loose files (hard links); across file
+    /// systems (the cache in tmpfs, the remote on disk) a hard link is impossible: objects are
+    /// copied instead, and the copy is as sound.
     #[cfg(target_os = "linux")]
     #[test]
     fn objects_are_copied_where_they_cannot_be_linked() {
@@ -357,7 +280,10 @@ mod tests {
         let root = commit(&src, empty, &[], &[("d/a", Some("1"))]);
         let next = commit(&src, tree_of(&src, root), &[root], &[("d/b", Some("2"))]);
         let dst = LocalRepo::open_or_init(&dst_dir.path().join("dst.git")).expect("dst");
-        copy_commits(src.git2(), dst.git2(), next).expect("copy");
+        // One commit at a time: each is fewer objects than a pack is worth.
+        let packs = copy_commits(src.git2(), dst.git2(), root).expect("copy")
+            + copy_commits(src.git2(), dst.git2(), next).expect("copy");
+        assert_eq!(packs, 0);
         assert_complete(dst.git2(), next);
         let hex = next.to_string();
         let copied = dst_dir
@@ -402,7 +328,7 @@ mod tests {
         copy_commits(src.git2(), dst.git2(), second).expect("copy");
         assert_complete(dst.git2(), second);
         assert_eq!(
-            crate::repo::pack_count(&dst_path),
+            crate::pack::pack_count(&dst_path),
             2,
             "{} objects in packs of {PACK_CHUNK}",
             PACK_CHUNK + 50
@@ -449,18 +375,9 @@ mod tests {
         let whole = LocalRepo::open_or_init(&dir.path().join("whole.git")).expect("dst");
         copy_commits(src.git2(), whole.git2(), after).expect("copy");
         assert_complete(whole.git2(), after);
-        // Loose objects were shared, not rewritten, and the real git finds them sound.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            let hex = after.to_string();
-            let linked = dir
-                .path()
-                .join("whole.git/objects")
-                .join(&hex[..2])
-                .join(&hex[2..]);
-            assert_eq!(std::fs::metadata(&linked).expect("loose commit").nlink(), 2);
-        }
+        // One pack, no loose object, and the real git finds it sound.
+        assert_eq!(crate::pack::pack_count(&dir.path().join("whole.git")), 1);
+        assert_eq!(crate::pack::loose_count(&dir.path().join("whole.git")), 0);
         whole
             .git2()
             .reference("refs/heads/main", after, true, "test")

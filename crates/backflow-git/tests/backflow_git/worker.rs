@@ -442,3 +442,59 @@ fn read_gone_finds_files_that_left_the_folder_since_a_commit() {
     let all = w.read_gone(None, now, "apps").expect("read");
     assert_eq!(all.len(), 2, "{all:?}");
 }
+
+/// Files directly in `objects/<two hex digits>/` (loose objects) and packs under `objects/pack`.
+fn object_files(repo: &std::path::Path) -> (usize, usize) {
+    let objects = repo.join("objects");
+    let loose = std::fs::read_dir(&objects)
+        .expect("objects")
+        .flatten()
+        .filter(|e| e.file_name().len() == 2)
+        .map(|e| std::fs::read_dir(e.path()).map_or(0, Iterator::count))
+        .sum();
+    let packs = std::fs::read_dir(objects.join("pack")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            .count()
+    });
+    (loose, packs)
+}
+
+/// A commit of many writes is one pack in the cache and one in a `file://` remote, not a file
+/// per object in each (it was 18 loose objects on each side); a commit of one write stays a
+/// few loose files, hard-linked into the remote.
+#[test]
+fn a_group_commit_reaches_the_cache_and_the_remote_as_one_pack_each() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _clock) = worker(
+        cache.path(),
+        Box::new(FileRemote::new(&bare.url())),
+        |cfg| {
+            cfg.timing.window = Duration::from_secs(60);
+        },
+    );
+    w.poll();
+    let cache_repo = cache.path().join("cache.git");
+    let before = (object_files(&cache_repo), object_files(&bare.path()));
+    for i in 0..12 {
+        w.submit(put(&format!("n{i}"), &i.to_string()));
+    }
+    w.flush();
+    w.poll();
+    assert_eq!(bare.files("main").len(), 12);
+    assert_eq!(w.stats().commits, 1);
+    let ((cache_loose, cache_packs), (remote_loose, remote_packs)) = before;
+    assert_eq!(object_files(&cache_repo), (cache_loose, cache_packs + 1));
+    assert_eq!(object_files(&bare.path()), (remote_loose, remote_packs + 1));
+
+    w.submit(put("n0", "changed"));
+    w.flush();
+    w.poll();
+    assert_eq!(w.stats().commits, 2);
+    let (loose, packs) = object_files(&bare.path());
+    assert_eq!(packs, remote_packs + 1, "one write is not worth a pack");
+    assert!(loose > remote_loose, "its objects are loose");
+    assert!(git_ok(bare.path(), &["fsck", "--full", "--strict"]));
+    assert!(git_ok(&cache_repo, &["fsck", "--full", "--strict"]));
+}

@@ -1,0 +1,419 @@
+//! Packs: objects written and copied as one file rather than one file per object, and the small
+//! packs that leaves behind kept few.
+//!
+//! Creating a file is the dearest part of a small commit on a busy file system: a loose object
+//! is a temporary file, a rename and often a fan-out folder, and a commit of a few writes is a
+//! dozen of them in the cache and again in a `file://` remote. So a build's objects gather in
+//! memory and reach the cache as one pack ([`crate::repo::LocalRepo::stage`]), and a push to or
+//! a fetch from a `file://` remote copies what the other side lacks as one pack
+//! ([`copy_commits`]). The small packs this makes are rolled up in tiers
+//! ([`roll_up_small_packs`]), as `git repack --geometric` keeps a repository's packs few: a pack
+//! is rewritten a handful of times at most, and a busy branch leaves a few dozen small packs
+//! rather than one per commit. Packs of [`PACK_CHUNK`] objects or more (a snapshot's, a
+//! fetch's, `git gc`'s) are left as they are.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid, Repository};
+
+/// At least this many files written by one update go into packs of their own as they are
+/// written, rather than gathering in memory until the update is done (a snapshot's blobs).
+pub(crate) const PACK_FROM: usize = 512;
+
+/// Objects per pack while writing or copying a large update; packs this large are never rolled
+/// up.
+pub(crate) const PACK_CHUNK: usize = 4096;
+
+/// Fewer objects than this are copied one file each (a hard link where the source holds them
+/// loose, as `git clone --local` does): a pack's fixed cost (a temporary file, an index, a
+/// rename) is about that of five loose objects, and a commit of one write is about five.
+const LOOSE_BELOW: usize = 8;
+
+/// Packs of one tier allowed before they are rolled up into one: tier `t` holds packs of
+/// `TIER_WIDTH^t` to `TIER_WIDTH^(t+1) - 1` objects.
+const TIER_WIDTH: usize = 8;
+
+/// Copies the objects `ids` of `src` into `dst` as one pack (`dst` indexes it). The objects'
+/// references must be in the pack or already in `dst`.
+pub(crate) fn copy_as_pack(
+    src: &Repository,
+    ids: &[Oid],
+    dst: &git2::Odb<'_>,
+) -> Result<(), git2::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut builder = src.packbuilder()?;
+    for id in ids {
+        builder.insert_object(*id, None)?;
+    }
+    let mut pack = git2::Buf::new();
+    builder.write_buf(&mut pack)?;
+    let mut writer = dst.packwriter()?;
+    std::io::Write::write_all(&mut writer, &pack)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    writer.commit()?;
+    Ok(())
+}
+
+/// The packs in the bare repository at `path` (tests).
+#[cfg(test)]
+pub(crate) fn pack_count(path: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(path.join("objects/pack")) else {
+        return 0;
+    };
+    entries
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        })
+        .count()
+}
+
+/// The loose objects in the bare repository at `path` (tests).
+#[cfg(test)]
+pub(crate) fn loose_count(path: &Path) -> usize {
+    let Ok(fanout) = std::fs::read_dir(path.join("objects")) else {
+        return 0;
+    };
+    fanout
+        .flatten()
+        .filter(|e| e.file_name().len() == 2)
+        .map(|e| std::fs::read_dir(e.path()).map_or(0, Iterator::count))
+        .sum()
+}
+
+/// Copies `tip` and everything it reaches that `dst` lacks into `dst`, oldest first, so `dst`
+/// never holds a commit whose tree or parents are missing: as packs of at most [`PACK_CHUNK`]
+/// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. Returns how many packs
+/// it wrote.
+///
+/// A tree already present in `dst` is assumed complete (the connectivity invariant every git
+/// object store keeps), and each commit's tree is compared with its first parent's, which `dst`
+/// holds by then: only what the commit changed is looked at, so a copy costs what it changed,
+/// not the size of the folders it touched.
+pub(crate) fn copy_commits(
+    src: &Repository,
+    dst: &Repository,
+    tip: Oid,
+) -> Result<usize, git2::Error> {
+    let dst_odb = dst.odb()?;
+    if dst_odb.exists(tip) {
+        return Ok(0);
+    }
+    // Depth first, each commit listed after its parents (post-order), so every commit's first
+    // parent is in `dst` before the commit is: parents first is what makes comparing with the
+    // parent's tree sound, and what keeps `dst` connected if the copy stops half way.
+    let mut order = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![(tip, false)];
+    while let Some((oid, parents_done)) = stack.pop() {
+        if parents_done {
+            let commit = src.find_commit(oid)?;
+            let base = match commit.parent_ids().next() {
+                Some(parent) => Some(src.find_commit(parent)?.tree_id()),
+                None => None,
+            };
+            order.push((oid, commit.tree_id(), base));
+            continue;
+        }
+        if !seen.insert(oid) || dst_odb.exists(oid) {
+            continue;
+        }
+        let commit = src.find_commit(oid)?;
+        stack.push((oid, true));
+        stack.extend(commit.parent_ids().map(|p| (p, false)));
+    }
+    let mut missing = Missing {
+        src,
+        dst_odb: &dst_odb,
+        listed: BTreeSet::new(),
+        ids: Vec::new(),
+    };
+    for (commit, tree, base) in order {
+        missing.tree(tree, base)?;
+        missing.ids.push(commit);
+    }
+    if missing.ids.len() < LOOSE_BELOW {
+        let src_odb = src.odb()?;
+        let objects = [src.path(), dst.path()].map(|p| p.join("objects"));
+        for id in &missing.ids {
+            copy_loose(&objects, &src_odb, &dst_odb, *id)?;
+        }
+        return Ok(0);
+    }
+    // Each pack holds only objects whose references are in it or in an earlier one, so `dst`
+    // stays connected whenever the copy stops.
+    let chunks = missing.ids.chunks(PACK_CHUNK);
+    let packs = chunks.len();
+    for chunk in chunks {
+        copy_as_pack(src, chunk, &dst_odb)?;
+    }
+    Ok(packs)
+}
+
+/// Copies one object into `dst`'s store as a loose file. A loose object of `src` is hard-linked:
+/// loose object files are immutable and named by their content, so sharing the file is copying
+/// it, without reading, inflating, hashing and deflating it again. Anything else (a packed or
+/// staged object, another file system) is read and written.
+fn copy_loose(
+    [src_objects, dst_objects]: &[PathBuf; 2],
+    src_odb: &git2::Odb<'_>,
+    dst_odb: &git2::Odb<'_>,
+    oid: Oid,
+) -> Result<(), git2::Error> {
+    let hex = oid.to_string();
+    let (dir, file) = hex.split_at(2);
+    let to_dir = dst_objects.join(dir);
+    // Only the fan-out folder is made: a store that went away is not recreated here.
+    let linked = match std::fs::create_dir(&to_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => std::fs::hard_link(src_objects.join(dir).join(file), to_dir.join(file)),
+    };
+    match linked {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => {
+            let obj = src_odb.read(oid)?;
+            let written = dst_odb.write(obj.kind(), obj.data())?;
+            if written == oid {
+                Ok(())
+            } else {
+                Err(git2::Error::from_str(&format!(
+                    "object {oid} was written as {written}"
+                )))
+            }
+        }
+    }
+}
+
+/// What a copy must bring: the objects `dst` lacks, each after everything it refers to.
+struct Missing<'a> {
+    src: &'a Repository,
+    dst_odb: &'a git2::Odb<'a>,
+    /// Blobs listed already (two paths of one history may hold the same content).
+    listed: BTreeSet<Oid>,
+    ids: Vec<Oid>,
+}
+
+impl Missing<'_> {
+    /// Lists `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
+    fn tree(&mut self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
+        if base == Some(tree) || self.dst_odb.exists(tree) || !self.listed.insert(tree) {
+            return Ok(());
+        }
+        let t = self.src.find_tree(tree)?;
+        let base = base.map(|b| self.src.find_tree(b)).transpose()?;
+        for entry in &t {
+            let old = base
+                .as_ref()
+                .and_then(|b| b.get_name_bytes(entry.name_bytes()))
+                .map(|e| (e.id(), e.kind()));
+            if old.is_some_and(|(id, _)| id == entry.id()) {
+                // Unchanged since the base: `dst` has it.
+                continue;
+            }
+            match entry.kind() {
+                Some(ObjectType::Tree) => {
+                    let old_tree = old
+                        .filter(|(_, kind)| *kind == Some(ObjectType::Tree))
+                        .map(|(id, _)| id);
+                    self.tree(entry.id(), old_tree)?;
+                }
+                Some(ObjectType::Blob)
+                    if !self.dst_odb.exists(entry.id()) && self.listed.insert(entry.id()) =>
+                {
+                    self.ids.push(entry.id());
+                }
+                // Blobs already there, and submodule commits (not ours to copy).
+                _ => {}
+            }
+        }
+        self.ids.push(tree);
+        Ok(())
+    }
+}
+
+/// A pack of the repository, as its index describes it.
+#[derive(Debug)]
+struct PackFile {
+    /// The pack's path without its extension (`…/objects/pack/pack-<hash>`).
+    stem: PathBuf,
+    /// The objects its index lists.
+    ids: Vec<Oid>,
+}
+
+/// Rolls the small packs of `repo` up when one size tier holds [`TIER_WIDTH`] of them: they are
+/// written again as one pack and removed. Returns whether packs were removed, in which case
+/// handles opened before keep listing them and should be opened again (libgit2 skips a pack
+/// that went away and looks again when it misses an object, so an old handle stays correct,
+/// only slower).
+///
+/// Packs with a `.keep`, `.promisor`, `.mtimes` or `.bitmap` file and repositories with a
+/// multi-pack index are left alone. Two processes rolling up at once write the same objects twice at worst; the next
+/// roll-up merges them.
+pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, git2::Error> {
+    let dir = repo.path().join("objects").join("pack");
+    if dir.join("multi-pack-index").exists() {
+        return Ok(false);
+    }
+    let Some(tier) = full_tier(small_packs(&dir)) else {
+        return Ok(false);
+    };
+    let mut ids: Vec<Oid> = tier.iter().flat_map(|p| p.ids.iter().copied()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let odb = repo.odb()?;
+    // Packs written by others since this handle last looked are read too.
+    odb.refresh()?;
+    // A pack that already holds every object is the roll-up (the same objects written as one
+    // pack would be named like it and then removed with the others).
+    let whole = tier.iter().position(|p| p.ids.len() == ids.len());
+    if whole.is_none() {
+        copy_as_pack(repo, &ids, &odb)?;
+    }
+    for (index, pack) in tier.iter().enumerate() {
+        if Some(index) != whole {
+            remove_pack(&pack.stem);
+        }
+    }
+    Ok(true)
+}
+
+/// The packs under [`PACK_CHUNK`] objects in `dir` that may be rolled up.
+fn small_packs(dir: &Path) -> Vec<PackFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .map(|idx| idx.with_extension(""))
+        .filter(|stem| {
+            // Kept, promised, cruft (objects with their own expiry) or bitmapped packs are
+            // `git gc`'s to manage.
+            let kept = ["keep", "promisor", "mtimes", "bitmap"]
+                .iter()
+                .any(|x| stem.with_extension(x).exists());
+            !kept && stem.with_extension("pack").exists()
+        })
+        .filter_map(|stem| {
+            let index = std::fs::read(stem.with_extension("idx")).ok()?;
+            let ids = index_ids(&index)?;
+            (ids.len() < PACK_CHUNK).then_some(PackFile { stem, ids })
+        })
+        .collect()
+}
+
+/// The lowest size tier holding [`TIER_WIDTH`] packs or more, if any.
+fn full_tier(packs: Vec<PackFile>) -> Option<Vec<PackFile>> {
+    let mut tiers: Vec<Vec<PackFile>> = Vec::new();
+    for pack in packs {
+        let tier = tier_of(pack.ids.len());
+        if tiers.len() <= tier {
+            tiers.resize_with(tier + 1, Vec::new);
+        }
+        tiers[tier].push(pack);
+    }
+    tiers.into_iter().find(|t| t.len() >= TIER_WIDTH)
+}
+
+/// The size tier of a pack of `objects` objects.
+fn tier_of(objects: usize) -> usize {
+    let mut tier = 0;
+    let mut bound = TIER_WIDTH;
+    while objects >= bound {
+        tier += 1;
+        bound *= TIER_WIDTH;
+    }
+    tier
+}
+
+/// The object ids a version-2 pack index lists (the format git and libgit2 write), or `None`
+/// for anything else.
+fn index_ids(index: &[u8]) -> Option<Vec<Oid>> {
+    const HEADER: usize = 8 + 256 * 4;
+    if index.get(..8)? != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
+        return None;
+    }
+    let count = u32::from_be_bytes(index.get(HEADER - 4..HEADER)?.try_into().ok()?) as usize;
+    // Ids, CRCs and 4-byte offsets, then the pack's and the index's checksums: a pack under
+    // 2 GiB has no 8-byte offsets, and another length is another hash (SHA-256).
+    if index.len() != HEADER + count * 28 + 40 {
+        return None;
+    }
+    index[HEADER..HEADER + count * 20]
+        .chunks_exact(20)
+        .map(|id| Oid::from_bytes(id).ok())
+        .collect()
+}
+
+/// Removes a pack and its index (and any reverse index), index last, as `git repack -d` does: a
+/// reader that still finds the index finds the pack.
+fn remove_pack(stem: &Path) {
+    for ext in ["pack", "rev", "idx"] {
+        let path = stem.with_extension(ext);
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a rolled-up pack; its objects are in the new one too");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_grow_by_their_width() {
+        assert_eq!(tier_of(0), 0);
+        assert_eq!(tier_of(7), 0);
+        assert_eq!(tier_of(8), 1);
+        assert_eq!(tier_of(63), 1);
+        assert_eq!(tier_of(64), 2);
+        assert_eq!(tier_of(PACK_CHUNK - 1), 3);
+    }
+
+    #[test]
+    fn the_lowest_full_tier_is_rolled_up() {
+        let pack = |n: usize| PackFile {
+            stem: PathBuf::from(format!("p{n}")),
+            ids: vec![Oid::ZERO_SHA1; n],
+        };
+        let few: Vec<PackFile> = (0..TIER_WIDTH - 1).map(|_| pack(12)).collect();
+        assert!(full_tier(few).is_none(), "a tier short of its width stays");
+        let mut many: Vec<PackFile> = (0..TIER_WIDTH).map(|_| pack(12)).collect();
+        many.extend((0..TIER_WIDTH).map(|_| pack(100)));
+        many.push(pack(3));
+        let tier = full_tier(many).expect("a full tier");
+        assert_eq!(tier.len(), TIER_WIDTH);
+        assert!(
+            tier.iter().all(|p| p.ids.len() == 12),
+            "the lowest full tier first"
+        );
+    }
+
+    #[test]
+    fn only_version_two_indexes_are_read() {
+        assert!(index_ids(b"PACK").is_none());
+        let mut index = vec![0xff, b't', b'O', b'c', 0, 0, 0, 2];
+        index.extend(std::iter::repeat_n(0u8, 255 * 4));
+        index.extend(1u32.to_be_bytes());
+        assert!(index_ids(&index).is_none(), "a truncated index is not read");
+        index.extend([7u8; 20]);
+        index.extend([0u8; 8 + 40]);
+        let mut longer = index.clone();
+        longer.extend([0u8; 12]);
+        assert!(
+            index_ids(&longer).is_none(),
+            "another hash's index is not read"
+        );
+        assert_eq!(
+            index_ids(&index),
+            Some(vec![Oid::from_bytes(&[7u8; 20]).expect("oid")])
+        );
+    }
+}
