@@ -99,7 +99,10 @@ pub(crate) fn copy_commits(
     tip: Oid,
 ) -> Result<usize, git2::Error> {
     let dst_odb = dst.odb()?;
-    if dst_odb.exists(tip) {
+    // Listed once: every lookup below may miss, and a miss would list `dst`'s packs again.
+    dst_odb.refresh()?;
+    let has = |id: Oid| dst_odb.exists_ext(id, git2::OdbLookupFlags::NO_REFRESH);
+    if has(tip) {
         return Ok(0);
     }
     // Depth first, each commit listed after its parents (post-order), so every commit's first
@@ -118,7 +121,7 @@ pub(crate) fn copy_commits(
             order.push((oid, commit.tree_id(), base));
             continue;
         }
-        if !seen.insert(oid) || dst_odb.exists(oid) {
+        if !seen.insert(oid) || has(oid) {
             continue;
         }
         let commit = src.find_commit(oid)?;
@@ -198,9 +201,15 @@ struct Missing<'a> {
 }
 
 impl Missing<'_> {
+    /// Whether `dst` has `id` (its packs were listed when the copy started).
+    fn in_dst(&self, id: Oid) -> bool {
+        self.dst_odb
+            .exists_ext(id, git2::OdbLookupFlags::NO_REFRESH)
+    }
+
     /// Lists `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
     fn tree(&mut self, tree: Oid, base: Option<Oid>) -> Result<(), git2::Error> {
-        if base == Some(tree) || self.dst_odb.exists(tree) || !self.listed.insert(tree) {
+        if base == Some(tree) || self.in_dst(tree) || !self.listed.insert(tree) {
             return Ok(());
         }
         let t = self.src.find_tree(tree)?;
@@ -222,7 +231,7 @@ impl Missing<'_> {
                     self.tree(entry.id(), old_tree)?;
                 }
                 Some(ObjectType::Blob)
-                    if !self.dst_odb.exists(entry.id()) && self.listed.insert(entry.id()) =>
+                    if !self.in_dst(entry.id()) && self.listed.insert(entry.id()) =>
                 {
                     self.ids.push(entry.id());
                 }
@@ -232,6 +241,26 @@ impl Missing<'_> {
         }
         self.ids.push(tree);
         Ok(())
+    }
+}
+
+/// When to look for small packs to roll up in one repository: a tier fills after
+/// [`TIER_WIDTH`] packs, so looking after every few packs written is as good as after each, and
+/// spares listing the packs and reading their indexes on every commit.
+#[derive(Debug, Default)]
+pub(crate) struct RollUpPace {
+    written: usize,
+}
+
+impl RollUpPace {
+    /// Counts `packs` more written; says whether to look now.
+    pub(crate) fn wrote(&mut self, packs: usize) -> bool {
+        self.written += packs;
+        if self.written < TIER_WIDTH / 2 {
+            return false;
+        }
+        self.written = 0;
+        true
     }
 }
 

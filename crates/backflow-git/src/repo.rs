@@ -12,7 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use git2::{ObjectType, Oid, Repository, Signature, Time};
 
 use crate::error::RepoError;
-use crate::pack::{PACK_CHUNK, PACK_FROM, copy_as_pack, copy_commits, roll_up_small_packs};
+use crate::pack::{
+    PACK_CHUNK, PACK_FROM, RollUpPace, copy_as_pack, copy_commits, roll_up_small_packs,
+};
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
 #[must_use]
@@ -63,6 +65,7 @@ pub struct LocalRepo {
     staging: Option<Staging>,
     /// Whether `repo` is the staging handle right now.
     staged: bool,
+    roll_up: RollUpPace,
 }
 
 self_cell::self_cell!(
@@ -178,6 +181,7 @@ impl LocalRepo {
             path: path.to_path_buf(),
             staging: None,
             staged: false,
+            roll_up: RollUpPace::default(),
         })
     }
 
@@ -244,7 +248,7 @@ impl LocalRepo {
 
     /// Ends [`LocalRepo::stage`]: what `keep` (a commit) reaches that the cache lacks is written
     /// into it (one pack, or a few loose objects), everything else staged is dropped, and the
-    /// cache's small packs are rolled up when enough gathered. Without `keep`, or when writing
+    /// cache's small packs are rolled up when a tier filled. Without `keep`, or when writing
     /// fails, nothing staged stays.
     pub fn unstage(&mut self, keep: Option<Oid>) -> Result<(), RepoError> {
         if !std::mem::take(&mut self.staged) {
@@ -279,7 +283,7 @@ impl LocalRepo {
             .map_err(self.err("listing the cache's packs"))?;
         let packs = copy_commits(staged, &self.repo, keep)
             .map_err(self.err(format!("writing the objects of {keep}")))?;
-        if packs == 0 {
+        if !self.roll_up.wrote(packs) {
             return Ok(false);
         }
         match roll_up_small_packs(&self.repo) {

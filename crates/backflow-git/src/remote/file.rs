@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use git2::{ErrorCode, Oid, Repository};
 
 use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp};
-use crate::pack::{copy_commits, roll_up_small_packs};
+use crate::pack::{RollUpPace, copy_commits, roll_up_small_packs};
 use crate::repo::{LocalRepo, tracking_ref};
 
 /// A `file://` remote (or a plain path to a bare repository).
@@ -21,6 +21,7 @@ pub struct FileRemote {
     // Opened lazily and dropped on any error, so a repository that disappears and comes back
     // (moved away, restored) is found again.
     repo: Option<Repository>,
+    roll_up: RollUpPace,
 }
 
 impl FileRemote {
@@ -35,6 +36,7 @@ impl FileRemote {
             url: url.to_string(),
             path: PathBuf::from(path),
             repo: None,
+            roll_up: RollUpPace::default(),
         }
     }
 
@@ -140,7 +142,7 @@ impl GitRemote for FileRemote {
         };
         match result {
             Ok(()) => {
-                if packs > 0 {
+                if self.roll_up.wrote(packs) {
                     self.roll_up();
                 }
                 Ok(PushOutcome::Accepted)
