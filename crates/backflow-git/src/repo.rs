@@ -687,7 +687,7 @@ pub fn strip_credentials(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pack::pack_count;
+    use crate::pack::{git_in, pack_count};
 
     #[test]
     fn credentials_are_stripped() {
@@ -754,22 +754,12 @@ mod tests {
                 &[],
             )
             .expect("commit");
-        let git = |args: &[&str]| {
-            std::process::Command::new("git")
-                .arg("--git-dir")
-                .arg(&path)
-                .args(args)
-                .output()
-                .expect("git runs")
-        };
-        let shown = git(&["cat-file", "-p", &format!("{commit}:live/f00007.yaml")]);
-        assert_eq!(String::from_utf8_lossy(&shown.stdout), "n: 7\n");
-        let fsck = git(&["fsck", "--full", &commit.to_string()]);
-        assert!(
-            fsck.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fsck.stderr)
+        let shown = git_in(
+            &path,
+            &["cat-file", "-p", &format!("{commit}:live/f00007.yaml")],
         );
+        assert_eq!(shown, "n: 7\n");
+        git_in(&path, &["fsck", "--full", &commit.to_string()]);
     }
 
     /// Builds are staged in memory: what a kept commit reaches lands in the cache (one file each
@@ -833,24 +823,9 @@ mod tests {
             "{packs} packs after 20 packed builds"
         );
         repo.set_ref("refs/heads/main", tip).expect("ref");
-        let fsck = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&path)
-            .args(["fsck", "--full", "--strict", "--no-dangling"])
-            .output()
-            .expect("git runs");
-        assert!(
-            fsck.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fsck.stderr)
-        );
-        let shown = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&path)
-            .args(["cat-file", "-p", "main:live/ns9/f.yaml"])
-            .output()
-            .expect("git runs");
-        assert_eq!(String::from_utf8_lossy(&shown.stdout), "21.9\n");
+        git_in(&path, &["fsck", "--full", "--strict", "--no-dangling"]);
+        let shown = git_in(&path, &["cat-file", "-p", "main:live/ns9/f.yaml"]);
+        assert_eq!(shown, "21.9\n");
     }
 
     #[test]

@@ -173,7 +173,7 @@ mod tests {
     use git2::{Repository, Signature};
 
     use super::*;
-    use crate::pack::PACK_CHUNK;
+    use crate::pack::{PACK_CHUNK, git_in};
     use crate::repo::LocalRepo;
 
     fn commit(repo: &LocalRepo, base: Oid, parents: &[Oid], files: &[(&str, Option<&str>)]) -> Oid {
@@ -192,6 +192,14 @@ mod tests {
         let refs: Vec<&git2::Commit<'_>> = parents.iter().collect();
         r.commit(None, &sig, &sig, "c", &tree, &refs)
             .expect("commit")
+    }
+
+    /// Paths and contents as the file writes [`commit`] takes.
+    fn written(files: &[(String, String)]) -> Vec<(&str, Option<&str>)> {
+        files
+            .iter()
+            .map(|(p, c)| (p.as_str(), Some(c.as_str())))
+            .collect()
     }
 
     fn tree_of(repo: &LocalRepo, c: Oid) -> Oid {
@@ -230,12 +238,8 @@ mod tests {
             let files: Vec<(String, String)> = (0..8)
                 .map(|j| (format!("live/ns{j}/f{i}.yaml"), format!("n: {i}.{j}\n")))
                 .collect();
-            let files: Vec<(&str, Option<&str>)> = files
-                .iter()
-                .map(|(p, c)| (p.as_str(), Some(c.as_str())))
-                .collect();
             let parents: Vec<Oid> = tip.into_iter().collect();
-            let next = commit(&src, tree, &parents, &files);
+            let next = commit(&src, tree, &parents, &written(&files));
             let expected = tip.map_or(ExpectedTip::Absent, ExpectedTip::At);
             let outcome = remote.push(&src, "main", next, expected).expect("push");
             assert!(matches!(outcome, PushOutcome::Accepted), "push {i}");
@@ -247,24 +251,9 @@ mod tests {
         assert!((2..=20).contains(&packs), "{packs} packs after 100 pushes");
         let tip = tip.expect("pushed");
         assert_complete(&Repository::open_bare(&remote_path).expect("open"), tip);
-        let fsck = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&remote_path)
-            .args(["fsck", "--full", "--strict"])
-            .output()
-            .expect("git runs");
-        assert!(
-            fsck.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fsck.stderr)
-        );
-        let count = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&remote_path)
-            .args(["rev-list", "--count", "main"])
-            .output()
-            .expect("git runs");
-        assert_eq!(String::from_utf8_lossy(&count.stdout).trim(), "100");
+        git_in(&remote_path, &["fsck", "--full", "--strict"]);
+        let count = git_in(&remote_path, &["rev-list", "--count", "main"]);
+        assert_eq!(count.trim(), "100");
     }
 
     /// A copy of a few objects shares the source's loose files (hard links); across file
@@ -314,11 +303,7 @@ mod tests {
         let files: Vec<(String, String)> = (0..PACK_CHUNK + 50)
             .map(|i| (format!("live/f{i:05}.yaml"), format!("n: {i}\n")))
             .collect();
-        let refs: Vec<(&str, Option<&str>)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), Some(c.as_str())))
-            .collect();
-        let first = commit(&src, empty, &[], &refs);
+        let first = commit(&src, empty, &[], &written(&files));
         let second = commit(
             &src,
             tree_of(&src, first),
@@ -335,17 +320,7 @@ mod tests {
             "{} objects in packs of {PACK_CHUNK}",
             PACK_CHUNK + 50
         );
-        let fsck = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&dst_path)
-            .args(["fsck", "--full", &second.to_string()])
-            .output()
-            .expect("git runs");
-        assert!(
-            fsck.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fsck.stderr)
-        );
+        git_in(&dst_path, &["fsck", "--full", &second.to_string()]);
     }
 
     #[test]
@@ -384,15 +359,9 @@ mod tests {
             .git2()
             .reference("refs/heads/main", after, true, "test")
             .expect("branch");
-        let fsck = std::process::Command::new("git")
-            .args(["fsck", "--full", "--strict"])
-            .current_dir(dir.path().join("whole.git"))
-            .output()
-            .expect("git fsck runs");
-        assert!(
-            fsck.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fsck.stderr)
+        git_in(
+            &dir.path().join("whole.git"),
+            &["fsck", "--full", "--strict"],
         );
 
         let partial = LocalRepo::open_or_init(&dir.path().join("partial.git")).expect("dst");
