@@ -274,14 +274,17 @@ fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied(
     let before = foreign_operations(&w);
     let clone = w.clone_origin("bob");
 
-    // Alice's edit W waits in the open commit window; Bob pushes F meanwhile.
-    w.kubectl(&[
-        "patch",
-        "configmap",
-        "alice",
-        "-p",
-        r#"{"data":{"v":"alice-2"}}"#,
-    ]);
+    // Alice's edit W waits in the open commit window; Bob pushes F meanwhile. (Pushed before the
+    // mirror has W, F's flush would not hold it: W would be applied away and repaired.)
+    edit_and_wait_submitted(&w, "default", || {
+        w.kubectl(&[
+            "patch",
+            "configmap",
+            "alice",
+            "-p",
+            r#"{"data":{"v":"alice-2"}}"#,
+        ]);
+    });
     let file = clone.join("live/default/configmaps/bob.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(

@@ -183,26 +183,6 @@ fn set_greeting(w: &World, name: &str, value: &str) {
     ]);
 }
 
-/// Makes a live edit and waits until the driver's target's stream submitted it to the branch
-/// worker (the default folder mirrors the namespace too, and its stream may be first).
-fn edit_and_wait_submitted(w: &World, d: Driver, edit: impl FnOnce()) {
-    let target = format!("target=\"backflow-system/{}\"", d.target());
-    let submitted = || {
-        metric_sum(
-            &w.metrics(),
-            "backflow_mirror_events_total",
-            &["outcome=\"submitted\"", &target],
-        )
-    };
-    let before = submitted();
-    edit();
-    wait_for(
-        "the target's stream to submit the edit",
-        || w.metrics(),
-        || (submitted() > before).then_some(()),
-    );
-}
-
 /// A push reaches the live side through the claim's applier, whose stamps never reach Git; a
 /// live edit of what it applied reaches Git, and nothing applies it away.
 fn a_push_reaches_the_live_side_and_a_live_edit_reaches_git(d: Driver) {
@@ -226,7 +206,7 @@ fn a_push_reaches_the_live_side_and_a_live_edit_reaches_git(d: Driver) {
 /// apply applies: a push of another object lands with it, and the edit is never reverted.
 fn an_edit_waiting_in_the_window_is_in_the_commit_applied(d: Driver) {
     let (w, _held) = d.start(&["--commit-window", "5m"]);
-    edit_and_wait_submitted(&w, d, || set_greeting(&w, "demo", "pending"));
+    edit_and_wait_submitted(&w, d.target(), || set_greeting(&w, "demo", "pending"));
     let clone = w.clone_origin("carol");
     let pushed = d.path("pushed");
     std::fs::write(
@@ -300,7 +280,7 @@ fn an_edit_made_while_an_apply_runs_keeps_its_value(d: Driver) {
     assert_eq!(created.status, 201, "{created:?}");
     w.wait_file(&d.path("other"), |t| t.contains("hello"));
     // An edit waiting in the window, so the flush before the apply has something to push.
-    edit_and_wait_submitted(&w, d, || set_greeting(&w, "other", "pending"));
+    edit_and_wait_submitted(&w, d.target(), || set_greeting(&w, "other", "pending"));
     d.suspend(&w, true);
     let bob = w.push_edit(&d.path("demo"), "hello", "from-git");
     let failed = w.lock_branch();

@@ -986,6 +986,27 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// Makes a live edit and waits until the stream of `target` (a `GitTarget` in
+/// `backflow-system`) submitted it to the branch worker: from then on a flush includes it.
+/// Another folder mirroring the same namespace may see the edit first.
+pub fn edit_and_wait_submitted(w: &World, target: &str, edit: impl FnOnce()) {
+    let target = format!("target=\"backflow-system/{target}\"");
+    let submitted = || {
+        metric_sum(
+            &w.metrics(),
+            "backflow_mirror_events_total",
+            &["outcome=\"submitted\"", &target],
+        )
+    };
+    let before = submitted();
+    edit();
+    wait_for(
+        "the target's stream to submit the edit",
+        || w.metrics(),
+        || (submitted() > before).then_some(()),
+    );
+}
+
 /// A `ConfigMap` manifest with string `data`.
 pub fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
     let mut s = format!(
