@@ -10,10 +10,12 @@ use crate::repo::{LocalRepo, tracking_ref};
 
 /// A `file://` remote (or a plain path to a bare repository).
 ///
-/// Pushing copies the missing objects into the remote's object database as one pack (its small
-/// packs are rolled up as they accumulate, see `pack.rs`) and then moves the branch with libgit2's `reference_create_matching`, which takes the ref's lock file and compares
-/// the current value under it: the same lock `git receive-pack` takes, so concurrent `git push`es
-/// to the same repository are serialized with ours, and a stale expectation is refused.
+/// Pushing copies the missing objects into the remote's object database (one pack, or loose
+/// objects for a few; small packs are rolled up as they accumulate, see `pack.rs`) and then
+/// moves the branch with libgit2's `reference_create_matching`, which takes the ref's lock file
+/// and compares the current value under it: the same lock `git receive-pack` takes, so
+/// concurrent `git push`es to the same repository are serialized with ours, and a stale
+/// expectation is refused.
 /// Server-side hooks are not run; use the CLI transport where they matter.
 pub struct FileRemote {
     url: String,
