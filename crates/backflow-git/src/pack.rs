@@ -84,24 +84,6 @@ pub(crate) fn loose_count(path: &Path) -> usize {
         .sum()
 }
 
-/// Runs the real git on the bare repository at `path`, asserts it succeeded and returns what it
-/// printed (tests).
-#[cfg(test)]
-pub(crate) fn git_in(path: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(path)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Copies `tip` and everything it reaches that `dst` lacks into `dst`, oldest first, so `dst`
 /// never holds a commit whose tree or parents are missing: as packs of at most [`PACK_CHUNK`]
 /// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. Returns how many packs

@@ -275,12 +275,8 @@ impl LocalRepo {
     /// Copies what `keep` reaches from `staged` into the cache. Returns whether packs were rolled
     /// up (the handles opened before then list packs that are gone: they are opened again).
     fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<bool, RepoError> {
-        // Packs written while staged (a snapshot's blobs) are listed, so they are not copied
-        // again.
-        self.repo
-            .odb()
-            .and_then(|odb| odb.refresh())
-            .map_err(self.err("listing the cache's packs"))?;
+        // `copy_commits` lists the cache's packs first, those written while staged (a
+        // snapshot's blobs) too, so they are not copied again.
         let packs = copy_commits(staged, &self.repo, keep)
             .map_err(self.err(format!("writing the objects of {keep}")))?;
         if !self.roll_up.wrote(packs) {
@@ -687,7 +683,9 @@ pub fn strip_credentials(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pack::{git_in, pack_count};
+    use backflow_testkit::git_out;
+
+    use crate::pack::pack_count;
 
     #[test]
     fn credentials_are_stripped() {
@@ -754,12 +752,12 @@ mod tests {
                 &[],
             )
             .expect("commit");
-        let shown = git_in(
+        let shown = git_out(
             &path,
             &["cat-file", "-p", &format!("{commit}:live/f00007.yaml")],
         );
         assert_eq!(shown, "n: 7\n");
-        git_in(&path, &["fsck", "--full", &commit.to_string()]);
+        git_out(&path, &["fsck", "--full", &commit.to_string()]);
     }
 
     /// Builds are staged in memory: what a kept commit reaches lands in the cache (one file each
@@ -823,8 +821,8 @@ mod tests {
             "{packs} packs after 20 packed builds"
         );
         repo.set_ref("refs/heads/main", tip).expect("ref");
-        git_in(&path, &["fsck", "--full", "--strict", "--no-dangling"]);
-        let shown = git_in(&path, &["cat-file", "-p", "main:live/ns9/f.yaml"]);
+        git_out(&path, &["fsck", "--full", "--strict", "--no-dangling"]);
+        let shown = git_out(&path, &["cat-file", "-p", "main:live/ns9/f.yaml"]);
         assert_eq!(shown, "21.9\n");
     }
 

@@ -175,7 +175,9 @@ mod tests {
     use git2::{Repository, Signature};
 
     use super::*;
-    use crate::pack::{PACK_CHUNK, git_in};
+    use backflow_testkit::git_out;
+
+    use crate::pack::PACK_CHUNK;
     use crate::repo::LocalRepo;
 
     fn commit(repo: &LocalRepo, base: Oid, parents: &[Oid], files: &[(&str, Option<&str>)]) -> Oid {
@@ -253,8 +255,8 @@ mod tests {
         assert!((2..=20).contains(&packs), "{packs} packs after 100 pushes");
         let tip = tip.expect("pushed");
         assert_complete(&Repository::open_bare(&remote_path).expect("open"), tip);
-        git_in(&remote_path, &["fsck", "--full", "--strict"]);
-        let count = git_in(&remote_path, &["rev-list", "--count", "main"]);
+        git_out(&remote_path, &["fsck", "--full", "--strict"]);
+        let count = git_out(&remote_path, &["rev-list", "--count", "main"]);
         assert_eq!(count.trim(), "100");
     }
 
@@ -322,7 +324,7 @@ mod tests {
             "{} objects in packs of {PACK_CHUNK}",
             PACK_CHUNK + 50
         );
-        git_in(&dst_path, &["fsck", "--full", &second.to_string()]);
+        git_out(&dst_path, &["fsck", "--full", &second.to_string()]);
     }
 
     #[test]
@@ -361,8 +363,8 @@ mod tests {
             .git2()
             .reference("refs/heads/main", after, true, "test")
             .expect("branch");
-        git_in(
-            &dir.path().join("whole.git"),
+        git_out(
+            dir.path().join("whole.git"),
             &["fsck", "--full", "--strict"],
         );
 
