@@ -246,17 +246,32 @@ pub enum Verdict {
 
 /// The live edits one watch stream saw inside each kept window, captured from their own watch
 /// events, by object key `K`.
+///
+/// After a write judged an [`Verdict::Edit`] is submitted to the branch worker, the stream says
+/// so with [`WindowEdits::submitted`] and the windows it reads then: a window that opens later
+/// flushes the edit into the commit it applies, so its apply writing the object is no collision,
+/// and a window that opened between the judging and the submit may not (it is captured there).
 #[derive(Debug, Clone)]
 pub struct WindowEdits<K> {
     edits: BTreeMap<u128, BTreeMap<K, WindowEdit>>,
+    judged: Option<JudgedEdit<K>>,
 }
 
 impl<K> Default for WindowEdits<K> {
     fn default() -> Self {
         Self {
             edits: BTreeMap::new(),
+            judged: None,
         }
     }
+}
+
+/// The edit judged last, until the stream says it submitted it.
+#[derive(Debug, Clone)]
+struct JudgedEdit<K> {
+    key: K,
+    /// Its second; none for a delete (captured at each window's own second).
+    at: Option<i64>,
 }
 
 /// A live edit seen in a window.
@@ -266,15 +281,45 @@ struct WindowEdit {
     at: i64,
     /// Whether an applier write already landed over it (and a Repair was asked for).
     collided: bool,
+    /// Whether its intent reached the branch worker, and before which windows.
+    flushing: Flushing,
+}
+
+/// Which windows' flushes hold an edit: those opened after its intent reached the branch
+/// worker (a flush is queued behind every intent submitted before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushing {
+    /// Not known to be submitted: no window is known to hold it.
+    Unsubmitted,
+    /// Submitted while this was the newest window (none: no window was kept).
+    SubmittedAfter(Option<u128>),
 }
 
 impl WindowEdit {
+    fn new(at: i64) -> Self {
+        Self {
+            at,
+            collided: false,
+            flushing: Flushing::Unsubmitted,
+        }
+    }
+
     fn collide(&mut self) -> Verdict {
         if self.collided {
             return Verdict::OverCollided;
         }
         self.collided = true;
         Verdict::Collision
+    }
+
+    /// Whether one of `windows` opened after the edit was submitted: its flush holds the edit.
+    fn flushed_by_one_of(&self, windows: &[WindowSpan]) -> bool {
+        match self.flushing {
+            Flushing::Unsubmitted => false,
+            Flushing::SubmittedAfter(newest) => {
+                windows.iter().any(|w| newest.is_none_or(|n| w.id > n))
+            }
+        }
     }
 }
 
@@ -287,14 +332,31 @@ impl<K: Ord + Clone> WindowEdits<K> {
     }
 
     fn capture(&mut self, key: &K, window: WindowSpan, at: i64) {
-        let edit = WindowEdit {
-            at,
-            collided: false,
-        };
         self.edits
             .entry(window.id)
             .or_default()
-            .insert(key.clone(), edit);
+            .insert(key.clone(), WindowEdit::new(at));
+    }
+
+    /// The write of `key` judged last an [`Verdict::Edit`] was submitted to the branch worker;
+    /// `windows` were read after the submit. A window open now that opened after the judging
+    /// may have flushed before the submit: the edit is captured there too. Every window opened
+    /// after these flushes it.
+    pub fn submitted(&mut self, key: &K, windows: &[WindowSpan]) {
+        let Some(judged) = self.judged.take().filter(|j| j.key == *key) else {
+            return;
+        };
+        self.enter(windows);
+        for w in windows.iter().filter(|w| w.open) {
+            let lacking = self.edits.get(&w.id).is_none_or(|e| !e.contains_key(key));
+            if lacking {
+                self.capture(key, *w, judged.at.unwrap_or(w.since));
+            }
+        }
+        let newest = windows.iter().map(|w| w.id).max();
+        for edit in self.edits.values_mut().filter_map(|e| e.get_mut(key)) {
+            edit.flushing = Flushing::SubmittedAfter(newest);
+        }
     }
 
     fn edit_in(&mut self, window: u128, key: &K) -> Option<&mut WindowEdit> {
@@ -305,10 +367,15 @@ impl<K: Ord + Clone> WindowEdits<K> {
     /// against `windows`, and remembers it when it is an edit made while one is open.
     pub fn judge(&mut self, key: &K, writes: &Writes, windows: &[WindowSpan]) -> Verdict {
         self.enter(windows);
+        self.judged = None;
         let Some(newest) = writes.newest() else {
             return Verdict::Edit;
         };
         if !writes.only_by_at(APPLIER_MANAGERS, newest) {
+            self.judged = Some(JudgedEdit {
+                key: key.clone(),
+                at: Some(newest),
+            });
             // An edit whose event arrives while a window is open was decided after the
             // flush's mark, whenever it was made: the apply's commit does not hold it. One
             // arriving later, made in a window's span, may have been made after its flush.
@@ -331,10 +398,12 @@ impl<K: Ord + Clone> WindowEdits<K> {
         // Repair, which runs in a window of its own); only the first asks for the Repair.
         // Seconds cannot always tell which of two windows a write is from: an edit of either
         // that no write collided with yet wins (a Repair too many costs an apply; one too few
-        // loses the edit).
+        // loses the edit). An edit a window among them flushed is in that apply's commit:
+        // whichever apply wrote, the later one leaves the object as Git holds it.
         let mut collided = false;
         for w in &from {
             match self.edit_in(w.id, key).filter(|e| newest >= e.at) {
+                Some(edit) if edit.flushed_by_one_of(&from) => {}
                 Some(edit) if !edit.collided => return edit.collide(),
                 Some(_) => collided = true,
                 None => {}
@@ -362,6 +431,7 @@ impl<K: Ord + Clone> WindowEdits<K> {
         pruned_in: Option<u128>,
     ) -> Verdict {
         let open = self.enter(windows);
+        self.judged = None;
         if let Some(window) = pruned_in {
             return match self.edit_in(window, key) {
                 Some(edit) => edit.collide(),
@@ -371,6 +441,10 @@ impl<K: Ord + Clone> WindowEdits<K> {
         if let Some(open) = open {
             self.capture(key, open, open.since);
         }
+        self.judged = Some(JudgedEdit {
+            key: key.clone(),
+            at: None,
+        });
         Verdict::Edit
     }
 }
@@ -506,6 +580,45 @@ mod tests {
             edits.judge(&"a", &writes(&[("backflow-applier", 110)]), &overlapping,),
             Verdict::Collision
         );
+    }
+
+    #[test]
+    fn an_edit_submitted_before_a_window_opened_is_in_that_applys_commit() {
+        let create = writes(&[("kubectl-create", 100)]);
+        let applied = writes(&[("backflow-applier", 102)]);
+        let first = [open(100)];
+        // The next window opened while the first one's grace still spans the apply's second.
+        let both = [ended(100, 102), open(101)];
+        // A live create seen in the first window and submitted while it was the newest: the
+        // second window's flush holds it, so the write is a landing, whichever apply made it.
+        let mut edits = WindowEdits::default();
+        assert_eq!(edits.judge(&"a", &create, &first), Verdict::Edit);
+        edits.submitted(&"a", &first);
+        assert_eq!(edits.judge(&"a", &applied, &both), Verdict::Landing);
+        // Not said to be submitted: no flush is known to hold it, so it collides.
+        let mut unsure = WindowEdits::default();
+        assert_eq!(unsure.judge(&"a", &create, &first), Verdict::Edit);
+        unsure.submitted(&"b", &first);
+        assert_eq!(unsure.judge(&"a", &applied, &both), Verdict::Collision);
+        // Submitted only after the second window opened: its flush may have gone first.
+        let mut after = WindowEdits::default();
+        assert_eq!(after.judge(&"a", &create, &first), Verdict::Edit);
+        after.submitted(&"a", &both);
+        assert_eq!(after.judge(&"a", &applied, &both), Verdict::Collision);
+        // Judged with no window at all, submitted once one opened: captured in it, so that
+        // apply writing over it collides.
+        let mut unseen = WindowEdits::default();
+        assert_eq!(unseen.judge(&"a", &create, &[]), Verdict::Edit);
+        unseen.submitted(&"a", &[open(101)]);
+        assert_eq!(
+            unseen.judge(&"a", &applied, &[open(101)]),
+            Verdict::Collision
+        );
+        // A delete submitted before the window opened is in its commit too.
+        let mut deleted = WindowEdits::default();
+        assert_eq!(deleted.judge_delete(&"d", &first, None), Verdict::Edit);
+        deleted.submitted(&"d", &first);
+        assert_eq!(deleted.judge(&"d", &applied, &both), Verdict::Landing);
     }
 
     #[test]

@@ -748,6 +748,8 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         intent = intent.echo();
     }
     let rx = ctx.submit(intent);
+    // Read after the submit: a window opening from now on flushes the edit.
+    memory.window_edits.submitted(&key, &ctx.windows());
     ctx.tracker.record(key, rv, rx, &ctx.worker);
 }
 
@@ -834,6 +836,7 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
     }
     let intent = Intent::delete(ctx.path.clone(), key.clone()).attributed(ctx.attribution(by));
     let rx = ctx.submit(intent);
+    memory.window_edits.submitted(&key, &ctx.windows());
     ctx.tracker.record(key, rv, rx, &ctx.worker);
 }
 

@@ -382,6 +382,8 @@ impl World {
             model::put(&event.name, &event.value)
         };
         self.branch.step(Input::Submit(intent));
+        let windows = self.windows.spans(self.branch.now.0.as_nanos());
+        self.window_edits.submitted(&event.name, &windows);
         if event.by == Writer::Person && self.rng.random_range(0..3) == 0 {
             // The person's client waits for the push (`X-Backflow-Wait`): group commit.
             self.log(format!("{}'s writer waits for the push", event.name));
