@@ -348,10 +348,11 @@ impl<K: Ord + Clone> WindowEdits<K> {
         };
         self.enter(windows);
         for w in windows.iter().filter(|w| w.open) {
-            let lacking = self.edits.get(&w.id).is_none_or(|e| !e.contains_key(key));
-            if lacking {
-                self.capture(key, *w, judged.at.unwrap_or(w.since));
-            }
+            self.edits
+                .entry(w.id)
+                .or_default()
+                .entry(key.clone())
+                .or_insert_with(|| WindowEdit::new(judged.at.unwrap_or(w.since)));
         }
         let newest = windows.iter().map(|w| w.id).max();
         for edit in self.edits.values_mut().filter_map(|e| e.get_mut(key)) {
@@ -364,7 +365,8 @@ impl<K: Ord + Clone> WindowEdits<K> {
     }
 
     /// Judges a write of `key` (`writes`: its managedFields as its watch event carries them)
-    /// against `windows`, and remembers it when it is an edit made while one is open.
+    /// against `windows`, and remembers it when it is an edit made while one is open. An edit
+    /// is said [`WindowEdits::submitted`] once its intent is handed to the branch worker.
     pub fn judge(&mut self, key: &K, writes: &Writes, windows: &[WindowSpan]) -> Verdict {
         self.enter(windows);
         self.judged = None;
