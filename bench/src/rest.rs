@@ -3,7 +3,9 @@
 //!
 //! - backflow: the API server and the mirror in this process, wired like `backflow serve`
 //!   (default configuration, commit window `0s`; and 16 writers with the default `1s`, where
-//!   group commit answers them), writers POST and PATCH over HTTP with
+//!   group commit answers them; and those again, ten times as long, into a folder growing to
+//!   3,200 files),
+//!   writers POST and PATCH over HTTP with
 //!   `X-Backflow-Wait: pushed`; a write counts as acknowledged when it is answered 201/200 with a
 //!   commit SHA in `X-Backflow-Commit`.
 //! - baseline, in the same run: seed 004's version three (git worktrees) with the `git` CLI. One
