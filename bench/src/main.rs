@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p backflow-bench -- SCENARIO [--quick]`, or `all`. Each scenario prints
 //! its result as one JSON object on the last line of stdout and merges it into
-//! `bench/results.json` and `bench/RESULTS.md`.
+//! `bench/results.json` and `bench/RESULTS.md`; a `--quick` run only prints it.
 
 mod client;
 mod foreign;
@@ -136,7 +136,12 @@ fn main() -> ExitCode {
         };
         match result {
             Ok(r) => {
-                if let Err(e) = report::record(&r, &command) {
+                // A smoke run's figures are not results: they never replace a full run's.
+                if quick {
+                    eprintln!(
+                        "note: a --quick run leaves bench/RESULTS.md and results.json as they are"
+                    );
+                } else if let Err(e) = report::record(&r, &command) {
                     eprintln!("warning: cannot write the results files: {e}");
                 }
                 println!("{r}");

@@ -2,7 +2,7 @@
 //!
 //! Remote errors live in [`crate::remote`], next to the transports that produce them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A failure inside the local bare cache: reading or writing objects and refs.
 ///
@@ -15,9 +15,46 @@ pub struct RepoError {
     pub op: String,
     /// The cache's directory.
     pub path: PathBuf,
-    /// The libgit2 error.
+    /// What failed underneath.
     #[source]
-    pub source: git2::Error,
+    pub source: StoreError,
+}
+
+/// What failed underneath a [`RepoError`]: libgit2, or a file this crate writes itself (a pack).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// libgit2 refused or failed.
+    #[error(transparent)]
+    Git(#[from] git2::Error),
+    /// Reading or writing a file of the object store failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done, in words (`"writing a pack"`).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An object copied from one store to another came out with another id.
+    #[error("object {expected} was written as {written}")]
+    WrittenAs {
+        /// The id it had.
+        expected: git2::Oid,
+        /// The id the destination gave it.
+        written: git2::Oid,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 pub use backflow_branch::TreeError;

@@ -80,7 +80,7 @@ pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
     spawn_with_notices,
 };
-pub use error::{RepoError, TreeError};
+pub use error::{RepoError, StoreError, TreeError};
 pub use git2::Oid;
 pub use health::{RemoteHealth, RemoteProblem};
 pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};

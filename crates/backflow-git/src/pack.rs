@@ -11,11 +11,23 @@
 //! is rewritten a handful of times at most, and a busy branch leaves a few dozen small packs
 //! rather than one per commit. Packs of [`PACK_CHUNK`] objects or more (a snapshot's, a
 //! fetch's, `git gc`'s) are left as they are.
+//!
+//! Packs are written by this crate itself ([`write::write_pack`]: no deltas, fast compression,
+//! the index written alongside), and a commit's pack is written once: a push to a `file://`
+//! remote that lacks exactly the objects of the cache's newest pack links that pack there
+//! rather than writing it again. Roll-ups go through libgit2, whose deltas keep many versions
+//! of one large tree small.
+
+mod write;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository};
+
+pub(crate) use write::{WrittenPack, write_pack};
+
+use crate::error::StoreError;
 
 /// At least this many files written by one update go into packs of their own as they are
 /// written, rather than gathering in memory until the update is done (a snapshot's blobs).
@@ -26,33 +38,33 @@ pub(crate) const PACK_FROM: usize = 512;
 pub(crate) const PACK_CHUNK: usize = 4096;
 
 /// Fewer objects than this are copied one file each (a hard link where the source holds them
-/// loose, as `git clone --local` does): a pack's fixed cost (a temporary file, an index, a
-/// rename) is about that of five loose objects, and a commit of one write is about five.
-const LOOSE_BELOW: usize = 8;
+/// loose, as `git clone --local` does). A loose object written is a file created, linked into
+/// place and its temporary removed; a pack written here is two files created and renamed, for
+/// any number of objects (and linked, not written again, into a `file://` remote): from two
+/// objects on, the pack is cheaper, and it leaves no removed file behind for the file system
+/// to skip when it next allocates one.
+const LOOSE_BELOW: usize = 2;
 
 /// Packs of one tier allowed before they are rolled up into one: tier `t` holds packs of
 /// `TIER_WIDTH^t` to `TIER_WIDTH^(t+1) - 1` objects.
 const TIER_WIDTH: usize = 8;
 
-/// Copies the objects `ids` of `src` into `dst` as one pack (`dst` indexes it). The objects'
-/// references must be in the pack or already in `dst`.
-pub(crate) fn copy_as_pack(
-    src: &Repository,
-    ids: &[Oid],
-    dst: &git2::Odb<'_>,
-) -> Result<(), git2::Error> {
+/// Writes the objects `ids` of `repo` into it again as one pack, searching for deltas (libgit2
+/// indexes it): a roll-up's way, where many versions of one tree meet.
+fn repack_with_deltas(repo: &Repository, ids: &[Oid]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
     }
-    let mut builder = src.packbuilder()?;
+    let mut builder = repo.packbuilder()?;
     for id in ids {
         builder.insert_object(*id, None)?;
     }
     let mut pack = git2::Buf::new();
     builder.write_buf(&mut pack)?;
-    let mut writer = dst.packwriter()?;
+    let odb = repo.odb()?;
+    let mut writer = odb.packwriter()?;
     std::io::Write::write_all(&mut writer, &pack)
-        .map_err(|e| git2::Error::from_str(&e.to_string()))?;
+        .map_err(|source| StoreError::io("indexing a pack", repo.path(), source))?;
     writer.commit()?;
     Ok(())
 }
@@ -86,8 +98,9 @@ pub(crate) fn loose_count(path: &Path) -> usize {
 
 /// Copies `tip` and everything it reaches that `dst` lacks into `dst`, oldest first, so `dst`
 /// never holds a commit whose tree or parents are missing: as packs of at most [`PACK_CHUNK`]
-/// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. Returns how many packs
-/// it wrote.
+/// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. When `src`'s pack
+/// `newest` holds exactly what `dst` lacks, it is linked into `dst` instead (a commit's pack,
+/// built once, pushed to a `file://` remote). Returns the packs written or linked.
 ///
 /// A tree already present in `dst` is assumed complete (the connectivity invariant every git
 /// object store keeps), and each commit's tree is compared with its first parent's, which `dst`
@@ -97,62 +110,52 @@ pub(crate) fn copy_commits(
     src: &Repository,
     dst: &Repository,
     tip: Oid,
-) -> Result<usize, git2::Error> {
+    newest: Option<&WrittenPack>,
+) -> Result<Vec<WrittenPack>, StoreError> {
     let dst_odb = dst.odb()?;
     // Listed once: every lookup below may miss, and a miss would list `dst`'s packs again.
     dst_odb.refresh()?;
-    let has = |id: Oid| dst_odb.exists_ext(id, git2::OdbLookupFlags::NO_REFRESH);
-    if has(tip) {
-        return Ok(0);
-    }
-    // Depth first, each commit listed after its parents (post-order), so every commit's first
-    // parent is in `dst` before the commit is: parents first is what makes comparing with the
-    // parent's tree sound, and what keeps `dst` connected if the copy stops half way.
-    let mut order = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![(tip, false)];
-    while let Some((oid, parents_done)) = stack.pop() {
-        if parents_done {
-            let commit = src.find_commit(oid)?;
-            let base = match commit.parent_ids().next() {
-                Some(parent) => Some(src.find_commit(parent)?.tree_id()),
-                None => None,
-            };
-            order.push((oid, commit.tree_id(), base));
-            continue;
-        }
-        if !seen.insert(oid) || has(oid) {
-            continue;
-        }
-        let commit = src.find_commit(oid)?;
-        stack.push((oid, true));
-        stack.extend(commit.parent_ids().map(|p| (p, false)));
-    }
     let mut missing = Missing {
         src,
         dst_odb: &dst_odb,
         listed: BTreeSet::new(),
         ids: Vec::new(),
     };
-    for (commit, tree, base) in order {
-        missing.tree(tree, base)?;
-        missing.ids.push(commit);
+    for commit in missing.commits(tip)? {
+        missing.tree(commit.tree, commit.parent_tree)?;
+        missing.ids.push(commit.id);
+    }
+    let objects = [src.path(), dst.path()].map(|p| p.join("objects"));
+    if missing.ids.is_empty() {
+        return Ok(Vec::new());
     }
     if missing.ids.len() < LOOSE_BELOW {
         let src_odb = src.odb()?;
-        let objects = [src.path(), dst.path()].map(|p| p.join("objects"));
         for id in &missing.ids {
             copy_loose(&objects, &src_odb, &dst_odb, *id)?;
         }
-        return Ok(0);
+        return Ok(Vec::new());
+    }
+    if let Some(pack) = newest.filter(|p| p.holds_exactly(&missing.ids)) {
+        match pack.link_into(&objects[1]) {
+            Ok(linked) => {
+                dst_odb.refresh()?;
+                return Ok(vec![linked]);
+            }
+            Err(e) => {
+                tracing::debug!(pack = %pack.stem.display(), error = %e, "cannot link a pack; writing it again")
+            }
+        }
     }
     // Each pack holds only objects whose references are in it or in an earlier one, so `dst`
     // stays connected whenever the copy stops.
-    let chunks = missing.ids.chunks(PACK_CHUNK);
-    let packs = chunks.len();
-    for chunk in chunks {
-        copy_as_pack(src, chunk, &dst_odb)?;
+    let src_odb = src.odb()?;
+    let mut packs = Vec::new();
+    for chunk in missing.ids.chunks(PACK_CHUNK) {
+        packs.extend(write_pack(&src_odb, chunk, &objects[1])?);
     }
+    // The handle learns of the new packs (the caller reads or points a ref at what they hold).
+    dst_odb.refresh()?;
     Ok(packs)
 }
 
@@ -165,7 +168,7 @@ fn copy_loose(
     src_odb: &git2::Odb<'_>,
     dst_odb: &git2::Odb<'_>,
     oid: Oid,
-) -> Result<(), git2::Error> {
+) -> Result<(), StoreError> {
     // One store staged in memory in front of itself has nothing to link.
     if src_objects != dst_objects {
         let hex = oid.to_string();
@@ -187,10 +190,19 @@ fn copy_loose(
     if written == oid {
         Ok(())
     } else {
-        Err(git2::Error::from_str(&format!(
-            "object {oid} was written as {written}"
-        )))
+        Err(StoreError::WrittenAs {
+            expected: oid,
+            written,
+        })
     }
+}
+
+/// A commit a copy brings, with what its tree is compared with.
+struct CommitToCopy {
+    id: Oid,
+    tree: Oid,
+    /// Its first parent's tree, which the destination holds by the time this commit is copied.
+    parent_tree: Option<Oid>,
 }
 
 /// What a copy must bring: the objects `dst` lacks, each after everything it refers to.
@@ -207,6 +219,39 @@ impl Missing<'_> {
     fn in_dst(&self, id: Oid) -> bool {
         self.dst_odb
             .exists_ext(id, git2::OdbLookupFlags::NO_REFRESH)
+    }
+
+    /// The commits `tip` reaches that `dst` lacks, each after its parents.
+    ///
+    /// Depth first, each commit listed after its parents (post-order), so every commit's first
+    /// parent is in `dst` before the commit is: parents first is what makes comparing with the
+    /// parent's tree sound, and what keeps `dst` connected if the copy stops half way.
+    fn commits(&self, tip: Oid) -> Result<Vec<CommitToCopy>, git2::Error> {
+        let mut order = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![(tip, false)];
+        while let Some((oid, parents_done)) = stack.pop() {
+            if parents_done {
+                let commit = self.src.find_commit(oid)?;
+                let parent_tree = match commit.parent_ids().next() {
+                    Some(parent) => Some(self.src.find_commit(parent)?.tree_id()),
+                    None => None,
+                };
+                order.push(CommitToCopy {
+                    id: oid,
+                    tree: commit.tree_id(),
+                    parent_tree,
+                });
+                continue;
+            }
+            if !seen.insert(oid) || self.in_dst(oid) {
+                continue;
+            }
+            let commit = self.src.find_commit(oid)?;
+            stack.push((oid, true));
+            stack.extend(commit.parent_ids().map(|p| (p, false)));
+        }
+        Ok(order)
     }
 
     /// Lists `tree` and what it holds that `base` (a tree `dst` holds completely) does not.
@@ -284,7 +329,7 @@ struct PackFile {
 /// Packs with a `.keep`, `.promisor`, `.mtimes` or `.bitmap` file and repositories with a
 /// multi-pack index are left alone. Two processes rolling up at once write the same objects twice at worst; the next
 /// roll-up merges them.
-pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, git2::Error> {
+pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError> {
     let dir = repo.path().join("objects").join("pack");
     if dir.join("multi-pack-index").exists() {
         return Ok(false);
@@ -302,7 +347,7 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, git2::Error
     // pack would be named like it and then removed with the others).
     let whole = tier.iter().position(|p| p.ids.len() == ids.len());
     if whole.is_none() {
-        copy_as_pack(repo, &ids, &odb)?;
+        repack_with_deltas(repo, &ids)?;
     }
     for (index, pack) in tier.iter().enumerate() {
         if Some(index) != whole {

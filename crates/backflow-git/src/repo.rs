@@ -11,9 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use git2::{ObjectType, Oid, Repository, Signature, Time};
 
-use crate::error::RepoError;
+use crate::error::{RepoError, StoreError};
 use crate::pack::{
-    PACK_CHUNK, PACK_FROM, RollUpPace, copy_as_pack, copy_commits, roll_up_small_packs,
+    PACK_CHUNK, PACK_FROM, RollUpPace, WrittenPack, copy_commits, roll_up_small_packs, write_pack,
 };
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
@@ -66,6 +66,9 @@ pub struct LocalRepo {
     /// Whether `repo` is the staging handle right now.
     staged: bool,
     roll_up: RollUpPace,
+    /// The pack the last build wrote, while it is in the cache as written: a push to a
+    /// `file://` remote that lacks exactly its objects links it there.
+    newest_pack: Option<WrittenPack>,
 }
 
 self_cell::self_cell!(
@@ -173,7 +176,7 @@ impl LocalRepo {
             Err(_) => Repository::init_bare(path).map_err(|source| RepoError {
                 op: "creating the bare cache".into(),
                 path: path.to_path_buf(),
-                source,
+                source: source.into(),
             })?,
         };
         Ok(Self {
@@ -182,6 +185,7 @@ impl LocalRepo {
             staging: None,
             staged: false,
             roll_up: RollUpPace::default(),
+            newest_pack: None,
         })
     }
 
@@ -196,7 +200,7 @@ impl LocalRepo {
                 .map_err(|source| RepoError {
                     op: format!("pointing HEAD at branch {branch}"),
                     path: path.to_path_buf(),
-                    source,
+                    source: source.into(),
                 })?;
         }
         Ok(repo)
@@ -220,12 +224,12 @@ impl LocalRepo {
         &self.repo
     }
 
-    fn err(&self, op: impl Into<String>) -> impl FnOnce(git2::Error) -> RepoError + '_ {
+    fn err<E: Into<StoreError>>(&self, op: impl Into<String>) -> impl FnOnce(E) -> RepoError + '_ {
         let op = op.into();
         move |source| RepoError {
             op,
             path: self.path.clone(),
-            source,
+            source: source.into(),
         }
     }
 
@@ -277,13 +281,17 @@ impl LocalRepo {
     fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<bool, RepoError> {
         // `copy_commits` lists the cache's packs first, those written while staged (a
         // snapshot's blobs) too, so they are not copied again.
-        let packs = copy_commits(staged, &self.repo, keep)
+        let packs = copy_commits(staged, &self.repo, keep, None)
             .map_err(self.err(format!("writing the objects of {keep}")))?;
-        if !self.roll_up.wrote(packs) {
+        let wrote = packs.len();
+        self.newest_pack = packs.into_iter().last();
+        if !self.roll_up.wrote(wrote) {
             return Ok(false);
         }
         match roll_up_small_packs(&self.repo) {
             Ok(true) => {
+                // The newest pack may be one of those rolled up.
+                self.newest_pack = None;
                 self.repo = Repository::open_bare(&self.path)
                     .map_err(self.err("opening the cache again after rolling packs up"))?;
                 Ok(true)
@@ -294,6 +302,11 @@ impl LocalRepo {
                 Ok(false)
             }
         }
+    }
+
+    /// The pack the last build wrote into the cache, if it is still there as written.
+    pub(crate) fn newest_pack(&self) -> Option<&WrittenPack> {
+        self.newest_pack.as_ref()
     }
 
     /// The cache's own handle, also while staged (a pack cannot be written through the staging
@@ -487,19 +500,19 @@ impl LocalRepo {
         for content in contents {
             ids.push(bulk.blob(content).map_err(self.err("writing a blob"))?);
             if ids.len() - chunk_start == PACK_CHUNK {
-                self.write_pack(&bulk, &mempack, &ids[chunk_start..])?;
+                self.write_blob_pack(&bulk, &mempack, &ids[chunk_start..])?;
                 chunk_start = ids.len();
             }
         }
         if ids.len() > chunk_start {
-            self.write_pack(&bulk, &mempack, &ids[chunk_start..])?;
+            self.write_blob_pack(&bulk, &mempack, &ids[chunk_start..])?;
         }
         Ok(ids)
     }
 
     /// Writes the objects `ids` (gathered in `mempack`) as one pack into the cache and empties
     /// the mempack. (libgit2's own mempack dump packs only what written commits reach.)
-    fn write_pack(
+    fn write_blob_pack(
         &self,
         bulk: &Repository,
         mempack: &git2::Mempack<'_>,
@@ -509,7 +522,8 @@ impl LocalRepo {
             .cache_handle()
             .odb()
             .map_err(self.err("opening the object store"))?;
-        copy_as_pack(bulk, ids, &odb).map_err(self.err("writing a pack"))?;
+        let source = bulk.odb().map_err(self.err("opening the object store"))?;
+        write_pack(&source, ids, &self.path.join("objects")).map_err(self.err("writing a pack"))?;
         // The handles list packs once: they are told about the new one.
         odb.refresh().map_err(self.err("reading the new pack"))?;
         if self.staged {
@@ -760,8 +774,8 @@ mod tests {
         git_out(&path, &["fsck", "--full", &commit.to_string()]);
     }
 
-    /// Builds are staged in memory: what a kept commit reaches lands in the cache (one file each
-    /// for a few objects, one pack for many, small packs rolled up), anything else is dropped,
+    /// Builds are staged in memory: what a kept commit reaches lands in the cache (one file for a
+    /// lone object, one pack for more, small packs rolled up), anything else is dropped,
     /// and the real git finds the cache whole.
     #[test]
     fn staged_objects_reach_the_cache_only_when_kept() {
@@ -801,8 +815,18 @@ mod tests {
         assert!(repo.has_object(tip));
         assert_eq!(
             (crate::pack::loose_count(&path), pack_count(&path)),
-            (6, 0),
-            "a few objects are written one file each"
+            (1, 1),
+            "a commit of one write is one pack, not five files"
+        );
+        repo.stage().expect("stage");
+        tip = repo
+            .write_commit(tree, Some(tip), &who, &who, SystemTime::now(), "again")
+            .expect("commit");
+        repo.unstage(Some(tip)).expect("unstage");
+        assert_eq!(
+            (crate::pack::loose_count(&path), pack_count(&path)),
+            (2, 1),
+            "a lone object is written as one file"
         );
 
         for round in 2..22 {
@@ -812,7 +836,7 @@ mod tests {
         }
         assert_eq!(
             crate::pack::loose_count(&path),
-            6,
+            2,
             "groups of writes are packed"
         );
         let packs = pack_count(&path);

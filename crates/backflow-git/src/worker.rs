@@ -702,7 +702,7 @@ impl BranchWorker {
             .map_err(|source| RepoError {
                 op: format!("checking whether {tip} contains {commit}"),
                 path: self.repo.path().to_path_buf(),
-                source,
+                source: source.into(),
             })
     }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use git2::{ErrorCode, Oid, Repository};
 
 use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, RemoteOp};
+use crate::error::StoreError;
 use crate::pack::{RollUpPace, copy_commits, roll_up_small_packs};
 use crate::repo::{LocalRepo, tracking_ref};
 
@@ -65,6 +66,17 @@ impl FileRemote {
         RemoteError::new(op, &self.url, kind, e.message().to_string())
     }
 
+    /// [`FileRemote::fail`] for a copy of objects, which may fail outside libgit2 too.
+    fn fail_copy(&mut self, op: RemoteOp, e: &StoreError) -> RemoteError {
+        match e {
+            StoreError::Git(e) => self.fail(op, RemoteErrorKind::Unreachable, e),
+            e => {
+                self.repo = None;
+                RemoteError::new(op, &self.url, RemoteErrorKind::Unreachable, e.to_string())
+            }
+        }
+    }
+
     /// Rolls the remote's small packs up. A failure leaves more packs than needed, nothing
     /// else: it is logged and the push goes on.
     fn roll_up(&mut self) {
@@ -105,10 +117,10 @@ impl GitRemote for FileRemote {
         match tip {
             Some(oid) => {
                 if !repo.has_object(oid) {
-                    let result = copy_commits(self.open(op)?, repo.git2(), oid);
+                    let result = copy_commits(self.open(op)?, repo.git2(), oid, None);
                     // The cache's small packs are rolled up by its next build.
                     if let Err(e) = result {
-                        return Err(self.fail(op, RemoteErrorKind::Unreachable, &e));
+                        return Err(self.fail_copy(op, &e));
                     }
                 }
                 repo.set_ref(&tracking_ref(branch), oid)
@@ -129,9 +141,11 @@ impl GitRemote for FileRemote {
         expected: ExpectedTip,
     ) -> Result<PushOutcome, RemoteError> {
         let op = RemoteOp::Push;
-        let packs = match copy_commits(repo.git2(), self.open(op)?, new) {
-            Ok(packs) => packs,
-            Err(e) => return Err(self.fail(op, RemoteErrorKind::Unreachable, &e)),
+        // The build's pack, written once into the cache, is linked here when it holds what the
+        // remote lacks.
+        let packs = match copy_commits(repo.git2(), self.open(op)?, new, repo.newest_pack()) {
+            Ok(packs) => packs.len(),
+            Err(e) => return Err(self.fail_copy(op, &e)),
         };
         let name = format!("refs/heads/{branch}");
         let message = "backflow: compare-and-swap push";
@@ -260,7 +274,64 @@ mod tests {
         assert_eq!(count.trim(), "100");
     }
 
-    /// A copy of a few objects shares the source's loose files (hard links); across file
+    /// A build staged in memory is written into the cache as one pack, and a push to a
+    /// `file://` remote that lacks exactly its objects links that pack there: one file on disk,
+    /// written and hashed once, which the real git finds sound in the remote.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_builds_pack_is_linked_into_the_remote_not_written_again() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cache = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");
+        let remote_path = dir.path().join("remote.git");
+        LocalRepo::init_remote(&remote_path, "main").expect("remote");
+        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let who = crate::repo::Identity::default();
+        let mut tree = cache.empty_tree().expect("empty");
+        let mut tip = None;
+        for round in 0..3 {
+            cache.stage().expect("stage");
+            let files: BTreeMap<String, Option<Vec<u8>>> = (0..12)
+                .map(|i| {
+                    (
+                        format!("live/ns{i}/f.yaml"),
+                        Some(format!("{round}.{i}\n").into_bytes()),
+                    )
+                })
+                .collect();
+            tree = cache.apply_updates(tree, &files).expect("apply");
+            let next = cache
+                .write_commit(tree, tip, &who, &who, std::time::SystemTime::now(), "m")
+                .expect("commit");
+            cache.unstage(Some(next)).expect("unstage");
+            let built = cache.newest_pack().expect("the build's pack").clone();
+            let expected = tip.map_or(ExpectedTip::Absent, ExpectedTip::At);
+            let outcome = remote.push(&cache, "main", next, expected).expect("push");
+            assert!(matches!(outcome, PushOutcome::Accepted));
+            let name = built.stem.file_name().expect("name");
+            let linked = remote_path
+                .join("objects/pack")
+                .join(name)
+                .with_extension("pack");
+            let built_file = std::fs::metadata(built.stem.with_extension("pack")).expect("built");
+            let remote_file = std::fs::metadata(&linked).expect("the same pack in the remote");
+            assert_eq!(
+                (remote_file.ino(), remote_file.nlink()),
+                (built_file.ino(), 2),
+                "round {round}: linked, not written again"
+            );
+            tip = Some(next);
+        }
+        assert_eq!(crate::pack::loose_count(&remote_path), 0);
+        git_out(
+            &remote_path,
+            &["fsck", "--full", "--strict", "--no-dangling"],
+        );
+        let shown = git_out(&remote_path, &["cat-file", "-p", "main:live/ns11/f.yaml"]);
+        assert_eq!(shown, "2.11\n");
+    }
+
+    /// A copy of a lone object shares the source's loose file (a hard link); across file
     /// systems (the cache in tmpfs, the remote on disk) a hard link is impossible: objects are
     /// copied instead, and the copy is as sound.
     #[cfg(target_os = "linux")]
@@ -273,12 +344,17 @@ mod tests {
         let src = LocalRepo::open_or_init(&src_dir.path().join("src.git")).expect("src");
         let empty = src.empty_tree().expect("empty");
         let root = commit(&src, empty, &[], &[("d/a", Some("1"))]);
-        let next = commit(&src, tree_of(&src, root), &[root], &[("d/b", Some("2"))]);
+        // A commit that changes no file: one object, fewer than a pack is worth.
+        let next = commit(&src, tree_of(&src, root), &[root], &[]);
         let dst = LocalRepo::open_or_init(&dst_dir.path().join("dst.git")).expect("dst");
-        // One commit at a time: each is fewer objects than a pack is worth.
-        let packs = copy_commits(src.git2(), dst.git2(), root).expect("copy")
-            + copy_commits(src.git2(), dst.git2(), next).expect("copy");
-        assert_eq!(packs, 0);
+        let packs = copy_commits(src.git2(), dst.git2(), root, None)
+            .expect("copy")
+            .len();
+        assert_eq!(packs, 1, "four objects are a pack");
+        let packs = copy_commits(src.git2(), dst.git2(), next, None)
+            .expect("copy")
+            .len();
+        assert_eq!(packs, 0, "one object is a file");
         assert_complete(dst.git2(), next);
         let hex = next.to_string();
         let copied = dst_dir
@@ -316,7 +392,7 @@ mod tests {
         );
         let dst_path = dir.path().join("dst.git");
         let dst = LocalRepo::open_or_init(&dst_path).expect("dst");
-        copy_commits(src.git2(), dst.git2(), second).expect("copy");
+        copy_commits(src.git2(), dst.git2(), second, None).expect("copy");
         assert_complete(dst.git2(), second);
         assert_eq!(
             crate::pack::pack_count(&dst_path),
@@ -354,7 +430,7 @@ mod tests {
         let after = commit(&src, tree_of(&src, merge), &[merge], &[("d/a", None)]);
 
         let whole = LocalRepo::open_or_init(&dir.path().join("whole.git")).expect("dst");
-        copy_commits(src.git2(), whole.git2(), after).expect("copy");
+        copy_commits(src.git2(), whole.git2(), after, None).expect("copy");
         assert_complete(whole.git2(), after);
         // One pack, no loose object, and the real git finds it sound.
         assert_eq!(crate::pack::pack_count(&dir.path().join("whole.git")), 1);
@@ -369,9 +445,9 @@ mod tests {
         );
 
         let partial = LocalRepo::open_or_init(&dir.path().join("partial.git")).expect("dst");
-        copy_commits(src.git2(), partial.git2(), left).expect("copy the left side");
+        copy_commits(src.git2(), partial.git2(), left, None).expect("copy the left side");
         assert_complete(partial.git2(), left);
-        copy_commits(src.git2(), partial.git2(), after).expect("copy the rest");
+        copy_commits(src.git2(), partial.git2(), after, None).expect("copy the rest");
         assert_complete(partial.git2(), after);
     }
 }

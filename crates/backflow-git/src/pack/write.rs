@@ -1,0 +1,538 @@
+//! Writing a pack and its index in one pass, for objects this process holds already.
+//!
+//! libgit2's way (a `PackBuilder`, then an indexer on the receiving side) deflates every object
+//! at zlib's default level, searches it for deltas, and then has the indexer inflate and hash
+//! each object again to learn what the writer knew all along: its id, offset and checksum. For a
+//! commit into a large folder, whose tree is written anew each time, that was most of the
+//! branch worker's time. Here each object is deflated once, at zlib's fastest level, without
+//! deltas, and the index is written from what was recorded while writing the pack. Roll-ups
+//! (`super::roll_up_small_packs`) still go through libgit2, whose deltas keep a long history
+//! of one large tree small on disk.
+//!
+//! The formats are git's own (`gitformat-pack(5)`): a version-2 pack (header, entries,
+//! trailing SHA-1) and a version-2 index (fan-out table, sorted ids, CRC-32s, offsets, both
+//! checksums). Both are written to temporary files and renamed into place, the pack first: a
+//! reader that finds the index finds the pack.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::{Compress, Compression, FlushCompress, Status};
+use git2::{ObjectType, Oid};
+use sha1::{Digest, Sha1};
+
+use crate::error::StoreError;
+
+/// A pack this process wrote (or found already written with the same content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WrittenPack {
+    /// The pack's path without its extension (`…/objects/pack/pack-<checksum>`).
+    pub(crate) stem: PathBuf,
+    /// The objects it holds, sorted.
+    pub(crate) ids: Vec<Oid>,
+}
+
+impl WrittenPack {
+    /// Whether the pack holds exactly the objects `ids` (listed once each, in any order).
+    pub(crate) fn holds_exactly(&self, ids: &[Oid]) -> bool {
+        if ids.len() != self.ids.len() {
+            return false;
+        }
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted == self.ids
+    }
+
+    /// The pack, linked (or, across file systems, copied) into the store at `objects`, pack
+    /// before index. Pack files never change once written, so another store may share them.
+    pub(crate) fn link_into(&self, objects: &Path) -> Result<WrittenPack, StoreError> {
+        let Some(name) = self.stem.file_name() else {
+            return Err(StoreError::io(
+                "linking a pack",
+                &self.stem,
+                std::io::ErrorKind::InvalidInput.into(),
+            ));
+        };
+        let dir = objects.join("pack");
+        let stem = dir.join(name);
+        for ext in ["pack", "idx"] {
+            let from = self.stem.with_extension(ext);
+            let to = stem.with_extension(ext);
+            match std::fs::hard_link(&from, &to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // Another file system: copied beside, then moved into place.
+                Err(_) => {
+                    let (tmp, _) = temporary(&dir, ext)?;
+                    std::fs::copy(&from, &tmp).map_err(|source| {
+                        remove_quietly(&tmp);
+                        StoreError::io("copying a pack", &from, source)
+                    })?;
+                    place(&tmp, &to)?;
+                }
+            }
+        }
+        Ok(WrittenPack {
+            stem,
+            ids: self.ids.clone(),
+        })
+    }
+}
+
+/// One object's place in the pack being written.
+struct Entry {
+    id: Oid,
+    offset: u64,
+    crc: u32,
+}
+
+/// Writes the objects `ids` (read from `src`, each once however often it is listed) as one pack
+/// and its index into `objects/pack` under `objects`. Returns `None` when `ids` is empty.
+pub(crate) fn write_pack(
+    src: &git2::Odb<'_>,
+    ids: &[Oid],
+    objects: &Path,
+) -> Result<Option<WrittenPack>, StoreError> {
+    let mut seen = BTreeSet::new();
+    let ids: Vec<Oid> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let dir = objects.join("pack");
+    let (tmp, file) = temporary(&dir, "pack")?;
+    let written = write_entries(src, &ids, file).map_err(|e| e.at(&tmp));
+    let (mut entries, checksum) = match written {
+        Ok(done) => done,
+        Err(e) => {
+            remove_quietly(&tmp);
+            return Err(e);
+        }
+    };
+    entries.sort_unstable_by_key(|e| e.id);
+    let stem = dir.join(format!("pack-{}", hex(&checksum)));
+    let index = encode_index(&entries, &checksum);
+    let placed = place(&tmp, &stem.with_extension("pack")).and_then(|()| {
+        let (tmp_index, mut file) = temporary(&dir, "idx")?;
+        let wrote = file
+            .write_all(&index)
+            .map_err(|source| StoreError::io("writing a pack index", &tmp_index, source));
+        drop(file);
+        wrote.and_then(|()| place(&tmp_index, &stem.with_extension("idx")))
+    });
+    placed?;
+    Ok(Some(WrittenPack {
+        stem,
+        ids: entries.into_iter().map(|e| e.id).collect(),
+    }))
+}
+
+/// A failure while writing the entries, before its file is known to the message.
+enum EntryError {
+    Git(git2::Error),
+    Io(std::io::Error),
+}
+
+impl EntryError {
+    fn at(self, path: &Path) -> StoreError {
+        match self {
+            Self::Git(e) => StoreError::Git(e),
+            Self::Io(source) => StoreError::io("writing a pack", path, source),
+        }
+    }
+}
+
+impl From<git2::Error> for EntryError {
+    fn from(e: git2::Error) -> Self {
+        Self::Git(e)
+    }
+}
+
+impl From<std::io::Error> for EntryError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Writes the pack's header, one entry per id and the trailing checksum into `file`; returns
+/// where each entry went and the checksum.
+fn write_entries(
+    src: &git2::Odb<'_>,
+    ids: &[Oid],
+    file: File,
+) -> Result<(Vec<Entry>, [u8; 20]), EntryError> {
+    let mut out = Hashed::new(BufWriter::with_capacity(1 << 16, file));
+    let count = u32::try_from(ids.len()).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "too many objects for one pack",
+        )
+    })?;
+    out.write_all(b"PACK")?;
+    out.write_all(&2u32.to_be_bytes())?;
+    out.write_all(&count.to_be_bytes())?;
+    let mut deflate = Compress::new(Compression::fast(), true);
+    let mut body = Vec::new();
+    let mut entries = Vec::with_capacity(ids.len());
+    for id in ids {
+        let object = src.read(*id)?;
+        let header = entry_header(object.kind(), object.data().len())?;
+        deflated(&mut deflate, object.data(), &mut body)?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        crc.update(&body);
+        entries.push(Entry {
+            id: *id,
+            offset: out.written,
+            crc: crc.finalize(),
+        });
+        out.write_all(&header)?;
+        out.write_all(&body)?;
+    }
+    let checksum: [u8; 20] = out.hash.finalize().into();
+    let mut file = out.inner;
+    file.write_all(&checksum)?;
+    file.into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    Ok((entries, checksum))
+}
+
+/// A writer that hashes and counts what passes through it.
+struct Hashed<W> {
+    inner: W,
+    hash: Sha1,
+    written: u64,
+}
+
+impl<W: Write> Hashed<W> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner,
+            hash: Sha1::new(),
+            written: 0,
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_all(bytes)?;
+        self.hash.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// An entry's header: the object's type and inflated size, 4 bits of the size in the first
+/// byte and 7 in each further one, low bits first.
+fn entry_header(kind: ObjectType, size: usize) -> std::io::Result<Vec<u8>> {
+    let code: u8 = match kind {
+        ObjectType::Commit => 1,
+        ObjectType::Tree => 2,
+        ObjectType::Blob => 3,
+        ObjectType::Tag => 4,
+        ObjectType::Any => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "an object of no known type",
+            ));
+        }
+    };
+    let mut size = size as u64;
+    // The size's low 4 bits, below the type; the high bit says more size follows.
+    let mut byte = (code << 4) | (size & 0x0f) as u8;
+    size >>= 4;
+    let mut header = Vec::with_capacity(4);
+    while size != 0 {
+        header.push(byte | 0x80);
+        byte = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    header.push(byte);
+    Ok(header)
+}
+
+/// `data` as one zlib stream, into `out` (emptied first).
+fn deflated(deflate: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    deflate.reset();
+    out.clear();
+    // Incompressible data grows by a few bytes per 16 KiB block, and the stream by its header.
+    out.reserve(data.len() + data.len() / 1000 + 64);
+    loop {
+        let consumed = usize::try_from(deflate.total_in()).unwrap_or(usize::MAX);
+        let rest = data.get(consumed..).unwrap_or_default();
+        let status = deflate
+            .compress_vec(rest, out, FlushCompress::Finish)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        match status {
+            Status::StreamEnd => return Ok(()),
+            Status::Ok | Status::BufError => out.reserve(out.capacity().max(64)),
+        }
+    }
+}
+
+/// The version-2 index of a pack whose entries (sorted by id) and checksum are given.
+fn encode_index(entries: &[Entry], pack_checksum: &[u8; 20]) -> Vec<u8> {
+    let mut index = Vec::with_capacity(8 + 256 * 4 + entries.len() * 28 + 40);
+    index.extend_from_slice(&[0xff, b't', b'O', b'c', 0, 0, 0, 2]);
+    // Fan-out: how many ids start with a byte at most `b`.
+    let mut below = 0usize;
+    for b in 0..=255u8 {
+        below += entries[below..]
+            .iter()
+            .take_while(|e| e.id.as_bytes()[0] == b)
+            .count();
+        index.extend_from_slice(&(below as u32).to_be_bytes());
+    }
+    for e in entries {
+        index.extend_from_slice(e.id.as_bytes());
+    }
+    for e in entries {
+        index.extend_from_slice(&e.crc.to_be_bytes());
+    }
+    // Offsets from 2 GiB on go to a table of 8-byte offsets, named by their place in it.
+    let mut large = Vec::new();
+    for e in entries {
+        let small = match u32::try_from(e.offset) {
+            Ok(offset) if offset < 0x8000_0000 => offset,
+            _ => {
+                large.push(e.offset);
+                0x8000_0000 | (large.len() as u32 - 1)
+            }
+        };
+        index.extend_from_slice(&small.to_be_bytes());
+    }
+    for offset in large {
+        index.extend_from_slice(&offset.to_be_bytes());
+    }
+    index.extend_from_slice(pack_checksum);
+    let checksum: [u8; 20] = Sha1::digest(&index).into();
+    index.extend_from_slice(&checksum);
+    index
+}
+
+/// A new temporary file in `dir` (`tmp_<what>_<pid>_<n>`, as git names its own), created
+/// exclusively.
+fn temporary(dir: &Path, what: &str) -> Result<(PathBuf, File), StoreError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("tmp_{what}_{}_{n}", std::process::id()));
+        match File::options().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((path, file)),
+            // Left by a process of the same id before a restart.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => return Err(StoreError::io("creating a pack file", &path, source)),
+        }
+    }
+}
+
+/// Moves the finished `tmp` to `to`, read-only as git leaves its packs. A file already there
+/// has the same content (the name is its checksum): `tmp` is dropped instead.
+fn place(tmp: &Path, to: &Path) -> Result<(), StoreError> {
+    if to.exists() {
+        remove_quietly(tmp);
+        return Ok(());
+    }
+    let read_only = std::fs::metadata(tmp).and_then(|m| {
+        let mut permissions = m.permissions();
+        permissions.set_readonly(true);
+        std::fs::set_permissions(tmp, permissions)
+    });
+    let renamed = read_only.and_then(|()| std::fs::rename(tmp, to));
+    renamed.map_err(|source| {
+        remove_quietly(tmp);
+        StoreError::io("moving a pack file into place", to, source)
+    })
+}
+
+fn remove_quietly(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), error = %e, "cannot remove a temporary pack file");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(HEX_DIGITS[usize::from(b & 0x0f)]));
+            out
+        })
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backflow_testkit::git_out;
+    use git2::{Repository, Signature};
+
+    /// Bytes that do not compress: each is a step of a simple generator.
+    fn noise(n: usize) -> Vec<u8> {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// Blobs of every header length (sizes below 16, below 2 KiB, large and incompressible), a
+    /// tree, a commit and an id listed twice, written by `write_pack`: git reads every object
+    /// back, `git index-pack` names the pack as it was named and indexes it byte for byte as
+    /// it was indexed, and `git fsck` finds the store whole.
+    #[test]
+    fn a_pack_and_its_index_are_what_git_itself_would_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = Repository::init_bare(dir.path().join("src.git")).expect("src");
+        let dst_path = dir.path().join("dst.git");
+        Repository::init_bare(&dst_path).expect("dst");
+        let contents: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            b"short\n".to_vec(),
+            b"kind: ConfigMap\n".repeat(100),
+            noise(300_000),
+        ];
+        let blobs: Vec<Oid> = contents
+            .iter()
+            .map(|c| src.blob(c).expect("blob"))
+            .collect();
+        let mut tree = src.treebuilder(None).expect("treebuilder");
+        for (i, blob) in blobs.iter().enumerate() {
+            tree.insert(format!("f{i}.yaml"), *blob, 0o100_644)
+                .expect("insert");
+        }
+        let tree = src.find_tree(tree.write().expect("tree")).expect("find");
+        let sig = Signature::now("t", "t@example.invalid").expect("sig");
+        let commit = src
+            .commit(None, &sig, &sig, "m", &tree, &[])
+            .expect("commit");
+        let mut ids = blobs.clone();
+        ids.extend([tree.id(), commit, blobs[1]]);
+
+        let odb = src.odb().expect("odb");
+        let pack = write_pack(&odb, &ids, &dst_path.join("objects"))
+            .expect("write")
+            .expect("a pack");
+        assert_eq!(pack.ids.len(), 6, "each object once");
+        assert!(pack.holds_exactly(&ids[..6]));
+        assert!(!pack.holds_exactly(&ids[..5]));
+
+        let packed = pack.stem.with_extension("pack");
+        let reindexed = dir.path().join("git.idx");
+        let named = git_out(
+            dir.path(),
+            &[
+                "index-pack",
+                "-o",
+                &reindexed.to_string_lossy(),
+                &packed.to_string_lossy(),
+            ],
+        );
+        let name = pack.stem.file_name().expect("name").to_string_lossy();
+        assert_eq!(format!("pack-{}", named.trim()), name);
+        assert_eq!(
+            std::fs::read(pack.stem.with_extension("idx")).expect("ours"),
+            std::fs::read(&reindexed).expect("git's"),
+            "the index is git's own"
+        );
+        git_out(&dst_path, &["verify-pack", &packed.to_string_lossy()]);
+        for (blob, content) in blobs.iter().zip(&contents) {
+            let shown = std::process::Command::new("git")
+                .current_dir(&dst_path)
+                .args(["cat-file", "blob", &blob.to_string()])
+                .output()
+                .expect("git cat-file");
+            assert_eq!(&shown.stdout, content, "blob {blob}");
+        }
+        let dst = Repository::open_bare(&dst_path).expect("open");
+        dst.reference("refs/heads/main", commit, false, "t")
+            .expect("ref");
+        git_out(&dst_path, &["fsck", "--full", "--strict", "--no-dangling"]);
+
+        // The same objects again: the same pack, found in place.
+        let again = write_pack(&odb, &ids, &dst_path.join("objects"))
+            .expect("write again")
+            .expect("a pack");
+        assert_eq!(again, pack);
+        let files = std::fs::read_dir(dst_path.join("objects/pack"))
+            .expect("pack dir")
+            .count();
+        assert_eq!(files, 2, "one pack and its index, no temporary left");
+    }
+
+    #[test]
+    fn nothing_to_write_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = Repository::init_bare(dir.path().join("src.git")).expect("src");
+        let odb = src.odb().expect("odb");
+        let written = write_pack(&odb, &[], &dir.path().join("src.git/objects")).expect("write");
+        assert!(written.is_none());
+    }
+
+    /// An object the source does not hold fails the write, and no file is left behind.
+    #[test]
+    fn a_missing_object_fails_the_write_and_leaves_no_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = Repository::init_bare(dir.path().join("src.git")).expect("src");
+        let dst_path = dir.path().join("dst.git");
+        Repository::init_bare(&dst_path).expect("dst");
+        let present = src.blob(b"here").expect("blob");
+        let absent = Oid::from_bytes(&[9u8; 20]).expect("oid");
+        let odb = src.odb().expect("odb");
+        let result = write_pack(&odb, &[present, absent], &dst_path.join("objects"));
+        assert!(matches!(result, Err(StoreError::Git(_))), "{result:?}");
+        let files = std::fs::read_dir(dst_path.join("objects/pack"))
+            .expect("pack dir")
+            .count();
+        assert_eq!(files, 0);
+    }
+
+    #[test]
+    fn entry_headers_carry_type_and_size_low_bits_first() {
+        let header = |kind, size| entry_header(kind, size).expect("header");
+        assert_eq!(header(ObjectType::Blob, 0), [0x30]);
+        assert_eq!(header(ObjectType::Blob, 15), [0x3f]);
+        assert_eq!(header(ObjectType::Tree, 16), [0xa0, 0x01]);
+        // 300_000 = 0x493e0: its low 4 bits (0) below the type, then 62, 18 and 1, 7 bits each.
+        assert_eq!(
+            header(ObjectType::Commit, 300_000),
+            [0x90, 0xbe, 0x92, 0x01]
+        );
+        assert!(entry_header(ObjectType::Any, 1).is_err());
+    }
+
+    /// Offsets from 2 GiB on are named in the 4-byte table by their place in the 8-byte one.
+    #[test]
+    fn offsets_past_two_gibibytes_go_to_the_large_offset_table() {
+        let entry = |byte: u8, offset: u64| Entry {
+            id: Oid::from_bytes(&[byte; 20]).expect("oid"),
+            offset,
+            crc: u32::from(byte),
+        };
+        let entries = [entry(1, 12), entry(2, 0x8000_0000), entry(3, 0x1_0000_0000)];
+        let index = encode_index(&entries, &[0u8; 20]);
+        let fanout = |b: usize| {
+            let at = 8 + b * 4;
+            u32::from_be_bytes(index[at..at + 4].try_into().expect("4 bytes"))
+        };
+        assert_eq!((fanout(0), fanout(1), fanout(2), fanout(255)), (0, 1, 2, 3));
+        let offsets = 8 + 256 * 4 + 3 * 24;
+        let word = |at: usize| u32::from_be_bytes(index[at..at + 4].try_into().expect("4 bytes"));
+        assert_eq!(
+            [word(offsets), word(offsets + 4), word(offsets + 8)],
+            [12, 0x8000_0000, 0x8000_0001]
+        );
+        let large = offsets + 12;
+        let long = |at: usize| u64::from_be_bytes(index[at..at + 8].try_into().expect("8 bytes"));
+        assert_eq!([long(large), long(large + 8)], [0x8000_0000, 0x1_0000_0000]);
+        assert_eq!(index.len(), large + 16 + 40);
+    }
+}
