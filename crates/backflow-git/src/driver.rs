@@ -308,8 +308,14 @@ struct Driver {
 impl Driver {
     fn run(&mut self, rx: mpsc::Receiver<Command>) {
         loop {
-            let timeout = self.worker.poll_for();
+            let mut timeout = self.worker.poll_for();
             self.dispatch();
+            // After the answers: writes arriving meanwhile queue for the next commit, and
+            // whatever fell due meanwhile is done before waiting.
+            if self.worker.maintain() {
+                timeout = self.worker.poll_for();
+                self.dispatch();
+            }
             let first = if timeout.is_zero() {
                 match rx.try_recv() {
                     Ok(cmd) => Some(cmd),

@@ -143,7 +143,7 @@ pub(crate) fn copy_commits(
                 return Ok(vec![linked]);
             }
             Err(e) => {
-                tracing::debug!(pack = %pack.stem.display(), error = %e, "cannot link a pack; writing it again")
+                tracing::debug!(pack = %pack.stem.display(), error = %e, "cannot link a pack; writing it again");
             }
         }
     }
@@ -294,15 +294,23 @@ impl Missing<'_> {
 /// When to look for small packs to roll up in one repository: a tier fills after
 /// [`TIER_WIDTH`] packs, so looking after every few packs written is as good as after each, and
 /// spares listing the packs and reading their indexes on every commit.
+///
+/// Packs are counted as they are written and looked at later, when nothing waits for the
+/// branch worker ([`crate::BranchWorker::maintain`]): a roll-up is no write's latency.
 #[derive(Debug, Default)]
 pub(crate) struct RollUpPace {
     written: usize,
 }
 
 impl RollUpPace {
-    /// Counts `packs` more written; says whether to look now.
-    pub(crate) fn wrote(&mut self, packs: usize) -> bool {
+    /// Counts `packs` more written.
+    pub(crate) fn wrote(&mut self, packs: usize) {
         self.written += packs;
+    }
+
+    /// Whether enough packs were written since the last look to look now (counting starts
+    /// again when it says yes).
+    pub(crate) fn due(&mut self) -> bool {
         if self.written < TIER_WIDTH / 2 {
             return false;
         }

@@ -172,6 +172,13 @@ pub trait GitRemote: Send {
         new: Oid,
         expected: ExpectedTip,
     ) -> Result<PushOutcome, RemoteError>;
+
+    /// Housekeeping no write waits for, run when the writes a push published are answered
+    /// (a `file://` remote rolls up the small packs its pushes left). Returns whether it did
+    /// any. Nothing by default.
+    fn maintain(&mut self) -> bool {
+        false
+    }
 }
 
 /// Credentials for a remote, from configuration.

@@ -251,9 +251,9 @@ impl LocalRepo {
     }
 
     /// Ends [`LocalRepo::stage`]: what `keep` (a commit) reaches that the cache lacks is written
-    /// into it (one pack, or a few loose objects), everything else staged is dropped, and the
-    /// cache's small packs are rolled up when a tier filled. Without `keep`, or when writing
-    /// fails, nothing staged stays.
+    /// into it (one pack, or a lone loose object), and everything else staged is dropped.
+    /// Without `keep`, or when writing fails, nothing staged stays. The small packs this leaves
+    /// are rolled up later, by [`LocalRepo::roll_up_packs`].
     pub fn unstage(&mut self, keep: Option<Oid>) -> Result<(), RepoError> {
         if !std::mem::take(&mut self.staged) {
             return Ok(());
@@ -264,44 +264,53 @@ impl LocalRepo {
         std::mem::swap(&mut self.repo, &mut staging.repo);
         let copied = match keep {
             Some(keep) => self.keep_staged(&staging.repo, keep),
-            None => Ok(false),
+            None => Ok(()),
         };
         // Whatever happened, the staging area is emptied for the next build.
         staging
             .reset()
             .map_err(self.err("emptying the staging area"))?;
-        if !copied? {
-            self.staging = Some(staging);
-        }
-        Ok(())
+        self.staging = Some(staging);
+        copied
     }
 
-    /// Copies what `keep` reaches from `staged` into the cache. Returns whether packs were rolled
-    /// up (the handles opened before then list packs that are gone: they are opened again).
-    fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<bool, RepoError> {
+    /// Copies what `keep` reaches from `staged` into the cache.
+    fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<(), RepoError> {
         // `copy_commits` lists the cache's packs first, those written while staged (a
         // snapshot's blobs) too, so they are not copied again.
         let packs = copy_commits(staged, &self.repo, keep, None)
             .map_err(self.err(format!("writing the objects of {keep}")))?;
-        let wrote = packs.len();
+        self.roll_up.wrote(packs.len());
         self.newest_pack = packs.into_iter().last();
-        if !self.roll_up.wrote(wrote) {
+        Ok(())
+    }
+
+    /// Rolls the cache's small packs up when enough were written since the last look and a
+    /// size tier filled; nothing while a build is staged. Returns whether packs were rolled up.
+    /// A failure leaves more packs than needed, nothing else: it is logged.
+    ///
+    /// Housekeeping no write waits for: the branch worker runs it after answering the writes
+    /// it published ([`crate::BranchWorker::maintain`]), so the pack a build wrote is still
+    /// there, whole, to be linked into a `file://` remote by the push that follows it.
+    pub fn roll_up_packs(&mut self) -> Result<bool, RepoError> {
+        if self.staged || !self.roll_up.due() {
             return Ok(false);
         }
         match roll_up_small_packs(&self.repo) {
-            Ok(true) => {
-                // The newest pack may be one of those rolled up.
-                self.newest_pack = None;
-                self.repo = Repository::open_bare(&self.path)
-                    .map_err(self.err("opening the cache again after rolling packs up"))?;
-                Ok(true)
-            }
-            Ok(false) => Ok(false),
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
             Err(e) => {
                 tracing::warn!(cache = %self.path.display(), error = %e, "cannot roll the cache's small packs up");
-                Ok(false)
+                return Ok(false);
             }
         }
+        // The newest pack may be one of those rolled up, and the handles opened before list
+        // packs that are gone: they are opened again.
+        self.newest_pack = None;
+        self.staging = None;
+        self.repo = Repository::open_bare(&self.path)
+            .map_err(self.err("opening the cache again after rolling packs up"))?;
+        Ok(true)
     }
 
     /// The pack the last build wrote into the cache, if it is still there as written.
@@ -832,7 +841,11 @@ mod tests {
         for round in 2..22 {
             repo.stage().expect("stage");
             (tree, tip) = commit(&mut repo, tree, Some(tip), files(round, 10));
+            let before = pack_count(&path);
             repo.unstage(Some(tip)).expect("unstage");
+            // A build only adds its pack: rolling up is housekeeping, done apart.
+            assert_eq!(pack_count(&path), before + 1, "round {round}");
+            repo.roll_up_packs().expect("roll up");
         }
         assert_eq!(
             crate::pack::loose_count(&path),

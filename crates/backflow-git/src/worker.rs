@@ -459,10 +459,14 @@ impl BranchWorker {
         self.run(Input::Recovered);
     }
 
-    /// Does whatever is due now and returns when the worker next wants to be polled, on the
-    /// wall clock.
+    /// Does whatever is due now, housekeeping included ([`BranchWorker::maintain`]), and
+    /// returns when the worker next wants to be polled, on the wall clock. (A caller that
+    /// answers writers calls [`BranchWorker::poll_for`], answers, then `maintain`.)
     pub fn poll(&mut self) -> SystemTime {
-        let wait = self.poll_for();
+        let mut wait = self.poll_for();
+        if self.maintain() {
+            wait = self.poll_for();
+        }
         self.clock.now() + wait
     }
 
@@ -476,6 +480,22 @@ impl BranchWorker {
             wake = wake.min(at + REF_PACE);
         }
         wake.saturating_since(self.now())
+    }
+
+    /// Housekeeping no write waits for: rolls up the small packs that builds left in the cache
+    /// and pushes left in a `file://` remote, when enough were written since the last look.
+    /// Call it after answering the writes a poll published (the driver does), so a roll-up
+    /// adds to no write's latency; a failure is logged and changes nothing else. Returns
+    /// whether it did any (time passed: poll again before waiting).
+    pub fn maintain(&mut self) -> bool {
+        let cache = match self.repo.roll_up_packs() {
+            Ok(looked) => looked,
+            Err(e) => {
+                tracing::warn!(branch = %self.cfg.branch, error = %e, "cannot reopen the cache after rolling its packs up");
+                true
+            }
+        };
+        self.remote.maintain() || cache
     }
 
     fn now(&self) -> Moment {

@@ -78,7 +78,7 @@ impl FileRemote {
     }
 
     /// Rolls the remote's small packs up. A failure leaves more packs than needed, nothing
-    /// else: it is logged and the push goes on.
+    /// else: it is logged.
     fn roll_up(&mut self) {
         let Some(repo) = &self.repo else { return };
         match roll_up_small_packs(repo) {
@@ -105,6 +105,14 @@ impl FileRemote {
 impl GitRemote for FileRemote {
     fn display_url(&self) -> &str {
         &self.url
+    }
+
+    fn maintain(&mut self) -> bool {
+        if !self.roll_up.due() {
+            return false;
+        }
+        self.roll_up();
+        true
     }
 
     fn ls_remote(&mut self, _repo: &LocalRepo, branch: &str) -> Result<Option<Oid>, RemoteError> {
@@ -158,9 +166,8 @@ impl GitRemote for FileRemote {
         };
         match result {
             Ok(()) => {
-                if self.roll_up.wrote(packs) {
-                    self.roll_up();
-                }
+                // Rolled up by `maintain`, once the writes this push published are answered.
+                self.roll_up.wrote(packs);
                 Ok(PushOutcome::Accepted)
             }
             Err(e)
@@ -259,8 +266,16 @@ mod tests {
             let parents: Vec<Oid> = tip.into_iter().collect();
             let next = commit(&src, tree, &parents, &written(&files));
             let expected = tip.map_or(ExpectedTip::Absent, ExpectedTip::At);
+            let before = crate::pack::pack_count(&remote_path);
             let outcome = remote.push(&src, "main", next, expected).expect("push");
             assert!(matches!(outcome, PushOutcome::Accepted), "push {i}");
+            // The push only adds its pack; rolling up waits for `maintain`.
+            assert_eq!(
+                crate::pack::pack_count(&remote_path),
+                before + 1,
+                "push {i}"
+            );
+            remote.maintain();
             tip = Some(next);
             tree = tree_of(&src, next);
         }
@@ -276,7 +291,9 @@ mod tests {
 
     /// A build staged in memory is written into the cache as one pack, and a push to a
     /// `file://` remote that lacks exactly its objects links that pack there: one file on disk,
-    /// written and hashed once, which the real git finds sound in the remote.
+    /// written and hashed once, which the real git finds sound in the remote. So it is for
+    /// every build, those after which the cache's packs are rolled up too (housekeeping after
+    /// the push, not between the build and its push).
     #[cfg(target_os = "linux")]
     #[test]
     fn a_builds_pack_is_linked_into_the_remote_not_written_again() {
@@ -289,7 +306,7 @@ mod tests {
         let who = crate::repo::Identity::default();
         let mut tree = cache.empty_tree().expect("empty");
         let mut tip = None;
-        for round in 0..3 {
+        for round in 0..12 {
             cache.stage().expect("stage");
             let files: BTreeMap<String, Option<Vec<u8>>> = (0..12)
                 .map(|i| {
@@ -320,15 +337,21 @@ mod tests {
                 (built_file.ino(), 2),
                 "round {round}: linked, not written again"
             );
+            cache.roll_up_packs().expect("roll up");
+            remote.maintain();
             tip = Some(next);
         }
+        assert!(
+            crate::pack::pack_count(&dir.path().join("cache.git")) < 12,
+            "the cache's packs were rolled up"
+        );
         assert_eq!(crate::pack::loose_count(&remote_path), 0);
         git_out(
             &remote_path,
             &["fsck", "--full", "--strict", "--no-dangling"],
         );
         let shown = git_out(&remote_path, &["cat-file", "-p", "main:live/ns11/f.yaml"]);
-        assert_eq!(shown, "2.11\n");
+        assert_eq!(shown, "11.11\n");
     }
 
     /// A copy of a lone object shares the source's loose file (a hard link); across file
