@@ -646,7 +646,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         "Each level starts from an empty folder and ends with writers × ops / 2 files in it. backflow's cost per commit grows with the number of files in the target folder (its planner indexes the folder's manifests once per write, and with window 0s every change is its own write; a snapshot is one write and pays it once), so its rate falls as the levels grow, and the ratios depend on the number of writes per level."
     ));
     head.push(json!(format!(
-        "16 waiting writers with window 1s into a folder growing to {large_files} files: {} writes, {} failures, {large_lost} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and compresses, hashes and deltifies it) for every commit, so group commit's rate falls as the folder grows; no aim is set for it.",
+        "16 waiting writers with window 1s into a folder growing to {large_files} files: {} writes, {} failures, {large_lost} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and hashes and compresses it once) for every commit, so group commit's rate falls as the folder grows; no aim is set for it.",
         large.ops.len(),
         large.failed(),
         large.rate(),
