@@ -15,8 +15,9 @@
 //! Packs are written by this crate itself ([`write::write_pack`]: no deltas, fast compression,
 //! the index written alongside), and a commit's pack is written once: a push to a `file://`
 //! remote that lacks exactly the objects of the cache's newest pack links that pack there
-//! rather than writing it again. Roll-ups go through libgit2, whose deltas keep many versions
-//! of one large tree small.
+//! rather than writing it again. Small roll-ups are written the same way; from
+//! [`DELTAS_FROM`] objects on they go through libgit2, whose deltas keep many versions of one
+//! large tree small.
 
 mod write;
 
@@ -49,8 +50,15 @@ const LOOSE_BELOW: usize = 2;
 /// `TIER_WIDTH^t` to `TIER_WIDTH^(t+1) - 1` objects.
 const TIER_WIDTH: usize = 8;
 
+/// A roll-up into a pack of fewer objects than this is written by [`write_pack`] (each object
+/// inflated and deflated once, no deltas); a larger one by libgit2 with deltas, so what stays
+/// for good (packs of hundreds of objects and more, where many versions of one large tree
+/// meet) is small on disk. On its way to a pack that is never rolled up, an object goes
+/// through libgit2's delta search at most twice, not at every tier.
+const DELTAS_FROM: usize = 512;
+
 /// Writes the objects `ids` of `repo` into it again as one pack, searching for deltas (libgit2
-/// indexes it): a roll-up's way, where many versions of one tree meet.
+/// indexes it): the larger roll-ups' way, where many versions of one tree meet.
 fn repack_with_deltas(repo: &Repository, ids: &[Oid]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
@@ -355,7 +363,11 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError>
     // pack would be named like it and then removed with the others).
     let whole = tier.iter().position(|p| p.ids.len() == ids.len());
     if whole.is_none() {
-        repack_with_deltas(repo, &ids)?;
+        if ids.len() < DELTAS_FROM {
+            write_pack(&odb, &ids, &repo.path().join("objects"))?;
+        } else {
+            repack_with_deltas(repo, &ids)?;
+        }
     }
     for (index, pack) in tier.iter().enumerate() {
         if Some(index) != whole {
@@ -478,6 +490,85 @@ mod tests {
             tier.iter().all(|p| p.ids.len() == 12),
             "the lowest full tier first"
         );
+    }
+
+    /// What `git verify-pack -v` says of the one pack in `repo`: how many objects it stores
+    /// whole, and how many as deltas.
+    fn whole_and_deltas(repo: &Path) -> (usize, usize) {
+        let packs: Vec<PathBuf> = std::fs::read_dir(repo.join("objects/pack"))
+            .expect("pack dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+            .collect();
+        assert_eq!(packs.len(), 1, "one pack after the roll-up: {packs:?}");
+        let listed =
+            backflow_testkit::git_out(repo, &["verify-pack", "-v", &packs[0].to_string_lossy()]);
+        let count = |prefix: &str| {
+            listed
+                .lines()
+                .filter_map(|l| l.strip_prefix(prefix))
+                .filter_map(|rest| rest.split(':').nth(1))
+                .filter_map(|n| n.trim().split(' ').next()?.parse::<usize>().ok())
+                .sum::<usize>()
+        };
+        (count("non delta"), count("chain length"))
+    }
+
+    /// Eight packs of one tier holding `per_pack` versions each of a 2 KiB manifest that
+    /// differs in one line, rolled up.
+    fn rolled_up_versions(per_pack: usize) -> (tempfile::TempDir, usize) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init_bare(dir.path().join("r.git")).expect("init");
+        let odb = repo.odb().expect("odb");
+        let body = "    kind: ConfigMap # a line every version shares\n".repeat(40);
+        let mut n = 0;
+        for _ in 0..TIER_WIDTH {
+            let ids: Vec<Oid> = (0..per_pack)
+                .map(|_| {
+                    n += 1;
+                    odb.write(ObjectType::Blob, format!("version: {n}\n{body}").as_bytes())
+                        .expect("blob")
+                })
+                .collect();
+            write_pack(&odb, &ids, &repo.path().join("objects")).expect("pack");
+        }
+        // The loose copies go: only the packs hold the versions.
+        for entry in std::fs::read_dir(repo.path().join("objects"))
+            .expect("objects")
+            .flatten()
+        {
+            if entry.file_name().len() == 2 {
+                std::fs::remove_dir_all(entry.path()).expect("remove loose");
+            }
+        }
+        assert!(
+            roll_up_small_packs(&repo).expect("roll up"),
+            "a full tier rolls up"
+        );
+        (dir, n)
+    }
+
+    /// Small roll-ups are written whole (cheap, and rolled up again soon); from
+    /// [`DELTAS_FROM`] objects on, libgit2's deltas keep the pack small. Either way git finds
+    /// every version in the one pack left.
+    #[test]
+    fn small_roll_ups_store_objects_whole_and_large_ones_as_deltas() {
+        let (small, n) = rolled_up_versions(4);
+        let repo = small.path().join("r.git");
+        assert_eq!(
+            whole_and_deltas(&repo),
+            (n, 0),
+            "32 objects: no delta search"
+        );
+        backflow_testkit::git_out(&repo, &["fsck", "--full", "--strict"]);
+
+        let (large, n) = rolled_up_versions(DELTAS_FROM / TIER_WIDTH);
+        let repo = large.path().join("r.git");
+        let (whole, deltas) = whole_and_deltas(&repo);
+        assert_eq!(whole + deltas, n);
+        assert!(deltas > n / 2, "{deltas} of {n} versions stored as deltas");
+        backflow_testkit::git_out(&repo, &["fsck", "--full", "--strict"]);
     }
 
     #[test]

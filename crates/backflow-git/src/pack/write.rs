@@ -5,9 +5,9 @@
 //! each object again to learn what the writer knew all along: its id, offset and checksum. For a
 //! commit into a large folder, whose tree is written anew each time, that was most of the
 //! branch worker's time. Here each object is deflated once, at zlib's fastest level, without
-//! deltas, and the index is written from what was recorded while writing the pack. Roll-ups
-//! (`super::roll_up_small_packs`) still go through libgit2, whose deltas keep a long history
-//! of one large tree small on disk.
+//! deltas, and the index is written from what was recorded while writing the pack. Small
+//! roll-ups are written here too; large ones (`super::roll_up_small_packs`) go through libgit2,
+//! whose deltas keep a long history of one large tree small on disk.
 //!
 //! The formats are git's own (`gitformat-pack(5)`): a version-2 pack (header, entries,
 //! trailing SHA-1) and a version-2 index (fan-out table, sorted ids, CRC-32s, offsets, both
