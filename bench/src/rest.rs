@@ -580,13 +580,57 @@ const METHOD_NOTES: [&str; 2] = [
 /// What the baseline is, beside each of its figures.
 const BASELINE_IS: &str = "seed 004 v3 with the git CLI: worktree per request, commit, ≤12 × (pull --rebase, push) 50 ms apart, pull main clone";
 
+/// What the baseline side of the window-0s levels adds to the result, each level beside
+/// backflow's run of it.
+#[derive(Default)]
+struct BaselineLevels {
+    rows: Vec<Value>,
+    levels_json: Vec<Value>,
+    notes: Vec<Value>,
+    /// At 16 writers: the throughput ratio, backflow's failures and lost writes, the
+    /// baseline's rate.
+    at_16: Option<(f64, usize, usize, f64)>,
+}
+
+/// Runs the baseline of every window-0s level and sets it beside backflow's run of the level.
+async fn baseline_levels(
+    tmp: &Path,
+    quick: bool,
+    ours_runs: Vec<(Run, usize, f64)>,
+) -> Result<BaselineLevels, String> {
+    let mut out = BaselineLevels::default();
+    for (level, (ours, ours_lost, warmup)) in levels(quick).into_iter().zip(ours_runs) {
+        let w = level.writers;
+        let dir = tmp.join(format!("baseline-{w}"));
+        let ops = level.baseline_ops;
+        let (base, base_lost) = tokio::task::spawn_blocking(move || baseline_level(&dir, w, ops))
+            .await
+            .map_err(|e| e.to_string())??;
+        let ratio = if base.rate() > 0.0 {
+            ours.rate() / base.rate()
+        } else {
+            f64::INFINITY
+        };
+        out.rows
+            .extend(level_rows(w, (&ours, ours_lost), (&base, base_lost)));
+        out.notes.push(json!(format!(
+            "{w} writers: backflow {} writes in {:.1} s (mirror pushing {:.1} s after start), failures: {}; baseline {} writes in {:.1} s, failures: {}.",
+            ours.ops.len(), ours.wall, warmup, describe(&ours.failures),
+            base.ops.len(), base.wall, describe(&base.failures)
+        )));
+        if w == 16 {
+            out.at_16 = Some((ratio, ours.failed(), ours_lost, base.rate()));
+        }
+        out.levels_json.push(json!({"writers": w, "backflow": side_json(&ours, ours_lost),
+                                "baseline": side_json(&base, base_lost), "ratio_writes_per_s": round2(ratio)}));
+    }
+    Ok(out)
+}
+
+/// Runs the scenario and returns its result object.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
-    let mut rows = Vec::new();
-    let mut levels_json = Vec::new();
-    let mut notes = Vec::new();
-    let mut at_16 = None;
     // Every backflow side first, the group-commit level included, then every baseline side:
     // the baseline's `git` leaves detached `gc --auto` processes behind (load average 20 after
     // its 64-writer level), which would otherwise land on whatever backflow measures next.
@@ -605,30 +649,12 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         .first()
         .filter(|_| levels(quick).first().is_some_and(|l| l.writers == 1))
         .map(|(run, _, _)| percentile(&run.latencies(), 0.5));
-    for (level, (ours, ours_lost, warmup)) in levels(quick).into_iter().zip(ours_runs) {
-        let w = level.writers;
-        let dir = tmp.path().join(format!("baseline-{w}"));
-        let ops = level.baseline_ops;
-        let (base, base_lost) = tokio::task::spawn_blocking(move || baseline_level(&dir, w, ops))
-            .await
-            .map_err(|e| e.to_string())??;
-        let ratio = if base.rate() > 0.0 {
-            ours.rate() / base.rate()
-        } else {
-            f64::INFINITY
-        };
-        rows.extend(level_rows(w, (&ours, ours_lost), (&base, base_lost)));
-        notes.push(json!(format!(
-            "{w} writers: backflow {} writes in {:.1} s (mirror pushing {:.1} s after start), failures: {}; baseline {} writes in {:.1} s, failures: {}.",
-            ours.ops.len(), ours.wall, warmup, describe(&ours.failures),
-            base.ops.len(), base.wall, describe(&base.failures)
-        )));
-        if w == 16 {
-            at_16 = Some((ratio, ours.failed(), ours_lost, base.rate()));
-        }
-        levels_json.push(json!({"writers": w, "backflow": side_json(&ours, ours_lost),
-                                "baseline": side_json(&base, base_lost), "ratio_writes_per_s": round2(ratio)}));
-    }
+    let BaselineLevels {
+        mut rows,
+        levels_json,
+        notes,
+        at_16,
+    } = baseline_levels(tmp.path(), quick, ours_runs).await?;
 
     let base16 = at_16.map_or(0.0, |a| a.3);
     rows.extend(group_commit_rows(&slow, base16, "window 1s (default)"));

@@ -308,13 +308,12 @@ struct Driver {
 impl Driver {
     fn run(&mut self, rx: mpsc::Receiver<Command>) {
         loop {
-            let mut timeout = self.worker.poll_for();
+            let timeout = self.worker.poll_for();
             self.dispatch();
-            // After the answers: writes arriving meanwhile queue for the next commit, and
-            // whatever fell due meanwhile is done before waiting.
+            // After the answers: writes arriving meanwhile queue for the next commit, and what
+            // fell due meanwhile is done (the next round) before waiting.
             if self.worker.maintain() {
-                timeout = self.worker.poll_for();
-                self.dispatch();
+                continue;
             }
             let first = if timeout.is_zero() {
                 match rx.try_recv() {

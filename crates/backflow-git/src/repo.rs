@@ -276,6 +276,8 @@ impl LocalRepo {
 
     /// Copies what `keep` reaches from `staged` into the cache.
     fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<(), RepoError> {
+        // Whatever this copy does, an earlier build's pack is no longer this build's.
+        self.newest_pack = None;
         // `copy_commits` lists the cache's packs first, those written while staged (a
         // snapshot's blobs) too, so they are not copied again.
         let packs = copy_commits(staged, &self.repo, keep, None)

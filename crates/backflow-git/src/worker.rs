@@ -464,7 +464,7 @@ impl BranchWorker {
     /// answers writers calls [`BranchWorker::poll_for`], answers, then `maintain`.)
     pub fn poll(&mut self) -> SystemTime {
         let mut wait = self.poll_for();
-        if self.maintain() {
+        while self.maintain() {
             wait = self.poll_for();
         }
         self.clock.now() + wait

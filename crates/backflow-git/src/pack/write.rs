@@ -103,7 +103,12 @@ pub(crate) fn write_pack(
     let dir = objects.join("pack");
     let (tmp, file) = temporary(&dir, "pack")?;
     let written = write_entries(src, &ids, file).map_err(|e| e.at(&tmp));
-    let (mut entries, checksum) = match written {
+    // A pack's checksum is a SHA-1, an object id's size: git2 spells it in hex for the name.
+    let named = written.and_then(|(entries, checksum)| {
+        let name = Oid::from_bytes(&checksum)?;
+        Ok((entries, checksum, name))
+    });
+    let (mut entries, checksum, name) = match named {
         Ok(done) => done,
         Err(e) => {
             remove_quietly(&tmp);
@@ -111,7 +116,7 @@ pub(crate) fn write_pack(
         }
     };
     entries.sort_unstable_by_key(|e| e.id);
-    let stem = dir.join(format!("pack-{}", hex(&checksum)));
+    let stem = dir.join(format!("pack-{name}"));
     let index = encode_index(&entries, &checksum);
     let placed = place(&tmp, &stem.with_extension("pack")).and_then(|()| {
         let (tmp_index, mut file) = temporary(&dir, "idx")?;
@@ -352,18 +357,6 @@ fn remove_quietly(path: &Path) {
         tracing::warn!(path = %path.display(), error = %e, "cannot remove a temporary pack file");
     }
 }
-
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
-            out.push(char::from(HEX_DIGITS[usize::from(b & 0x0f)]));
-            out
-        })
-}
-
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 #[cfg(test)]
 mod tests {
