@@ -15,10 +15,11 @@
 //! Packs are written by this crate itself ([`write::write_pack`]: no deltas, fast compression,
 //! the index written alongside), and a commit's pack is written once: a push to a `file://`
 //! remote that lacks exactly the objects of the cache's newest pack links that pack there
-//! rather than writing it again. Small roll-ups are written the same way; from
-//! [`DELTAS_FROM`] objects on they go through libgit2, whose deltas keep many versions of one
-//! large tree small.
+//! rather than writing it again. Small roll-ups copy the entries of the packs they merge as
+//! they are ([`copy::copy_packs`]: no inflating, no deflating); from [`DELTAS_FROM`] objects on
+//! they go through libgit2, whose deltas keep many versions of one large tree small.
 
+mod copy;
 mod write;
 
 use std::collections::BTreeSet;
@@ -50,8 +51,8 @@ const LOOSE_BELOW: usize = 2;
 /// `TIER_WIDTH^t` to `TIER_WIDTH^(t+1) - 1` objects.
 const TIER_WIDTH: usize = 8;
 
-/// A roll-up into a pack of fewer objects than this is written by [`write_pack`] (each object
-/// inflated and deflated once, no deltas); a larger one by libgit2 with deltas, so what stays
+/// A roll-up into a pack of fewer objects than this copies the entries of the packs it merges
+/// ([`copy::copy_packs`]; [`write_pack`] when one of them holds deltas); a larger one by libgit2 with deltas, so what stays
 /// for good (packs of hundreds of objects and more, where many versions of one large tree
 /// meet) is small on disk. On its way to a pack that is never rolled up, an object goes
 /// through libgit2's delta search at most twice, not at every tier.
@@ -364,7 +365,11 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError>
     let whole = tier.iter().position(|p| p.ids.len() == ids.len());
     if whole.is_none() {
         if ids.len() < DELTAS_FROM {
-            write_pack(&odb, &ids, &repo.path().join("objects"))?;
+            let objects = repo.path().join("objects");
+            let stems: Vec<PathBuf> = tier.iter().map(|p| p.stem.clone()).collect();
+            if copy::copy_packs(&stems, &objects)?.is_none() {
+                write_pack(&odb, &ids, &objects)?;
+            }
         } else {
             repack_with_deltas(repo, &ids)?;
         }

@@ -82,7 +82,7 @@ impl WrittenPack {
 }
 
 /// One object's place in the pack being written.
-struct Entry {
+pub(super) struct Entry {
     id: Oid,
     offset: u64,
     crc: u32,
@@ -100,9 +100,40 @@ pub(crate) fn write_pack(
     if ids.is_empty() {
         return Ok(None);
     }
+    store_pack(objects, ids.len(), |body| {
+        let mut deflate = Compress::new(Compression::fast(), true);
+        let mut deflated_body = Vec::new();
+        for id in &ids {
+            let object = src.read(*id)?;
+            let header = entry_header(object.kind(), object.data().len())?;
+            deflated(&mut deflate, object.data(), &mut deflated_body)?;
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&header);
+            crc.update(&deflated_body);
+            body.push(*id, crc.finalize(), &[&header, &deflated_body])?;
+        }
+        Ok(())
+    })
+    .map(Some)
+}
+
+/// Writes a pack of `count` entries, which `fill` adds, and its index into `objects/pack`:
+/// the pack to a temporary file, named by its checksum once written, then the index; both
+/// renamed into place, pack first. Nothing is left behind when `fill` fails.
+pub(super) fn store_pack(
+    objects: &Path,
+    count: usize,
+    fill: impl FnOnce(&mut PackBody) -> Result<(), EntryError>,
+) -> Result<WrittenPack, StoreError> {
     let dir = objects.join("pack");
     let (tmp, file) = temporary(&dir, "pack")?;
-    let written = write_entries(src, &ids, file).map_err(|e| e.at(&tmp));
+    let written = PackBody::start(file, count)
+        .map_err(EntryError::from)
+        .and_then(|mut body| {
+            fill(&mut body)?;
+            Ok(body.finish()?)
+        })
+        .map_err(|e| e.at(&tmp));
     // A pack's checksum is a SHA-1, an object id's size: git2 spells it in hex for the name.
     let named = written.and_then(|(entries, checksum)| {
         let name = Oid::from_bytes(&checksum)?;
@@ -127,14 +158,14 @@ pub(crate) fn write_pack(
         wrote.and_then(|()| place(&tmp_index, &stem.with_extension("idx")))
     });
     placed?;
-    Ok(Some(WrittenPack {
+    Ok(WrittenPack {
         stem,
         ids: entries.into_iter().map(|e| e.id).collect(),
-    }))
+    })
 }
 
 /// A failure while writing the entries, before its file is known to the message.
-enum EntryError {
+pub(super) enum EntryError {
     Git(git2::Error),
     Io(std::io::Error),
 }
@@ -160,47 +191,68 @@ impl From<std::io::Error> for EntryError {
     }
 }
 
-/// Writes the pack's header, one entry per id and the trailing checksum into `file`; returns
-/// where each entry went and the checksum.
-fn write_entries(
-    src: &git2::Odb<'_>,
-    ids: &[Oid],
-    file: File,
-) -> Result<(Vec<Entry>, [u8; 20]), EntryError> {
-    let mut out = Hashed::new(BufWriter::with_capacity(1 << 16, file));
-    let count = u32::try_from(ids.len()).map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "too many objects for one pack",
-        )
-    })?;
-    out.write_all(b"PACK")?;
-    out.write_all(&2u32.to_be_bytes())?;
-    out.write_all(&count.to_be_bytes())?;
-    let mut deflate = Compress::new(Compression::fast(), true);
-    let mut body = Vec::new();
-    let mut entries = Vec::with_capacity(ids.len());
-    for id in ids {
-        let object = src.read(*id)?;
-        let header = entry_header(object.kind(), object.data().len())?;
-        deflated(&mut deflate, object.data(), &mut body)?;
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&header);
-        crc.update(&body);
-        entries.push(Entry {
-            id: *id,
-            offset: out.written,
-            crc: crc.finalize(),
-        });
-        out.write_all(&header)?;
-        out.write_all(&body)?;
+/// The pack being written: its file, hashed as it goes, and where each entry went.
+pub(super) struct PackBody {
+    out: Hashed<BufWriter<File>>,
+    entries: Vec<Entry>,
+    count: usize,
+}
+
+impl PackBody {
+    /// Writes the header of a pack of `count` entries into `file`.
+    fn start(file: File, count: usize) -> std::io::Result<Self> {
+        let declared = u32::try_from(count).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "too many objects for one pack",
+            )
+        })?;
+        let mut out = Hashed::new(BufWriter::with_capacity(1 << 16, file));
+        out.write_all(b"PACK")?;
+        out.write_all(&2u32.to_be_bytes())?;
+        out.write_all(&declared.to_be_bytes())?;
+        Ok(Self {
+            out,
+            entries: Vec::with_capacity(count),
+            count,
+        })
     }
-    let checksum: [u8; 20] = out.hash.finalize().into();
-    let mut file = out.inner;
-    file.write_all(&checksum)?;
-    file.into_inner()
-        .map_err(std::io::IntoInnerError::into_error)?;
-    Ok((entries, checksum))
+
+    /// Adds the entry of object `id`: its `parts` (the entry's header and its zlib stream)
+    /// one after the other, whose CRC-32 is `crc`.
+    pub(super) fn push(&mut self, id: Oid, crc: u32, parts: &[&[u8]]) -> std::io::Result<()> {
+        if self.entries.len() == self.count {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "more entries than the pack's header declares",
+            ));
+        }
+        self.entries.push(Entry {
+            id,
+            offset: self.out.written,
+            crc,
+        });
+        for part in parts {
+            self.out.write_all(part)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the trailing checksum; returns where each entry went and the checksum.
+    fn finish(self) -> std::io::Result<(Vec<Entry>, [u8; 20])> {
+        if self.entries.len() != self.count {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "fewer entries than the pack's header declares",
+            ));
+        }
+        let checksum: [u8; 20] = self.out.hash.finalize().into();
+        let mut file = self.out.inner;
+        file.write_all(&checksum)?;
+        file.into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
+        Ok((self.entries, checksum))
+    }
 }
 
 /// A writer that hashes and counts what passes through it.
