@@ -50,6 +50,11 @@ pub trait TreeView {
     fn file_id(&self, path: &str) -> Result<Option<String>, IoFailure> {
         Ok(self.read(path)?.map(|bytes| blob_id(&bytes)))
     }
+    /// Whether there is a file at `path`, without reading it. The default asks
+    /// [`TreeView::file_id`].
+    fn exists(&self, path: &str) -> Result<bool, IoFailure> {
+        Ok(self.file_id(path)?.is_some())
+    }
     /// Every file under `dir` with its [`TreeView::file_id`], sorted by path. Views over a Git
     /// tree answer it in one walk; the default asks path by path.
     fn files(&self, dir: &str) -> Result<Vec<(String, String)>, IoFailure> {
@@ -189,6 +194,13 @@ impl TreeView for LayeredView<'_> {
         match self.change(path) {
             Some(c) => Ok(c.map(blob_id)),
             None => self.base.file_id(path),
+        }
+    }
+
+    fn exists(&self, path: &str) -> Result<bool, IoFailure> {
+        match self.change(path) {
+            Some(c) => Ok(c.is_some()),
+            None => self.base.exists(path),
         }
     }
 

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository};
 
-pub(crate) use write::{WrittenPack, write_pack};
+pub(crate) use write::{WrittenPack, write_blob_pack, write_pack};
 
 use crate::error::StoreError;
 

@@ -13,7 +13,8 @@ use git2::{ObjectType, Oid, Repository, Signature, Time};
 
 use crate::error::{RepoError, StoreError};
 use crate::pack::{
-    PACK_CHUNK, PACK_FROM, RollUpPace, WrittenPack, copy_commits, roll_up_small_packs, write_pack,
+    PACK_CHUNK, PACK_FROM, RollUpPace, WrittenPack, copy_commits, roll_up_small_packs,
+    write_blob_pack,
 };
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
@@ -492,60 +493,50 @@ impl LocalRepo {
     }
 
     /// Writes many blobs as packs of [`PACK_CHUNK`] objects rather than one file each, and
-    /// returns their ids in order. They are gathered in memory (libgit2's mempack, on a handle
-    /// of its own so later writes stay loose) and each full chunk is indexed into
-    /// `objects/pack` before the next is gathered, so memory stays bounded.
+    /// returns their ids in order. Each chunk is written straight from the contents (named by
+    /// hashing them, without asking the object database whether it holds them already: the
+    /// roll-ups and `git gc` drop a second copy) and the handles are told about its pack before
+    /// the next chunk.
     fn write_blobs_packed<'a>(
         &self,
         contents: impl Iterator<Item = &'a Vec<u8>>,
     ) -> Result<Vec<Oid>, RepoError> {
-        let bulk = Repository::open_bare(&self.path)
-            .map_err(self.err("opening the cache for a packed write"))?;
-        let odb = bulk.odb().map_err(self.err("opening the object store"))?;
-        // Above the loose (1) and packed (2) backends: new objects are written here.
-        let mempack = odb
-            .add_new_mempack_backend(1000)
-            .map_err(self.err("adding an in-memory object store"))?;
         let mut ids = Vec::new();
-        let mut chunk_start = 0;
+        let mut chunk: Vec<(Oid, &[u8])> = Vec::with_capacity(PACK_CHUNK);
         for content in contents {
-            ids.push(bulk.blob(content).map_err(self.err("writing a blob"))?);
-            if ids.len() - chunk_start == PACK_CHUNK {
-                self.write_blob_pack(&bulk, &mempack, &ids[chunk_start..])?;
-                chunk_start = ids.len();
+            let id = Oid::hash_object(git2::ObjectType::Blob, content)
+                .map_err(self.err("hashing a blob"))?;
+            ids.push(id);
+            chunk.push((id, content));
+            if chunk.len() == PACK_CHUNK {
+                self.write_blob_pack(&chunk)?;
+                chunk.clear();
             }
         }
-        if ids.len() > chunk_start {
-            self.write_blob_pack(&bulk, &mempack, &ids[chunk_start..])?;
-        }
+        self.write_blob_pack(&chunk)?;
         Ok(ids)
     }
 
-    /// Writes the objects `ids` (gathered in `mempack`) as one pack into the cache and empties
-    /// the mempack. (libgit2's own mempack dump packs only what written commits reach.)
-    fn write_blob_pack(
-        &self,
-        bulk: &Repository,
-        mempack: &git2::Mempack<'_>,
-        ids: &[Oid],
-    ) -> Result<(), RepoError> {
-        let odb = self
-            .cache_handle()
-            .odb()
-            .map_err(self.err("opening the object store"))?;
-        let source = bulk.odb().map_err(self.err("opening the object store"))?;
-        write_pack(&source, ids, &self.path.join("objects")).map_err(self.err("writing a pack"))?;
+    /// Writes `blobs` as one pack into the cache and tells the handles about it.
+    fn write_blob_pack(&self, blobs: &[(Oid, &[u8])]) -> Result<(), RepoError> {
+        if write_blob_pack(blobs, &self.path.join("objects"))
+            .map_err(self.err("writing a pack"))?
+            .is_none()
+        {
+            return Ok(());
+        }
         // The handles list packs once: they are told about the new one.
-        odb.refresh().map_err(self.err("reading the new pack"))?;
+        self.cache_handle()
+            .odb()
+            .and_then(|odb| odb.refresh())
+            .map_err(self.err("reading the new pack"))?;
         if self.staged {
             self.repo
                 .odb()
                 .and_then(|odb| odb.refresh())
                 .map_err(self.err("reading the new pack"))?;
         }
-        mempack
-            .reset()
-            .map_err(self.err("emptying the in-memory object store"))
+        Ok(())
     }
 
     /// Applies path updates (`Some(content)` writes a file, `None` removes it) to `base` and

@@ -86,6 +86,14 @@ impl TreeView for Overlay<'_> {
         Ok(self.repo.file_id(self.base, &path)?.map(|o| o.to_string()))
     }
 
+    fn exists(&self, path: &str) -> Result<bool, IoFailure> {
+        let path = normalize(path);
+        if let Some(change) = self.changes.get(&path) {
+            return Ok(change.is_some());
+        }
+        Ok(self.repo.file_id(self.base, &path)?.is_some())
+    }
+
     fn files(&self, dir: &str) -> Result<Vec<(String, String)>, IoFailure> {
         let base = self
             .repo
@@ -181,6 +189,17 @@ mod tests {
             TreeView::files(&DefaultFiles(&layered), "d").expect("files")
         );
         assert_eq!(o.read("d/a").expect("read"), None);
+        // Whether a file is there, answered without reading it, agrees with reading it: in
+        // the base, changed, removed, added, never there, a folder.
+        for path in ["d/a", "d/b", "d/c", "d/zz", "d"] {
+            let there = |view: &dyn TreeView| view.exists(path).expect("exists");
+            assert_eq!(there(&o), o.read(path).expect("read").is_some(), "{path}");
+            assert_eq!(
+                there(&layered),
+                layered.read(path).expect("read").is_some(),
+                "{path}"
+            );
+        }
         let t = o.write().expect("write");
         assert_eq!(repo.list_files(t, "").expect("list"), vec!["d/b", "d/c"]);
         assert_eq!(Overlay::new(&repo, base).write().expect("write"), base);

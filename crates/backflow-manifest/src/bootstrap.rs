@@ -43,9 +43,55 @@ pub fn missing(tree: &dyn TreeView, target: &str) -> Result<Vec<PathUpdate>, IoF
     let mut updates = Vec::new();
     for (name, content) in [("README.md", README), (".gittargetignore", GITTARGETIGNORE)] {
         let path = join(target, name);
-        if tree.read(&path)?.is_none() {
+        // Asked once per object written: whether the file is there, not its content.
+        if !tree.exists(&path)? {
             updates.push(PathUpdate::write(path, content));
         }
     }
     Ok(updates)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A tree that knows its files' ids and refuses to be read: asking whether the bootstrap
+    /// files are there (once per object written) must not read them.
+    struct IdsOnly(BTreeMap<String, String>);
+
+    impl TreeView for IdsOnly {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, IoFailure> {
+            panic!("{path} was read to learn whether it is there");
+        }
+        fn list(&self, dir: &str) -> Result<Vec<String>, IoFailure> {
+            Ok(self
+                .0
+                .keys()
+                .filter(|p| p.starts_with(&format!("{dir}/")))
+                .cloned()
+                .collect())
+        }
+        fn file_id(&self, path: &str) -> Result<Option<String>, IoFailure> {
+            Ok(self.0.get(path).cloned())
+        }
+    }
+
+    #[test]
+    fn only_the_missing_files_are_written_and_none_is_read() {
+        let tree = IdsOnly(BTreeMap::from([(
+            "live/README.md".to_string(),
+            "a1".repeat(20),
+        )]));
+        let updates = missing(&tree, "live").expect("missing");
+        let paths: Vec<&str> = updates.iter().map(|u| u.path.as_str()).collect();
+        assert_eq!(paths, ["live/.gittargetignore"]);
+        assert_eq!(
+            updates[0].content.as_deref(),
+            Some(GITTARGETIGNORE.as_bytes())
+        );
+        let none = IdsOnly(BTreeMap::new());
+        assert_eq!(missing(&none, "live").expect("missing").len(), 2);
+    }
 }
