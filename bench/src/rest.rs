@@ -591,7 +591,7 @@ fn aim_notes(
 /// How the figures were taken, said under every run's table.
 const METHOD_NOTES: [&str; 2] = [
     "Lost = an acknowledged write whose token is missing from its object's file in the remote's final tree (read with git ls-tree and git cat-file), unless a later write of the same object is there. Failed writes are not acknowledged and not counted as lost.",
-    "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service. Every backflow level runs first (the group-commit level last of them), then every baseline level: the baseline's git leaves detached gc processes running behind it.",
+    "Baseline: seed 004 version three exactly as its sequence describes; the deployed apl-api adds a pull of the main clone before each worktree (with --depth=5, sharing .git/shallow.lock), 2 × git config per session, a recovery path with reset --hard and push --force, and pushes HEAD rather than the session branch. Those are left out, which if anything favours the baseline. Each level uses a fresh remote and main clone; session branches are left behind as in the service. Every backflow level runs first (the group-commit level last of them), then every baseline level: the baseline's 64 concurrent git pipelines and the worktrees it removes weigh on whatever runs next (the 1-minute load average reads 20–35 after it, though none of its processes is left).",
 ];
 
 /// What the baseline is, beside each of its figures.
@@ -649,8 +649,9 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
     // Every backflow side first, the group-commit level included, then every baseline side:
-    // the baseline's `git` leaves detached `gc --auto` processes behind (load average 20 after
-    // its 64-writer level), which would otherwise land on whatever backflow measures next.
+    // its 64-writer level runs 64 git pipelines at once and removes thousands of worktree files,
+    // which makes the file system's next file creations dearer for a while (the 1-minute load
+    // average reads 20–35 after it, though none of its processes is left).
     let mut ours_runs = Vec::new();
     for level in levels(quick) {
         let dir = tmp.path().join(format!("backflow-{}", level.writers));
