@@ -107,9 +107,10 @@ pub(crate) fn loose_count(path: &Path) -> usize {
 
 /// Copies `tip` and everything it reaches that `dst` lacks into `dst`, oldest first, so `dst`
 /// never holds a commit whose tree or parents are missing: as packs of at most [`PACK_CHUNK`]
-/// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. When `src`'s pack
-/// `newest` holds exactly what `dst` lacks, it is linked into `dst` instead (a commit's pack,
-/// built once, pushed to a `file://` remote). Returns the packs written or linked.
+/// objects, or one file each when they are fewer than [`LOOSE_BELOW`]. When `src`'s packs
+/// `built` together hold exactly what `dst` lacks, they are linked into `dst` instead (the
+/// packs a build wrote once, pushed to a `file://` remote: a commit's pack, or a snapshot's
+/// blob packs and the pack of its trees). Returns the packs written or linked.
 ///
 /// A tree already present in `dst` is assumed complete (the connectivity invariant every git
 /// object store keeps), and each commit's tree is compared with its first parent's, which `dst`
@@ -119,7 +120,7 @@ pub(crate) fn copy_commits(
     src: &Repository,
     dst: &Repository,
     tip: Oid,
-    newest: Option<&WrittenPack>,
+    built: &[WrittenPack],
 ) -> Result<Vec<WrittenPack>, StoreError> {
     let dst_odb = dst.odb()?;
     // Listed once: every lookup below may miss, and a miss would list `dst`'s packs again.
@@ -145,14 +146,17 @@ pub(crate) fn copy_commits(
         }
         return Ok(Vec::new());
     }
-    if let Some(pack) = newest.filter(|p| p.holds_exactly(&missing.ids)) {
-        match pack.link_into(&objects[1]) {
+    if WrittenPack::hold_exactly(built, &missing.ids) {
+        let linked: Result<Vec<WrittenPack>, StoreError> =
+            built.iter().map(|p| p.link_into(&objects[1])).collect();
+        match linked {
             Ok(linked) => {
                 dst_odb.refresh()?;
-                return Ok(vec![linked]);
+                return Ok(linked);
             }
             Err(e) => {
-                tracing::debug!(pack = %pack.stem.display(), error = %e, "cannot link a pack; writing it again");
+                // A pack linked before the failure only holds objects written again below.
+                tracing::debug!(error = %e, "cannot link the build's packs; writing them again");
             }
         }
     }

@@ -4,6 +4,7 @@
 //! Every remote gets its own bare repository under the data directory. Commits are built here
 //! from a base tree plus path updates and then pushed; fetched foreign commits land here too.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -67,9 +68,10 @@ pub struct LocalRepo {
     /// Whether `repo` is the staging handle right now.
     staged: bool,
     roll_up: RollUpPace,
-    /// The pack the last build wrote, while it is in the cache as written: a push to a
-    /// `file://` remote that lacks exactly its objects links it there.
-    newest_pack: Option<WrittenPack>,
+    /// The packs the last build wrote, while they are in the cache as written: a push to a
+    /// `file://` remote that lacks exactly their objects links them there. (Blob packs are
+    /// written through `&self`, by [`LocalRepo::apply_updates`].)
+    built_packs: RefCell<Vec<WrittenPack>>,
 }
 
 self_cell::self_cell!(
@@ -186,7 +188,7 @@ impl LocalRepo {
             staging: None,
             staged: false,
             roll_up: RollUpPace::default(),
-            newest_pack: None,
+            built_packs: RefCell::new(Vec::new()),
         })
     }
 
@@ -240,6 +242,8 @@ impl LocalRepo {
         if self.staged {
             return Ok(());
         }
+        // A new build: the packs of the last one are the last push's business no more.
+        self.built_packs.borrow_mut().clear();
         if self.staging.is_none() {
             self.staging =
                 Some(Staging::open(&self.path).map_err(self.err("opening a staging area"))?);
@@ -277,14 +281,19 @@ impl LocalRepo {
 
     /// Copies what `keep` reaches from `staged` into the cache.
     fn keep_staged(&mut self, staged: &Repository, keep: Oid) -> Result<(), RepoError> {
-        // Whatever this copy does, an earlier build's pack is no longer this build's.
-        self.newest_pack = None;
         // `copy_commits` lists the cache's packs first, those written while staged (a
         // snapshot's blobs) too, so they are not copied again.
-        let packs = copy_commits(staged, &self.repo, keep, None)
-            .map_err(self.err(format!("writing the objects of {keep}")))?;
+        let copied = copy_commits(staged, &self.repo, keep, &[])
+            .map_err(self.err(format!("writing the objects of {keep}")));
+        let packs = match copied {
+            Ok(packs) => packs,
+            Err(e) => {
+                self.built_packs.borrow_mut().clear();
+                return Err(e);
+            }
+        };
         self.roll_up.wrote(packs.len());
-        self.newest_pack = packs.into_iter().last();
+        self.built_packs.borrow_mut().extend(packs);
         Ok(())
     }
 
@@ -309,16 +318,17 @@ impl LocalRepo {
         }
         // The newest pack may be one of those rolled up, and the handles opened before list
         // packs that are gone: they are opened again.
-        self.newest_pack = None;
+        self.built_packs.borrow_mut().clear();
         self.staging = None;
         self.repo = Repository::open_bare(&self.path)
             .map_err(self.err("opening the cache again after rolling packs up"))?;
         Ok(true)
     }
 
-    /// The pack the last build wrote into the cache, if it is still there as written.
-    pub(crate) fn newest_pack(&self) -> Option<&WrittenPack> {
-        self.newest_pack.as_ref()
+    /// The packs the last build wrote into the cache (a snapshot's blob packs, then the pack
+    /// of what its commit reaches), while they are still there as written.
+    pub(crate) fn built_packs(&self) -> std::cell::Ref<'_, Vec<WrittenPack>> {
+        self.built_packs.borrow()
     }
 
     /// The cache's own handle, also while staged (a pack cannot be written through the staging
@@ -519,12 +529,12 @@ impl LocalRepo {
 
     /// Writes `blobs` as one pack into the cache and tells the handles about it.
     fn write_blob_pack(&self, blobs: &[(Oid, &[u8])]) -> Result<(), RepoError> {
-        if write_blob_pack(blobs, &self.path.join("objects"))
+        let Some(written) = write_blob_pack(blobs, &self.path.join("objects"))
             .map_err(self.err("writing a pack"))?
-            .is_none()
-        {
+        else {
             return Ok(());
-        }
+        };
+        self.built_packs.borrow_mut().push(written);
         // The handles list packs once: they are told about the new one.
         self.cache_handle()
             .odb()

@@ -35,14 +35,17 @@ pub(crate) struct WrittenPack {
 }
 
 impl WrittenPack {
-    /// Whether the pack holds exactly the objects `ids` (listed once each, in any order).
-    pub(crate) fn holds_exactly(&self, ids: &[Oid]) -> bool {
-        if ids.len() != self.ids.len() {
+    /// Whether `packs` together hold exactly the objects `ids` (listed once each, in any
+    /// order), each object in one of them only.
+    pub(crate) fn hold_exactly(packs: &[WrittenPack], ids: &[Oid]) -> bool {
+        if packs.is_empty() || packs.iter().map(|p| p.ids.len()).sum::<usize>() != ids.len() {
             return false;
         }
+        let mut held: Vec<Oid> = packs.iter().flat_map(|p| p.ids.iter().copied()).collect();
+        held.sort_unstable();
         let mut sorted = ids.to_vec();
         sorted.sort_unstable();
-        sorted == self.ids
+        held == sorted
     }
 
     /// The pack, linked (or, across file systems, copied) into the store at `objects`, pack
@@ -519,8 +522,13 @@ mod tests {
             .expect("write")
             .expect("a pack");
         assert_eq!(pack.ids.len(), 6, "each object once");
-        assert!(pack.holds_exactly(&ids[..6]));
-        assert!(!pack.holds_exactly(&ids[..5]));
+        let one = std::slice::from_ref(&pack);
+        assert!(WrittenPack::hold_exactly(one, &ids[..6]));
+        assert!(!WrittenPack::hold_exactly(one, &ids[..5]));
+        assert!(!WrittenPack::hold_exactly(&[], &[]));
+        // Two packs that share objects do not hold them once each.
+        let twice = [pack.clone(), pack.clone()];
+        assert!(!WrittenPack::hold_exactly(&twice, &ids[..6]));
 
         let packed = pack.stem.with_extension("pack");
         let reindexed = dir.path().join("git.idx");

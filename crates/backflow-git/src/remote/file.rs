@@ -125,7 +125,7 @@ impl GitRemote for FileRemote {
         match tip {
             Some(oid) => {
                 if !repo.has_object(oid) {
-                    let result = copy_commits(self.open(op)?, repo.git2(), oid, None);
+                    let result = copy_commits(self.open(op)?, repo.git2(), oid, &[]);
                     // The cache's small packs are rolled up by its next build.
                     if let Err(e) = result {
                         return Err(self.fail_copy(op, &e));
@@ -149,9 +149,9 @@ impl GitRemote for FileRemote {
         expected: ExpectedTip,
     ) -> Result<PushOutcome, RemoteError> {
         let op = RemoteOp::Push;
-        // The build's pack, written once into the cache, is linked here when it holds what the
-        // remote lacks.
-        let packs = match copy_commits(repo.git2(), self.open(op)?, new, repo.newest_pack()) {
+        // The build's packs, written once into the cache, are linked here when they hold what
+        // the remote lacks.
+        let packs = match copy_commits(repo.git2(), self.open(op)?, new, &repo.built_packs()) {
             Ok(packs) => packs.len(),
             Err(e) => return Err(self.fail_copy(op, &e)),
         };
@@ -321,7 +321,11 @@ mod tests {
                 .write_commit(tree, tip, &who, &who, std::time::SystemTime::now(), "m")
                 .expect("commit");
             cache.unstage(Some(next)).expect("unstage");
-            let built = cache.newest_pack().expect("the build's pack").clone();
+            let built = cache
+                .built_packs()
+                .last()
+                .expect("the build's pack")
+                .clone();
             let expected = tip.map_or(ExpectedTip::Absent, ExpectedTip::At);
             let outcome = remote.push(&cache, "main", next, expected).expect("push");
             assert!(matches!(outcome, PushOutcome::Accepted));
@@ -370,11 +374,11 @@ mod tests {
         // A commit that changes no file: one object, fewer than a pack is worth.
         let next = commit(&src, tree_of(&src, root), &[root], &[]);
         let dst = LocalRepo::open_or_init(&dst_dir.path().join("dst.git")).expect("dst");
-        let packs = copy_commits(src.git2(), dst.git2(), root, None)
+        let packs = copy_commits(src.git2(), dst.git2(), root, &[])
             .expect("copy")
             .len();
         assert_eq!(packs, 1, "four objects are a pack");
-        let packs = copy_commits(src.git2(), dst.git2(), next, None)
+        let packs = copy_commits(src.git2(), dst.git2(), next, &[])
             .expect("copy")
             .len();
         assert_eq!(packs, 0, "one object is a file");
@@ -398,6 +402,60 @@ mod tests {
     /// A history with a merge whose parents share folders, copied whole and then on top of a
     /// partial copy: the destination ends up with every object, though each commit's tree is
     /// only compared with its first parent's.
+    /// A snapshot-sized build (its blobs in packs of [`PACK_CHUNK`] written as they fill, then
+    /// the pack of its trees and commit) is pushed by linking every one of those packs into
+    /// the remote, none written again; the real git finds the remote sound.
+    #[test]
+    fn a_snapshots_packs_are_all_linked_into_the_remote() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cache = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");
+        let remote_path = dir.path().join("remote.git");
+        LocalRepo::init_remote(&remote_path, "main").expect("remote");
+        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let who = crate::repo::Identity::default();
+        cache.stage().expect("stage");
+        let files: BTreeMap<String, Option<Vec<u8>>> = (0..PACK_CHUNK + 50)
+            .map(|i| {
+                (
+                    format!("live/f{i:05}.yaml"),
+                    Some(format!("n: {i}\n").into_bytes()),
+                )
+            })
+            .collect();
+        let tree = cache
+            .apply_updates(cache.empty_tree().expect("empty"), &files)
+            .expect("apply");
+        let tip = cache
+            .write_commit(tree, None, &who, &who, std::time::SystemTime::now(), "m")
+            .expect("commit");
+        cache.unstage(Some(tip)).expect("unstage");
+        let built = cache.built_packs().clone();
+        assert_eq!(built.len(), 3, "two blob packs, then trees and commit");
+
+        let outcome = remote
+            .push(&cache, "main", tip, ExpectedTip::Absent)
+            .expect("push");
+
+        assert!(matches!(outcome, PushOutcome::Accepted));
+        for pack in &built {
+            let name = pack.stem.file_name().expect("name");
+            let there = remote_path.join("objects/pack").join(name);
+            for ext in ["pack", "idx"] {
+                let ours = std::fs::metadata(pack.stem.with_extension(ext)).expect("built");
+                let theirs =
+                    std::fs::metadata(there.with_extension(ext)).expect("the same file there");
+                assert_eq!(
+                    theirs.ino(),
+                    ours.ino(),
+                    "{name:?}.{ext} linked, not written"
+                );
+            }
+        }
+        assert_eq!(crate::pack::pack_count(&remote_path), 3);
+        git_out(&remote_path, &["fsck", "--full", &tip.to_string()]);
+    }
+
     #[test]
     fn a_large_push_lands_as_packs_the_real_git_finds_sound() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -415,7 +473,7 @@ mod tests {
         );
         let dst_path = dir.path().join("dst.git");
         let dst = LocalRepo::open_or_init(&dst_path).expect("dst");
-        copy_commits(src.git2(), dst.git2(), second, None).expect("copy");
+        copy_commits(src.git2(), dst.git2(), second, &[]).expect("copy");
         assert_complete(dst.git2(), second);
         assert_eq!(
             crate::pack::pack_count(&dst_path),
@@ -453,7 +511,7 @@ mod tests {
         let after = commit(&src, tree_of(&src, merge), &[merge], &[("d/a", None)]);
 
         let whole = LocalRepo::open_or_init(&dir.path().join("whole.git")).expect("dst");
-        copy_commits(src.git2(), whole.git2(), after, None).expect("copy");
+        copy_commits(src.git2(), whole.git2(), after, &[]).expect("copy");
         assert_complete(whole.git2(), after);
         // One pack, no loose object, and the real git finds it sound.
         assert_eq!(crate::pack::pack_count(&dir.path().join("whole.git")), 1);
@@ -468,9 +526,9 @@ mod tests {
         );
 
         let partial = LocalRepo::open_or_init(&dir.path().join("partial.git")).expect("dst");
-        copy_commits(src.git2(), partial.git2(), left, None).expect("copy the left side");
+        copy_commits(src.git2(), partial.git2(), left, &[]).expect("copy the left side");
         assert_complete(partial.git2(), left);
-        copy_commits(src.git2(), partial.git2(), after, None).expect("copy the rest");
+        copy_commits(src.git2(), partial.git2(), after, &[]).expect("copy the rest");
         assert_complete(partial.git2(), after);
     }
 }
