@@ -439,20 +439,12 @@ fn tier_of(objects: usize) -> usize {
 /// The object ids a version-2 pack index lists (the format git and libgit2 write), or `None`
 /// for anything else.
 fn index_ids(index: &[u8]) -> Option<Vec<Oid>> {
-    const HEADER: usize = 8 + 256 * 4;
-    if index.get(..8)? != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
-        return None;
-    }
-    let count = u32::from_be_bytes(index.get(HEADER - 4..HEADER)?.try_into().ok()?) as usize;
-    // Ids, CRCs and 4-byte offsets, then the pack's and the index's checksums: a pack under
-    // 2 GiB has no 8-byte offsets, and another length is another hash (SHA-256).
-    if index.len() != HEADER + count * 28 + 40 {
-        return None;
-    }
-    index[HEADER..HEADER + count * 20]
-        .chunks_exact(20)
-        .map(|id| Oid::from_bytes(id).ok())
-        .collect()
+    Some(
+        copy::listed_entries(index)?
+            .into_iter()
+            .map(|e| e.id)
+            .collect(),
+    )
 }
 
 /// Removes a pack and its index (and any reverse index), index last, as `git repack -d` does: a

@@ -24,8 +24,8 @@ use crate::error::StoreError;
 const COPY_AT_MOST: u64 = 64 << 20;
 
 /// One entry of a pack, as its index lists it.
-struct Listed {
-    id: Oid,
+pub(super) struct Listed {
+    pub(super) id: Oid,
     crc: u32,
     offset: u64,
 }
@@ -97,13 +97,16 @@ fn read_sources(stems: &[PathBuf]) -> Result<Option<Vec<Source>>, StoreError> {
     Ok(Some(sources))
 }
 
-/// The entries a plain version-2 index lists (4-byte offsets only), or `None` for anything else.
-fn listed_entries(index: &[u8]) -> Option<Vec<Listed>> {
+/// The entries a version-2 pack index lists (the format git and libgit2 write), in the
+/// index's order, or `None` for anything else.
+pub(super) fn listed_entries(index: &[u8]) -> Option<Vec<Listed>> {
     const HEADER: usize = 8 + 256 * 4;
     if index.get(..8)? != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
         return None;
     }
     let count = u32::from_be_bytes(index.get(HEADER - 4..HEADER)?.try_into().ok()?) as usize;
+    // Ids, CRCs and 4-byte offsets, then the pack's and the index's checksums: a pack under
+    // 2 GiB has no 8-byte offsets, and another length is another hash (SHA-256).
     if index.len() != HEADER + count * 28 + 40 {
         return None;
     }

@@ -522,13 +522,7 @@ mod tests {
             .expect("write")
             .expect("a pack");
         assert_eq!(pack.ids.len(), 6, "each object once");
-        let one = std::slice::from_ref(&pack);
-        assert!(WrittenPack::hold_exactly(one, &ids[..6]));
-        assert!(!WrittenPack::hold_exactly(one, &ids[..5]));
-        assert!(!WrittenPack::hold_exactly(&[], &[]));
-        // Two packs that share objects do not hold them once each.
-        let twice = [pack.clone(), pack.clone()];
-        assert!(!WrittenPack::hold_exactly(&twice, &ids[..6]));
+        packs_hold_exactly_what_they_list_once(&pack, &ids[..6]);
 
         let packed = pack.stem.with_extension("pack");
         let reindexed = dir.path().join("git.idx");
@@ -571,6 +565,17 @@ mod tests {
             .expect("pack dir")
             .count();
         assert_eq!(files, 2, "one pack and its index, no temporary left");
+    }
+
+    /// `pack` holds exactly `ids` (distinct): one pack holds them, fewer are not what it holds,
+    /// no packs hold nothing, and two packs sharing objects do not hold them once each.
+    fn packs_hold_exactly_what_they_list_once(pack: &WrittenPack, ids: &[Oid]) {
+        let one = std::slice::from_ref(pack);
+        assert!(WrittenPack::hold_exactly(one, ids));
+        assert!(!WrittenPack::hold_exactly(one, &ids[..ids.len() - 1]));
+        assert!(!WrittenPack::hold_exactly(&[], &[]));
+        let twice = [pack.clone(), pack.clone()];
+        assert!(!WrittenPack::hold_exactly(&twice, ids));
     }
 
     #[test]

@@ -289,6 +289,16 @@ mod tests {
         assert_eq!(count.trim(), "100");
     }
 
+    /// A cache at `dir/cache.git` and an empty bare remote at `dir/remote.git` (branch `main`),
+    /// with the `file://` remote that pushes to it.
+    fn cache_and_remote(dir: &std::path::Path) -> (LocalRepo, PathBuf, FileRemote) {
+        let cache = LocalRepo::open_or_init(&dir.join("cache.git")).expect("cache");
+        let remote_path = dir.join("remote.git");
+        LocalRepo::init_remote(&remote_path, "main").expect("remote");
+        let remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        (cache, remote_path, remote)
+    }
+
     /// A build staged in memory is written into the cache as one pack, and a push to a
     /// `file://` remote that lacks exactly its objects links that pack there: one file on disk,
     /// written and hashed once, which the real git finds sound in the remote. So it is for
@@ -299,10 +309,7 @@ mod tests {
     fn a_builds_pack_is_linked_into_the_remote_not_written_again() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cache = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");
-        let remote_path = dir.path().join("remote.git");
-        LocalRepo::init_remote(&remote_path, "main").expect("remote");
-        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let (mut cache, remote_path, mut remote) = cache_and_remote(dir.path());
         let who = crate::repo::Identity::default();
         let mut tree = cache.empty_tree().expect("empty");
         let mut tip = None;
@@ -399,9 +406,6 @@ mod tests {
         );
     }
 
-    /// A history with a merge whose parents share folders, copied whole and then on top of a
-    /// partial copy: the destination ends up with every object, though each commit's tree is
-    /// only compared with its first parent's.
     /// A snapshot-sized build (its blobs in packs of [`PACK_CHUNK`] written as they fill, then
     /// the pack of its trees and commit) is pushed by linking every one of those packs into
     /// the remote, none written again; the real git finds the remote sound.
@@ -409,10 +413,7 @@ mod tests {
     fn a_snapshots_packs_are_all_linked_into_the_remote() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cache = LocalRepo::open_or_init(&dir.path().join("cache.git")).expect("cache");
-        let remote_path = dir.path().join("remote.git");
-        LocalRepo::init_remote(&remote_path, "main").expect("remote");
-        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let (mut cache, remote_path, mut remote) = cache_and_remote(dir.path());
         let who = crate::repo::Identity::default();
         cache.stage().expect("stage");
         let files: BTreeMap<String, Option<Vec<u8>>> = (0..PACK_CHUNK + 50)
@@ -456,6 +457,7 @@ mod tests {
         git_out(&remote_path, &["fsck", "--full", &tip.to_string()]);
     }
 
+    /// More objects than one pack takes land as packs of [`PACK_CHUNK`], complete and sound.
     #[test]
     fn a_large_push_lands_as_packs_the_real_git_finds_sound() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -484,6 +486,9 @@ mod tests {
         git_out(&dst_path, &["fsck", "--full", &second.to_string()]);
     }
 
+    /// A history with a merge whose parents share folders, copied whole and then on top of a
+    /// partial copy: the destination ends up with every object, though each commit's tree is
+    /// only compared with its first parent's.
     #[test]
     fn histories_with_merges_copy_completely() {
         let dir = tempfile::tempdir().expect("tempdir");
