@@ -7,6 +7,7 @@
 //! show that something did *not* happen (a file kept, no commit made), it makes a later change
 //! that travels the same path and asserts on the state once that later change has landed.
 
+use crate::apply::wait_applied;
 use crate::common::{Answer, World, configmap, http, metric_sum, schemaless_crd, wait_for};
 use serde_json::Value;
 
@@ -929,7 +930,11 @@ fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: anchored\n  namespace: default\n  labels: &shared\n    app: shop\n  annotations: *shared\ndata:\n  color: blue\n",
     )
     .expect("write");
-    w.commit_all_and_push(&clone, "Share labels through an anchor");
+    let anchored = w.commit_all_and_push(&clone, "Share labels through an anchor");
+    // `serve` coordinates its default folder, so the push is applied; an apply landing after the
+    // write below would set the colour back to Git's (onRefusal: Ignore leaves recovery to a
+    // later apply), so the write waits for it.
+    wait_applied(&w, &anchored);
     let a = http(
         w.addr(),
         "PATCH",
@@ -968,7 +973,8 @@ fn a_waiting_write_the_mirror_refuses_is_answered_refused_with_a_warning() {
         configmap("default", "anchored", &[("color", "blue")]),
     )
     .expect("write");
-    w.commit_all_and_push(&clone, "No more anchors");
+    let expanded = w.commit_all_and_push(&clone, "No more anchors");
+    wait_applied(&w, &expanded);
     w.apply(&configmap("default", "anchored", &[("color", "green")]));
     w.wait_file("live/default/configmaps/anchored.yaml", |c| {
         c.contains("green")
