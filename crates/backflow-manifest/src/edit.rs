@@ -41,17 +41,28 @@ pub fn edit_document(
     doc: usize,
     desired: &Value,
 ) -> Result<Vec<u8>, ManifestError> {
-    edit_document_with(path, bytes, doc, |_| desired.clone())
+    Ok(edit_parsed(path, bytes, doc, |_| desired.clone())?
+        .map_or_else(|| bytes.to_vec(), |e| e.bytes))
+}
+
+/// A file as an edit left it, with the parse that checked it reads back.
+#[derive(Debug)]
+pub(crate) struct EditedFile {
+    /// The new bytes of the whole file.
+    pub bytes: Vec<u8>,
+    /// Their parse.
+    pub parsed: ParsedFile,
 }
 
 /// As [`edit_document`], with the desired value made from the document's current one (the
-/// planner leaves out the defaults the document does not hold).
-pub fn edit_document_with(
+/// planner leaves out the defaults the document does not hold); `None` when the document
+/// already reads `desired`.
+pub(crate) fn edit_parsed(
     path: &str,
     bytes: &[u8],
     doc: usize,
     desired: impl FnOnce(&Value) -> Value,
-) -> Result<Vec<u8>, ManifestError> {
+) -> Result<Option<EditedFile>, ManifestError> {
     let file = parse_file(path, bytes)?;
     let Some(current) = file.docs.get(doc) else {
         return Err(ManifestError::NoSuchDocument {
@@ -61,7 +72,7 @@ pub fn edit_document_with(
     };
     let desired = &desired(&current.value);
     if current.value == *desired {
-        return Ok(bytes.to_vec());
+        return Ok(None);
     }
     if !current.hazards.is_empty() {
         return Err(ManifestError::UnsafeDocument {
@@ -98,9 +109,12 @@ pub fn edit_document_with(
     };
     if in_place
         && let Some(candidate) = apply(text, &editor.splices)
-        && reads_back(path, &candidate, &file, doc, desired)
+        && let Some(parsed) = reads_back(path, &candidate, &file, doc, desired)
     {
-        return Ok(candidate.into_bytes());
+        return Ok(Some(EditedFile {
+            bytes: candidate.into_bytes(),
+            parsed,
+        }));
     }
     // The body rendered canonically, keeping the document's framing (leading `---` and
     // comments before the body, a trailing `...`).
@@ -114,8 +128,11 @@ pub fn edit_document_with(
     }
     let rendered = rendered.replace('\n', newline);
     let candidate = format!("{}{}{}", &text[..body.start], rendered, &text[body.end..]);
-    if reads_back(path, &candidate, &file, doc, desired) {
-        return Ok(candidate.into_bytes());
+    if let Some(parsed) = reads_back(path, &candidate, &file, doc, desired) {
+        return Ok(Some(EditedFile {
+            bytes: candidate.into_bytes(),
+            parsed,
+        }));
     }
     Err(ManifestError::EditMismatch {
         path: path.to_string(),
@@ -140,22 +157,20 @@ fn body_range(file: &ParsedFile, doc: usize) -> std::ops::Range<usize> {
     start.min(end)..end
 }
 
-/// Whether `candidate` still splits into the same number of documents, document `doc` reads
-/// `desired`, and every other document reads as before.
+/// The parse of `candidate` when it still splits into the same number of documents, document
+/// `doc` reads `desired`, and every other document reads as before; `None` otherwise.
 fn reads_back(
     path: &str,
     candidate: &str,
     before: &ParsedFile,
     doc: usize,
     desired: &Value,
-) -> bool {
-    let Ok(after) = parse_file(path, candidate.as_bytes()) else {
-        return false;
-    };
+) -> Option<ParsedFile> {
+    let after = parse_file(path, candidate.as_bytes()).ok()?;
     if after.docs.len() != before.docs.len() {
-        return false;
+        return None;
     }
-    after
+    let same = after
         .docs
         .iter()
         .zip(&before.docs)
@@ -166,7 +181,8 @@ fn reads_back(
             } else {
                 a.value == b.value && after.text[a.range.clone()] == before.text[b.range.clone()]
             }
-        })
+        });
+    same.then_some(after)
 }
 
 /// Removes document `doc` of a file. `None` when no document with content is left, so the file

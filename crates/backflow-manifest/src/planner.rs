@@ -35,11 +35,11 @@ use serde_json::Value;
 
 use crate::bootstrap;
 use crate::document::parse_file;
-use crate::edit::{append_document, edit_document_with, remove_document};
+use crate::edit::{append_document, edit_parsed, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
-use crate::index::{FolderIndex, IndexCache, RenderedFile};
+use crate::index::{DocRef, FolderIndex, IndexCache, KnownFile, entries_of, rendered_entries};
 use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
@@ -73,9 +73,17 @@ pub struct YamlPlanner {
     placement: PlacementMap,
     /// Parsed files per folder by blob id: a write re-parses only the files that changed.
     parsed: Arc<Mutex<BTreeMap<String, IndexCache>>>,
-    /// New files this planner rendered from one object, by path: the object's identity and the
-    /// file's blob id. Refreshing the index after such a file needs no parse of it.
-    rendered: Arc<Mutex<BTreeMap<String, (Identity, String)>>>,
+    /// Files this planner wrote and knows the documents of, by path (rendered new from one
+    /// object, or edited and parsed to check they read back): refreshing the index after such
+    /// a file needs no parse of it.
+    known: Arc<Mutex<BTreeMap<String, KnownEntries>>>,
+}
+
+/// The documents of a file the planner wrote, and the blob id of the bytes they were taken from.
+#[derive(Debug)]
+struct KnownEntries {
+    blob: String,
+    entries: Arc<Vec<(Identity, DocRef)>>,
 }
 
 impl YamlPlanner {
@@ -88,7 +96,7 @@ impl YamlPlanner {
             crypto: None,
             placement: PlacementMap::default(),
             parsed: Arc::default(),
-            rendered: Arc::default(),
+            known: Arc::default(),
         }
     }
 
@@ -166,13 +174,16 @@ impl YamlPlanner {
                 .into());
             }
             let bytes = tree.read(&found.path)?.unwrap_or_default();
-            let edited = edit_document_with(&found.path, &bytes, found.doc, |current| {
+            let edited = edit_parsed(&found.path, &bytes, found.doc, |current| {
                 self.omit_defaults(object, Some(current))
             })?;
-            if edited == bytes {
+            let Some(edited) = edited.filter(|e| e.bytes != bytes) else {
                 return Ok(Vec::new());
+            };
+            if let Ok(entries) = entries_of(&found.path, &edited.parsed) {
+                self.know(&found.path, &edited.bytes, Arc::new(entries));
             }
-            updates.push(PathUpdate::write(found.path.to_string(), edited));
+            updates.push(PathUpdate::write(found.path.to_string(), edited.bytes));
         } else {
             let object = self.omit_defaults(object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
@@ -236,10 +247,7 @@ impl YamlPlanner {
         }
         let content = render(object).into_bytes();
         if let Ok(identity) = Identity::of(object) {
-            self.rendered
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(path.clone(), (identity, blob_id(&content)));
+            self.know(&path, &content, rendered_entries(&path, identity));
         }
         Ok(PathUpdate::write(path, content))
     }
@@ -497,21 +505,30 @@ fn in_folder(path: &str, target: &str) -> bool {
 }
 
 impl YamlPlanner {
-    /// The file `update` writes, if this planner rendered it new from one object (and nobody
-    /// rendered other content at its path since).
-    fn take_rendered<'u>(&self, update: &'u PathUpdate) -> Option<RenderedFile<'u>> {
-        let (identity, id) = self
-            .rendered
+    /// Notes the documents of a file this planner is about to write, for the index's refresh.
+    fn know(&self, path: &str, bytes: &[u8], entries: Arc<Vec<(Identity, DocRef)>>) {
+        let blob = blob_id(bytes);
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(path.to_string(), KnownEntries { blob, entries });
+    }
+
+    /// The file `update` writes, if this planner knows its documents (and nobody wrote other
+    /// content at its path since).
+    fn take_known<'u>(&self, update: &'u PathUpdate) -> Option<KnownFile<'u>> {
+        let known = self
+            .known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&update.path)?;
         let bytes = update.content.as_deref()?;
         let blob = blob_id(bytes);
-        (blob == id).then_some(RenderedFile {
+        (blob == known.blob).then_some(KnownFile {
             path: &update.path,
             bytes,
             blob,
-            identity,
+            entries: known.entries,
         })
     }
 
@@ -531,15 +548,15 @@ impl Planner for YamlPlanner {
         let target = normalize_target(&intent.target)?;
         let index = self.index(tree, &target)?;
         let planned = self.plan_with(tree, &index, &target, intent);
-        // Nothing refreshes an index after a single plan: forget what was rendered.
-        let mut rendered = self
-            .rendered
+        // Nothing refreshes an index after a single plan: forget what was written.
+        let mut known = self
+            .known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for u in planned.iter().flatten() {
-            rendered.remove(&u.path);
+            known.remove(&u.path);
         }
-        drop(rendered);
+        drop(known);
         planned
     }
 
@@ -580,21 +597,21 @@ impl Planner for YamlPlanner {
                 .into()),
             };
             for u in view.record(planned) {
-                let mut rendered = self.take_rendered(u);
+                let mut known = self.take_known(u);
                 for (folder, cached) in &mut indexes {
                     if !in_folder(&u.path, folder) {
                         continue;
                     }
                     let refreshed = match cached {
                         CachedIndex::Ready(index) => {
-                            let rendered = rendered.take();
+                            let known = known.take();
                             let mut parsed = self
                                 .parsed
                                 .lock()
                                 .unwrap_or_else(std::sync::PoisonError::into_inner);
                             let cache = parsed.entry(folder.clone()).or_default();
-                            match rendered {
-                                Some(file) => index.refresh_rendered(file, cache),
+                            match known {
+                                Some(file) => index.refresh_known(file, cache),
                                 None => index.refresh_cached(&u.path, u.content.as_deref(), cache),
                             }
                         }
@@ -1026,10 +1043,6 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"v": v}})
     }
 
-    /// Planning a write at once (one index, refreshed per file) gives exactly what planning its
-    /// intents one by one on the growing tree gives.
-    /// Files a write creates are parsed once, while it is planned: the next write's index
-    /// finds them in the parse cache by blob id.
     fn deployment_key() -> ObjectKey {
         ObjectKey::new(GroupResource::new("apps", "deployments"), "web", "api")
     }
@@ -1087,6 +1100,8 @@ mod tests {
         assert!(!text.contains("progressDeadlineSeconds"), "{text}");
     }
 
+    /// Files a write creates are kept in the parse cache under their blob id: the next write's
+    /// index finds them there.
     #[test]
     fn planned_files_are_kept_in_the_parse_cache() {
         let kinds = KindMap::new();
@@ -1111,6 +1126,49 @@ mod tests {
         }
     }
 
+    /// An edited file is parsed twice (as it was, and as edited to check that it reads back),
+    /// and the index takes that second parse rather than a third: the next edit of the folder,
+    /// in the same write or the next one, parses nothing else.
+    #[test]
+    fn an_edited_file_is_not_parsed_again_to_index_it() {
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        let planner = YamlPlanner::new(kinds);
+        let mut tree = MemTree::default();
+        let put = |name: &str, value: &str| {
+            Intent::put("live", cm_key("default", name), cm("default", name, value))
+        };
+        let created = [put("a", "1"), put("b", "1")];
+        for planned in planner.plan_all(&tree, &created.iter().collect::<Vec<_>>()) {
+            tree.apply(planned.expect("planned"));
+        }
+        let parses = |tree: &mut MemTree, intents: &[Intent]| {
+            let before = crate::document::PARSES.with(std::cell::Cell::get);
+            for planned in planner.plan_all(&*tree, &intents.iter().collect::<Vec<_>>()) {
+                tree.apply(planned.expect("planned"));
+            }
+            crate::document::PARSES.with(std::cell::Cell::get) - before
+        };
+        // a's and b's files were rendered, so indexing them parsed nothing.
+        assert_eq!(parses(&mut tree, &[put("a", "2"), put("b", "2")]), 4);
+        assert_eq!(parses(&mut tree, &[put("a", "3")]), 2);
+        assert!(
+            tree.text("live/default/configmaps/a.yaml")
+                .contains("v: \"3\"")
+        );
+        // What the index holds is what a fresh parse of the folder finds.
+        let cached = planner.index(&tree, "live").expect("indexed");
+        let fresh = FolderIndex::build(&tree, "live").expect("indexed");
+        let all = |i: &FolderIndex| {
+            i.iter()
+                .map(|(id, at)| (id.clone(), at.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all(&cached), all(&fresh));
+    }
+
+    /// Planning a write at once (one index, refreshed per file) gives exactly what planning its
+    /// intents one by one on the growing tree gives.
     #[test]
     fn plan_all_matches_planning_one_by_one() {
         let kinds = KindMap::new();
