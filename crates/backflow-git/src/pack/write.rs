@@ -14,6 +14,7 @@
 //! checksums). Both are written to temporary files and renamed into place, the pack first: a
 //! reader that finds the index finds the pack.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -104,12 +105,13 @@ pub(crate) fn write_pack(
         return Ok(None);
     }
     store_pack(objects, ids.len(), |body| {
-        let mut whole = WholeEntries::default();
-        for id in &ids {
-            let object = src.read(*id)?;
-            whole.push(body, *id, object.kind(), object.data())?;
-        }
-        Ok(())
+        WholeEntries::with(|whole| {
+            for id in &ids {
+                let object = src.read(*id)?;
+                whole.push(body, *id, object.kind(), object.data())?;
+            }
+            Ok(())
+        })
     })
     .map(Some)
 }
@@ -130,11 +132,12 @@ pub(crate) fn write_blob_pack(
         return Ok(None);
     }
     store_pack(objects, blobs.len(), |body| {
-        let mut whole = WholeEntries::default();
-        for (id, content) in blobs {
-            whole.push(body, *id, ObjectType::Blob, content)?;
-        }
-        Ok(())
+        WholeEntries::with(|whole| {
+            for (id, content) in blobs {
+                whole.push(body, *id, ObjectType::Blob, content)?;
+            }
+            Ok(())
+        })
     })
     .map(Some)
 }
@@ -155,7 +158,27 @@ impl Default for WholeEntries {
     }
 }
 
+thread_local! {
+    /// This thread's [`WholeEntries`], kept from one pack to the next: zlib allocates and clears
+    /// its window and tables for every new deflater, which cost about as much as deflating a
+    /// small commit's objects.
+    static WHOLE: RefCell<WholeEntries> = RefCell::new(WholeEntries::default());
+}
+
+/// The output buffer a kept [`WholeEntries`] may hold on to between packs.
+const KEEP_DEFLATED: usize = 1 << 20;
+
 impl WholeEntries {
+    /// Runs `fill` with this thread's deflater (never from inside another `fill`).
+    fn with<T>(fill: impl FnOnce(&mut Self) -> T) -> T {
+        WHOLE.with_borrow_mut(|whole| {
+            let out = fill(whole);
+            whole.deflated.clear();
+            whole.deflated.shrink_to(KEEP_DEFLATED);
+            out
+        })
+    }
+
     fn push(
         &mut self,
         body: &mut PackBody,
