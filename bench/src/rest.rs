@@ -402,8 +402,6 @@ fn side_json(run: &Run, lost: usize) -> Value {
            "failure_kinds": run.failures})
 }
 
-/// Runs the scenario and returns its result object.
-// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 /// Throughput, p50, p99 and failures of one level, each beside the baseline's.
 fn level_rows(w: usize, ours: (&Run, usize), base: (&Run, usize)) -> Vec<Value> {
     let ((ours, ours_lost), (base, base_lost)) = (ours, base);
@@ -645,6 +643,7 @@ async fn baseline_levels(
 }
 
 /// Runs the scenario and returns its result object.
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
