@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use git2::{ObjectType, Oid, Repository, Signature, Time};
+use git2::{Binding, ObjectType, Oid, Repository, Signature, Time};
 
 use crate::error::{RepoError, StoreError};
 use crate::pack::{
     PACK_CHUNK, PACK_FROM, RollUpPace, WrittenPack, copy_commits, roll_up_small_packs,
     write_blob_pack,
 };
+
+mod tree_write;
 
 /// The ref that holds the last fetched remote tip of `branch` in the cache.
 #[must_use]
@@ -112,6 +114,36 @@ impl Staging {
     /// Drops every staged object.
     fn reset(&self) -> Result<(), git2::Error> {
         self.odb.with_dependent(|_, mempack| mempack.reset())
+    }
+
+    /// Writes an object into the mempack itself, not through `git_odb_write`: that first asks
+    /// every backend whether it holds the object, and on a miss (any new object) lists the
+    /// cache's pack folder again, which was a tenth of a lone write's branch worker.
+    fn put(&self, kind: ObjectType, data: &[u8]) -> Result<Oid, git2::Error> {
+        let id = Oid::hash_object(kind, data)?;
+        self.odb.with_dependent(|_, mempack| {
+            let backend = mempack.raw();
+            // SAFETY: `backend` is the mempack that `odb` owns and frees, alive as long as
+            // `self`; it is used by one thread at a time (see `Send` above). The mempack's
+            // `write` copies `data` (of `data.len()` bytes) under `id`, which names exactly those
+            // bytes as an object of `kind`, as `git_odb_write` would after hashing them.
+            let code = unsafe {
+                let write = (*backend)
+                    .write
+                    .ok_or_else(|| git2::Error::from_str("the staging area cannot write"))?;
+                write(
+                    backend,
+                    id.raw(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                    kind.raw(),
+                )
+            };
+            if code < 0 {
+                return Err(git2::Error::last_error(code));
+            }
+            Ok(id)
+        })
     }
 }
 
@@ -499,7 +531,17 @@ impl LocalRepo {
 
     /// Writes a blob and returns its id.
     pub fn write_blob(&self, content: &[u8]) -> Result<Oid, RepoError> {
-        self.repo.blob(content).map_err(self.err("writing a blob"))
+        self.put_object(ObjectType::Blob, content)
+            .map_err(self.err("writing a blob"))
+    }
+
+    /// Writes an object: while staged into the staging area's memory directly, otherwise
+    /// through the object database (a loose object).
+    fn put_object(&self, kind: ObjectType, data: &[u8]) -> Result<Oid, git2::Error> {
+        match &self.staging {
+            Some(staging) if self.staged => staging.put(kind, data),
+            _ => self.repo.odb()?.write(kind, data),
+        }
     }
 
     /// Writes many blobs as packs of [`PACK_CHUNK`] objects rather than one file each, and
@@ -562,11 +604,6 @@ impl LocalRepo {
         if updates.is_empty() {
             return Ok(base);
         }
-        let base_tree = self
-            .repo
-            .find_tree(base)
-            .map_err(self.err(format!("reading tree {base}")))?;
-        let mut builder = git2::build::TreeUpdateBuilder::new();
         let written = updates.values().filter(|c| c.is_some()).count();
         let mut packed = if written >= PACK_FROM {
             self.write_blobs_packed(updates.values().flatten())?
@@ -574,26 +611,19 @@ impl LocalRepo {
         } else {
             Vec::new().into_iter()
         };
+        let mut blobs = BTreeMap::new();
         for (path, content) in updates {
-            match content {
-                Some(bytes) => {
-                    let blob = match packed.next() {
-                        Some(blob) => blob,
-                        None => self.write_blob(bytes)?,
-                    };
-                    builder.upsert(path.as_str(), blob, git2::FileMode::Blob);
-                }
-                None => {
-                    // Removing a path that is not there is a no-op for us, but libgit2 treats it as
-                    // an error, so only existing files are removed.
-                    if base_tree.get_path(Path::new(path)).is_ok() {
-                        builder.remove(path.as_str());
-                    }
-                }
-            }
+            let blob = match content {
+                Some(bytes) => Some(match packed.next() {
+                    Some(blob) => blob,
+                    None => self.write_blob(bytes)?,
+                }),
+                None => None,
+            };
+            blobs.insert(path.clone(), blob);
         }
-        builder
-            .create_updated(&self.repo, &base_tree)
+        let put = |kind: ObjectType, data: &[u8]| self.put_object(kind, data);
+        tree_write::write_updated(&self.repo, &put, base, &blobs)
             .map_err(self.err("building the updated tree"))
     }
 
@@ -628,8 +658,11 @@ impl LocalRepo {
             None => None,
         };
         let parents: Vec<&git2::Commit<'_>> = parent_commit.iter().collect();
-        self.repo
-            .commit(None, &author, &committer, message, &tree, &parents)
+        let commit = self
+            .repo
+            .commit_create_buffer(&author, &committer, message, &tree, &parents)
+            .map_err(self.err("writing a commit"))?;
+        self.put_object(ObjectType::Commit, &commit)
             .map_err(self.err("writing a commit"))
     }
 
@@ -864,6 +897,45 @@ mod tests {
         git_out(&path, &["fsck", "--full", "--strict", "--no-dangling"]);
         let shown = git_out(&path, &["cat-file", "-p", "main:live/ns9/f.yaml"]);
         assert_eq!(shown, "21.9\n");
+    }
+
+    /// A build writes its blobs, trees and commit into the staging area without libgit2
+    /// listing the pack folder again (it did for every new object): a pack that appears in the
+    /// folder meanwhile stays unseen by the staging handle, as nothing asked it to look.
+    #[test]
+    fn a_staged_build_does_not_list_the_pack_folder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
+        let empty = repo.empty_tree().expect("empty");
+        let who = Identity::default();
+        repo.stage().expect("stage");
+        let unseen = b"written behind the handles' backs".to_vec();
+        let id = Oid::hash_object(ObjectType::Blob, &unseen).expect("hash");
+        write_blob_pack(&[(id, unseen.as_slice())], &repo.path().join("objects"))
+            .expect("pack")
+            .expect("one blob");
+        let mut up = BTreeMap::new();
+        up.insert("live/a/b.yaml".to_string(), Some(b"x: 1\n".to_vec()));
+        up.insert("top.yaml".to_string(), Some(b"y: 2\n".to_vec()));
+        let tree = repo.apply_updates(empty, &up).expect("apply");
+        let commit = repo
+            .write_commit(tree, None, &who, &who, SystemTime::now(), "m")
+            .expect("commit");
+        let seen = repo
+            .git2()
+            .odb()
+            .expect("odb")
+            .exists_ext(id, git2::OdbLookupFlags::NO_REFRESH);
+        assert!(
+            !seen,
+            "the staging handle listed the pack folder while building"
+        );
+        repo.unstage(Some(commit)).expect("unstage");
+        assert_eq!(repo.commit_tree(commit).expect("tree"), tree);
+        assert_eq!(
+            repo.read_file(tree, "live/a/b.yaml").expect("read"),
+            Some(b"x: 1\n".to_vec())
+        );
     }
 
     #[test]
