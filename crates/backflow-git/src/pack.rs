@@ -332,13 +332,20 @@ impl RollUpPace {
     }
 }
 
-/// A pack of the repository, as its index describes it.
+/// A pack of the repository, as its index's header describes it.
 #[derive(Debug)]
 struct PackFile {
     /// The pack's path without its extension (`…/objects/pack/pack-<hash>`).
     stem: PathBuf,
-    /// The objects its index lists.
-    ids: Vec<Oid>,
+    /// How many objects its index lists.
+    count: usize,
+}
+
+impl PackFile {
+    /// The objects its index lists; `None` when the index cannot be read as version 2.
+    fn ids(&self) -> Option<Vec<Oid>> {
+        index_ids(&std::fs::read(self.stem.with_extension("idx")).ok()?)
+    }
 }
 
 /// Rolls the small packs of `repo` up when one size tier holds [`TIER_WIDTH`] of them: they are
@@ -358,7 +365,11 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError>
     let Some(tier) = full_tier(small_packs(&dir)) else {
         return Ok(false);
     };
-    let mut ids: Vec<Oid> = tier.iter().flat_map(|p| p.ids.iter().copied()).collect();
+    // Only the indexes of the packs rolled up are read whole.
+    let Some(lists) = tier.iter().map(PackFile::ids).collect::<Option<Vec<_>>>() else {
+        return Ok(false);
+    };
+    let mut ids: Vec<Oid> = lists.into_iter().flatten().collect();
     ids.sort_unstable();
     ids.dedup();
     let odb = repo.odb()?;
@@ -366,7 +377,7 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError>
     odb.refresh()?;
     // A pack that already holds every object is the roll-up (the same objects written as one
     // pack would be named like it and then removed with the others).
-    let whole = tier.iter().position(|p| p.ids.len() == ids.len());
+    let whole = tier.iter().position(|p| p.count == ids.len());
     if whole.is_none() {
         if ids.len() < DELTAS_FROM {
             let objects = repo.path().join("objects");
@@ -386,37 +397,61 @@ pub(crate) fn roll_up_small_packs(repo: &Repository) -> Result<bool, StoreError>
     Ok(true)
 }
 
-/// The packs under [`PACK_CHUNK`] objects in `dir` that may be rolled up.
+/// The packs under [`PACK_CHUNK`] objects in `dir` that may be rolled up, in name order. One
+/// listing of the folder says which files are there, and only each index's header is read (a
+/// stat per sibling file and every index read whole, every few commits, were a few percent of
+/// a busy branch worker).
 fn small_packs(dir: &Path) -> Vec<PackFile> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+    let names: BTreeSet<std::ffi::OsString> = entries.flatten().map(|e| e.file_name()).collect();
+    let has = |stem: &Path, ext: &str| {
+        stem.with_extension(ext)
+            .file_name()
+            .is_some_and(|name| names.contains(name))
+    };
+    names
+        .iter()
+        .map(|name| dir.join(name))
+        .filter(|path| path.extension().is_some_and(|x| x == "idx"))
         .map(|idx| idx.with_extension(""))
         .filter(|stem| {
             // Kept, promised, cruft (objects with their own expiry) or bitmapped packs are
             // `git gc`'s to manage.
             let kept = ["keep", "promisor", "mtimes", "bitmap"]
                 .iter()
-                .any(|x| stem.with_extension(x).exists());
-            !kept && stem.with_extension("pack").exists()
+                .any(|x| has(stem, x));
+            !kept && has(stem, "pack")
         })
         .filter_map(|stem| {
-            let index = std::fs::read(stem.with_extension("idx")).ok()?;
-            let ids = index_ids(&index)?;
-            (ids.len() < PACK_CHUNK).then_some(PackFile { stem, ids })
+            let count = index_count(&stem.with_extension("idx"))?;
+            (count < PACK_CHUNK).then_some(PackFile { stem, count })
         })
         .collect()
+}
+
+/// How many objects a version-2 pack index lists, from its header alone (the last entry of its
+/// fan-out table); `None` for anything else.
+fn index_count(idx: &Path) -> Option<usize> {
+    use std::io::Read;
+    let mut header = [0u8; 8 + 256 * 4];
+    std::fs::File::open(idx)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    if header[..8] != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
+        return None;
+    }
+    let last = header.get(header.len() - 4..)?;
+    usize::try_from(u32::from_be_bytes(last.try_into().ok()?)).ok()
 }
 
 /// The lowest size tier holding [`TIER_WIDTH`] packs or more, if any.
 fn full_tier(packs: Vec<PackFile>) -> Option<Vec<PackFile>> {
     let mut tiers: Vec<Vec<PackFile>> = Vec::new();
     for pack in packs {
-        let tier = tier_of(pack.ids.len());
+        let tier = tier_of(pack.count);
         if tiers.len() <= tier {
             tiers.resize_with(tier + 1, Vec::new);
         }
@@ -474,11 +509,49 @@ mod tests {
         assert_eq!(tier_of(PACK_CHUNK - 1), 3);
     }
 
+    /// The header gives the count the whole index lists; a file that is not a version-2 index
+    /// gives none.
+    #[test]
+    fn an_index_header_gives_its_object_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(objects.join("pack")).expect("mkdir");
+        let blobs: Vec<Vec<u8>> = (0..37)
+            .map(|i| format!("blob {i}\n").into_bytes())
+            .collect();
+        let ids: Vec<(Oid, &[u8])> = blobs
+            .iter()
+            .map(|b| {
+                (
+                    Oid::hash_object(ObjectType::Blob, b).expect("hash"),
+                    b.as_slice(),
+                )
+            })
+            .collect();
+        let written = write::write_blob_pack(&ids, &objects)
+            .expect("written")
+            .expect("a pack");
+        let packs = small_packs(&objects.join("pack"));
+        assert_eq!(packs.len(), 1);
+        assert_eq!(packs[0].count, 37);
+        assert_eq!(packs[0].ids().map(|i| i.len()), Some(37));
+        assert!(
+            written
+                .ids
+                .iter()
+                .all(|id| ids.iter().any(|(i, _)| i == id))
+        );
+        let idx = packs[0].stem.with_extension("idx");
+        std::fs::write(&idx, b"not an index").expect("write");
+        assert_eq!(index_count(&idx), None);
+        assert!(small_packs(&objects.join("pack")).is_empty());
+    }
+
     #[test]
     fn the_lowest_full_tier_is_rolled_up() {
         let pack = |n: usize| PackFile {
             stem: PathBuf::from(format!("p{n}")),
-            ids: vec![Oid::ZERO_SHA1; n],
+            count: n,
         };
         let few: Vec<PackFile> = (0..TIER_WIDTH - 1).map(|_| pack(12)).collect();
         assert!(full_tier(few).is_none(), "a tier short of its width stays");
@@ -488,7 +561,7 @@ mod tests {
         let tier = full_tier(many).expect("a full tier");
         assert_eq!(tier.len(), TIER_WIDTH);
         assert!(
-            tier.iter().all(|p| p.ids.len() == 12),
+            tier.iter().all(|p| p.count == 12),
             "the lowest full tier first"
         );
     }
