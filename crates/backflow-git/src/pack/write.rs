@@ -4,8 +4,9 @@
 //! at zlib's default level, searches it for deltas, and then has the indexer inflate and hash
 //! each object again to learn what the writer knew all along: its id, offset and checksum. For a
 //! commit into a large folder, whose tree is written anew each time, that was most of the
-//! branch worker's time. Here each object is deflated once, at zlib's fastest level, without
-//! deltas, and the index is written from what was recorded while writing the pack. Small
+//! branch worker's time. Here each object is deflated once, at zlib's fastest level (or
+//! stored, level 0, in a pack small enough that a roll-up compresses it later), without deltas,
+//! and the index is written from what was recorded while writing the pack. Small
 //! roll-ups are written here too; large ones (`super::roll_up_small_packs`) go through libgit2,
 //! whose deltas keep a long history of one large tree small on disk.
 //!
@@ -105,7 +106,7 @@ pub(crate) fn write_pack(
         return Ok(None);
     }
     store_pack(objects, ids.len(), |body| {
-        WholeEntries::with(|whole| {
+        WholeEntries::with(EntryLevel::for_pack(ids.len()), |whole| {
             for id in &ids {
                 let object = src.read(*id)?;
                 whole.push(body, *id, object.kind(), object.data())?;
@@ -132,7 +133,7 @@ pub(crate) fn write_blob_pack(
         return Ok(None);
     }
     store_pack(objects, blobs.len(), |body| {
-        WholeEntries::with(|whole| {
+        WholeEntries::with(EntryLevel::for_pack(blobs.len()), |whole| {
             for (id, content) in blobs {
                 whole.push(body, *id, ObjectType::Blob, content)?;
             }
@@ -142,17 +143,44 @@ pub(crate) fn write_blob_pack(
     .map(Some)
 }
 
-/// Adds whole objects to a pack: each deflated once at zlib's fastest level, the deflater and
-/// its output buffer reused from one object to the next.
+/// How the entries of a pack are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryLevel {
+    /// zlib's fastest level.
+    Fast,
+    /// zlib streams of stored blocks (level 0): for packs small enough that a roll-up writes
+    /// their objects again, compressed and searched for deltas by libgit2, once their tier fills
+    /// (a commit's pack; deflating a large folder's tree anew for every commit was a tenth of a
+    /// busy branch worker).
+    Stored,
+}
+
+impl EntryLevel {
+    /// The level for a pack of `count` objects.
+    fn for_pack(count: usize) -> Self {
+        if count < super::DELTAS_FROM {
+            Self::Stored
+        } else {
+            Self::Fast
+        }
+    }
+}
+
+/// Adds whole objects to a pack, each deflated once at its pack's [`EntryLevel`], the deflaters
+/// and the output buffer reused from one object to the next.
 struct WholeEntries {
-    deflate: Compress,
+    fast: Compress,
+    stored: Compress,
+    level: EntryLevel,
     deflated: Vec<u8>,
 }
 
 impl Default for WholeEntries {
     fn default() -> Self {
         Self {
-            deflate: Compress::new(Compression::fast(), true),
+            fast: Compress::new(Compression::fast(), true),
+            stored: Compress::new(Compression::none(), true),
+            level: EntryLevel::Fast,
             deflated: Vec::new(),
         }
     }
@@ -169,9 +197,11 @@ thread_local! {
 const KEEP_DEFLATED: usize = 1 << 20;
 
 impl WholeEntries {
-    /// Runs `fill` with this thread's deflater (never from inside another `fill`).
-    fn with<T>(fill: impl FnOnce(&mut Self) -> T) -> T {
+    /// Runs `fill` with this thread's deflaters, set to `level` (never from inside another
+    /// `fill`).
+    fn with<T>(level: EntryLevel, fill: impl FnOnce(&mut Self) -> T) -> T {
         WHOLE.with_borrow_mut(|whole| {
+            whole.level = level;
             let out = fill(whole);
             whole.deflated.clear();
             whole.deflated.shrink_to(KEEP_DEFLATED);
@@ -187,7 +217,11 @@ impl WholeEntries {
         data: &[u8],
     ) -> std::io::Result<()> {
         let header = entry_header(kind, data.len())?;
-        deflated(&mut self.deflate, data, &mut self.deflated)?;
+        let deflate = match self.level {
+            EntryLevel::Fast => &mut self.fast,
+            EntryLevel::Stored => &mut self.stored,
+        };
+        deflated(deflate, data, &mut self.deflated)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&header);
         crc.update(&self.deflated);
@@ -613,6 +647,53 @@ mod tests {
     /// Blobs written straight from their contents (one listed twice, one empty, one that
     /// does not compress) land as one pack git reads whole, each under the id `git hash-object`
     /// gives its content; nothing written leaves nothing.
+    /// A pack under the delta roll-up's size stores its entries (a roll-up compresses them
+    /// later), a larger one compresses them; git reads both, and `fsck` accepts them.
+    #[test]
+    fn small_packs_store_their_entries_and_large_ones_compress_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.git");
+        Repository::init_bare(&path).expect("repo");
+        let objects = path.join("objects");
+        let pack_bytes = |n: usize| {
+            let contents: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    format!("kind: ConfigMap\nindex: {i}\n")
+                        .repeat(40)
+                        .into_bytes()
+                })
+                .collect();
+            let blobs: Vec<(Oid, &[u8])> = contents
+                .iter()
+                .map(|c| {
+                    (
+                        Oid::hash_object(ObjectType::Blob, c).expect("hash"),
+                        c.as_slice(),
+                    )
+                })
+                .collect();
+            let written = write_blob_pack(&blobs, &objects)
+                .expect("write")
+                .expect("a pack");
+            let size = std::fs::metadata(written.stem.with_extension("pack"))
+                .expect("pack")
+                .len();
+            let raw: usize = contents.iter().map(Vec::len).sum();
+            let id = blobs[n - 1].0.to_string();
+            let read = git_out(&path, &["cat-file", "blob", &id]);
+            assert_eq!(read.as_bytes(), contents[n - 1].as_slice());
+            (size as f64, raw as f64)
+        };
+        let (small, small_raw) = pack_bytes(super::super::DELTAS_FROM - 1);
+        assert!(small > small_raw, "stored: {small} bytes for {small_raw}");
+        let (large, large_raw) = pack_bytes(super::super::DELTAS_FROM);
+        assert!(
+            large < large_raw / 4.0,
+            "compressed: {large} bytes for {large_raw}"
+        );
+        git_out(&path, &["fsck", "--strict", "--no-dangling"]);
+    }
+
     #[test]
     fn blobs_are_written_from_their_contents_under_gits_ids() {
         let dir = tempfile::tempdir().expect("tempdir");
