@@ -519,15 +519,7 @@ mod tests {
         let blobs: Vec<Vec<u8>> = (0..37)
             .map(|i| format!("blob {i}\n").into_bytes())
             .collect();
-        let ids: Vec<(Oid, &[u8])> = blobs
-            .iter()
-            .map(|b| {
-                (
-                    Oid::hash_object(ObjectType::Blob, b).expect("hash"),
-                    b.as_slice(),
-                )
-            })
-            .collect();
+        let ids = write::hashed_blobs(&blobs);
         let written = write::write_blob_pack(&ids, &objects)
             .expect("written")
             .expect("a pack");

@@ -427,11 +427,8 @@ impl LocalRepo {
 
     /// The id of the empty tree, written if needed (the base of a branch that does not exist yet).
     pub fn empty_tree(&self) -> Result<Oid, RepoError> {
-        let builder = self
-            .repo
-            .treebuilder(None)
-            .map_err(self.err("building the empty tree"))?;
-        builder.write().map_err(self.err("writing the empty tree"))
+        self.put_object(ObjectType::Tree, &[])
+            .map_err(self.err("writing the empty tree"))
     }
 
     /// Reads the file at `path` in `tree`; `None` when there is no file there.

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 use yaml_edit::SyntaxKind;
 
-use crate::document::{Node, ParsedFile, parse_file, parse_value, to_range};
+use crate::document::{Doc, Node, ParsedFile, parse_file, parse_value, to_range};
 use crate::error::ManifestError;
 use crate::yaml::{self, Order};
 
@@ -74,6 +74,29 @@ pub(crate) fn edit_parsed(
     if current.value == *desired {
         return Ok(None);
     }
+    refuse_unsafe(path, doc, current)?;
+    let try_candidate = |candidate: String| {
+        reads_back(path, &candidate, &file, doc, desired).map(|p| (candidate, p))
+    };
+    let edited = in_place(&file, doc, desired)
+        .and_then(try_candidate)
+        .or_else(|| try_candidate(rewritten(&file, doc, desired)));
+    match edited {
+        Some((candidate, parsed)) => Ok(Some(EditedFile {
+            bytes: candidate.into_bytes(),
+            parsed,
+        })),
+        None => Err(ManifestError::EditMismatch {
+            path: path.to_string(),
+            doc,
+            reason: "even a full rewrite of the document does not read back".into(),
+        }),
+    }
+}
+
+/// Refuses a document an edit cannot keep correct: one with anchors, aliases, tags and the
+/// like, or an encrypted one.
+fn refuse_unsafe(path: &str, doc: usize, current: &Doc) -> Result<(), ManifestError> {
     if !current.hazards.is_empty() {
         return Err(ManifestError::UnsafeDocument {
             path: path.to_string(),
@@ -87,58 +110,56 @@ pub(crate) fn edit_parsed(
             doc,
         });
     }
-    let text = file.text.as_str();
-    let range = current.range.clone();
-    let newline = if text[range.clone()].contains("\r\n") {
+    Ok(())
+}
+
+/// The newline document `doc` uses.
+fn newline_of(file: &ParsedFile, doc: usize) -> &'static str {
+    if file.text[file.docs[doc].range.clone()].contains("\r\n") {
         "\r\n"
     } else {
         "\n"
-    };
-    let mut editor = Editor {
-        text,
-        splices: Vec::new(),
-        newline,
-    };
-    let root = current
+    }
+}
+
+/// Document `doc`'s top-level mapping, if its body is one.
+fn root_mapping(current: &Doc) -> Option<Node> {
+    current
         .node
         .children()
-        .find(|n| n.kind() == SyntaxKind::MAPPING);
-    let in_place = match (&root, current.value.as_object(), desired.as_object()) {
-        (Some(map), Some(cur), Some(des)) => editor.mapping(map, cur, des, true).is_ok(),
-        _ => false,
+        .find(|n| n.kind() == SyntaxKind::MAPPING)
+}
+
+/// The file with document `doc` edited in place to read `desired` (only the lines whose values
+/// change), when its body and `desired` are mappings and the edit can be made.
+fn in_place(file: &ParsedFile, doc: usize, desired: &Value) -> Option<String> {
+    let current = &file.docs[doc];
+    let map = root_mapping(current)?;
+    let mut editor = Editor {
+        text: &file.text,
+        splices: Vec::new(),
+        newline: newline_of(file, doc),
     };
-    if in_place
-        && let Some(candidate) = apply(text, &editor.splices)
-        && let Some(parsed) = reads_back(path, &candidate, &file, doc, desired)
-    {
-        return Ok(Some(EditedFile {
-            bytes: candidate.into_bytes(),
-            parsed,
-        }));
-    }
-    // The body rendered canonically, keeping the document's framing (leading `---` and
-    // comments before the body, a trailing `...`).
-    let body = match &root {
-        Some(map) => to_range(map),
-        None => body_range(&file, doc),
+    editor
+        .mapping(&map, current.value.as_object()?, desired.as_object()?, true)
+        .ok()?;
+    apply(&file.text, &editor.splices)
+}
+
+/// The file with document `doc`'s body rendered canonically from `desired`, keeping the
+/// document's framing (leading `---` and comments before the body, a trailing `...`).
+fn rewritten(file: &ParsedFile, doc: usize, desired: &Value) -> String {
+    let text = file.text.as_str();
+    let body = match root_mapping(&file.docs[doc]) {
+        Some(map) => to_range(&map),
+        None => body_range(file, doc),
     };
     let mut rendered = yaml::render(desired);
     if !text[body.clone()].ends_with('\n') && body.end == text.len() {
         rendered.pop();
     }
-    let rendered = rendered.replace('\n', newline);
-    let candidate = format!("{}{}{}", &text[..body.start], rendered, &text[body.end..]);
-    if let Some(parsed) = reads_back(path, &candidate, &file, doc, desired) {
-        return Ok(Some(EditedFile {
-            bytes: candidate.into_bytes(),
-            parsed,
-        }));
-    }
-    Err(ManifestError::EditMismatch {
-        path: path.to_string(),
-        doc,
-        reason: "even a full rewrite of the document does not read back".into(),
-    })
+    let rendered = rendered.replace('\n', newline_of(file, doc));
+    format!("{}{}{}", &text[..body.start], rendered, &text[body.end..])
 }
 
 /// The bytes of a document that hold its value: after a leading `---` line and before a

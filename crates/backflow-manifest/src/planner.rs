@@ -1039,6 +1039,13 @@ mod tests {
         ObjectKey::new(GroupResource::new("", "configmaps"), ns, name)
     }
 
+    /// A planner that knows ConfigMaps only.
+    fn configmap_planner() -> YamlPlanner {
+        let kinds = KindMap::new();
+        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
+        YamlPlanner::new(kinds)
+    }
+
     fn cm(ns: &str, name: &str, v: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"v": v}})
     }
@@ -1104,9 +1111,7 @@ mod tests {
     /// index finds them there.
     #[test]
     fn planned_files_are_kept_in_the_parse_cache() {
-        let kinds = KindMap::new();
-        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
-        let planner = YamlPlanner::new(kinds);
+        let planner = configmap_planner();
         let mut tree = MemTree::default();
         let intents = [
             Intent::put("live", cm_key("default", "a"), cm("default", "a", "1")),
@@ -1131,9 +1136,7 @@ mod tests {
     /// in the same write or the next one, parses nothing else.
     #[test]
     fn an_edited_file_is_not_parsed_again_to_index_it() {
-        let kinds = KindMap::new();
-        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
-        let planner = YamlPlanner::new(kinds);
+        let planner = configmap_planner();
         let mut tree = MemTree::default();
         let put = |name: &str, value: &str| {
             Intent::put("live", cm_key("default", name), cm("default", name, value))
@@ -1171,9 +1174,7 @@ mod tests {
     /// intents one by one on the growing tree gives.
     #[test]
     fn plan_all_matches_planning_one_by_one() {
-        let kinds = KindMap::new();
-        kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
-        let planner = YamlPlanner::new(kinds);
+        let planner = configmap_planner();
         let mut base = MemTree::default();
         base.0.insert(
             "live/default/bundle.yaml".into(),

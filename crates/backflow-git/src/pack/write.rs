@@ -143,6 +143,18 @@ pub(crate) fn write_blob_pack(
     .map(Some)
 }
 
+/// Blobs named by their ids, as [`write_blob_pack`] takes them.
+#[cfg(test)]
+pub(crate) fn hashed_blobs(contents: &[Vec<u8>]) -> Vec<(Oid, &[u8])> {
+    contents
+        .iter()
+        .map(|c| {
+            let id = Oid::hash_object(ObjectType::Blob, c).expect("hash");
+            (id, c.as_slice())
+        })
+        .collect()
+}
+
 /// How the entries of a pack are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum EntryLevel {
@@ -663,15 +675,7 @@ mod tests {
                         .into_bytes()
                 })
                 .collect();
-            let blobs: Vec<(Oid, &[u8])> = contents
-                .iter()
-                .map(|c| {
-                    (
-                        Oid::hash_object(ObjectType::Blob, c).expect("hash"),
-                        c.as_slice(),
-                    )
-                })
-                .collect();
+            let blobs = hashed_blobs(&contents);
             let written = write_blob_pack(&blobs, &objects)
                 .expect("write")
                 .expect("a pack");
@@ -705,15 +709,7 @@ mod tests {
             noise(70_000),
             b"kind: ConfigMap\n".repeat(50),
         ];
-        let blobs: Vec<(Oid, &[u8])> = contents
-            .iter()
-            .map(|c| {
-                (
-                    Oid::hash_object(ObjectType::Blob, c).expect("hash"),
-                    c.as_slice(),
-                )
-            })
-            .collect();
+        let blobs = hashed_blobs(&contents);
         let objects = path.join("objects");
         assert!(write_blob_pack(&[], &objects).expect("nothing").is_none());
 

@@ -201,6 +201,14 @@ mod tests {
         move |kind, data| repo.odb()?.write(kind, data)
     }
 
+    /// A bare repository in a temporary folder, and its empty tree.
+    fn bare_with_empty_tree() -> (tempfile::TempDir, Repository, Oid) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init_bare(dir.path()).expect("init");
+        let empty = repo.treebuilder(None).expect("tb").write().expect("empty");
+        (dir, repo, empty)
+    }
+
     fn blob(repo: &Repository, text: &str) -> Oid {
         repo.blob(text.as_bytes()).expect("blob")
     }
@@ -228,10 +236,8 @@ mod tests {
     /// libgit2 gives, and `git fsck --strict` accepts every tree.
     #[test]
     fn trees_are_the_ones_libgit2_writes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let repo = Repository::init_bare(dir.path()).expect("init");
+        let (dir, repo, empty) = bare_with_empty_tree();
         let put = odb_put(&repo);
-        let empty = repo.treebuilder(None).expect("tb").write().expect("empty");
         let (one, two) = (blob(&repo, "one"), blob(&repo, "two"));
         let mut exec = repo.treebuilder(None).expect("tb");
         exec.insert("run", one, 0o100_755).expect("insert");
@@ -282,10 +288,8 @@ mod tests {
     /// nothing.
     #[test]
     fn paths_git_refuses_are_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let repo = Repository::init_bare(dir.path()).expect("init");
+        let (_dir, repo, empty) = bare_with_empty_tree();
         let put = odb_put(&repo);
-        let empty = repo.treebuilder(None).expect("tb").write().expect("empty");
         let one = blob(&repo, "one");
         let file = |path: &str, blob: Option<Oid>| BTreeMap::from([(path.to_string(), blob)]);
         for bad in ["a//b", "../x", "a/./b", ".git/config", "a/.GIT/x", "a/"] {
