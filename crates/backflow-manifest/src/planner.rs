@@ -1039,7 +1039,7 @@ mod tests {
         ObjectKey::new(GroupResource::new("", "configmaps"), ns, name)
     }
 
-    /// A planner that knows ConfigMaps only.
+    /// A planner that knows `ConfigMap`s only.
     fn configmap_planner() -> YamlPlanner {
         let kinds = KindMap::new();
         kinds.insert(GroupResource::new("", "configmaps"), "ConfigMap");
