@@ -6,6 +6,7 @@
 //! `bench/results.json` and `bench/RESULTS.md`; a `--quick` run only prints it.
 
 mod client;
+mod cpu;
 mod foreign;
 mod git;
 mod hook;

@@ -32,6 +32,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::client::Conn;
+use crate::cpu::{CpuUse, ThreadTimes};
 use crate::git::{BRANCH, init_remote, path_str};
 use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_write, configmap_yaml, is_sha};
 use crate::server::{percentile, round2, row};
@@ -88,6 +89,8 @@ struct Run {
     /// The commits the acknowledged writes were answered with (`X-Backflow-Commit`).
     commits: BTreeSet<String>,
     wall: f64,
+    /// Where the process's CPU time went while the writers ran (backflow's side only).
+    cpu: CpuUse,
 }
 
 impl Run {
@@ -152,6 +155,7 @@ async fn backflow_level(
         conns.push(Conn::open(addr).await?);
     }
     let start = Instant::now();
+    let threads_before = ThreadTimes::now();
     let mut tasks = Vec::new();
     for (w, mut conn) in conns.into_iter().enumerate() {
         tasks.push(tokio::spawn(async move {
@@ -205,6 +209,7 @@ async fn backflow_level(
         run.commits.extend(r.commits);
     }
     run.wall = start.elapsed().as_secs_f64();
+    run.cpu = ThreadTimes::now().since(&threads_before);
     let remote = live.remote.clone();
     live.stop().await;
     let files = tokio::task::spawn_blocking(move || live::remote_files(&remote, CONFIGMAPS))
@@ -399,7 +404,7 @@ fn side_json(run: &Run, lost: usize) -> Value {
     json!({"writes": run.ops.len(), "acknowledged": run.acked(), "failures": run.failed(), "lost": lost,
            "writes_per_s": round2(run.rate()), "p50_ms": round2(percentile(&lat, 0.5)),
            "p99_ms": round2(percentile(&lat, 0.99)), "wall_s": round2(run.wall),
-           "failure_kinds": run.failures})
+           "failure_kinds": run.failures, "cpu": run.cpu.to_json()})
 }
 
 /// Throughput, p50, p99 and failures of one level, each beside the baseline's.
@@ -477,7 +482,8 @@ fn group_latency_aim(sixteen: &Run, lone: &Run, lone_0s_p50: Option<f64>) -> Val
 }
 
 /// What the 16-writer latency aim asks of throughput: each writer always has one write in
-/// flight, so by Little's law their mean latency is 16 / throughput, whatever the grouping.
+/// flight, so by Little's law their mean latency is 16 / throughput, whatever the grouping; and
+/// where the level's CPU time went, which says what bounds that throughput here.
 fn little_bound(sixteen: &Run, lone_p50: f64) -> String {
     let lat = sixteen.latencies();
     let mean =
@@ -485,10 +491,27 @@ fn little_bound(sixteen: &Run, lone_p50: f64) -> String {
     let rate = sixteen.rate();
     let needed = 16_000.0 / (2.0 * lone_p50);
     format!(
-        "Each of the 16 writers always has one write in flight, so by Little's law their mean latency is 16 / throughput whatever the grouping: {:.1} ms at {rate:.0} writes/s (measured mean {mean:.1} ms). A p50 of 2× the lone writer's ({:.1} ms) asks for about {needed:.0} pushed writes/s, {:.1}× this run's, from one branch worker on 2 cores that the benchmark's own 16 clients share.",
+        "Each of the 16 writers always has one write in flight, so by Little's law their mean latency is 16 / throughput whatever the grouping: {:.1} ms at {rate:.0} writes/s (measured mean {mean:.1} ms). A p50 of 2× the lone writer's ({:.1} ms) asks for about {needed:.0} pushed writes/s, {:.1}× this run's. {}",
         16_000.0 / rate,
         2.0 * lone_p50,
-        needed / rate
+        needed / rate,
+        cpu_note(&sixteen.cpu)
+    )
+}
+
+/// Where a level's CPU time went, said as a sentence: the cores the process kept busy and the
+/// share of each kind of thread (thread names as Linux keeps them, 15 bytes).
+fn cpu_note(cpu: &CpuUse) -> String {
+    if cpu.by_name.is_empty() {
+        return "Where the CPU time went is not known (no /proc/self/task).".into();
+    }
+    format!(
+        "While the writers ran, the process kept {:.2} of the machine's 2 cores busy: the branch worker's thread (which plans, builds and pushes every commit, one at a time) ran {:.0} % of the wall time and waited for a CPU another {:.0} %, the async runtime's threads (HTTP, admission, the watch, the mirror, and the benchmark's own 16 clients) used {:.2} cores, the store's writer thread {:.2} (from /proc/self/task/*/schedstat).",
+        cpu.cores(),
+        100.0 * cpu.busy("backflow-git:"),
+        100.0 * cpu.queued("backflow-git:"),
+        cpu.busy("tokio-rt"),
+        cpu.busy("backflow-store"),
     )
 }
 
@@ -689,11 +712,12 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         "Each level starts from an empty folder and ends with writers × ops / 2 files in it. backflow's cost per commit grows with the number of files in the target folder (its planner indexes the folder's manifests once per write, and with window 0s every change is its own write; a snapshot is one write and pays it once), so its rate falls as the levels grow, and the ratios depend on the number of writes per level."
     ));
     head.push(json!(format!(
-        "16 waiting writers with window 1s into a folder growing to {large_files} files: {} writes, {} failures, {large_lost} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and hashes and compresses it once) for every commit, so group commit's rate falls as the folder grows; no aim is set for it.",
+        "16 waiting writers with window 1s into a folder growing to {large_files} files: {} writes, {} failures, {large_lost} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and hashes and compresses it once) for every commit, so group commit's rate falls as the folder grows; no aim is set for it. {}",
         large.ops.len(),
         large.failed(),
         large.rate(),
-        percentile(&large.latencies(), 0.5)
+        percentile(&large.latencies(), 0.5),
+        cpu_note(&large.cpu)
     )));
     head.extend(notes);
     head.extend(METHOD_NOTES.iter().map(|n| json!(n)));
