@@ -126,7 +126,9 @@ impl CpuUse {
     /// As JSON: the wall time, and each thread name's CPU seconds and run-queue seconds.
     pub fn to_json(&self) -> Value {
         let rounded = |m: &BTreeMap<String, f64>| -> BTreeMap<String, f64> {
-            m.iter().map(|(name, s)| (name.clone(), round4(*s))).collect()
+            m.iter()
+                .map(|(name, s)| (name.clone(), round4(*s)))
+                .collect()
         };
         json!({"wall_s": round4(self.wall), "cpu_s_by_thread": rounded(&self.by_name),
                "run_queue_s_by_thread": rounded(&self.queued_by_name),
