@@ -104,18 +104,17 @@ impl CpuUse {
     /// The share of the wall time the threads whose names start with `prefix` were running
     /// (above 1 when several such threads ran at once).
     pub fn busy(&self, prefix: &str) -> f64 {
-        self.by_name
-            .iter()
-            .filter(|(name, _)| name.starts_with(prefix))
-            .map(|(_, s)| s)
-            .sum::<f64>()
-            / self.wall.max(f64::EPSILON)
+        self.share(&self.by_name, prefix)
     }
 
     /// The share of the wall time the threads whose names start with `prefix` were ready to
     /// run but waited for a CPU.
     pub fn queued(&self, prefix: &str) -> f64 {
-        self.queued_by_name
+        self.share(&self.queued_by_name, prefix)
+    }
+
+    fn share(&self, seconds: &BTreeMap<String, f64>, prefix: &str) -> f64 {
+        seconds
             .iter()
             .filter(|(name, _)| name.starts_with(prefix))
             .map(|(_, s)| s)
