@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::error::RepoError;
 use crate::health::{RemoteHealth, RemoteProblem};
 use crate::remote::RemoteSpec;
+use crate::tip_order::TipOrder;
 use crate::worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};
 
 /// What happened to the branch that its worker's owner must act on.
@@ -125,6 +126,7 @@ pub struct WorkerHandle {
     tx: mpsc::Sender<Command>,
     notices: broadcast::Sender<BranchNotice>,
     health: RemoteHealth,
+    tips: TipOrder,
 }
 
 impl WorkerHandle {
@@ -208,6 +210,14 @@ impl WorkerHandle {
         let _ = self.tx.send(Command::Recovered);
     }
 
+    /// The number the worker gave `tip` when it pushed or found it on the remote: of two tips
+    /// reported in any order, the larger number is the newer. `None` for a tip it never
+    /// learned, or one older than the last 256 it did.
+    #[must_use]
+    pub fn tip_order(&self, tip: CommitId) -> Option<u64> {
+        self.tips.of(tip)
+    }
+
     /// Someone waits for what was submitted so far (`X-Backflow-Wait: pushed`): the commit
     /// window closes at the next opportunity, and what collects while a push is in flight goes
     /// out together in the next commit.
@@ -271,10 +281,12 @@ pub fn spawn_with_notices(
     let (notices, first_subscriber) = broadcast::channel(64);
     let name = format!("backflow-git:{}", worker.config().branch);
     let health = worker.health();
+    let tips = TipOrder::default();
     let mut driver = Driver {
         worker,
         clock,
         shutdown_timeout,
+        tips: tips.clone(),
         notices: notices.clone(),
         intents: BTreeMap::new(),
         flushes: Vec::new(),
@@ -291,6 +303,7 @@ pub fn spawn_with_notices(
             tx,
             notices,
             health,
+            tips,
         },
         first_subscriber,
     )
@@ -300,6 +313,8 @@ struct Driver {
     worker: BranchWorker,
     clock: Arc<dyn Clock>,
     shutdown_timeout: Duration,
+    /// Numbered before anyone hears of a tip, so a report made after an answer finds it.
+    tips: TipOrder,
     notices: broadcast::Sender<BranchNotice>,
     intents: BTreeMap<IntentSeq, Vec<TipReply>>,
     flushes: Vec<(IntentSeq, oneshot::Sender<Option<CommitId>>)>,
@@ -386,6 +401,9 @@ impl Driver {
         for event in self.worker.take_events() {
             match event {
                 WorkerEvent::Published { through, tip } => {
+                    if let Some(tip) = tip {
+                        self.tips.learn(tip);
+                    }
                     let later = self.intents.split_off(&IntentSeq(through.0 + 1));
                     for reply in std::mem::replace(&mut self.intents, later)
                         .into_values()
@@ -408,6 +426,7 @@ impl Driver {
                 }
                 // No subscriber is fine.
                 WorkerEvent::Foreign(commit) => {
+                    self.tips.learn(commit.tip);
                     let _ = self.notices.send(BranchNotice::Foreign(commit));
                 }
                 WorkerEvent::Diverged(divergence) => {

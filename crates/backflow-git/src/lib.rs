@@ -65,6 +65,7 @@ mod metrics;
 mod pack;
 mod remote;
 mod repo;
+mod tip_order;
 mod tree;
 mod worker;
 

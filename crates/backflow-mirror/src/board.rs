@@ -31,6 +31,8 @@ pub struct TargetActivity {
     pub last_commit: Option<String>,
     /// When that was (RFC 3339).
     pub last_push_time: Option<String>,
+    /// The number its worker gave `last_commit` ([`PushReport::order`]).
+    pub last_commit_order: u64,
     /// Writes refused (they could not be placed safely) and not yet superseded, by what they
     /// wrote: a later publication of the same object, or a resync of its type and namespace
     /// that publishes without a refusal, clears one.
@@ -66,17 +68,45 @@ impl WriteScope {
     }
 }
 
+/// The commit a write was published by, as the task that followed the write reports it. Those tasks run in any order, so a report carries the number the branch's worker
+/// gave the commit when it pushed or found it (`WorkerHandle::tip_order`), and a status keeps
+/// the report with the largest: it never goes back to an older commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushReport {
+    /// The commit's id.
+    pub sha: String,
+    /// Its number; 0 when the worker no longer knows it (it is older than every recent tip).
+    pub order: u64,
+    /// When it was pushed (RFC 3339).
+    pub at: String,
+}
+
 /// What a branch (repository URL, branch) has seen lately.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BranchActivity {
     /// The newest commit pushed.
     pub tip: Option<String>,
+    /// The number its worker gave `tip` ([`PushReport::order`]).
+    pub tip_order: u64,
     /// When it was pushed (RFC 3339).
     pub last_push_time: Option<String>,
     /// Writes submitted and not yet published.
     pub pending: u32,
     /// When a push webhook last named the branch (RFC 3339).
     pub last_push_notice_at: Option<String>,
+}
+
+impl BranchActivity {
+    /// Takes commit `sha`, numbered `order`, as the tip unless a newer one is recorded; says
+    /// whether it did.
+    fn learn(&mut self, sha: String, order: u64) -> bool {
+        if self.tip.is_some() && order < self.tip_order {
+            return false;
+        }
+        self.tip = Some(sha);
+        self.tip_order = order;
+        true
+    }
 }
 
 /// The reasons the mirror gave a target's applier to apply, counted since start: a counter
@@ -166,15 +196,19 @@ impl Board {
             .collect()
     }
 
-    /// Records a pushed commit holding a change of `target`.
-    pub fn pushed(&self, target: &TargetRef, sha: String, now: String) {
+    /// Records a pushed commit holding a change of `target`, unless a newer one is recorded.
+    pub fn pushed(&self, target: &TargetRef, report: &PushReport) {
         let mut targets = self
             .targets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let a = targets.entry(target.clone()).or_default();
-        a.last_commit = Some(sha);
-        a.last_push_time = Some(now);
+        if a.last_commit.is_some() && report.order < a.last_commit_order {
+            return;
+        }
+        a.last_commit = Some(report.sha.clone());
+        a.last_push_time = Some(report.at.clone());
+        a.last_commit_order = report.order;
     }
 
     /// Records a refused write of `scope`.
@@ -313,28 +347,31 @@ impl Board {
             .pending += 1;
     }
 
-    /// Records the end of a submitted write, and the commit that published it if it was pushed.
-    pub fn branch_settled(&self, branch: &BranchKey, pushed: Option<(String, String)>) {
+    /// Records the end of a submitted write, and the commit that published it if it was pushed
+    /// (unless a newer tip is recorded).
+    pub fn branch_settled(&self, branch: &BranchKey, pushed: Option<&PushReport>) {
         let mut branches = self
             .branches
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let b = branches.entry(branch.clone()).or_default();
         b.pending = b.pending.saturating_sub(1);
-        if let Some((sha, at)) = pushed {
-            b.tip = Some(sha);
-            b.last_push_time = Some(at);
+        if let Some(report) = pushed
+            && b.learn(report.sha.clone(), report.order)
+        {
+            b.last_push_time = Some(report.at.clone());
         }
     }
 
-    /// Records the remote tip a fetch found (somebody else pushed).
-    pub fn remote_tip(&self, branch: &BranchKey, sha: String) {
+    /// Records the remote tip a fetch found (somebody else pushed) and the number its worker
+    /// gave it, unless a newer tip is recorded.
+    pub fn remote_tip(&self, branch: &BranchKey, sha: String, order: u64) {
         self.branches
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(branch.clone())
             .or_default()
-            .tip = Some(sha);
+            .learn(sha, order);
         self.branch_news.notify_one();
     }
 
@@ -381,6 +418,46 @@ mod tests {
 
     fn key(namespace: &str, name: &str) -> ObjectKey {
         ObjectKey::new(GroupResource::new("", "configmaps"), namespace, name)
+    }
+
+    /// The tasks that follow single writes settle in whatever order the runtime wakes them:
+    /// the status kept the tip of whichever settled last, and a `GitBranch` could report an
+    /// older commit than the remote's for good (an e2e test waited 30 s for it under load).
+    #[test]
+    fn reports_settling_out_of_order_keep_the_newest_tip() {
+        let board = Board::default();
+        let branch: BranchKey = ("file:///r.git".into(), "main".into());
+        let t = ("ns".to_string(), "t".to_string());
+        let report = |sha: &str, order: u64| PushReport {
+            sha: sha.into(),
+            order,
+            at: format!("2026-12-03T00:00:0{order}Z"),
+        };
+        for _ in 0..3 {
+            board.branch_submitted(&branch);
+        }
+        let (older, newer) = (report("a", 1), report("b", 2));
+        board.pushed(&t, &newer);
+        board.branch_settled(&branch, Some(&newer));
+        board.pushed(&t, &older);
+        board.branch_settled(&branch, Some(&older));
+        let b = board.branch(&branch);
+        assert_eq!(b.tip.as_deref(), Some("b"));
+        assert_eq!(b.last_push_time, Some(newer.at.clone()));
+        assert_eq!(b.pending, 1);
+        assert_eq!(board.activity(&t).last_commit.as_deref(), Some("b"));
+        // A foreign tip found before our newest push is older too; one found after is newer.
+        board.remote_tip(&branch, "f".into(), 1);
+        assert_eq!(board.branch(&branch).tip.as_deref(), Some("b"));
+        board.remote_tip(&branch, "g".into(), 3);
+        assert_eq!(board.branch(&branch).tip.as_deref(), Some("g"));
+        // The same commit reported again refreshes its time.
+        board.branch_settled(&branch, Some(&report("g", 3)));
+        assert_eq!(board.branch(&branch).pending, 0);
+        assert_eq!(
+            board.branch(&branch).last_push_time.as_deref(),
+            Some("2026-12-03T00:00:03Z")
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::board::{Board, RefusedEdit, StreamState, WriteScope};
+use crate::board::{Board, PushReport, RefusedEdit, StreamState, WriteScope};
 use crate::managers::writes_of;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
@@ -196,17 +196,21 @@ impl StreamContext {
         let metrics = self.metrics.clone();
         let label = self.target_label();
         let branch = self.branch.clone();
+        let worker = self.worker.clone();
         metrics.in_flight.inc();
         board.branch_submitted(&branch);
         tokio::spawn(async move {
             let outcome = match pushed.await {
                 Ok(Some(oid)) => {
                     board.accepted(&target, &scope);
-                    let sha = oid.to_string();
-                    let at = humantime::format_rfc3339_seconds(clock.now()).to_string();
-                    board.pushed(&target, sha.clone(), at.clone());
-                    board.branch_settled(&branch, Some((sha.clone(), at)));
-                    Outcome::Pushed(sha)
+                    let report = PushReport {
+                        sha: oid.to_string(),
+                        order: worker.tip_order(oid).unwrap_or(0),
+                        at: humantime::format_rfc3339_seconds(clock.now()).to_string(),
+                    };
+                    board.pushed(&target, &report);
+                    board.branch_settled(&branch, Some(&report));
+                    Outcome::Pushed(report.sha)
                 }
                 Ok(None) => {
                     board.accepted(&target, &scope);

@@ -264,6 +264,7 @@ impl Workers {
             backflow_git::spawn_with_notices(worker, self.clock.clone(), self.shutdown_grace);
         tokio::spawn(forward_notices(
             notices,
+            handle.clone(),
             key.clone(),
             self.diverged.clone(),
             self.board.clone(),
@@ -359,6 +360,7 @@ impl Workers {
 /// Passes a worker's divergences on to the controller, and the foreign tips it saw to the board.
 async fn forward_notices(
     mut notices: broadcast::Receiver<BranchNotice>,
+    worker: WorkerHandle,
     branch: BranchKey,
     to: mpsc::UnboundedSender<BranchKey>,
     board: Arc<Board>,
@@ -372,7 +374,8 @@ async fn forward_notices(
             }
             Ok(BranchNotice::Foreign(commit)) => {
                 tracing::info!(url = %branch.0, branch = %branch.1, tip = %commit.tip, "somebody else pushed");
-                board.remote_tip(&branch, commit.tip.to_string());
+                let order = worker.tip_order(commit.tip).unwrap_or(0);
+                board.remote_tip(&branch, commit.tip.to_string(), order);
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => return,

@@ -69,6 +69,11 @@ async fn submit_resolves_with_the_pushed_commit_and_flush_returns_the_tip() {
         .expect("hang guard")
         .expect("pushed");
     assert_eq!(flushed, good);
+    // Each tip is numbered before its writers hear of it, later ones higher: reports that
+    // settle in any order can keep the newest.
+    let good = good.expect("branch exists");
+    let (first, later) = (handle.tip_order(a), handle.tip_order(good));
+    assert!(first.is_some() && later > first, "{first:?} {later:?}");
     let saved = tokio::time::timeout(HANG, async {
         drop(handle.submit(put("d", "1")));
         handle.commit_request("save from the UI").await

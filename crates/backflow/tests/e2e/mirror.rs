@@ -1101,13 +1101,18 @@ fn git_branch_reports_the_pushed_tip() {
     w.apply(&configmap("default", "branch-status", &[("a", "1")]));
     w.wait_present("live/default/configmaps/branch-status.yaml");
     w.wait_settled();
-    let tip = w.tip().expect("the branch exists");
+    // The remote's tip is read at every look: a later commit (another object of the default
+    // configuration settling) may move it after the one that holds the ConfigMap.
     let status = wait_for(
         "GitBranch default-main to report the remote tip",
-        || w.describe_remote(),
+        || {
+            let b = w.get_json(&["gitbranch", "default-main", "-n", "backflow-system"]);
+            format!("status: {}\n{}", b["status"], w.describe_remote())
+        },
         || {
             let b = w.get_json(&["gitbranch", "default-main", "-n", "backflow-system"]);
             let s = b.get("status")?;
+            let tip = w.tip()?;
             (s.get("tip")?.as_str()? == tip && s.get("pendingWrites")?.as_u64()? == 0)
                 .then(|| s.clone())
         },
