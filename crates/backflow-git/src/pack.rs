@@ -435,16 +435,12 @@ fn small_packs(dir: &Path) -> Vec<PackFile> {
 /// fan-out table); `None` for anything else.
 fn index_count(idx: &Path) -> Option<usize> {
     use std::io::Read;
-    let mut header = [0u8; 8 + 256 * 4];
+    let mut header = [0u8; write::INDEX_HEADER];
     std::fs::File::open(idx)
         .ok()?
         .read_exact(&mut header)
         .ok()?;
-    if header[..8] != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
-        return None;
-    }
-    let last = header.get(header.len() - 4..)?;
-    usize::try_from(u32::from_be_bytes(last.try_into().ok()?)).ok()
+    write::index_header_count(&header)
 }
 
 /// The lowest size tier holding [`TIER_WIDTH`] packs or more, if any.
@@ -640,7 +636,7 @@ mod tests {
     #[test]
     fn only_version_two_indexes_are_read() {
         assert!(index_ids(b"PACK").is_none());
-        let mut index = vec![0xff, b't', b'O', b'c', 0, 0, 0, 2];
+        let mut index = write::INDEX_V2.to_vec();
         index.extend(std::iter::repeat_n(0u8, 255 * 4));
         index.extend(1u32.to_be_bytes());
         assert!(index_ids(&index).is_none(), "a truncated index is not read");

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use git2::Oid;
 
-use super::write::{PackBody, WrittenPack, store_pack};
+use super::write::{INDEX_HEADER, PackBody, WrittenPack, index_header_count, store_pack};
 use crate::error::StoreError;
 
 /// Packs larger than this together are not read into memory to be copied; the object database
@@ -100,19 +100,15 @@ fn read_sources(stems: &[PathBuf]) -> Result<Option<Vec<Source>>, StoreError> {
 /// The entries a version-2 pack index lists (the format git and libgit2 write), in the
 /// index's order, or `None` for anything else.
 pub(super) fn listed_entries(index: &[u8]) -> Option<Vec<Listed>> {
-    const HEADER: usize = 8 + 256 * 4;
-    if index.get(..8)? != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
-        return None;
-    }
-    let count = u32::from_be_bytes(index.get(HEADER - 4..HEADER)?.try_into().ok()?) as usize;
+    let count = index_header_count(index)?;
     // Ids, CRCs and 4-byte offsets, then the pack's and the index's checksums: a pack under
     // 2 GiB has no 8-byte offsets, and another length is another hash (SHA-256).
-    if index.len() != HEADER + count * 28 + 40 {
+    if index.len() != INDEX_HEADER + count * 28 + 40 {
         return None;
     }
-    let ids = &index[HEADER..HEADER + count * 20];
-    let crcs = &index[HEADER + count * 20..HEADER + count * 24];
-    let offsets = &index[HEADER + count * 24..HEADER + count * 28];
+    let ids = &index[INDEX_HEADER..INDEX_HEADER + count * 20];
+    let crcs = &index[INDEX_HEADER + count * 20..INDEX_HEADER + count * 24];
+    let offsets = &index[INDEX_HEADER + count * 24..INDEX_HEADER + count * 28];
     let word = |table: &[u8], n: usize| {
         u32::from_be_bytes([
             table[n * 4],

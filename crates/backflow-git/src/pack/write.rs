@@ -451,10 +451,28 @@ fn deflated(deflate: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> std::io::
     }
 }
 
+/// The first bytes of a version-2 pack index (the format git and libgit2 write): its magic
+/// number and version.
+pub(super) const INDEX_V2: [u8; 8] = [0xff, b't', b'O', b'c', 0, 0, 0, 2];
+
+/// The length of a version-2 index's header: [`INDEX_V2`] and the 256-entry fan-out table,
+/// whose last entry is the number of objects.
+pub(super) const INDEX_HEADER: usize = 8 + 256 * 4;
+
+/// How many objects a version-2 index lists, read from its header (the start of `index` is
+/// enough); `None` for anything else.
+pub(super) fn index_header_count(index: &[u8]) -> Option<usize> {
+    if index.get(..INDEX_V2.len())? != INDEX_V2 {
+        return None;
+    }
+    let last = index.get(INDEX_HEADER - 4..INDEX_HEADER)?;
+    usize::try_from(u32::from_be_bytes(last.try_into().ok()?)).ok()
+}
+
 /// The version-2 index of a pack whose entries (sorted by id) and checksum are given.
 fn encode_index(entries: &[Entry], pack_checksum: &[u8; 20]) -> Vec<u8> {
-    let mut index = Vec::with_capacity(8 + 256 * 4 + entries.len() * 28 + 40);
-    index.extend_from_slice(&[0xff, b't', b'O', b'c', 0, 0, 0, 2]);
+    let mut index = Vec::with_capacity(INDEX_HEADER + entries.len() * 28 + 40);
+    index.extend_from_slice(&INDEX_V2);
     // Fan-out: how many ids start with a byte at most `b`.
     let mut below = 0usize;
     for b in 0..=255u8 {
@@ -656,9 +674,6 @@ mod tests {
         assert!(written.is_none());
     }
 
-    /// Blobs written straight from their contents (one listed twice, one empty, one that
-    /// does not compress) land as one pack git reads whole, each under the id `git hash-object`
-    /// gives its content; nothing written leaves nothing.
     /// A pack under the delta roll-up's size stores its entries (a roll-up compresses them
     /// later), a larger one compresses them; git reads both, and `fsck` accepts them.
     #[test]
@@ -698,6 +713,9 @@ mod tests {
         git_out(&path, &["fsck", "--strict", "--no-dangling"]);
     }
 
+    /// Blobs written straight from their contents (one listed twice, one empty, one that
+    /// does not compress) land as one pack git reads whole, each under the id `git hash-object`
+    /// gives its content; nothing written leaves nothing.
     #[test]
     fn blobs_are_written_from_their_contents_under_gits_ids() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -8,6 +8,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use git2::{ObjectType, Oid, Repository};
 
@@ -171,7 +172,8 @@ fn serialize(entries: &BTreeMap<Vec<u8>, Entry>) -> Vec<u8> {
     sorted.sort_by(|(a, ea), (b, eb)| git_order(a, ea.mode, b, eb.mode));
     let mut out = Vec::with_capacity(entries.len() * 48);
     for (name, entry) in sorted {
-        out.extend_from_slice(format!("{:o} ", entry.mode).as_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{:o} ", entry.mode);
         out.extend_from_slice(name);
         out.push(0);
         out.extend_from_slice(entry.id.as_bytes());
