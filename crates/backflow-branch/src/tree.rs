@@ -66,6 +66,22 @@ pub trait TreeView {
         }
         Ok(out)
     }
+    /// The id of the tree of the folder `dir`, when this view can name it: a stored tree with
+    /// nothing planned under `dir`. A planner keeps what it derived from a folder under this id
+    /// and asks [`TreeView::changed_since`] what differs at the next write, instead of reading
+    /// the whole folder again. The default names none.
+    fn folder_id(&self, dir: &str) -> Result<Option<String>, IoFailure> {
+        let _ = dir;
+        Ok(None)
+    }
+    /// Every file under `dir` whose content differs between the folder tree `since` (a
+    /// [`TreeView::folder_id`] of an earlier view of the same store) and this view: added,
+    /// changed or removed, sorted. `None` when the view cannot tell (the default, or `since` is
+    /// not in the store): the caller reads the folder whole.
+    fn changed_since(&self, dir: &str, since: &str) -> Result<Option<Vec<String>>, IoFailure> {
+        let _ = (dir, since);
+        Ok(None)
+    }
 }
 
 /// `base` (sorted `(path, id)` pairs under the folder `prefix`) with `changes` on top: what
@@ -213,6 +229,22 @@ impl TreeView for LayeredView<'_> {
             };
         }
         Ok(files.into_iter().collect())
+    }
+
+    fn folder_id(&self, dir: &str) -> Result<Option<String>, IoFailure> {
+        if self.changes_under(dir).next().is_some() {
+            return Ok(None);
+        }
+        self.base.folder_id(dir)
+    }
+
+    fn changed_since(&self, dir: &str, since: &str) -> Result<Option<Vec<String>>, IoFailure> {
+        let Some(changed) = self.base.changed_since(dir, since)? else {
+            return Ok(None);
+        };
+        let mut paths: BTreeSet<String> = changed.into_iter().collect();
+        paths.extend(self.changes_under(dir).map(|(path, _)| path.clone()));
+        Ok(Some(paths.into_iter().collect()))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, IoFailure> {

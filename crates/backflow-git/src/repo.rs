@@ -475,6 +475,60 @@ impl LocalRepo {
         }
     }
 
+    /// The id of the tree of the folder `dir` in `tree` (`""`: `tree` itself); `None` when
+    /// there is no such folder.
+    pub fn folder_tree(&self, tree: Oid, dir: &str) -> Result<Option<Oid>, RepoError> {
+        let dir = dir.trim_matches('/');
+        if dir.is_empty() {
+            return Ok(Some(tree));
+        }
+        let root = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err(format!("reading tree {tree}")))?;
+        match root.get_path(Path::new(dir)) {
+            Ok(e) if e.kind() == Some(ObjectType::Tree) => Ok(Some(e.id())),
+            Ok(_) => Ok(None),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(self.err(format!("looking up {dir}"))(e)),
+        }
+    }
+
+    /// The paths of the files under `dir` that differ between the folder tree `since` and the
+    /// folder `dir` of `tree`, sorted; `None` when `since` is not in the cache. A diff of the two
+    /// trees: it compares entry ids and reads no file.
+    pub fn changed_files(
+        &self,
+        since: Oid,
+        tree: Oid,
+        dir: &str,
+    ) -> Result<Option<Vec<String>>, RepoError> {
+        let Ok(old) = self.repo.find_tree(since) else {
+            return Ok(None);
+        };
+        let what = || format!("diffing {dir} against tree {since}");
+        let new = match self.folder_tree(tree, dir)? {
+            Some(id) => Some(self.repo.find_tree(id).map_err(self.err(what()))?),
+            None => None,
+        };
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old), new.as_ref(), None)
+            .map_err(self.err(what()))?;
+        let prefix = backflow_branch::dir_prefix(dir);
+        let mut paths = Vec::new();
+        for delta in diff.deltas() {
+            for file in [delta.old_file(), delta.new_file()] {
+                if let Some(path) = file.path().and_then(Path::to_str) {
+                    paths.push(format!("{prefix}{path}"));
+                }
+            }
+        }
+        paths.sort_unstable();
+        paths.dedup();
+        Ok(Some(paths))
+    }
+
     /// Every file path under `dir` (recursively; `""` for the whole tree), sorted.
     pub fn list_files(&self, tree: Oid, dir: &str) -> Result<Vec<String>, RepoError> {
         Ok(self

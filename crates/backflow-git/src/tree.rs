@@ -104,6 +104,28 @@ impl TreeView for Overlay<'_> {
         files_with_changes(base, &self.changes, &dir_prefix(dir))
     }
 
+    fn folder_id(&self, dir: &str) -> Result<Option<String>, IoFailure> {
+        if changes_in(&self.changes, &dir_prefix(dir)).next().is_some() {
+            return Ok(None);
+        }
+        Ok(self
+            .repo
+            .folder_tree(self.base, dir)?
+            .map(|id| id.to_string()))
+    }
+
+    fn changed_since(&self, dir: &str, since: &str) -> Result<Option<Vec<String>>, IoFailure> {
+        let Ok(since) = Oid::from_str(since) else {
+            return Ok(None);
+        };
+        let Some(changed) = self.repo.changed_files(since, self.base, dir)? else {
+            return Ok(None);
+        };
+        let mut paths: BTreeSet<String> = changed.into_iter().collect();
+        paths.extend(changes_in(&self.changes, &dir_prefix(dir)).map(|(path, _)| path.clone()));
+        Ok(Some(paths.into_iter().collect()))
+    }
+
     fn list(&self, dir: &str) -> Result<Vec<String>, IoFailure> {
         let mut files: BTreeSet<String> = self
             .repo
@@ -203,5 +225,105 @@ mod tests {
         let t = o.write().expect("write");
         assert_eq!(repo.list_files(t, "").expect("list"), vec!["d/b", "d/c"]);
         assert_eq!(Overlay::new(&repo, base).write().expect("write"), base);
+    }
+
+    /// A folder's tree is named while nothing is planned under it, and the files that differ
+    /// since a named folder tree are exactly those a write changed there (plus what is planned
+    /// on top), whatever changed elsewhere.
+    #[test]
+    fn a_folder_tree_is_named_and_diffed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = LocalRepo::open_or_init(&dir.path().join("c.git")).expect("init");
+        let write = |base: Oid, files: &[(&str, Option<&str>)]| {
+            let updates = files
+                .iter()
+                .map(|(p, c)| (p.to_string(), c.map(|c| c.as_bytes().to_vec())))
+                .collect();
+            repo.apply_updates(base, &updates).expect("tree")
+        };
+        let empty = repo.empty_tree().expect("empty");
+        let first = write(
+            empty,
+            &[
+                ("d/a", Some("1")),
+                ("d/b", Some("2")),
+                ("d/s/x", Some("3")),
+                ("e/x", Some("4")),
+            ],
+        );
+        let then = Overlay::new(&repo, first);
+        let d0 = then.folder_id("d").expect("named").expect("a folder");
+        assert_eq!(then.folder_id("nowhere").expect("named"), None);
+        assert_eq!(then.folder_id("").expect("named"), Some(first.to_string()));
+        assert_eq!(
+            then.changed_since("d", &d0).expect("diffed"),
+            Some(Vec::new()),
+            "a folder has not changed since itself"
+        );
+
+        let second = write(
+            first,
+            &[
+                ("d/a", None),
+                ("d/b", Some("22")),
+                ("d/c", Some("5")),
+                ("d/s/x", Some("33")),
+                ("e/x", Some("44")),
+            ],
+        );
+        let now = Overlay::new(&repo, second);
+        assert_ne!(now.folder_id("d").expect("named"), Some(d0.clone()));
+        let changed = |view: &dyn TreeView, dir: &str, since: &str| {
+            view.changed_since(dir, since).expect("diffed")
+        };
+        assert_eq!(
+            changed(&now, "d", &d0),
+            Some(vec![
+                "d/a".into(),
+                "d/b".into(),
+                "d/c".into(),
+                "d/s/x".into()
+            ])
+        );
+        assert_eq!(
+            changed(&now, "", &first.to_string()),
+            Some(vec![
+                "d/a".into(),
+                "d/b".into(),
+                "d/c".into(),
+                "d/s/x".into(),
+                "e/x".into()
+            ])
+        );
+        let gone = write(second, &[("d/b", None), ("d/c", None), ("d/s/x", None)]);
+        assert_eq!(
+            changed(&Overlay::new(&repo, gone), "d", &d0),
+            Some(vec!["d/a".into(), "d/b".into(), "d/s/x".into()]),
+            "a folder that is gone differs in every file it had"
+        );
+        // A tree the store never had, or no tree id at all: the caller reads the folder whole.
+        assert_eq!(changed(&now, "d", &"1".repeat(40)), None);
+        assert_eq!(changed(&now, "d", "not an id"), None);
+
+        // What is planned on top unnames the folder and shows among the changes.
+        let mut planned = Overlay::new(&repo, second);
+        planned.apply(vec![PathUpdate::write("d/z", "9")]);
+        assert_eq!(planned.folder_id("d").expect("named"), None);
+        assert!(planned.folder_id("e").expect("named").is_some());
+        assert_eq!(
+            changed(&planned, "d", &d0).map(|c| c.contains(&"d/z".to_string())),
+            Some(true)
+        );
+        let mut layered = LayeredView::new(&now);
+        assert_eq!(
+            layered.folder_id("d").expect("named"),
+            now.folder_id("d").expect("named")
+        );
+        layered.record(Ok(vec![PathUpdate::write("d/y", "8")]));
+        assert_eq!(layered.folder_id("d").expect("named"), None);
+        assert_eq!(
+            changed(&layered, "d", &d0).map(|c| c.contains(&"d/y".to_string())),
+            Some(true)
+        );
     }
 }

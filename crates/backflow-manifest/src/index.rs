@@ -7,7 +7,7 @@
 //! documents that are not Kubernetes objects, two documents for one object, foreign files) is
 //! refused as a whole, with the reason, rather than partly overwritten.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use backflow_branch::TreeView;
@@ -42,7 +42,15 @@ pub struct FolderIndex {
     docs: HashMap<Identity, DocRef>,
     /// What each file holds (the parse the cache keeps too, shared), so a changed file is
     /// re-indexed alone.
-    by_path: HashMap<Arc<str>, Arc<Vec<(Identity, DocRef)>>>,
+    by_path: HashMap<Arc<str>, IndexedFile>,
+}
+
+/// One file's documents in a [`FolderIndex`], and the blob id of the content they came from:
+/// what tells a later write whether the file still reads the same.
+#[derive(Debug, Clone)]
+struct IndexedFile {
+    blob: String,
+    entries: Arc<Vec<(Identity, DocRef)>>,
 }
 
 /// What one file holds, derived from its content: its documents by identity, or why the file
@@ -138,11 +146,7 @@ impl FolderIndex {
         content: Option<&[u8]>,
         cache: &mut IndexCache,
     ) -> Result<(), IndexError> {
-        if let Some(entries) = self.by_path.remove(path) {
-            for (identity, _) in entries.iter() {
-                self.docs.remove(identity);
-            }
-        }
+        self.forget(path);
         let Some(bytes) = content else {
             cache.remove(path);
             return Ok(());
@@ -157,9 +161,19 @@ impl FolderIndex {
             }
             FileClass::Manifests => {}
         }
+        let blob = blob_id(bytes);
         let entries: FileEntries = parse_entries(path, bytes).map(Arc::new);
-        cache.insert(path.to_string(), (blob_id(bytes), entries.clone()));
-        self.insert_entries(&entries?)
+        cache.insert(path.to_string(), (blob.clone(), entries.clone()));
+        self.insert_entries(blob, &entries?)
+    }
+
+    /// Takes the documents of the file at `path` out of the index.
+    fn forget(&mut self, path: &str) {
+        if let Some(file) = self.by_path.remove(path) {
+            for (identity, _) in file.entries.iter() {
+                self.docs.remove(identity);
+            }
+        }
     }
 
     /// Like [`FolderIndex::refresh_cached`] for a file the planner has just written and whose
@@ -172,11 +186,7 @@ impl FolderIndex {
         file: KnownFile<'_>,
         cache: &mut IndexCache,
     ) -> Result<(), IndexError> {
-        if let Some(entries) = self.by_path.remove(file.path) {
-            for (identity, _) in entries.iter() {
-                self.docs.remove(identity);
-            }
-        }
+        self.forget(file.path);
         #[cfg(debug_assertions)]
         crate::document::uncounted(|| {
             assert_eq!(
@@ -185,8 +195,11 @@ impl FolderIndex {
                 "a known file reads as the planner says"
             );
         });
-        cache.insert(file.path.to_string(), (file.blob, Ok(file.entries.clone())));
-        self.insert_entries(&file.entries)
+        cache.insert(
+            file.path.to_string(),
+            (file.blob.clone(), Ok(file.entries.clone())),
+        );
+        self.insert_entries(file.blob, &file.entries)
     }
 
     /// Like [`FolderIndex::build`], reusing the parse of every file whose blob id is in
@@ -213,15 +226,61 @@ impl FolderIndex {
                     parse_entries(&path, &bytes).map(Arc::new)
                 }
             };
-            seen.insert(path.clone(), (id, entries.clone()));
-            index.insert_entries(&entries?)?;
+            seen.insert(path.clone(), (id.clone(), entries.clone()));
+            index.insert_entries(id, &entries?)?;
         }
         *cache = seen;
         Ok(index)
     }
 
-    /// Indexes the documents of one file (parsed by [`parse_entries`], all with one path).
-    fn insert_entries(&mut self, entries: &Arc<Vec<(Identity, DocRef)>>) -> Result<(), IndexError> {
+    /// Brings the index to `tree`, where only the files at `paths` may read otherwise than the
+    /// index holds them: each whose blob id is not the one indexed is indexed again (from
+    /// `cache` when it holds that blob's parse). Every such file is taken out first, so an
+    /// object moving from one of them to another is not taken for a duplicate.
+    fn catch_up(
+        &mut self,
+        tree: &dyn TreeView,
+        paths: &BTreeSet<String>,
+        cache: &mut IndexCache,
+    ) -> Result<(), IndexError> {
+        let mut stale = Vec::new();
+        for path in paths {
+            let id = tree.file_id(path)?;
+            let indexed = self.by_path.get(path.as_str()).map(|f| f.blob.as_str());
+            // A companion file is never indexed, so it always looks stale: re-reading it
+            // indexes nothing and costs one read of a file that changed.
+            if id.as_deref() != indexed {
+                self.forget(path);
+                stale.push((path, id));
+            }
+        }
+        for (path, id) in stale {
+            match (id, cache.get(path.as_str())) {
+                (Some(id), Some((cached, Ok(entries))))
+                    if *cached == id && classify(path) == FileClass::Manifests =>
+                {
+                    let entries = entries.clone();
+                    self.insert_entries(id, &entries)?;
+                }
+                (None, _) => {
+                    cache.remove(path.as_str());
+                }
+                (Some(_), _) => {
+                    let bytes = tree.read(path)?;
+                    self.refresh_cached(path, bytes.as_deref(), cache)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Indexes the documents of one file (parsed by [`parse_entries`], all with one path) read
+    /// from the blob `blob`.
+    fn insert_entries(
+        &mut self,
+        blob: String,
+        entries: &Arc<Vec<(Identity, DocRef)>>,
+    ) -> Result<(), IndexError> {
         let Some((_, first_doc)) = entries.first() else {
             return Ok(());
         };
@@ -235,12 +294,14 @@ impl FolderIndex {
                 };
                 // The file owns what it added before the duplicate, so re-indexing it (fixed)
                 // takes those back and nothing of the other file.
-                self.by_path.insert(path, Arc::new(entries[..n].to_vec()));
+                let entries = Arc::new(entries[..n].to_vec());
+                self.by_path.insert(path, IndexedFile { blob, entries });
                 return Err(error.into());
             }
             self.docs.insert(identity.clone(), here.clone());
         }
-        self.by_path.insert(path, entries.clone());
+        let entries = entries.clone();
+        self.by_path.insert(path, IndexedFile { blob, entries });
         Ok(())
     }
 
@@ -267,6 +328,110 @@ impl FolderIndex {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
+    }
+}
+
+/// What a planner keeps of one folder between writes: the parse of each file by blob id, and
+/// the folder's index as the last write left it with the folder tree it was built on, so the
+/// next write re-reads only the files a diff of the two trees names (and those the last write
+/// planned) instead of listing the folder whole: at a few thousand files, listing and
+/// re-indexing the folder for every write was a fifth of a busy branch worker's time.
+#[derive(Debug, Default)]
+pub(crate) struct FolderMemo {
+    /// Parsed files by path, with the blob id they were parsed from.
+    pub(crate) parsed: IndexCache,
+    kept: Option<KeptIndex>,
+}
+
+/// A folder's index kept between writes.
+#[derive(Debug)]
+struct KeptIndex {
+    /// The folder tree it was built on ([`TreeView::folder_id`]).
+    base: String,
+    /// Files refreshed into it since, as a write planned them: they may never have been
+    /// committed.
+    touched: BTreeSet<String>,
+    index: FolderIndex,
+}
+
+/// A folder's index lent to one write, noting the files the write refreshes into it so the
+/// memo can keep it afterwards.
+#[derive(Debug)]
+pub(crate) struct WriteIndex {
+    index: FolderIndex,
+    /// The folder tree the index was brought to, when the view could name it.
+    base: Option<String>,
+    touched: BTreeSet<String>,
+}
+
+impl FolderMemo {
+    /// The index of `target` in `tree`: the kept one brought up to date when `tree` can say
+    /// what changed since it was built, else built from the folder's files (parsing only
+    /// those not parsed before). Either way the same index a fresh build makes.
+    pub(crate) fn take_index(
+        &mut self,
+        tree: &dyn TreeView,
+        target: &str,
+    ) -> Result<WriteIndex, IndexError> {
+        let base = tree.folder_id(target)?;
+        if let (Some(kept), Some(_)) = (self.kept.take(), &base)
+            && let Some(changed) = tree.changed_since(target, &kept.base)?
+        {
+            let mut paths: BTreeSet<String> = changed.into_iter().collect();
+            paths.extend(kept.touched);
+            let mut index = kept.index;
+            match index.catch_up(tree, &paths, &mut self.parsed) {
+                Ok(()) => {
+                    return Ok(WriteIndex {
+                        index,
+                        base,
+                        touched: BTreeSet::new(),
+                    });
+                }
+                Err(e @ IndexError::Repo(_)) => return Err(e),
+                // The whole build below names the refusal as it always does (the first of
+                // two duplicates in path order).
+                Err(IndexError::Refused(_)) => {}
+            }
+        }
+        let index = FolderIndex::build_cached(tree, target, &mut self.parsed)?;
+        Ok(WriteIndex {
+            index,
+            base,
+            touched: BTreeSet::new(),
+        })
+    }
+
+    /// Keeps `write`'s index for the next write, unless its folder tree had no name.
+    pub(crate) fn keep(&mut self, write: WriteIndex) {
+        self.kept = write.base.map(|base| KeptIndex {
+            base,
+            touched: write.touched,
+            index: write.index,
+        });
+    }
+}
+
+impl WriteIndex {
+    /// The index.
+    pub(crate) fn index(&self) -> &FolderIndex {
+        &self.index
+    }
+
+    /// [`FolderIndex::refresh_known`] when the planner knows the file's documents, else
+    /// [`FolderIndex::refresh_cached`]; either way the file is noted as touched.
+    pub(crate) fn refresh(
+        &mut self,
+        path: &str,
+        content: Option<&[u8]>,
+        known: Option<KnownFile<'_>>,
+        cache: &mut IndexCache,
+    ) -> Result<(), IndexError> {
+        self.touched.insert(path.to_string());
+        match known {
+            Some(file) => self.index.refresh_known(file, cache),
+            None => self.index.refresh_cached(path, content, cache),
+        }
     }
 }
 
@@ -392,6 +557,165 @@ mod tests {
             FolderIndex::build_cached(&tree, "t", &mut cache).is_err(),
             "a cached refusal still refuses"
         );
+    }
+
+    /// A tree in memory that names each folder tree it is asked for by its content and
+    /// remembers it, as a Git store does, and counts how often a folder is listed.
+    #[derive(Default)]
+    struct Versioned {
+        files: BTreeMap<String, Vec<u8>>,
+        named: std::cell::RefCell<HashMap<String, BTreeMap<String, Vec<u8>>>>,
+        listed: std::cell::Cell<usize>,
+    }
+
+    impl Versioned {
+        fn under(&self, dir: &str) -> BTreeMap<String, Vec<u8>> {
+            let prefix = format!("{dir}/");
+            self.files
+                .iter()
+                .filter(|(p, _)| p.starts_with(&prefix))
+                .map(|(p, c)| (p.clone(), c.clone()))
+                .collect()
+        }
+    }
+
+    impl TreeView for Versioned {
+        fn read(&self, path: &str) -> Result<Option<Vec<u8>>, backflow_branch::IoFailure> {
+            Ok(self.files.get(path).cloned())
+        }
+        fn list(&self, dir: &str) -> Result<Vec<String>, backflow_branch::IoFailure> {
+            self.listed.set(self.listed.get() + 1);
+            Ok(self.under(dir).into_keys().collect())
+        }
+        fn folder_id(&self, dir: &str) -> Result<Option<String>, backflow_branch::IoFailure> {
+            let files = self.under(dir);
+            let id = blob_id(format!("{files:?}").as_bytes());
+            self.named.borrow_mut().insert(id.clone(), files);
+            Ok(Some(id))
+        }
+        fn changed_since(
+            &self,
+            dir: &str,
+            since: &str,
+        ) -> Result<Option<Vec<String>>, backflow_branch::IoFailure> {
+            let named = self.named.borrow();
+            let Some(then) = named.get(since) else {
+                return Ok(None);
+            };
+            let now = self.under(dir);
+            let paths: BTreeSet<String> = then.keys().chain(now.keys()).cloned().collect();
+            Ok(Some(
+                paths
+                    .into_iter()
+                    .filter(|p| then.get(p) != now.get(p))
+                    .collect(),
+            ))
+        }
+    }
+
+    /// Content for the randomized walk: ConfigMaps from a small pool of names (so two files
+    /// can claim one object), files of two documents, invalid YAML, empty files, companions
+    /// and a foreign file.
+    fn random_file(rng: &mut rand::rngs::StdRng) -> (String, Option<Vec<u8>>) {
+        use rand::Rng;
+        let name = |rng: &mut rand::rngs::StdRng| format!("n{}", rng.random_range(0..400));
+        let path = match rng.random_range(0..60) {
+            0 => "t/README.md".to_string(),
+            1 => "t/notes.json".to_string(),
+            n => format!("t/f{}.yaml", n % 9),
+        };
+        let content = match rng.random_range(0..40) {
+            0..=11 => None,
+            12 => Some(b"not: [valid".to_vec()),
+            13 => Some(b"# nothing here\n".to_vec()),
+            14..=19 => {
+                let mut two = cm(&name(rng));
+                two.extend_from_slice(b"---\n");
+                two.extend_from_slice(&cm(&name(rng)));
+                Some(two)
+            }
+            _ => Some(cm(&name(rng))),
+        };
+        (path, content)
+    }
+
+    fn apply(tree: &mut Versioned, path: String, content: Option<Vec<u8>>) {
+        match content {
+            Some(bytes) => tree.files.insert(path, bytes),
+            None => tree.files.remove(&path),
+        };
+    }
+
+    /// The index a memo brings up to date from the files that changed is the index a fresh
+    /// build makes (or the same refusal), through files added, edited, removed, objects moving
+    /// between files, duplicates, bad YAML and foreign files, and files a write planned that
+    /// never reached the tree; and while the last index was kept, the folder is not listed.
+    #[test]
+    fn a_kept_index_caught_up_is_a_fresh_build() {
+        use rand::{Rng, SeedableRng};
+        let (mut incremental, mut refused) = (0, 0);
+        for seed in 0..24 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut tree = Versioned::default();
+            let mut memo = FolderMemo::default();
+            let mut kept = false;
+            for step in 0..120 {
+                for _ in 0..rng.random_range(0..4) {
+                    let (path, content) = random_file(&mut rng);
+                    apply(&mut tree, path, content);
+                }
+                let listed = tree.listed.get();
+                let caught_up = memo.take_index(&tree, "t");
+                let fresh = FolderIndex::build(&tree, "t");
+                let at = format!("seed {seed}, step {step}");
+                let mut write = match (caught_up, fresh) {
+                    (Ok(write), Ok(fresh)) => {
+                        let all = |i: &FolderIndex| {
+                            i.iter()
+                                .map(|(id, at)| (id.clone(), at.clone()))
+                                .collect::<Vec<_>>()
+                        };
+                        assert_eq!(all(write.index()), all(&fresh), "{at}");
+                        if kept {
+                            assert_eq!(
+                                tree.listed.get(),
+                                listed + 1,
+                                "{at}: only the fresh build lists"
+                            );
+                            incremental += 1;
+                        }
+                        write
+                    }
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a.to_string(), b.to_string(), "{at}");
+                        refused += 1;
+                        // Somebody fixes the folder: the refused file goes.
+                        if let Some((path, _)) = a.to_string().split_once(':') {
+                            tree.files.remove(path);
+                        }
+                        kept = false;
+                        continue;
+                    }
+                    (a, b) => panic!("{at}: kept {:?} against fresh {:?}", a.err(), b.err()),
+                };
+                // A write plans a file: sometimes it reaches the tree, sometimes not.
+                let (path, content) = random_file(&mut rng);
+                let planned = write.refresh(&path, content.as_deref(), None, &mut memo.parsed);
+                if rng.random_bool(0.5) {
+                    apply(&mut tree, path, content);
+                }
+                kept = planned.is_ok();
+                if kept {
+                    memo.keep(write);
+                }
+            }
+        }
+        // 24 walks of 120 writes: most catch up, and refusals are met too.
+        assert!(
+            incremental > 1500,
+            "the kept index was used {incremental} times"
+        );
+        assert!(refused > 50, "{refused} refusals");
     }
 
     /// A file refreshed as rendered leaves the index and the cache as a parse of it would, and

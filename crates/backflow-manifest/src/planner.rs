@@ -39,7 +39,9 @@ use crate::edit::{append_document, edit_parsed, remove_document};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
-use crate::index::{DocRef, FolderIndex, IndexCache, KnownFile, entries_of, rendered_entries};
+use crate::index::{
+    DocRef, FolderIndex, FolderMemo, KnownFile, WriteIndex, entries_of, rendered_entries,
+};
 use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
@@ -71,8 +73,9 @@ pub struct YamlPlanner {
     kinds: KindMap,
     crypto: Option<Crypto>,
     placement: PlacementMap,
-    /// Parsed files per folder by blob id: a write re-parses only the files that changed.
-    parsed: Arc<Mutex<BTreeMap<String, IndexCache>>>,
+    /// Per folder, its files' parses by blob id and its index as the last write left it: a
+    /// write re-reads only the files that changed.
+    folders: Arc<Mutex<BTreeMap<String, FolderMemo>>>,
     /// Files this planner wrote and knows the documents of, by path (rendered new from one
     /// object, or edited and parsed to check they read back): refreshing the index after such
     /// a file needs no parse of it.
@@ -95,7 +98,7 @@ impl YamlPlanner {
             kinds,
             crypto: None,
             placement: PlacementMap::default(),
-            parsed: Arc::default(),
+            folders: Arc::default(),
             known: Arc::default(),
         }
     }
@@ -492,7 +495,7 @@ impl YamlPlanner {
 
 /// A folder's index while a write is planned: built once, then refreshed per changed file.
 enum CachedIndex {
-    Ready(FolderIndex),
+    Ready(WriteIndex),
     /// The folder is refused (the refusal applies to every intent of the write).
     Refused(ManifestError),
 }
@@ -532,22 +535,36 @@ impl YamlPlanner {
         })
     }
 
-    /// The index of `target` in `tree`, parsing only files not seen before.
-    fn index(&self, tree: &dyn TreeView, target: &str) -> Result<FolderIndex, IndexError> {
-        let mut parsed = self
-            .parsed
+    /// What this planner keeps of each folder.
+    fn folders(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, FolderMemo>> {
+        self.folders
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let cache = parsed.entry(target.to_string()).or_default();
-        FolderIndex::build_cached(tree, target, cache)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The index of `target` in `tree`, re-reading only files that changed since the last write.
+    fn take_index(&self, tree: &dyn TreeView, target: &str) -> Result<WriteIndex, IndexError> {
+        self.folders()
+            .entry(target.to_string())
+            .or_default()
+            .take_index(tree, target)
+    }
+
+    /// Keeps a write's index of `target` for the next write.
+    fn keep_index(&self, target: &str, index: WriteIndex) {
+        self.folders()
+            .entry(target.to_string())
+            .or_default()
+            .keep(index);
     }
 }
 
 impl Planner for YamlPlanner {
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
         let target = normalize_target(&intent.target)?;
-        let index = self.index(tree, &target)?;
-        let planned = self.plan_with(tree, &index, &target, intent);
+        let index = self.take_index(tree, &target)?;
+        let planned = self.plan_with(tree, index.index(), &target, intent);
+        self.keep_index(&target, index);
         // Nothing refreshes an index after a single plan: forget what was written.
         let mut known = self
             .known
@@ -576,7 +593,7 @@ impl Planner for YamlPlanner {
                 }
             };
             if !indexes.contains_key(&target) {
-                match self.index(&view, &target) {
+                match self.take_index(&view, &target) {
                     Ok(index) => indexes.insert(target.clone(), CachedIndex::Ready(index)),
                     Err(IndexError::Refused(refusal)) => {
                         indexes.insert(target.clone(), CachedIndex::Refused(refusal))
@@ -588,7 +605,9 @@ impl Planner for YamlPlanner {
                 };
             }
             let planned = match indexes.get(&target) {
-                Some(CachedIndex::Ready(index)) => self.plan_with(&view, index, &target, intent),
+                Some(CachedIndex::Ready(index)) => {
+                    self.plan_with(&view, index.index(), &target, intent)
+                }
                 Some(CachedIndex::Refused(refusal)) => Err(refusal.clone().into()),
                 None => Err(ManifestError::InvalidObject {
                     object: intent.key.to_string(),
@@ -604,16 +623,9 @@ impl Planner for YamlPlanner {
                     }
                     let refreshed = match cached {
                         CachedIndex::Ready(index) => {
-                            let known = known.take();
-                            let mut parsed = self
-                                .parsed
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner);
-                            let cache = parsed.entry(folder.clone()).or_default();
-                            match known {
-                                Some(file) => index.refresh_known(file, cache),
-                                None => index.refresh_cached(&u.path, u.content.as_deref(), cache),
-                            }
+                            let mut folders = self.folders();
+                            let cache = &mut folders.entry(folder.clone()).or_default().parsed;
+                            index.refresh(&u.path, u.content.as_deref(), known.take(), cache)
                         }
                         CachedIndex::Refused(_) => Ok(()),
                     };
@@ -630,6 +642,11 @@ impl Planner for YamlPlanner {
                         };
                     }
                 }
+            }
+        }
+        for (folder, cached) in indexes {
+            if let CachedIndex::Ready(index) = cached {
+                self.keep_index(&folder, index);
             }
         }
         view.into_planned()
@@ -1121,8 +1138,8 @@ mod tests {
         for planned in planner.plan_all(&tree, &refs) {
             tree.apply(planned.expect("planned"));
         }
-        let parsed = planner.parsed.lock().expect("cache");
-        let cache = parsed.get("live").expect("a cache for the folder");
+        let folders = planner.folders();
+        let cache = &folders.get("live").expect("a cache for the folder").parsed;
         for name in ["a", "b"] {
             let path = format!("live/default/configmaps/{name}.yaml");
             let (id, entries) = cache.get(&path).expect("cached");
@@ -1160,14 +1177,14 @@ mod tests {
                 .contains("v: \"3\"")
         );
         // What the index holds is what a fresh parse of the folder finds.
-        let cached = planner.index(&tree, "live").expect("indexed");
+        let cached = planner.take_index(&tree, "live").expect("indexed");
         let fresh = FolderIndex::build(&tree, "live").expect("indexed");
         let all = |i: &FolderIndex| {
             i.iter()
                 .map(|(id, at)| (id.clone(), at.clone()))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(all(&cached), all(&fresh));
+        assert_eq!(all(cached.index()), all(&fresh));
     }
 
     /// Planning a write at once (one index, refreshed per file) gives exactly what planning its
