@@ -613,7 +613,7 @@ mod tests {
         }
     }
 
-    /// Content for the randomized walk: ConfigMaps from a small pool of names (so two files
+    /// Content for the randomized walk: `ConfigMap`s from a pool of names (so two files
     /// can claim one object), files of two documents, invalid YAML, empty files, companions
     /// and a foreign file.
     fn random_file(rng: &mut rand::rngs::StdRng) -> (String, Option<Vec<u8>>) {
