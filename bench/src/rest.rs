@@ -491,11 +491,30 @@ fn little_bound(sixteen: &Run, lone_p50: f64) -> String {
     let rate = sixteen.rate();
     let needed = 16_000.0 / (2.0 * lone_p50);
     format!(
-        "Each of the 16 writers always has one write in flight, so by Little's law their mean latency is 16 / throughput whatever the grouping: {:.1} ms at {rate:.0} writes/s (measured mean {mean:.1} ms). A p50 of 2× the lone writer's ({:.1} ms) asks for about {needed:.0} pushed writes/s, {:.1}× this run's. {}",
+        "Each of the 16 writers always has one write in flight, so by Little's law their mean latency is 16 / throughput whatever the grouping: {:.1} ms at {rate:.0} writes/s (measured mean {mean:.1} ms). A p50 of 2× the lone writer's ({:.1} ms) asks for about {needed:.0} pushed writes/s, {:.1}× this run's. {} {}",
         16_000.0 / rate,
         2.0 * lone_p50,
         needed / rate,
-        cpu_note(&sixteen.cpu)
+        cpu_note(&sixteen.cpu),
+        cpu_budget(&sixteen.cpu, rate, needed)
+    )
+}
+
+/// What a throughput asks of the CPU time per write: the ceiling this run's cost per write
+/// puts on throughput (the whole process on the machine's 2 cores; the branch worker on its
+/// one thread), and the cost per write `needed` writes/s would allow.
+fn cpu_budget(cpu: &CpuUse, rate: f64, needed: f64) -> String {
+    if cpu.by_name.is_empty() || rate <= 0.0 || needed <= 0.0 {
+        return String::new();
+    }
+    let per_write = cpu.cores() / rate * 1000.0;
+    let worker_per_write = cpu.busy("backflow-git:") / rate * 1000.0;
+    format!(
+        "That is {per_write:.2} ms of CPU per pushed write, {worker_per_write:.2} ms of it on the worker's thread: at that cost the 2 cores allow at most {:.0} writes/s and the worker's one thread {:.0}/s, while {needed:.0}/s allows {:.2} ms per write and {:.2} ms on the worker's thread.",
+        2000.0 / per_write,
+        1000.0 / worker_per_write.max(f64::EPSILON),
+        2000.0 / needed,
+        1000.0 / needed,
     )
 }
 
@@ -738,4 +757,35 @@ pub async fn run(quick: bool) -> Result<Value, String> {
         "rows": rows,
         "notes": head,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The budget sentence's ceilings follow from CPU seconds per write: 1.5 ms per write on 2
+    /// cores is at most 1,333 writes/s; 0.7 ms of it on the worker's one thread, 1,429/s.
+    #[test]
+    fn the_cpu_budget_is_ceilings_from_cost_per_write() {
+        let cpu = CpuUse {
+            wall: 2.0,
+            by_name: BTreeMap::from([
+                ("backflow-git:ma".to_string(), 1.4),
+                ("tokio-rt-worker".to_string(), 1.6),
+            ]),
+            queued_by_name: BTreeMap::new(),
+        };
+        let said = cpu_budget(&cpu, 1000.0, 2000.0);
+        for figure in [
+            "1.50 ms of CPU",
+            "0.70 ms of it",
+            "1333 writes/s",
+            "thread 1429/s",
+            "allows 1.00 ms",
+            "0.50 ms on",
+        ] {
+            assert!(said.contains(figure), "{figure} in {said}");
+        }
+        assert_eq!(cpu_budget(&CpuUse::default(), 1000.0, 2000.0), "");
+    }
 }
