@@ -167,6 +167,15 @@ impl FolderIndex {
         self.insert_entries(blob, &entries?)
     }
 
+    /// Hands the parse of every indexed file to `cache` (files it already holds keep theirs).
+    fn into_cache(self, cache: &mut IndexCache) {
+        for (path, file) in self.by_path {
+            cache
+                .entry(path.to_string())
+                .or_insert((file.blob, Ok(file.entries)));
+        }
+    }
+
     /// Takes the documents of the file at `path` out of the index.
     fn forget(&mut self, path: &str) {
         if let Some(file) = self.by_path.remove(path) {
@@ -294,7 +303,9 @@ impl FolderIndex {
                 };
                 // The file owns what it added before the duplicate, so re-indexing it (fixed)
                 // takes those back and nothing of the other file.
+                // Those are not the blob's documents: no blob id names them.
                 let entries = Arc::new(entries[..n].to_vec());
+                let blob = String::new();
                 self.by_path.insert(path, IndexedFile { blob, entries });
                 return Err(error.into());
             }
@@ -338,13 +349,20 @@ impl FolderIndex {
 /// re-indexing the folder for every write was a fifth of a busy branch worker's time.
 #[derive(Debug, Default)]
 pub(crate) struct FolderMemo {
-    /// Parsed files by path, with the blob id they were parsed from.
+    /// Parsed files by path, with the blob id they were parsed from; empty between writes
+    /// while an index is kept, which holds the same parses.
     pub(crate) parsed: IndexCache,
     kept: Option<KeptIndex>,
 }
 
+/// A write that changes more files than this in a folder leaves no index of it for the next
+/// write: such a write (a snapshot, a resync) is where the process's memory peaks, building its
+/// trees and packs, and an index of a hundred thousand objects kept through it added a twentieth
+/// to that peak; the next write builds the index again, once, from the parse cache.
+const KEPT_AFTER_AT_MOST: usize = 4096;
+
 /// A folder's index kept between writes.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct KeptIndex {
     /// The folder tree it was built on ([`TreeView::folder_id`]).
     base: String,
@@ -374,8 +392,28 @@ impl FolderMemo {
         target: &str,
     ) -> Result<WriteIndex, IndexError> {
         let base = tree.folder_id(target)?;
-        if let (Some(kept), Some(_)) = (self.kept.take(), &base)
-            && let Some(changed) = tree.changed_since(target, &kept.base)?
+        let kept = self.kept.take();
+        let caught_up = match (kept, &base) {
+            (Some(kept), Some(_)) => match tree.changed_since(target, &kept.base)? {
+                Some(changed) => Ok((kept, changed)),
+                None => Err(kept),
+            },
+            (Some(kept), None) => Err(kept),
+            (None, _) => Err(KeptIndex::default()),
+        };
+        let (kept, changed) = match caught_up {
+            Ok(found) => found,
+            Err(unused) => {
+                // The parses the kept index held are what the whole build reuses.
+                unused.index.into_cache(&mut self.parsed);
+                let index = FolderIndex::build_cached(tree, target, &mut self.parsed)?;
+                return Ok(WriteIndex {
+                    index,
+                    base,
+                    touched: BTreeSet::new(),
+                });
+            }
+        };
         {
             let mut paths: BTreeSet<String> = changed.into_iter().collect();
             paths.extend(kept.touched);
@@ -391,7 +429,7 @@ impl FolderMemo {
                 Err(e @ IndexError::Repo(_)) => return Err(e),
                 // The whole build below names the refusal as it always does (the first of
                 // two duplicates in path order).
-                Err(IndexError::Refused(_)) => {}
+                Err(IndexError::Refused(_)) => index.into_cache(&mut self.parsed),
             }
         }
         let index = FolderIndex::build_cached(tree, target, &mut self.parsed)?;
@@ -402,13 +440,22 @@ impl FolderMemo {
         })
     }
 
-    /// Keeps `write`'s index for the next write, unless its folder tree had no name.
+    /// Keeps `write`'s index for the next write, unless its folder tree had no name or the
+    /// write was large (see [`KEPT_AFTER_AT_MOST`]).
     pub(crate) fn keep(&mut self, write: WriteIndex) {
+        if write.touched.len() > KEPT_AFTER_AT_MOST {
+            self.kept = None;
+            return;
+        }
         self.kept = write.base.map(|base| KeptIndex {
             base,
             touched: write.touched,
             index: write.index,
         });
+        if self.kept.is_some() {
+            // The kept index holds every parse the next write can reuse.
+            self.parsed = IndexCache::new();
+        }
     }
 }
 
@@ -618,7 +665,7 @@ mod tests {
     /// and a foreign file.
     fn random_file(rng: &mut rand::rngs::StdRng) -> (String, Option<Vec<u8>>) {
         use rand::Rng;
-        let name = |rng: &mut rand::rngs::StdRng| format!("n{}", rng.random_range(0..400));
+        let name = |rng: &mut rand::rngs::StdRng| format!("n{}", rng.random_range(0..120));
         let path = match rng.random_range(0..60) {
             0 => "t/README.md".to_string(),
             1 => "t/notes.json".to_string(),
@@ -716,6 +763,32 @@ mod tests {
             "the kept index was used {incremental} times"
         );
         assert!(refused > 50, "{refused} refusals");
+    }
+
+    /// A kept index holds the folder's parses (the cache empties); a write of more files than
+    /// [`KEPT_AFTER_AT_MOST`] keeps none, and its parses stay in the cache for the next build.
+    #[test]
+    fn a_large_write_keeps_no_index() {
+        let tree = Versioned::default();
+        let mut memo = FolderMemo::default();
+        let mut write = memo.take_index(&tree, "t").expect("indexed");
+        write
+            .refresh("t/a.yaml", Some(&cm("a")), None, &mut memo.parsed)
+            .expect("refreshed");
+        memo.keep(write);
+        assert!(memo.kept.is_some());
+        assert!(memo.parsed.is_empty(), "the kept index holds the parse");
+
+        let mut write = memo.take_index(&tree, "t").expect("indexed");
+        for n in 0..=KEPT_AFTER_AT_MOST {
+            let path = format!("t/f{n}.yaml");
+            write
+                .refresh(&path, Some(&cm(&format!("f{n}"))), None, &mut memo.parsed)
+                .expect("refreshed");
+        }
+        memo.keep(write);
+        assert!(memo.kept.is_none(), "a large write keeps no index");
+        assert_eq!(memo.parsed.len(), KEPT_AFTER_AT_MOST + 1);
     }
 
     /// A file refreshed as rendered leaves the index and the cache as a parse of it would, and
