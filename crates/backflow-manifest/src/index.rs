@@ -362,7 +362,7 @@ pub(crate) struct FolderMemo {
 const KEPT_AFTER_AT_MOST: usize = 4096;
 
 /// A folder's index kept between writes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct KeptIndex {
     /// The folder tree it was built on ([`TreeView::folder_id`]).
     base: String,
@@ -392,47 +392,10 @@ impl FolderMemo {
         target: &str,
     ) -> Result<WriteIndex, IndexError> {
         let base = tree.folder_id(target)?;
-        let kept = self.kept.take();
-        let caught_up = match (kept, &base) {
-            (Some(kept), Some(_)) => match tree.changed_since(target, &kept.base)? {
-                Some(changed) => Ok((kept, changed)),
-                None => Err(kept),
-            },
-            (Some(kept), None) => Err(kept),
-            (None, _) => Err(KeptIndex::default()),
+        let index = match self.catch_up(tree, target, base.is_some())? {
+            Some(index) => index,
+            None => FolderIndex::build_cached(tree, target, &mut self.parsed)?,
         };
-        let (kept, changed) = match caught_up {
-            Ok(found) => found,
-            Err(unused) => {
-                // The parses the kept index held are what the whole build reuses.
-                unused.index.into_cache(&mut self.parsed);
-                let index = FolderIndex::build_cached(tree, target, &mut self.parsed)?;
-                return Ok(WriteIndex {
-                    index,
-                    base,
-                    touched: BTreeSet::new(),
-                });
-            }
-        };
-        {
-            let mut paths: BTreeSet<String> = changed.into_iter().collect();
-            paths.extend(kept.touched);
-            let mut index = kept.index;
-            match index.catch_up(tree, &paths, &mut self.parsed) {
-                Ok(()) => {
-                    return Ok(WriteIndex {
-                        index,
-                        base,
-                        touched: BTreeSet::new(),
-                    });
-                }
-                Err(e @ IndexError::Repo(_)) => return Err(e),
-                // The whole build below names the refusal as it always does (the first of
-                // two duplicates in path order).
-                Err(IndexError::Refused(_)) => index.into_cache(&mut self.parsed),
-            }
-        }
-        let index = FolderIndex::build_cached(tree, target, &mut self.parsed)?;
         Ok(WriteIndex {
             index,
             base,
@@ -440,11 +403,48 @@ impl FolderMemo {
         })
     }
 
+    /// The kept index brought up to date with `tree`, when there is one and `tree` (whose
+    /// folder tree has a name: `named`) can say what changed since it was built; else `None`,
+    /// with the kept index's parses handed to the cache for a whole build.
+    fn catch_up(
+        &mut self,
+        tree: &dyn TreeView,
+        target: &str,
+        named: bool,
+    ) -> Result<Option<FolderIndex>, IndexError> {
+        let Some(kept) = self.kept.take() else {
+            return Ok(None);
+        };
+        let changed = if named {
+            tree.changed_since(target, &kept.base)?
+        } else {
+            None
+        };
+        let Some(changed) = changed else {
+            kept.index.into_cache(&mut self.parsed);
+            return Ok(None);
+        };
+        let mut paths: BTreeSet<String> = changed.into_iter().collect();
+        paths.extend(kept.touched);
+        let mut index = kept.index;
+        match index.catch_up(tree, &paths, &mut self.parsed) {
+            Ok(()) => Ok(Some(index)),
+            Err(e @ IndexError::Repo(_)) => Err(e),
+            // The whole build names the refusal as it always does (the first of two
+            // duplicates in path order).
+            Err(IndexError::Refused(_)) => {
+                index.into_cache(&mut self.parsed);
+                Ok(None)
+            }
+        }
+    }
+
     /// Keeps `write`'s index for the next write, unless its folder tree had no name or the
     /// write was large (see [`KEPT_AFTER_AT_MOST`]).
     pub(crate) fn keep(&mut self, write: WriteIndex) {
         if write.touched.len() > KEPT_AFTER_AT_MOST {
             self.kept = None;
+            write.index.into_cache(&mut self.parsed);
             return;
         }
         self.kept = write.base.map(|base| KeptIndex {
@@ -769,13 +769,14 @@ mod tests {
     /// [`KEPT_AFTER_AT_MOST`] keeps none, and its parses stay in the cache for the next build.
     #[test]
     fn a_large_write_keeps_no_index() {
-        let tree = Versioned::default();
+        let mut tree = Versioned::default();
         let mut memo = FolderMemo::default();
         let mut write = memo.take_index(&tree, "t").expect("indexed");
         write
             .refresh("t/a.yaml", Some(&cm("a")), None, &mut memo.parsed)
             .expect("refreshed");
         memo.keep(write);
+        apply(&mut tree, "t/a.yaml".into(), Some(cm("a")));
         assert!(memo.kept.is_some());
         assert!(memo.parsed.is_empty(), "the kept index holds the parse");
 
@@ -788,7 +789,11 @@ mod tests {
         }
         memo.keep(write);
         assert!(memo.kept.is_none(), "a large write keeps no index");
-        assert_eq!(memo.parsed.len(), KEPT_AFTER_AT_MOST + 1);
+        assert_eq!(
+            memo.parsed.len(),
+            KEPT_AFTER_AT_MOST + 2,
+            "its parses, and those the index it caught up held, are in the cache"
+        );
     }
 
     /// A file refreshed as rendered leaves the index and the cache as a parse of it would, and
