@@ -8,6 +8,7 @@
 //! refused as a whole, with the reason, rather than partly overwritten.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use backflow_branch::TreeView;
@@ -39,7 +40,7 @@ pub struct DocRef {
 /// comparisons a large part of a snapshot's time. Only [`FolderIndex::iter`] sorts.
 #[derive(Debug, Clone, Default)]
 pub struct FolderIndex {
-    docs: HashMap<Identity, DocRef>,
+    docs: DocTable,
     /// What each file holds (the parse the cache keeps too, shared), so a changed file is
     /// re-indexed alone.
     by_path: HashMap<Arc<str>, IndexedFile>,
@@ -309,7 +310,7 @@ impl FolderIndex {
                 self.by_path.insert(path, IndexedFile { blob, entries });
                 return Err(error.into());
             }
-            self.docs.insert(identity.clone(), here.clone());
+            self.docs.insert(entries, n);
         }
         let entries = entries.clone();
         self.by_path.insert(path, IndexedFile { blob, entries });
@@ -332,13 +333,114 @@ impl FolderIndex {
     /// How many documents the folder holds.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.docs.len()
+        self.docs.len
     }
 
     /// Whether the folder holds no documents.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.docs.len == 0
+    }
+}
+
+/// Documents by identity, each identity held once: an entry points into its file's parsed
+/// entries rather than copying the identity (four strings) and its reference, which were most
+/// of an index kept between writes (about 300 bytes per document; this is about 50).
+#[derive(Debug, Clone, Default)]
+struct DocTable<S = RandomState> {
+    hasher: S,
+    slots: HashMap<u64, Slot>,
+    len: usize,
+}
+
+/// The documents whose identities share one hash: almost always one.
+#[derive(Debug, Clone)]
+enum Slot {
+    One(Located),
+    Many(Vec<Located>),
+}
+
+/// One document: its file's parsed entries and its position among them.
+#[derive(Debug, Clone)]
+struct Located {
+    file: Arc<Vec<(Identity, DocRef)>>,
+    at: usize,
+}
+
+impl Located {
+    fn entry(&self) -> Option<&(Identity, DocRef)> {
+        self.file.get(self.at)
+    }
+
+    fn is(&self, identity: &Identity) -> bool {
+        self.entry().is_some_and(|(id, _)| id == identity)
+    }
+}
+
+impl Slot {
+    fn all(&self) -> &[Located] {
+        match self {
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
+        }
+    }
+}
+
+impl<S: BuildHasher> DocTable<S> {
+    fn get(&self, identity: &Identity) -> Option<&DocRef> {
+        let slot = self.slots.get(&self.hasher.hash_one(identity))?;
+        let found = slot.all().iter().find(|l| l.is(identity))?;
+        found.entry().map(|(_, at)| at)
+    }
+
+    /// Adds the document `at` of `file`, whose identity the table does not hold yet.
+    fn insert(&mut self, file: &Arc<Vec<(Identity, DocRef)>>, at: usize) {
+        let Some((identity, _)) = file.get(at) else {
+            return;
+        };
+        let located = Located {
+            file: file.clone(),
+            at,
+        };
+        let hash = self.hasher.hash_one(identity);
+        match self.slots.remove(&hash) {
+            None => self.slots.insert(hash, Slot::One(located)),
+            Some(Slot::One(other)) => self.slots.insert(hash, Slot::Many(vec![other, located])),
+            Some(Slot::Many(mut many)) => {
+                many.push(located);
+                self.slots.insert(hash, Slot::Many(many))
+            }
+        };
+        self.len += 1;
+    }
+
+    fn remove(&mut self, identity: &Identity) {
+        let hash = self.hasher.hash_one(identity);
+        let Some(slot) = self.slots.remove(&hash) else {
+            return;
+        };
+        let mut rest: Vec<Located> = slot.all().to_vec();
+        let before = rest.len();
+        rest.retain(|l| !l.is(identity));
+        self.len -= before - rest.len();
+        match rest.len() {
+            0 => {}
+            1 => {
+                if let Some(one) = rest.pop() {
+                    self.slots.insert(hash, Slot::One(one));
+                }
+            }
+            _ => {
+                self.slots.insert(hash, Slot::Many(rest));
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Identity, &DocRef)> {
+        self.slots
+            .values()
+            .flat_map(|slot| slot.all().iter().filter_map(Located::entry))
+            .map(|(identity, at)| (identity, at))
     }
 }
 
@@ -794,6 +896,70 @@ mod tests {
             KEPT_AFTER_AT_MOST + 2,
             "its parses, and those the index it caught up held, are in the cache"
         );
+    }
+
+    /// A hasher that gives every identity the same hash.
+    #[derive(Default, Clone)]
+    struct Colliding;
+
+    impl std::hash::Hasher for Colliding {
+        fn finish(&self) -> u64 {
+            7
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    impl BuildHasher for Colliding {
+        type Hasher = Self;
+        fn build_hasher(&self) -> Self {
+            Self
+        }
+    }
+
+    /// Identities that share a hash are told apart: found, removed and counted one by one.
+    #[test]
+    fn the_doc_table_tells_colliding_identities_apart() {
+        let file = Arc::new(
+            ["a", "b", "c"]
+                .iter()
+                .enumerate()
+                .map(|(n, name)| {
+                    let identity = Identity::of(&serde_json::json!({"apiVersion": "v1",
+                        "kind": "ConfigMap", "metadata": {"name": name, "namespace": "d"}}))
+                    .expect("an object");
+                    let at = DocRef {
+                        path: Arc::from("t/all.yaml"),
+                        doc: n,
+                        hazards: Vec::new(),
+                        encrypted: false,
+                    };
+                    (identity, at)
+                })
+                .collect::<Vec<_>>(),
+        );
+        let mut table = DocTable {
+            hasher: Colliding,
+            slots: HashMap::new(),
+            len: 0,
+        };
+        for at in 0..3 {
+            table.insert(&file, at);
+        }
+        assert_eq!(table.slots.len(), 1, "one slot for the three");
+        assert_eq!(table.len, 3);
+        for (n, (identity, _)) in file.iter().enumerate() {
+            assert_eq!(table.get(identity).map(|at| at.doc), Some(n));
+        }
+        table.remove(&file[1].0);
+        assert_eq!(table.get(&file[1].0), None);
+        assert_eq!(table.get(&file[2].0).map(|at| at.doc), Some(2));
+        assert_eq!(table.len, 2);
+        table.remove(&file[0].0);
+        table.remove(&file[0].0);
+        assert_eq!(table.len, 1, "removing what is gone changes nothing");
+        assert_eq!(table.iter().count(), 1);
+        table.remove(&file[2].0);
+        assert!(table.slots.is_empty());
     }
 
     /// A file refreshed as rendered leaves the index and the cache as a parse of it would, and
