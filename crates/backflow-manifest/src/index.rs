@@ -8,7 +8,7 @@
 //! refused as a whole, with the reason, rather than partly overwritten.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::Arc;
 
 use backflow_branch::TreeView;
@@ -349,8 +349,29 @@ impl FolderIndex {
 #[derive(Debug, Clone, Default)]
 struct DocTable<S = RandomState> {
     hasher: S,
-    slots: HashMap<u64, Slot>,
+    /// Keyed by the identity's hash, which is hashed no further.
+    slots: HashMap<u64, Slot, BuildHasherDefault<TakenAsIs>>,
     len: usize,
+}
+
+/// Hashes a `u64` that is already a hash by taking it as it is.
+#[derive(Debug, Clone, Copy, Default)]
+struct TakenAsIs(u64);
+
+impl Hasher for TakenAsIs {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// The documents whose identities share one hash: almost always one.
@@ -403,12 +424,16 @@ impl<S: BuildHasher> DocTable<S> {
             at,
         };
         let hash = self.hasher.hash_one(identity);
-        match self.slots.remove(&hash) {
-            None => self.slots.insert(hash, Slot::One(located)),
-            Some(Slot::One(other)) => self.slots.insert(hash, Slot::Many(vec![other, located])),
-            Some(Slot::Many(mut many)) => {
+        let slot = self
+            .slots
+            .entry(hash)
+            .or_insert_with(|| Slot::Many(Vec::new()));
+        *slot = match std::mem::replace(slot, Slot::Many(Vec::new())) {
+            Slot::Many(many) if many.is_empty() => Slot::One(located),
+            Slot::One(other) => Slot::Many(vec![other, located]),
+            Slot::Many(mut many) => {
                 many.push(located);
-                self.slots.insert(hash, Slot::Many(many))
+                Slot::Many(many)
             }
         };
         self.len += 1;
@@ -939,7 +964,7 @@ mod tests {
         );
         let mut table = DocTable {
             hasher: Colliding,
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             len: 0,
         };
         for at in 0..3 {
