@@ -9,7 +9,7 @@ use std::time::Duration;
 use backflow_api::publication::{Publication, PublicationWaiter};
 use backflow_api::{GroupResource, ObjectKey};
 use backflow_git::WorkerHandle;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 /// How a write ended up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,15 +39,72 @@ struct KeyState {
     worker: Option<WorkerHandle>,
 }
 
+/// A request waiting for the mirror to handle a write of its object.
+#[derive(Debug)]
+struct Waiting {
+    /// Tells this waiter apart from others of the same object, so it can leave.
+    id: u64,
+    /// The write's resourceVersion.
+    resource_version: u64,
+    /// Told the publication once the mirror has handled the write.
+    wake: oneshot::Sender<Handled>,
+}
+
+/// What a waiter is told when the mirror has handled its write.
+#[derive(Debug)]
+struct Handled {
+    publication: PublicationRx,
+    /// Whether the worker was already told to hurry for it.
+    hurried: bool,
+    worker: Option<WorkerHandle>,
+}
+
+/// What the mirror handled, and who waits for what.
+#[derive(Debug, Default)]
+struct Keys {
+    states: BTreeMap<ObjectKey, KeyState>,
+    /// Requests waiting per object: a record wakes only its own object's waiters (not every
+    /// waiting request, which made a busy mirror wake each of them on every write).
+    waiting: BTreeMap<ObjectKey, Vec<Waiting>>,
+    next_id: u64,
+}
+
+impl Keys {
+    /// Wakes the waiters of `key` whose write the mirror has now handled. Returns the worker
+    /// to hurry when any of them waits for a publication still in progress: hurried here, in
+    /// the same task that submitted the write, rather than by each waiter once it runs.
+    fn wake(&mut self, key: &ObjectKey) -> Option<WorkerHandle> {
+        let state = self.states.get(key)?;
+        let waiting = self.waiting.get_mut(key)?;
+        let pending = state.publication.borrow().is_none();
+        let hurry = state.worker.clone().filter(|_| pending);
+        let mut woken = false;
+        for w in waiting.extract_if(.., |w| w.resource_version <= state.seen) {
+            woken |= w
+                .wake
+                .send(Handled {
+                    publication: state.publication.clone(),
+                    hurried: hurry.is_some(),
+                    worker: state.worker.clone(),
+                })
+                .is_ok();
+        }
+        if waiting.is_empty() {
+            self.waiting.remove(key);
+        }
+        hurry.filter(|_| woken)
+    }
+}
+
 /// Tracks, per object, the newest write the mirror handled and the publication holding it.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    keys: Mutex<BTreeMap<ObjectKey, KeyState>>,
+    keys: Mutex<Keys>,
     /// Which types and namespaces streams watch; `None` until the mirror has read its
     /// configuration once, so a write made right after start waits instead of being answered
     /// `not-mirrored`.
     coverage: Mutex<Option<Coverage>>,
-    changed: Notify,
+    coverage_changed: Notify,
 }
 
 /// A publication that is already done.
@@ -56,7 +113,33 @@ pub fn resolved(outcome: Outcome) -> PublicationRx {
     watch::channel(Some(outcome)).1
 }
 
+/// A waiter's place in [`Keys::waiting`], given up when the waiter goes (answered, timed out,
+/// or its request dropped).
+struct Registration<'a> {
+    tracker: &'a Tracker,
+    key: &'a ObjectKey,
+    id: u64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let mut keys = self.tracker.lock_keys();
+        if let Some(waiting) = keys.waiting.get_mut(self.key) {
+            waiting.retain(|w| w.id != self.id);
+            if waiting.is_empty() {
+                keys.waiting.remove(self.key);
+            }
+        }
+    }
+}
+
 impl Tracker {
+    fn lock_keys(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Records that the mirror handled `key` at `resource_version`, published by `publication`
     /// from `worker`'s branch.
     pub fn record(
@@ -66,11 +149,8 @@ impl Tracker {
         publication: PublicationRx,
         worker: &WorkerHandle,
     ) {
-        let mut keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = keys.entry(key).or_insert_with(|| KeyState {
+        let mut keys = self.lock_keys();
+        let entry = keys.states.entry(key.clone()).or_insert_with(|| KeyState {
             seen: 0,
             publication: publication.clone(),
             worker: None,
@@ -80,22 +160,23 @@ impl Tracker {
             entry.publication = publication;
             entry.worker = Some(worker.clone());
         }
+        let hurry = keys.wake(&key);
         drop(keys);
-        self.changed.notify_waiters();
+        if let Some(worker) = hurry {
+            // Someone waits: the write must not sit out the commit window.
+            worker.hurry();
+        }
     }
 
     /// Records that the mirror handled `key` at `resource_version` without changing what Git
     /// should hold (a no-op): it is held by the object's last publication.
     pub fn record_unchanged(&self, key: ObjectKey, resource_version: u64) {
-        let mut keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(entry) = keys.get_mut(&key) {
+        let mut keys = self.lock_keys();
+        if let Some(entry) = keys.states.get_mut(&key) {
             entry.seen = entry.seen.max(resource_version);
         } else {
-            keys.insert(
-                key,
+            keys.states.insert(
+                key.clone(),
                 KeyState {
                     seen: resource_version,
                     publication: resolved(Outcome::NotPushed("not published".into())),
@@ -103,8 +184,11 @@ impl Tracker {
                 },
             );
         }
+        let hurry = keys.wake(&key);
         drop(keys);
-        self.changed.notify_waiters();
+        if let Some(worker) = hurry {
+            worker.hurry();
+        }
     }
 
     /// Which types and namespaces streams currently watch (`None` = every namespace).
@@ -113,7 +197,7 @@ impl Tracker {
             .coverage
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(coverage);
-        self.changed.notify_waiters();
+        self.coverage_changed.notify_waiters();
     }
 
     /// Whether a stream watches `key`; `None` while that is not known yet.
@@ -129,30 +213,50 @@ impl Tracker {
         })
     }
 
-    async fn wait_seen(
-        &self,
-        key: &ObjectKey,
-        resource_version: u64,
-    ) -> Option<(PublicationRx, Option<WorkerHandle>)> {
+    /// Waits until the mirror has handled the write of `key` at `resource_version` (`None`:
+    /// no stream watches it). Woken by a record of `key` alone, or by a change of coverage.
+    async fn wait_seen(&self, key: &ObjectKey, resource_version: u64) -> Option<Handled> {
         loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
+            let coverage_changed = self.coverage_changed.notified();
+            tokio::pin!(coverage_changed);
+            coverage_changed.as_mut().enable();
             if self.covers(key) == Some(false) {
                 return None;
             }
-            {
-                let keys = self
-                    .keys
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(state) = keys.get(key)
+            let (tx, rx) = oneshot::channel();
+            let id = {
+                let mut keys = self.lock_keys();
+                if let Some(state) = keys.states.get(key)
                     && state.seen >= resource_version
                 {
-                    return Some((state.publication.clone(), state.worker.clone()));
+                    return Some(Handled {
+                        publication: state.publication.clone(),
+                        hurried: false,
+                        worker: state.worker.clone(),
+                    });
                 }
+                keys.next_id += 1;
+                let id = keys.next_id;
+                keys.waiting.entry(key.clone()).or_default().push(Waiting {
+                    id,
+                    resource_version,
+                    wake: tx,
+                });
+                id
+            };
+            let _registered = Registration {
+                tracker: self,
+                key,
+                id,
+            };
+            tokio::select! {
+                handled = rx => {
+                    if let Ok(handled) = handled {
+                        return Some(handled);
+                    }
+                }
+                () = &mut coverage_changed => {}
             }
-            notified.await;
         }
     }
 
@@ -164,10 +268,15 @@ impl Tracker {
         timeout: Duration,
     ) -> Publication {
         let waited = tokio::time::timeout(timeout, async {
-            let Some((mut rx, worker)) = self.wait_seen(&key, resource_version).await else {
+            let Some(handled) = self.wait_seen(&key, resource_version).await else {
                 return Publication::NotMirrored;
             };
-            if let Some(worker) = worker.filter(|_| rx.borrow().is_none()) {
+            let Handled {
+                publication: mut rx,
+                hurried,
+                worker,
+            } = handled;
+            if let Some(worker) = worker.filter(|_| !hurried && rx.borrow().is_none()) {
                 // Someone waits: the write must not sit out the commit window.
                 worker.hurry();
             }
@@ -201,5 +310,127 @@ impl PublicationWaiter for TrackerWaiter {
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Publication> + Send + 'static>> {
         Box::pin(self.0.clone().wait(key, resource_version, timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::Poll;
+
+    use backflow_api::SystemClock;
+    use backflow_git::{
+        BranchMetrics, BranchWorker, FilePerObjectPlanner, Identity, Intent, RemoteSpec,
+        WorkerConfig,
+    };
+
+    use super::*;
+
+    /// Hang guard only: a test that takes this long has failed.
+    const HANG: Duration = Duration::from_secs(30);
+
+    fn configmap(name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "configmaps"), "default", name)
+    }
+
+    fn tracker() -> Arc<Tracker> {
+        let tracker = Arc::new(Tracker::default());
+        tracker.set_coverage(vec![(GroupResource::new("", "configmaps"), None)]);
+        tracker
+    }
+
+    /// Polls `future` once, keeping it for later.
+    async fn poll_once<F: Future + Unpin>(future: &mut F) {
+        std::future::poll_fn(|cx| {
+            let _ = Pin::new(&mut *future).poll(cx);
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    /// A branch worker on a bare repository whose commit window is an hour long, so only a
+    /// hurry (or a flush) publishes what it is handed.
+    fn hour_window_worker(dir: &std::path::Path) -> WorkerHandle {
+        backflow_testkit::git_out(dir, &["init", "--quiet", "--bare", "-b", "main", "r.git"]);
+        let url = format!("file://{}", dir.join("r.git").display());
+        let mut cfg = WorkerConfig::new("main");
+        cfg.timing.window = Duration::from_secs(3600);
+        cfg.committer = Identity::new("backflow test", "backflow@example.com");
+        let clock = Arc::new(SystemClock);
+        let worker = BranchWorker::open(
+            &dir.join("data"),
+            &RemoteSpec::new(url),
+            cfg,
+            Box::new(FilePerObjectPlanner),
+            clock.clone(),
+            BranchMetrics::disabled(),
+        )
+        .expect("worker");
+        backflow_git::spawn(worker, clock, Duration::from_secs(5))
+    }
+
+    /// The record of a write somebody already waits for hurries the worker itself: the write
+    /// is pushed (an hour-long window notwithstanding) while the waiting request is not run
+    /// again, so it never waits for its own task to be scheduled before the window closes.
+    #[tokio::test]
+    async fn recording_a_write_somebody_waits_for_hurries_its_worker() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let worker = hour_window_worker(dir.path());
+        let tracker = tracker();
+        let key = configmap("a");
+        let mut waiting = Box::pin(tracker.clone().wait(key.clone(), 7, HANG));
+        poll_once(&mut waiting).await;
+
+        let pushed = worker.submit(Intent::put(
+            "apps",
+            key.clone(),
+            serde_json::json!({"v": 1}),
+        ));
+        let (tx, rx) = watch::channel(None);
+        tracker.record(key, 7, rx, &worker);
+        let commit = tokio::time::timeout(HANG, pushed)
+            .await
+            .expect("the record hurried the worker: pushed without waiting out the window")
+            .expect("pushed")
+            .expect("the branch exists");
+
+        tx.send_replace(Some(Outcome::Pushed(commit.to_string())));
+        assert_eq!(waiting.await, Publication::Pushed(commit.to_string()));
+    }
+
+    /// A record wakes its own object's waiters only (those whose write it covers), and a
+    /// waiter that gives up leaves no trace behind.
+    #[tokio::test]
+    async fn waiters_wait_per_object_and_leave_when_they_go() {
+        let tracker = tracker();
+        let mut a = Box::pin(tracker.clone().wait(configmap("a"), 3, HANG));
+        let mut later_a = Box::pin(tracker.clone().wait(configmap("a"), 9, HANG));
+        let mut b = Box::pin(tracker.clone().wait(configmap("b"), 3, HANG));
+        for w in [&mut a, &mut later_a, &mut b] {
+            poll_once(w).await;
+        }
+        let waiting = |key: &str| {
+            let keys = tracker.lock_keys();
+            keys.waiting.get(&configmap(key)).map_or(0, Vec::len)
+        };
+        assert_eq!((waiting("a"), waiting("b")), (2, 1));
+
+        tracker.record_unchanged(configmap("a"), 5);
+        assert_eq!(
+            (waiting("a"), waiting("b")),
+            (1, 1),
+            "the record of a at 5 wakes only the waiter for a at 3"
+        );
+        assert_eq!(a.await, Publication::Pending);
+        drop(later_a);
+        assert_eq!(waiting("a"), 0, "a waiter that goes leaves its place");
+
+        let keys_before = tracker.lock_keys().states.len();
+        tracker.record_unchanged(configmap("c"), 1);
+        assert_eq!(tracker.lock_keys().states.len(), keys_before + 1);
+        assert_eq!(waiting("b"), 1, "a record of another object wakes nobody");
+        tracker.record_unchanged(configmap("b"), 3);
+        assert_eq!(b.await, Publication::Pending);
+        assert!(tracker.lock_keys().waiting.is_empty());
     }
 }
