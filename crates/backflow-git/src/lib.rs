@@ -1,7 +1,8 @@
 //! The Git publication engine: many writers, one branch, nothing lost, nothing forced.
 //!
 //! - `repo.rs`: the local bare cache per remote; trees and commits built with no worktree.
-//! - `pack.rs`: objects written and copied as packs, and small packs rolled up.
+//! - `pack.rs`: objects written and copied as packs, and small packs rolled up;
+//!   `housekeeper.rs` rolls them up on a thread beside the branch worker's.
 //! - `remote/`: ref advertisement, fetch and compare-and-swap push, behind [`GitRemote`], with
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
@@ -59,6 +60,7 @@
 mod driver;
 mod error;
 mod health;
+mod housekeeper;
 mod journal;
 mod message;
 mod metrics;

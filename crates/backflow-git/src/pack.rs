@@ -49,7 +49,7 @@ const LOOSE_BELOW: usize = 2;
 
 /// Packs of one tier allowed before they are rolled up into one: tier `t` holds packs of
 /// `TIER_WIDTH^t` to `TIER_WIDTH^(t+1) - 1` objects.
-const TIER_WIDTH: usize = 8;
+pub(crate) const TIER_WIDTH: usize = 8;
 
 /// A roll-up into a pack of fewer objects than this copies the entries of the packs it merges
 /// ([`copy::copy_packs`]; [`write_pack`] when one of them holds deltas); a larger one by libgit2 with deltas, so what stays

@@ -179,6 +179,16 @@ pub trait GitRemote: Send {
     fn maintain(&mut self) -> bool {
         false
     }
+
+    /// The repository whose small packs are due for a roll-up, when this remote keeps one on
+    /// this machine (a `file://` remote) and enough packs were pushed since the last look:
+    /// [`GitRemote::maintain`]'s work, for a roll-up thread to do. Counting starts again.
+    fn roll_up_due(&mut self) -> Option<PathBuf> {
+        None
+    }
+
+    /// Another handle rolled this remote's packs up: what this one lists may be gone.
+    fn packs_rolled_up(&mut self) {}
 }
 
 /// Credentials for a remote, from configuration.

@@ -333,11 +333,10 @@ impl LocalRepo {
     /// size tier filled; nothing while a build is staged. Returns whether packs were rolled up.
     /// A failure leaves more packs than needed, nothing else: it is logged.
     ///
-    /// Housekeeping no write waits for: the branch worker runs it after answering the writes
-    /// it published ([`crate::BranchWorker::maintain`]), so the pack a build wrote is still
-    /// there, whole, to be linked into a `file://` remote by the push that follows it.
+    /// Housekeeping no write waits for: a branch worker has its roll-up thread do it
+    /// ([`LocalRepo::roll_up_due`], then [`LocalRepo::packs_rolled_up`]); this does it here.
     pub fn roll_up_packs(&mut self) -> Result<bool, RepoError> {
-        if self.staged || !self.roll_up.due() {
+        if self.roll_up_due().is_none() {
             return Ok(false);
         }
         match roll_up_small_packs(&self.repo) {
@@ -348,13 +347,33 @@ impl LocalRepo {
                 return Ok(false);
             }
         }
-        // The newest pack may be one of those rolled up, and the handles opened before list
-        // packs that are gone: they are opened again.
+        self.packs_rolled_up()?;
+        Ok(true)
+    }
+
+    /// The cache's path, when enough packs were written since the last look that a roll-up
+    /// may find a full tier (counting starts again); `None` while a build is staged.
+    pub(crate) fn roll_up_due(&mut self) -> Option<&Path> {
+        if self.staged || !self.roll_up.due() {
+            return None;
+        }
+        Some(&self.path)
+    }
+
+    /// Packs of the cache were rolled up (here or by another handle): the newest pack may be
+    /// one of them, and the handles opened before list packs that are gone, so they are
+    /// opened again. Call it while no build is staged.
+    pub(crate) fn packs_rolled_up(&mut self) -> Result<(), RepoError> {
         self.built_packs.borrow_mut().clear();
         self.staging = None;
         self.repo = Repository::open_bare(&self.path)
             .map_err(self.err("opening the cache again after rolling packs up"))?;
-        Ok(true)
+        Ok(())
+    }
+
+    /// Whether a build is staged ([`LocalRepo::stage`]) right now.
+    pub(crate) fn is_staged(&self) -> bool {
+        self.staged
     }
 
     /// The packs the last build wrote into the cache (a snapshot's blob packs, then the pack

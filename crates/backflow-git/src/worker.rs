@@ -28,6 +28,7 @@ use rand::rngs::StdRng;
 
 use crate::error::{RepoError, TreeError};
 use crate::health::{RemoteHealth, RemoteProblem};
+use crate::housekeeper::{Housekeeper, Store};
 use crate::journal::{DeleteJournal, JournaledDelete};
 use crate::message::{CommitPeople, MessageTemplates};
 use crate::metrics::BranchMetrics;
@@ -163,6 +164,9 @@ pub struct BranchWorker {
     journal: DeleteJournal,
     /// Why the last cycle failed, until the remote answers again.
     health: RemoteHealth,
+    /// Rolls the cache's and a `file://` remote's small packs up on a thread of its own
+    /// (`None`: it could not be started, and [`BranchWorker::maintain`] rolls up here).
+    housekeeper: Option<Housekeeper>,
 }
 
 /// The longest a routine record of the tips waits before it is written.
@@ -215,6 +219,7 @@ impl BranchWorker {
             refs_written_at: None,
             journal,
             health: RemoteHealth::default(),
+            housekeeper: Housekeeper::spawn(&cfg.branch),
             cfg,
         };
         if !left.is_empty() {
@@ -484,10 +489,40 @@ impl BranchWorker {
 
     /// Housekeeping no write waits for: rolls up the small packs that builds left in the cache
     /// and pushes left in a `file://` remote, when enough were written since the last look.
-    /// Call it after answering the writes a poll published (the driver does), so a roll-up
-    /// adds to no write's latency; a failure is logged and changes nothing else. Returns
-    /// whether it did any (time passed: poll again before waiting).
+    /// The roll-ups run on the worker's roll-up thread (`housekeeper.rs`), so the next commit
+    /// does not wait for them; this hands them over and reopens the handles whose packs a
+    /// finished roll-up removed. Call it after answering the writes a poll published (the
+    /// driver does); a failure is logged and changes nothing else. Returns whether it did
+    /// work here (time passed: poll again before waiting).
     pub fn maintain(&mut self) -> bool {
+        let Some(keeper) = &self.housekeeper else {
+            return self.maintain_here();
+        };
+        if !self.repo.is_staged()
+            && keeper.take_rolled(Store::Cache)
+            && let Err(e) = self.repo.packs_rolled_up()
+        {
+            tracing::warn!(branch = %self.cfg.branch, error = %e, "cannot reopen the cache after rolling its packs up");
+        }
+        if keeper.take_rolled(Store::Remote) {
+            self.remote.packs_rolled_up();
+        }
+        let mut gone = false;
+        if let Some(path) = self.repo.roll_up_due() {
+            gone |= !keeper.roll_up(Store::Cache, path.to_path_buf());
+        }
+        if let Some(path) = self.remote.roll_up_due() {
+            gone |= !keeper.roll_up(Store::Remote, path);
+        }
+        if gone {
+            tracing::warn!(branch = %self.cfg.branch, "the roll-up thread has stopped; the branch worker rolls packs up itself");
+            self.housekeeper = None;
+        }
+        false
+    }
+
+    /// [`BranchWorker::maintain`] without a roll-up thread: everything on this one.
+    fn maintain_here(&mut self) -> bool {
         let cache = match self.repo.roll_up_packs() {
             Ok(looked) => looked,
             Err(e) => {

@@ -115,6 +115,15 @@ impl GitRemote for FileRemote {
         true
     }
 
+    fn roll_up_due(&mut self) -> Option<PathBuf> {
+        self.roll_up.due().then(|| self.path.clone())
+    }
+
+    fn packs_rolled_up(&mut self) {
+        // Opened again at the next use, so it lists the packs that are there now.
+        self.repo = None;
+    }
+
     fn ls_remote(&mut self, _repo: &LocalRepo, branch: &str) -> Result<Option<Oid>, RemoteError> {
         self.tip(RemoteOp::LsRemote, branch)
     }
