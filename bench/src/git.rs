@@ -33,6 +33,7 @@ use backflow_git::{
 use git2::{Oid, PushOptions, RemoteCallbacks, Repository, Signature};
 use serde_json::{Value, json};
 
+use crate::cpu::ThreadTimes;
 use crate::server::{percentile, round2, row};
 
 pub(crate) const BRANCH: &str = "main";
@@ -313,6 +314,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     let mut in_place = Side::default();
     let mut payload_bytes = 0usize;
     let wall = Instant::now();
+    let threads_before = ThreadTimes::now();
     for i in 0..n {
         // The baseline writes exactly what the planner writes for the same intent.
         let v = value(i);
@@ -338,6 +340,11 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         ours.latencies.push(t0.elapsed());
     }
     let wall = wall.elapsed().as_secs_f64();
+    // backflow's roll-ups run on a thread of their own, beside its steps: charged to it here.
+    let roll_ups = ThreadTimes::now()
+        .since(&threads_before)
+        .busy("backflow-roll:")
+        * wall;
     let stats = worker.stats();
 
     let (ours_count, ours_tree) = remote_branch(&ours_remote)?;
@@ -366,6 +373,7 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         percentile(&in_place.latencies, 0.99),
     );
     let (ours_rate, base_rate) = (ours.rate(), base.rate());
+    let charged_rate = ours.latencies.len() as f64 / (ours.busy() + roll_ups).max(f64::EPSILON);
     let ratio = if base_rate > 0.0 {
         ours_rate / base_rate
     } else {
@@ -393,6 +401,13 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
             floor_is,
         ),
         row(
+            "commits+pushes/s with the roll-up thread's CPU charged, vs in-place floor",
+            charged_rate,
+            floor_rate,
+            true,
+            floor_is,
+        ),
+        row(
             "per-commit p50 ms, vs in-place floor",
             ours_p50,
             floor_p50,
@@ -415,6 +430,15 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         )),
         json!(format!(
             "Against the in-place floor (no transport at all) the ratio is {floor_ratio:.2}: what the worker costs per commit beyond writing the objects and moving the ref."
+        )),
+        json!(format!(
+            "backflow rolls its small packs up (cache and remote) on a thread beside the worker's, so a step's time leaves them out: that thread ran {roll_ups:.2} s of CPU over the run ({:.3} ms per commit). Charged to the steps, backflow's rate is {charged_rate:.1} commits+pushes/s, {:.2}× the in-place floor's (which rolls nothing up; its remote keeps one loose file per object).",
+            roll_ups * 1000.0 / n.max(1) as f64,
+            if floor_rate > 0.0 {
+                charged_rate / floor_rate
+            } else {
+                0.0
+            },
         )),
         json!(format!(
             "Verified with git rev-list --count on each remote: backflow {ours_count} commits for {n} intents (lost {ours_lost}, failures {}), git2 push loop {base_count} (lost {base_lost}, failures {}), in-place floor {floor_count} (lost {floor_lost}, failures {}); the final trees are {}.",
