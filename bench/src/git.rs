@@ -339,6 +339,8 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
         ours.failures += publish_one(&mut worker, it)?;
         ours.latencies.push(t0.elapsed());
     }
+    // The last roll-ups handed over finish inside the run, so their CPU is counted.
+    worker.settle();
     let wall = wall.elapsed().as_secs_f64();
     // backflow's roll-ups run on a thread of their own, beside its steps: charged to it here.
     let roll_ups = ThreadTimes::now()

@@ -112,15 +112,33 @@ impl Housekeeper {
     }
 
     /// Whether a roll-up of `store` is queued or running.
-    #[cfg(test)]
     pub(crate) fn busy(&self, store: Store) -> bool {
         self.state(store).queued.load(Ordering::Acquire)
+    }
+
+    /// Waits until no roll-up is queued or running (a thread that died runs none).
+    pub(crate) fn wait_idle(&self) {
+        while self.busy(Store::Cache) || self.busy(Store::Remote) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Marks a job no longer queued when it ends, however it ends: a roll-up that panicked leaves
+/// the thread gone (the worker's next request finds out and rolls up itself), never a job that
+/// looks queued for ever.
+struct Finished<'a>(&'a RollUpState);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.queued.store(false, Ordering::Release);
     }
 }
 
 /// Runs one roll-up on a handle of its own; a failure leaves more packs than needed, nothing
 /// else, and is logged.
 fn roll_up(job: &Job) {
+    let _finished = Finished(&job.state);
     let rolled = Repository::open_bare(&job.path)
         .map_err(crate::error::StoreError::from)
         .and_then(|repo| roll_up_small_packs(&repo));
@@ -131,7 +149,6 @@ fn roll_up(job: &Job) {
             tracing::warn!(path = %job.path.display(), store = ?job.store, error = %e, "cannot roll the small packs up");
         }
     }
-    job.state.queued.store(false, Ordering::Release);
 }
 
 #[cfg(test)]
@@ -173,7 +190,7 @@ mod tests {
         (dir, all)
     }
 
-    fn wait_idle(keeper: &Housekeeper, store: Store) {
+    fn wait_idle_for(keeper: &Housekeeper, store: Store) {
         let hang = Instant::now() + Duration::from_secs(30);
         while keeper.busy(store) {
             assert!(Instant::now() < hang, "the roll-up never finished");
@@ -197,7 +214,7 @@ mod tests {
         assert!(keeper.roll_up(Store::Remote, path.clone()));
         // Asked again while queued or running: taken, and nothing more is done.
         assert!(keeper.roll_up(Store::Remote, path.clone()));
-        wait_idle(&keeper, Store::Remote);
+        wait_idle_for(&keeper, Store::Remote);
         assert_eq!(pack_count(&path), 1, "the tier became one pack");
         assert!(
             !keeper.take_rolled(Store::Cache),
@@ -212,7 +229,7 @@ mod tests {
 
         // Nothing left to roll up: done, and nothing reported.
         assert!(keeper.roll_up(Store::Remote, path.clone()));
-        wait_idle(&keeper, Store::Remote);
+        wait_idle_for(&keeper, Store::Remote);
         assert!(!keeper.take_rolled(Store::Remote));
         assert_eq!(pack_count(&path), 1);
     }
@@ -224,12 +241,12 @@ mod tests {
         let keeper = Housekeeper::spawn("main").expect("a thread");
         let dir = tempfile::tempdir().expect("tempdir");
         assert!(keeper.roll_up(Store::Cache, dir.path().join("missing.git")));
-        wait_idle(&keeper, Store::Cache);
+        wait_idle_for(&keeper, Store::Cache);
         assert!(!keeper.take_rolled(Store::Cache));
 
         let (tier, _) = full_tier();
         assert!(keeper.roll_up(Store::Cache, tier.path().join("r.git")));
-        wait_idle(&keeper, Store::Cache);
+        wait_idle_for(&keeper, Store::Cache);
         assert!(keeper.take_rolled(Store::Cache));
     }
 }

@@ -521,6 +521,16 @@ impl BranchWorker {
         false
     }
 
+    /// Waits for the roll-ups [`BranchWorker::maintain`] handed over to finish, and takes in
+    /// what they did: for a caller that wants the repositories at rest (a test counting what a
+    /// worker keeps, a benchmark's end).
+    pub fn settle(&mut self) {
+        if let Some(keeper) = &self.housekeeper {
+            keeper.wait_idle();
+        }
+        self.maintain();
+    }
+
     /// [`BranchWorker::maintain`] without a roll-up thread: everything on this one.
     fn maintain_here(&mut self) -> bool {
         let cache = match self.repo.roll_up_packs() {
