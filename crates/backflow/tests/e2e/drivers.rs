@@ -223,7 +223,9 @@ fn an_edit_waiting_in_the_window_is_in_the_commit_applied(d: Driver) {
         .expect("demo at the applied commit");
     assert!(
         demo.contains("pending"),
-        "the flush published the edit first:\n{demo}"
+        "the flush published the edit first:\n{demo}\n{:#}\n{}",
+        d.claim(&w),
+        w.git(&["log", "--format=%h %s", "--stat", "-6", "main"])
     );
     assert_quiescent(&w, Duration::from_secs(3));
     assert_eq!(greeting(&w, "demo").as_deref(), Some("pending"));
