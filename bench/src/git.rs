@@ -280,7 +280,9 @@ fn publish_one(worker: &mut BranchWorker, intent: Intent) -> Result<usize, Strin
     }
 }
 
-// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
+// Long on purpose: a scenario reads top to bottom as the steps it measures and reports, and
+// each note is written beside the figures it states (two dozen of them; split out, they would
+// travel as one struct used once).
 fn run_blocking(quick: bool) -> Result<Value, String> {
     let n = commits(quick);
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;

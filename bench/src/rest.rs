@@ -636,10 +636,10 @@ fn stored_floor_note(sixteen: &Run, lone: &Run, (stored, stored_lost): (&Run, us
 /// `at_16` is the 16-writer level's (ratio, failures, lost, baseline rate).
 fn aim_notes(
     at_16: Option<(f64, usize, usize, f64)>,
-    (slow, slow_lost): (&Run, usize),
-    lone: &Run,
+    group: &GroupCommitRuns,
     lone_0s_p50: Option<f64>,
 ) -> Vec<Value> {
+    let (slow, slow_lost, lone) = (&group.sixteen, group.sixteen_lost, &group.lone);
     let mut head = Vec::new();
     match at_16 {
         Some((ratio, failed, lost, _)) => head.push(json!(format!(
@@ -654,6 +654,11 @@ fn aim_notes(
         at_16.map_or(0.0, |a| a.3),
     ));
     head.push(group_latency_aim(slow, lone, lone_0s_p50));
+    head.push(stored_floor_note(
+        slow,
+        lone,
+        (&group.stored, group.stored_lost),
+    ));
     head.push(json!(
         "The levels run with commit window 0s (one commit per change, `backflow serve --commit-window 0s`). With the default 1s window a write that waits for the push does not sit out the window: the worker closes it as soon as nothing is in flight, and the writes that arrive while a push is in flight share the next commit (group commit); its rows show 16 writers."
     ));
@@ -725,8 +730,86 @@ async fn baseline_levels(
     Ok(out)
 }
 
+/// The levels under the default 1 s window (group commit), with what each lost.
+struct GroupCommitRuns {
+    /// 16 waiting writers.
+    sixteen: Run,
+    sixteen_lost: usize,
+    /// One waiting writer.
+    lone: Run,
+    /// The 16 writers answered once stored: the latency aim's floor.
+    stored: Run,
+    stored_lost: usize,
+    /// 16 waiting writers into a folder growing to thousands of files.
+    large: Run,
+    large_lost: usize,
+}
+
+impl GroupCommitRuns {
+    async fn run(tmp: &Path, quick: bool) -> Result<Self, String> {
+        let ops = if quick { 10 } else { 40 };
+        let (sixteen, sixteen_lost) =
+            group_commit_level(&tmp.join("backflow-16-window-1s"), ops).await?;
+        let lone = lone_waiter_level(tmp, quick).await?;
+        let (stored, stored_lost) = stored_floor_level(tmp, ops).await?;
+        let large_dir = tmp.join("backflow-16-window-1s-large-folder");
+        let (large, large_lost) = group_commit_level(&large_dir, large_folder_ops(quick)).await?;
+        Ok(Self {
+            sixteen,
+            sixteen_lost,
+            lone,
+            stored,
+            stored_lost,
+            large,
+            large_lost,
+        })
+    }
+
+    /// Their rows, the throughputs beside the 16-writer baseline's rate `base16`.
+    fn rows(&self, base16: f64, quick: bool) -> Vec<Value> {
+        let mut rows = group_commit_rows(&self.sixteen, base16, "window 1s (default)");
+        rows.push(unbaselined_p50_row(
+            "write p50 ms, 1 writer, window 1s (default)",
+            &self.lone,
+        ));
+        rows.push(unbaselined_p50_row(
+            "write p50 ms, 16 writers, window 1s, answered when stored (no wait for the push)",
+            &self.stored,
+        ));
+        rows.extend(group_commit_rows(
+            &self.large,
+            base16,
+            &format!(
+                "window 1s, folder growing to {} files",
+                large_folder_files(quick)
+            ),
+        ));
+        rows
+    }
+
+    /// What the large-folder level did, said as a note.
+    fn large_folder_note(&self, quick: bool) -> Value {
+        let large = &self.large;
+        json!(format!(
+            "16 waiting writers with window 1s into a folder growing to {} files: {} writes, {} failures, {} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and hashes and compresses it once) for every commit, so group commit's rate falls as the folder grows; no aim is set for it. {}",
+            large_folder_files(quick),
+            large.ops.len(),
+            large.failed(),
+            self.large_lost,
+            large.rate(),
+            percentile(&large.latencies(), 0.5),
+            cpu_note(&large.cpu)
+        ))
+    }
+}
+
+/// Files the large-folder level's folder ends with: each writer's ops alternate create and
+/// update.
+fn large_folder_files(quick: bool) -> usize {
+    16 * large_folder_ops(quick) / 2
+}
+
 /// Runs the scenario and returns its result object.
-// Long on purpose: a scenario reads top to bottom as the steps it measures and reports.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let load_before = live::load_average();
@@ -741,13 +824,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
             backflow_level(&dir, level.writers, level.backflow_ops, "0s", Ack::Pushed).await?,
         );
     }
-    let group_ops = if quick { 10 } else { 40 };
-    let (slow, slow_lost) =
-        group_commit_level(&tmp.path().join("backflow-16-window-1s"), group_ops).await?;
-    let lone = lone_waiter_level(tmp.path(), quick).await?;
-    let (stored, stored_lost) = stored_floor_level(tmp.path(), group_ops).await?;
-    let large_dir = tmp.path().join("backflow-16-window-1s-large-folder");
-    let (large, large_lost) = group_commit_level(&large_dir, large_folder_ops(quick)).await?;
+    let group = GroupCommitRuns::run(tmp.path(), quick).await?;
     let lone_0s_p50 = ours_runs
         .first()
         .filter(|_| levels(quick).first().is_some_and(|l| l.writers == 1))
@@ -760,37 +837,13 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     } = baseline_levels(tmp.path(), quick, ours_runs).await?;
 
     let base16 = at_16.map_or(0.0, |a| a.3);
-    rows.extend(group_commit_rows(&slow, base16, "window 1s (default)"));
-    rows.push(unbaselined_p50_row(
-        "write p50 ms, 1 writer, window 1s (default)",
-        &lone,
-    ));
-    rows.push(unbaselined_p50_row(
-        "write p50 ms, 16 writers, window 1s, answered when stored (no wait for the push)",
-        &stored,
-    ));
-    let large_files = 16 * large_folder_ops(quick) / 2;
-    rows.extend(group_commit_rows(
-        &large,
-        base16,
-        &format!("window 1s, folder growing to {large_files} files"),
-    ));
-
+    rows.extend(group.rows(base16, quick));
     let load_after = live::load_average();
-    let mut head = aim_notes(at_16, (&slow, slow_lost), &lone, lone_0s_p50);
-    // Right after the latency aim it qualifies.
-    head.insert(3, stored_floor_note(&slow, &lone, (&stored, stored_lost)));
+    let mut head = aim_notes(at_16, &group, lone_0s_p50);
     head.push(json!(
         "Each level starts from an empty folder and ends with writers × ops / 2 files in it. backflow's cost per commit grows with the number of files in the target folder (its planner indexes the folder's manifests once per write, and with window 0s every change is its own write; a snapshot is one write and pays it once), so its rate falls as the levels grow, and the ratios depend on the number of writes per level."
     ));
-    head.push(json!(format!(
-        "16 waiting writers with window 1s into a folder growing to {large_files} files: {} writes, {} failures, {large_lost} lost, {:.0}/s, p50 {:.1} ms. The branch worker builds one commit at a time and rewrites the folder's tree (and hashes and compresses it once) for every commit, so group commit's rate falls as the folder grows; no aim is set for it. {}",
-        large.ops.len(),
-        large.failed(),
-        large.rate(),
-        percentile(&large.latencies(), 0.5),
-        cpu_note(&large.cpu)
-    )));
+    head.push(group.large_folder_note(quick));
     head.extend(notes);
     head.extend(METHOD_NOTES.iter().map(|n| json!(n)));
     head.push(json!(format!(
@@ -804,10 +857,10 @@ pub async fn run(quick: bool) -> Result<Value, String> {
                         "commit_window": "0s", "value_bytes": 1024, "wait": WAIT_VALUE,
                         "remote": "local bare repository over file://", "quick": quick},
         "levels": levels_json,
-        "window_1s_16_writers": side_json(&slow, slow_lost),
-        "window_1s_1_writer": side_json(&lone, 0),
-        "window_1s_16_writers_stored": side_json(&stored, stored_lost),
-        "window_1s_16_writers_large_folder": side_json(&large, large_lost),
+        "window_1s_16_writers": side_json(&group.sixteen, group.sixteen_lost),
+        "window_1s_1_writer": side_json(&group.lone, 0),
+        "window_1s_16_writers_stored": side_json(&group.stored, group.stored_lost),
+        "window_1s_16_writers_large_folder": side_json(&group.large, group.large_lost),
         "rows": rows,
         "notes": head,
     }))

@@ -54,9 +54,9 @@ struct Waiting {
 #[derive(Debug)]
 struct Handled {
     publication: PublicationRx,
-    /// Whether the worker was already told to hurry for it.
-    hurried: bool,
-    worker: Option<WorkerHandle>,
+    /// The worker the waiter must still tell to hurry: `None` once the record did, or when the
+    /// publication is done.
+    hurry: Option<WorkerHandle>,
 }
 
 /// What the mirror handled, and who waits for what.
@@ -70,29 +70,41 @@ struct Keys {
 }
 
 impl Keys {
-    /// Wakes the waiters of `key` whose write the mirror has now handled. Returns the worker
-    /// to hurry when any of them waits for a publication still in progress: hurried here, in
-    /// the same task that submitted the write, rather than by each waiter once it runs.
-    fn wake(&mut self, key: &ObjectKey) -> Option<WorkerHandle> {
-        let state = self.states.get(key)?;
-        let waiting = self.waiting.get_mut(key)?;
+    /// What a waiter for `key` is told now, or `None` while the mirror has not handled its
+    /// write at `resource_version`.
+    fn handled(&self, key: &ObjectKey, resource_version: u64) -> Option<Handled> {
+        let state = self
+            .states
+            .get(key)
+            .filter(|s| s.seen >= resource_version)?;
         let pending = state.publication.borrow().is_none();
-        let hurry = state.worker.clone().filter(|_| pending);
-        let mut woken = false;
-        for w in waiting.extract_if(.., |w| w.resource_version <= state.seen) {
-            woken |= w
-                .wake
-                .send(Handled {
-                    publication: state.publication.clone(),
-                    hurried: hurry.is_some(),
-                    worker: state.worker.clone(),
-                })
-                .is_ok();
+        Some(Handled {
+            publication: state.publication.clone(),
+            hurry: state.worker.clone().filter(|_| pending),
+        })
+    }
+
+    /// Wakes the waiters of `key` whose write the mirror has now handled. Returns the worker
+    /// to hurry when any of them waits for a publication still in progress: hurried by the
+    /// caller, in the same task that submitted the write, rather than by each waiter once it
+    /// runs.
+    fn wake(&mut self, key: &ObjectKey) -> Option<WorkerHandle> {
+        let seen = self.states.get(key)?.seen;
+        let mut waiting = self.waiting.remove(key)?;
+        let mut hurry = None;
+        for w in waiting.extract_if(.., |w| w.resource_version <= seen) {
+            let Some(mut handled) = self.handled(key, w.resource_version) else {
+                continue;
+            };
+            let worker = handled.hurry.take();
+            if w.wake.send(handled).is_ok() {
+                hurry = hurry.or(worker);
+            }
         }
-        if waiting.is_empty() {
-            self.waiting.remove(key);
+        if !waiting.is_empty() {
+            self.waiting.insert(key.clone(), waiting);
         }
-        hurry.filter(|_| woken)
+        hurry
     }
 }
 
@@ -113,16 +125,20 @@ pub fn resolved(outcome: Outcome) -> PublicationRx {
     watch::channel(Some(outcome)).1
 }
 
-/// A waiter's place in [`Keys::waiting`], given up when the waiter goes (answered, timed out,
-/// or its request dropped).
+/// A waiter's place in [`Keys::waiting`], given up when the waiter goes (timed out, or its
+/// request dropped); a waiter that was answered has been taken out already.
 struct Registration<'a> {
     tracker: &'a Tracker,
     key: &'a ObjectKey,
     id: u64,
+    answered: bool,
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
         let mut keys = self.tracker.lock_keys();
         if let Some(waiting) = keys.waiting.get_mut(self.key) {
             waiting.retain(|w| w.id != self.id);
@@ -138,6 +154,17 @@ impl Tracker {
         self.keys
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Wakes the waiters of `key` (see [`Keys::wake`]) and, once the lock is let go, hurries
+    /// the worker for them.
+    fn wake(mut keys: std::sync::MutexGuard<'_, Keys>, key: &ObjectKey) {
+        let hurry = keys.wake(key);
+        drop(keys);
+        if let Some(worker) = hurry {
+            // Someone waits: the write must not sit out the commit window.
+            worker.hurry();
+        }
     }
 
     /// Records that the mirror handled `key` at `resource_version`, published by `publication`
@@ -160,12 +187,7 @@ impl Tracker {
             entry.publication = publication;
             entry.worker = Some(worker.clone());
         }
-        let hurry = keys.wake(&key);
-        drop(keys);
-        if let Some(worker) = hurry {
-            // Someone waits: the write must not sit out the commit window.
-            worker.hurry();
-        }
+        Self::wake(keys, &key);
     }
 
     /// Records that the mirror handled `key` at `resource_version` without changing what Git
@@ -184,11 +206,7 @@ impl Tracker {
                 },
             );
         }
-        let hurry = keys.wake(&key);
-        drop(keys);
-        if let Some(worker) = hurry {
-            worker.hurry();
-        }
+        Self::wake(keys, &key);
     }
 
     /// Which types and namespaces streams currently watch (`None` = every namespace).
@@ -226,14 +244,8 @@ impl Tracker {
             let (tx, rx) = oneshot::channel();
             let id = {
                 let mut keys = self.lock_keys();
-                if let Some(state) = keys.states.get(key)
-                    && state.seen >= resource_version
-                {
-                    return Some(Handled {
-                        publication: state.publication.clone(),
-                        hurried: false,
-                        worker: state.worker.clone(),
-                    });
+                if let Some(handled) = keys.handled(key, resource_version) {
+                    return Some(handled);
                 }
                 keys.next_id += 1;
                 let id = keys.next_id;
@@ -244,14 +256,16 @@ impl Tracker {
                 });
                 id
             };
-            let _registered = Registration {
+            let mut registered = Registration {
                 tracker: self,
                 key,
                 id,
+                answered: false,
             };
             tokio::select! {
                 handled = rx => {
                     if let Ok(handled) = handled {
+                        registered.answered = true;
                         return Some(handled);
                     }
                 }
@@ -273,10 +287,9 @@ impl Tracker {
             };
             let Handled {
                 publication: mut rx,
-                hurried,
-                worker,
+                hurry,
             } = handled;
-            if let Some(worker) = worker.filter(|_| !hurried && rx.borrow().is_none()) {
+            if let Some(worker) = hurry {
                 // Someone waits: the write must not sit out the commit window.
                 worker.hurry();
             }

@@ -82,8 +82,7 @@ impl FileRemote {
     fn roll_up(&mut self) {
         let Some(repo) = &self.repo else { return };
         match roll_up_small_packs(repo) {
-            // Opened again at the next use, so it lists the packs that are there now.
-            Ok(true) => self.repo = None,
+            Ok(true) => self.packs_rolled_up(),
             Ok(false) => {}
             Err(e) => {
                 tracing::warn!(remote = %self.url, error = %e, "cannot roll the remote's small packs up");
