@@ -19,7 +19,8 @@ pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, 
 pub use operation::{Operation, OperationId, OperationPhase};
 pub use reason::{Reason, Reasons};
 pub use window::{
-    APPLIER_MANAGERS, ManagedWrite, Verdict, WindowEdits, WindowHistory, WindowSpan, Writes,
+    APPLIER_MANAGERS, ManagedWrite, Verdict, WindowEdits, WindowHistory, WindowSpan, Writers,
+    Writes,
 };
 
 pub use backflow_branch::{CommitId, Moment};

@@ -16,11 +16,14 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The field managers of the appliers backflow holds: its own, Flux's kustomize-controller and
-/// Argo CD's application controller. A write by these alone is an applier's.
+/// Argo CD's application controller, which writes as `argocd-controller` with server-side apply
+/// and under its process's name with client-side apply (its default). A write by these alone is
+/// an applier's.
 pub const APPLIER_MANAGERS: &[&str] = &[
     "backflow-applier",
     "kustomize-controller",
     "argocd-controller",
+    "argocd-application-controller",
 ];
 
 /// One managedFields entry (not a status one): who wrote, in which Unix second.
@@ -103,12 +106,62 @@ impl Writes {
         applier_wrote && !others_newer
     }
 
+    /// The second of the newest entry of one of `managers`.
+    #[must_use]
+    pub fn newest_by<S: AsRef<str>>(&self, managers: &[S]) -> Option<i64> {
+        self.0
+            .iter()
+            .filter(|w| managers.iter().any(|x| x.as_ref() == w.manager))
+            .map(|w| w.second)
+            .max()
+    }
+
+    /// Who wrote the object as these entries date it: what the next event is compared with.
+    #[must_use]
+    pub fn writers(&self) -> Writers {
+        Writers {
+            applier: self.newest_by(APPLIER_MANAGERS),
+            others: self.newest_other(APPLIER_MANAGERS),
+        }
+    }
+
+    /// Whether this event's write is an applier's, told from the object's `previous` event:
+    /// an applier's entry is newer than it was, dated in the newest second, and no other
+    /// manager's is. A write re-dates only its own manager's entry (another's may shrink, or
+    /// vanish when a force apply takes all its fields), so this holds even when other managers
+    /// wrote in the same second, which seconds alone cannot tell.
+    #[must_use]
+    pub fn applier_wrote_since(&self, previous: Writers) -> bool {
+        let now = self.writers();
+        let Some(applier) = now.applier else {
+            return false;
+        };
+        let others_newer = match (now.others, previous.others) {
+            (Some(o), Some(p)) => o > p,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        self.newest() == Some(applier)
+            && previous.applier.is_none_or(|p| applier > p)
+            && !others_newer
+    }
+
     /// Whether the newest write was made by `managers` alone.
     #[must_use]
     pub fn newest_only_by<S: AsRef<str>>(&self, managers: &[S]) -> bool {
         self.newest()
             .is_some_and(|at| self.only_by_at(managers, at))
     }
+}
+
+/// What an object's watch event showed of who wrote it, kept until its next event: the newest
+/// second of an applier's entry and of any other manager's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Writers {
+    /// The newest entry of one of [`APPLIER_MANAGERS`].
+    pub applier: Option<i64>,
+    /// The newest entry of any other manager.
+    pub others: Option<i64>,
 }
 
 /// The recent apply windows of one target, oldest first: when each opened (the flush) and until
@@ -364,16 +417,28 @@ impl<K: Ord + Clone> WindowEdits<K> {
         self.edits.get_mut(&window)?.get_mut(key)
     }
 
-    /// Judges a write of `key` (`writes`: its managedFields as its watch event carries them)
-    /// against `windows`, and remembers it when it is an edit made while one is open. An edit
-    /// is said [`WindowEdits::submitted`] once its intent is handed to the branch worker.
-    pub fn judge(&mut self, key: &K, writes: &Writes, windows: &[WindowSpan]) -> Verdict {
+    /// Judges a write of `key` (`writes`: its managedFields as its watch event carries them;
+    /// `previous`: who its previous event showed wrote it, when this stream saw one) against
+    /// `windows`, and remembers it when it is an edit made while one is open. An edit is said
+    /// [`WindowEdits::submitted`] once its intent is handed to the branch worker.
+    pub fn judge(
+        &mut self,
+        key: &K,
+        writes: &Writes,
+        previous: Option<Writers>,
+        windows: &[WindowSpan],
+    ) -> Verdict {
         self.enter(windows);
         self.judged = None;
         let Some(newest) = writes.newest() else {
             return Verdict::Edit;
         };
-        if !writes.only_by_at(APPLIER_MANAGERS, newest) {
+        // A create, an edit and the apply over it in one second: the seconds tie, but the
+        // entries' change since the previous event shows the applier wrote. Judged an edit,
+        // the applied value would be mirrored over the edit.
+        let applier_alone = writes.only_by_at(APPLIER_MANAGERS, newest)
+            || previous.is_some_and(|p| writes.applier_wrote_since(p));
+        if !applier_alone {
             self.judged = Some(JudgedEdit {
                 key: key.clone(),
                 at: Some(newest),
@@ -486,7 +551,7 @@ mod tests {
     }
 
     fn judge(entries: &[(&str, i64)], windows: &[WindowSpan]) -> Verdict {
-        WindowEdits::default().judge(&"a", &writes(entries), windows)
+        WindowEdits::default().judge(&"a", &writes(entries), None, windows)
     }
 
     #[test]
@@ -538,27 +603,27 @@ mod tests {
         let mut edits = WindowEdits::default();
         let early = [ended(100, 104), open(110)];
         assert_eq!(
-            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), &[open(100)]),
+            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), None, &[open(100)]),
             Verdict::Edit
         );
         assert_eq!(
-            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), &early),
+            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), None, &early),
             Verdict::Collision
         );
         // An edit made in a window whose event arrives after it closed (a slow watch) is
         // remembered for that window too: that apply's late write over it collides.
         let mut slow = WindowEdits::default();
         assert_eq!(
-            slow.judge(&"s", &writes(&[("kubectl-edit", 102)]), &early),
+            slow.judge(&"s", &writes(&[("kubectl-edit", 102)]), None, &early),
             Verdict::Edit
         );
         assert_eq!(
-            slow.judge(&"s", &writes(&[("backflow-applier", 103)]), &early),
+            slow.judge(&"s", &writes(&[("backflow-applier", 103)]), None, &early),
             Verdict::Collision
         );
         // The next apply's write over it is not a collision: its commit holds the edit.
         assert_eq!(
-            edits.judge(&"a", &writes(&[("backflow-applier", 111)]), &early),
+            edits.judge(&"a", &writes(&[("backflow-applier", 111)]), None, &early),
             Verdict::Landing
         );
         // An edit of the next window, whose write's second both windows span, collides even
@@ -566,20 +631,25 @@ mod tests {
         let mut edits = WindowEdits::default();
         let first = [open(100)];
         assert_eq!(
-            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), &first),
+            edits.judge(&"a", &writes(&[("kubectl-edit", 100)]), None, &first),
             Verdict::Edit
         );
         assert_eq!(
-            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), &first),
+            edits.judge(&"a", &writes(&[("backflow-applier", 101)]), None, &first),
             Verdict::Collision
         );
         let overlapping = [ended(100, 110), open(110)];
         assert_eq!(
-            edits.judge(&"a", &writes(&[("kubectl-edit", 109)]), &overlapping),
+            edits.judge(&"a", &writes(&[("kubectl-edit", 109)]), None, &overlapping),
             Verdict::Edit
         );
         assert_eq!(
-            edits.judge(&"a", &writes(&[("backflow-applier", 110)]), &overlapping,),
+            edits.judge(
+                &"a",
+                &writes(&[("backflow-applier", 110)]),
+                None,
+                &overlapping
+            ),
             Verdict::Collision
         );
     }
@@ -594,33 +664,36 @@ mod tests {
         // A live create seen in the first window and submitted while it was the newest: the
         // second window's flush holds it, so the write is a landing, whichever apply made it.
         let mut edits = WindowEdits::default();
-        assert_eq!(edits.judge(&"a", &create, &first), Verdict::Edit);
+        assert_eq!(edits.judge(&"a", &create, None, &first), Verdict::Edit);
         edits.submitted(&"a", &first);
-        assert_eq!(edits.judge(&"a", &applied, &both), Verdict::Landing);
+        assert_eq!(edits.judge(&"a", &applied, None, &both), Verdict::Landing);
         // Not said to be submitted: no flush is known to hold it, so it collides.
         let mut unsure = WindowEdits::default();
-        assert_eq!(unsure.judge(&"a", &create, &first), Verdict::Edit);
+        assert_eq!(unsure.judge(&"a", &create, None, &first), Verdict::Edit);
         unsure.submitted(&"b", &first);
-        assert_eq!(unsure.judge(&"a", &applied, &both), Verdict::Collision);
+        assert_eq!(
+            unsure.judge(&"a", &applied, None, &both),
+            Verdict::Collision
+        );
         // Submitted only after the second window opened: its flush may have gone first.
         let mut after = WindowEdits::default();
-        assert_eq!(after.judge(&"a", &create, &first), Verdict::Edit);
+        assert_eq!(after.judge(&"a", &create, None, &first), Verdict::Edit);
         after.submitted(&"a", &both);
-        assert_eq!(after.judge(&"a", &applied, &both), Verdict::Collision);
+        assert_eq!(after.judge(&"a", &applied, None, &both), Verdict::Collision);
         // Judged with no window at all, submitted once one opened: captured in it, so that
         // apply writing over it collides.
         let mut unseen = WindowEdits::default();
-        assert_eq!(unseen.judge(&"a", &create, &[]), Verdict::Edit);
+        assert_eq!(unseen.judge(&"a", &create, None, &[]), Verdict::Edit);
         unseen.submitted(&"a", &[open(101)]);
         assert_eq!(
-            unseen.judge(&"a", &applied, &[open(101)]),
+            unseen.judge(&"a", &applied, None, &[open(101)]),
             Verdict::Collision
         );
         // A delete submitted before the window opened is in its commit too.
         let mut deleted = WindowEdits::default();
         assert_eq!(deleted.judge_delete(&"d", &first, None), Verdict::Edit);
         deleted.submitted(&"d", &first);
-        assert_eq!(deleted.judge(&"d", &applied, &both), Verdict::Landing);
+        assert_eq!(deleted.judge(&"d", &applied, None, &both), Verdict::Landing);
     }
 
     #[test]
@@ -630,29 +703,32 @@ mod tests {
         // The edit, in the window's second, then the forced apply that took its fields over:
         // the edit's entry is gone from the apply's event, and only the captured edit tells.
         let edit = writes(&[("backflow-applier", 90), ("kubectl-edit", 100)]);
-        assert_eq!(edits.judge(&"a", &edit, &w), Verdict::Edit);
+        assert_eq!(edits.judge(&"a", &edit, None, &w), Verdict::Edit);
         let over = writes(&[("backflow-applier", 100)]);
-        assert_eq!(edits.judge(&"a", &over, &w), Verdict::Collision);
+        assert_eq!(edits.judge(&"a", &over, None, &w), Verdict::Collision);
         // The applier writes over it again in the same window (a stamp): withheld, asked once.
-        assert_eq!(edits.judge(&"a", &over, &w), Verdict::OverCollided);
+        assert_eq!(edits.judge(&"a", &over, None, &w), Verdict::OverCollided);
         // Another object, never edited: a landing.
-        assert_eq!(edits.judge(&"b", &over, &w), Verdict::Landing);
+        assert_eq!(edits.judge(&"b", &over, None, &w), Verdict::Landing);
         // An edit made before the flush whose event arrives in the window (a slow watch) was
         // decided after the mark: an apply writing over it collides too.
         let mut edits = WindowEdits::default();
         let late = writes(&[("kubectl-edit", 90)]);
-        assert_eq!(edits.judge(&"d", &late, &w), Verdict::Edit);
+        assert_eq!(edits.judge(&"d", &late, None, &w), Verdict::Edit);
         let over_late = writes(&[("backflow-applier", 101)]);
-        assert_eq!(edits.judge(&"d", &over_late, &w), Verdict::Collision);
+        assert_eq!(edits.judge(&"d", &over_late, None, &w), Verdict::Collision);
         // The Repair runs in a window of its own: its landing is a landing.
         let repair = [ended(100, 103), open(150)];
         let repaired = writes(&[("backflow-applier", 150)]);
-        assert_eq!(edits.judge(&"a", &repaired, &repair), Verdict::Landing);
+        assert_eq!(
+            edits.judge(&"a", &repaired, None, &repair),
+            Verdict::Landing
+        );
         // A window no longer kept takes its edits with it.
-        assert_eq!(edits.judge(&"e", &edit, &w), Verdict::Edit);
+        assert_eq!(edits.judge(&"e", &edit, None, &w), Verdict::Edit);
         let next = [open(200)];
         let later = writes(&[("backflow-applier", 201)]);
-        assert_eq!(edits.judge(&"e", &later, &next), Verdict::Landing);
+        assert_eq!(edits.judge(&"e", &later, None, &next), Verdict::Landing);
     }
 
     #[test]
@@ -668,14 +744,14 @@ mod tests {
         );
         let mut edits = WindowEdits::default();
         let edit = writes(&[("kubectl-edit", 90)]);
-        assert_eq!(edits.judge(&"b", &edit, &w), Verdict::Edit);
+        assert_eq!(edits.judge(&"b", &edit, None, &w), Verdict::Edit);
         assert_eq!(edits.judge_delete(&"b", &w, Some(id)), Verdict::Collision);
         // Somebody's delete is mirrored, and the applier re-creating the object collides.
         assert_eq!(edits.judge_delete(&"c", &w, None), Verdict::Edit);
         let created = writes(&[("backflow-applier", 101)]);
-        assert_eq!(edits.judge(&"c", &created, &w), Verdict::Collision);
+        assert_eq!(edits.judge(&"c", &created, None, &w), Verdict::Collision);
         assert_eq!(
-            edits.judge(&"d", &created, &w),
+            edits.judge(&"d", &created, None, &w),
             Verdict::Landing,
             "nobody deleted d"
         );
@@ -739,7 +815,7 @@ mod tests {
             ("argocd-controller", 100),
         ]);
         assert_eq!(
-            WindowEdits::default().judge(&"a", &applied, &[open(100)]),
+            WindowEdits::default().judge(&"a", &applied, None, &[open(100)]),
             Verdict::Edit
         );
         assert!(applied.looks_like_applier(Some(100)));
@@ -753,6 +829,73 @@ mod tests {
         );
         let edited = writes(&[("kubectl-edit", 101)]);
         assert!(!edited.looks_like_applier(Some(100)));
+    }
+
+    #[test]
+    fn an_apply_over_an_edit_in_a_second_other_managers_share_collides() {
+        // Seen in a Flux claim test: created, edited and force-applied over, all in second 100;
+        // the apply took the editor's field (its entry is gone), the creator's entry ties.
+        let mut edits = WindowEdits::default();
+        let window = [open(100)];
+        let created = writes(&[("kubectl-client-side-apply", 100)]);
+        let edit = writes(&[("kubectl-client-side-apply", 100), ("kubectl-patch", 100)]);
+        let edit_seen = Some(created.writers());
+        assert_eq!(edits.judge(&"a", &edit, edit_seen, &window), Verdict::Edit);
+        let applied = writes(&[
+            ("kubectl-client-side-apply", 100),
+            ("kustomize-controller", 100),
+        ]);
+        assert_eq!(
+            edits.judge(&"a", &applied, Some(edit.writers()), &window),
+            Verdict::Collision,
+            "the applier's entry is new since the edit's event: its write, over the edit"
+        );
+        // The person editing again in that second, after the apply: their write, mirrored.
+        let again = writes(&[
+            ("kubectl-client-side-apply", 100),
+            ("kustomize-controller", 100),
+            ("kubectl-patch", 100),
+        ]);
+        assert_eq!(
+            edits.judge(&"a", &again, Some(applied.writers()), &window),
+            Verdict::Edit
+        );
+        // The apply's write arriving unjudged (its value unchanged) before the edit: the edit
+        // is compared with that event, not with the one before it.
+        let mut edits = WindowEdits::default();
+        let stamped = writes(&[("argocd-controller", 100)]);
+        let edited = writes(&[("argocd-controller", 100), ("kubectl-patch", 100)]);
+        assert_eq!(
+            edits.judge(&"b", &edited, Some(stamped.writers()), &window),
+            Verdict::Edit
+        );
+        assert!(
+            !edited.applier_wrote_since(stamped.writers()),
+            "the applier's entry is as the previous event dated it"
+        );
+        // Another manager's entry newer than before: not the applier's write alone.
+        let mixed = writes(&[("kubectl-edit", 101), ("kustomize-controller", 101)]);
+        assert!(!mixed.applier_wrote_since(edit.writers()));
+        // Without the previous event, or with no edit in the window, a tie stays an edit.
+        let mut edits = WindowEdits::default();
+        assert_eq!(edits.judge(&"c", &edit, None, &window), Verdict::Edit);
+        assert_eq!(edits.judge(&"c", &applied, None, &window), Verdict::Edit);
+        assert_eq!(
+            WindowEdits::default().judge(&"d", &applied, Some(edit.writers()), &window),
+            Verdict::Landing,
+            "the applier's write, no edit seen in its window: the apply landing"
+        );
+    }
+
+    #[test]
+    fn argo_cds_client_side_apply_is_an_appliers_write() {
+        // Argo CD applies client-side by default, recorded under its controller's process name.
+        let applied = writes(&[("argocd-application-controller", 101)]);
+        assert_eq!(
+            judge(&[("argocd-application-controller", 101)], &[open(100)]),
+            Verdict::Landing
+        );
+        assert!(applied.only_by_at(APPLIER_MANAGERS, 101));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
 use crate::window::Pruned;
-use backflow_decision::{APPLIER_MANAGERS, Verdict, WindowEdits, WindowSpan, Writes};
+use backflow_decision::{Verdict, WindowEdits, WindowSpan, Writers, Writes};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -278,14 +278,14 @@ type Submitted = BTreeMap<ObjectKey, Seen>;
 /// What a stream last saw of an object: a fingerprint of the sanitized value last submitted and
 /// the resourceVersion it came from (an unchanged value commits nothing, and an event older than
 /// what a catch-up already read is stale; a fingerprint rather than the value, so the mirror does
-/// not hold a second copy of every object), and the newest second a manager other than the
-/// appliers had written it in (a later event whose other entries are no newer looks like an
-/// applier's: see [`Writes::looks_like_applier`]).
+/// not hold a second copy of every object), and who its last event or the list it came in
+/// showed wrote it: the next event is judged against it (see [`Writes::looks_like_applier`] and
+/// [`Writes::applier_wrote_since`]).
 #[derive(Debug, Clone)]
 struct Seen {
     print: Fingerprint,
     rv: u64,
-    others: Option<i64>,
+    writers: Writers,
 }
 
 /// What one stream remembers between events.
@@ -543,6 +543,8 @@ struct Listed {
     stamped: bool,
     /// The applier that owns it, read before sanitizing strips the stamps.
     owner: Option<AppliedBy>,
+    /// Who its managedFields say wrote it: the object's next event is judged against it.
+    writers: Writers,
 }
 
 impl Listed {
@@ -555,6 +557,7 @@ impl Listed {
                 .map(|v| (fingerprint(&v), ObjectJson::new(&v))),
             stamped: stamped(obj),
             owner: owner(obj),
+            writers: writes_of(obj).writers(),
         }
     }
 }
@@ -569,6 +572,7 @@ impl Listed {
             value: None,
             stamped: false,
             owner: None,
+            writers: Writers::default(),
         }
     }
 }
@@ -622,6 +626,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             value,
             stamped,
             owner,
+            writers,
         } = listed;
         // Kept in the sweep's scope either way: another applier's document is not removed.
         keep.insert((key.namespace.clone(), key.name.clone()));
@@ -635,11 +640,9 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
         if let Some((print, object)) = value {
             // An object that could not be read has its refusal recorded already.
             seen.push((key.clone(), rv));
-            let seen = Seen {
-                print,
-                rv,
-                others: None,
-            };
+            // The listed object is the state its next event follows: an apply over a create
+            // made in the same second is still known as the applier's.
+            let seen = Seen { print, rv, writers };
             memory.submitted.insert(key.clone(), seen);
             intents.push(Intent::put_json(ctx.path.clone(), key, object));
         }
@@ -703,7 +706,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     };
     let print = fingerprint(&value);
     let writes = writes_of(obj);
-    let others = writes.newest_other(APPLIER_MANAGERS);
+    let writers = writes.writers();
     let last = &mut memory.submitted;
     let stale = last.get(&key).is_some_and(|s| rv != 0 && rv <= s.rv);
     if !stale
@@ -711,7 +714,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         && seen.print == print
     {
         seen.rv = rv;
-        seen.others = others;
+        seen.writers = writers;
     }
     if stale
         || last
@@ -722,9 +725,9 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
-    let others_seen = last.get(&key).and_then(|s| s.others);
-    let verdict = judge_in_window(ctx, memory, &key, &writes);
-    let seen = Seen { print, rv, others };
+    let previous = last.get(&key).map(|s| s.writers);
+    let verdict = judge_in_window(ctx, memory, &key, &writes, previous);
+    let seen = Seen { print, rv, writers };
     match verdict {
         Verdict::Edit | Verdict::Late => {}
         Verdict::Landing => {
@@ -734,7 +737,12 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
             return;
         }
         Verdict::Collision | Verdict::OverCollided => {
-            // Git keeps the edit, and so does what this stream remembers Git holds.
+            // Git keeps the edit, and so does what this stream remembers Git holds; the next
+            // event is judged against this one's writers.
+            if let Some(seen) = memory.submitted.get_mut(&key) {
+                seen.rv = rv;
+                seen.writers = writers;
+            }
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
@@ -746,7 +754,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     memory.submitted.insert(key.clone(), seen);
     let mut intent =
         Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
-    if verdict == Verdict::Late || writes.looks_like_applier(others_seen) {
+    if verdict == Verdict::Late || writes.looks_like_applier(previous.and_then(|p| p.others)) {
         // An applier applied what Git held (acting on its own, or in the second of a create it
         // cannot be told from): never written over a push made since.
         intent = intent.echo();
@@ -765,9 +773,11 @@ fn judge_in_window(
     memory: &mut Memory,
     key: &ObjectKey,
     writes: &Writes,
+    previous: Option<Writers>,
 ) -> Verdict {
     let windows = ctx.windows();
-    let verdict = memory.window_edits.judge(key, writes, &windows);
+    let verdict = memory.window_edits.judge(key, writes, previous, &windows);
+    tracing::trace!(target = %ctx.target_label(), object = %key, ?writes, ?previous, ?windows, "what the window judgement read");
     count_verdict(ctx, key, verdict)
 }
 

@@ -7,9 +7,9 @@
 )]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use backflow_api::SystemClock;
+use backflow_api::{Clock, SystemClock};
 use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{InProcess, ServerConfig};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -38,10 +38,17 @@ struct World {
 
 impl World {
     async fn start() -> Self {
+        Self::start_with_clock(Arc::new(SystemClock)).await
+    }
+
+    /// The world, its API server reading the time from `clock`.
+    async fn start_with_clock(clock: Arc<dyn Clock>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = ServerConfig::new(dir.path().join("api"));
         config.listen = "127.0.0.1:0".parse().expect("address");
-        let server = InProcess::open(&config).await.expect("server");
+        let server = InProcess::open_with_clock(&config, clock)
+            .await
+            .expect("server");
         let client = Client::new(server.router.clone(), "default");
         backflow_mirror::defaults::install_crds(&client)
             .await
@@ -82,6 +89,13 @@ impl World {
     /// `GitTarget` `t` writing folder `live` of `main`, no claim coordinating it, and a
     /// `WatchRule` for the `ConfigMaps` of every namespace; then the mirror, its data in `data`.
     async fn mirror_configmaps(&self, provider: Value, data: &std::path::Path) -> Mirror {
+        self.configure(provider, json!({})).await;
+        self.start_mirror(data)
+    }
+
+    /// The configuration [`World::mirror_configmaps`] starts the mirror on, `GitTarget` `t`'s
+    /// spec given `target`'s fields too.
+    async fn configure(&self, provider: Value, target: Value) {
         let namespace: Namespace =
             serde_json::from_value(json!({"metadata": {"name": "team"}})).expect("namespace");
         Api::<Namespace>::all(self.client.clone())
@@ -96,11 +110,14 @@ impl World {
             json!({"metadata": {"name": "p"}, "spec": spec}),
         )
         .await;
+        let mut spec = json!({"providerRef": {"name": "p"}, "branch": "main", "path": "live"});
+        if let (Some(spec), Some(fields)) = (spec.as_object_mut(), target.as_object()) {
+            spec.extend(fields.clone());
+        }
         self.create(
             "GitTarget",
             "gittargets",
-            json!({"metadata": {"name": "t"},
-                   "spec": {"providerRef": {"name": "p"}, "branch": "main", "path": "live"}}),
+            json!({"metadata": {"name": "t"}, "spec": spec}),
         )
         .await;
         self.create(
@@ -111,6 +128,10 @@ impl World {
                             "rules": [{"apiGroups": [""], "resources": ["configmaps"]}]}}),
         )
         .await;
+    }
+
+    /// The mirror, its data in `data`.
+    fn start_mirror(&self, data: &std::path::Path) -> Mirror {
         Mirror::start(
             self.client.clone(),
             MirrorOptions {
@@ -285,6 +306,79 @@ async fn a_one_way_folder_mirrors_an_appliers_write_whatever_windows_it_kept() {
         show(&origin, path).filter(|t| t.contains("v: applied"))
     })
     .await;
+    mirror.shutdown().await;
+    w.server.shutdown();
+}
+
+/// A wall clock stopped in one second (the monotonic one runs): every write the API server
+/// records is dated in that second, as writes made within one second are.
+#[derive(Debug)]
+struct OneSecond(SystemTime);
+
+impl Clock for OneSecond {
+    fn now(&self) -> SystemTime {
+        self.0
+    }
+
+    fn monotonic(&self) -> Duration {
+        SystemClock.monotonic()
+    }
+}
+
+/// An object the mirror first read in a list (its start), then written by the applier in the
+/// second of the person's create while an apply window is open: the managedFields tie, and the
+/// listed writers show the applier's entry is the new one, so the write is the apply landing
+/// and not mirrored as an edit (mirrored, it would be written over a push made since the
+/// applied commit: the applier here writes a value Git does not hold to stand for that push).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_in_the_second_of_a_listed_create_is_the_appliers_landing() {
+    let since_epoch = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    let second = SystemTime::UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs());
+    let w = World::start_with_clock(Arc::new(OneSecond(second + Duration::from_millis(500)))).await;
+    let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), "team");
+    let set = |name: &str, v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": v}});
+    let data = tempfile::tempdir().expect("data dir");
+    let provider = json!({"push": {"commitWindow": "0s"}});
+    let claim = json!({"applierClaimRef": {"kind": "NativeClaim", "name": "c"}});
+    w.configure(provider, claim).await;
+    let as_person = PatchParams::apply("kubectl-edit").force();
+    // A field of the person's own stays theirs: their entry outlives the apply, as kubectl's
+    // last-applied annotation keeps kubectl's.
+    let mut created = set("x", "person");
+    created["metadata"]["labels"] = json!({"owner": "person"});
+    cms.patch("x", &as_person, &Patch::Apply(created))
+        .await
+        .expect("create");
+    let mirror = w.start_mirror(data.path());
+    let origin = w.dir.path().join("origin.git");
+    let path = "live/team/configmaps/x.yaml";
+    eventually("the listed ConfigMap in Git", || async {
+        show(&origin, path).filter(|t| t.contains("v: person"))
+    })
+    .await;
+    mirror
+        .branches()
+        .apply_windows()
+        .open(&[("team".to_string(), "t".to_string())], second);
+    let as_applier = PatchParams::apply("backflow-applier").force();
+    cms.patch("x", &as_applier, &Patch::Apply(set("x", "applied")))
+        .await
+        .expect("apply");
+    // A person's create after it, on the same watch: once it is in Git, x's event was judged.
+    cms.patch("y", &as_person, &Patch::Apply(set("y", "later")))
+        .await
+        .expect("create y");
+    eventually("the later edit in Git", || async {
+        show(&origin, "live/team/configmaps/y.yaml").filter(|t| t.contains("v: later"))
+    })
+    .await;
+    let x = show(&origin, path).unwrap();
+    assert!(
+        x.contains("v: person"),
+        "the applier's write was mirrored as an edit:\n{x}"
+    );
     mirror.shutdown().await;
     w.server.shutdown();
 }

@@ -444,8 +444,16 @@ pub struct InProcess {
 impl InProcess {
     /// Opens the store in `config.data_dir` and builds the router (no TLS, no token).
     pub async fn open(config: &ServerConfig) -> Result<Self, StartError> {
+        Self::open_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`InProcess::open`], its objects' times (creation, managedFields) read from `clock`.
+    pub async fn open_with_clock(
+        config: &ServerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StartError> {
         let store = crate::data_dir::open_store(config)?;
-        let engine = Engine::new(store, Arc::new(SystemClock))
+        let engine = Engine::new(store, clock)
             .await
             .map_err(|e| StartError::Init(e.to_string()))?;
         let (shutdown, shutdown_rx) = watch::channel(false);

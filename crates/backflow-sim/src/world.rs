@@ -8,8 +8,8 @@ use std::time::Duration;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{CoreConfig, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope};
 use backflow_decision::{
-    APPLIER_MANAGERS, ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId,
-    Hold, Operation, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
+    OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -68,9 +68,9 @@ pub struct World {
     /// events reached it while a window was open were decided after that flush, so the apply's
     /// commit does not hold them.
     window_edits: WindowEdits<String>,
-    /// Per object, the newest second a person had written it in, as the last event the mirror
-    /// judged showed (the real stream's `Seen::others`).
-    others_seen: BTreeMap<String, i64>,
+    /// Per object, who the last event the mirror judged showed wrote it (the real stream's
+    /// `Seen::writers`).
+    writers_seen: BTreeMap<String, Writers>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -112,7 +112,7 @@ impl World {
             echoes_queued: 0,
             windows: WindowHistory::default(),
             window_edits: WindowEdits::default(),
-            others_seen: BTreeMap::new(),
+            writers_seen: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
             last_applied: None,
@@ -181,6 +181,13 @@ impl World {
                 keep,
             },
         ));
+        // As the real stream: each listed object's next event is judged against its writers.
+        self.writers_seen = self
+            .live
+            .iter()
+            .filter(|(_, o)| !absent(&o.value))
+            .map(|(name, o)| (name.clone(), o.event(name).writes.writers()))
+            .collect();
         self.log("the mirror publishes the live objects as a resync".into());
         self.branch.step(Input::Resync {
             target: "apps".into(),
@@ -213,7 +220,7 @@ impl World {
         self.echoes_queued = 0;
         self.windows = WindowHistory::default();
         self.window_edits = WindowEdits::default();
-        self.others_seen.clear();
+        self.writers_seen.clear();
         self.deferred.clear();
         self.retry_at = None;
         self.snapshot_published = false;
@@ -353,19 +360,17 @@ impl World {
             self.echoes_queued = self.echoes_queued.saturating_sub(1);
         }
         // As the real stream: what the object's previous event showed of people's writes.
-        let seen = self.others_seen.get(&event.name).copied();
-        match event.writes.newest_other(APPLIER_MANAGERS) {
-            Some(others) if !absent(&event.value) => {
-                self.others_seen.insert(event.name.clone(), others);
-            }
-            _ => {
-                self.others_seen.remove(&event.name);
-            }
+        let seen = self.writers_seen.get(&event.name).copied();
+        if absent(&event.value) {
+            self.writers_seen.remove(&event.name);
+        } else {
+            self.writers_seen
+                .insert(event.name.clone(), event.writes.writers());
         }
         let verdict = if self.variant == Variant::MirrorTheApply {
             Verdict::Edit
         } else {
-            self.judge(&event)
+            self.judge(&event, seen)
         };
         if !matches!(verdict, Verdict::Edit | Verdict::Late) {
             return;
@@ -376,7 +381,9 @@ impl World {
         ));
         let intent = if absent(&event.value) {
             Intent::delete("apps", model::key(&event.name))
-        } else if verdict == Verdict::Late || event.writes.looks_like_applier(seen) {
+        } else if verdict == Verdict::Late
+            || event.writes.looks_like_applier(seen.and_then(|w| w.others))
+        {
             model::put(&event.name, &event.value).echo()
         } else {
             model::put(&event.name, &event.value)
@@ -402,7 +409,7 @@ impl World {
     /// [`WindowEdits`] over the event's managedFields, second precision): the apply landing is
     /// not mirrored; the applier's write over an edit decided after the flush is a collision
     /// (Git keeps the edit, and a Repair applies it back). An edit or a late write is mirrored.
-    fn judge(&mut self, event: &WatchEvent) -> Verdict {
+    fn judge(&mut self, event: &WatchEvent, previous: Option<Writers>) -> Verdict {
         let windows = self.windows.spans(self.branch.now.0.as_nanos());
         let verdict = if absent(&event.value) {
             let pruned = Pruned {
@@ -414,7 +421,7 @@ impl World {
                 .judge_delete(&event.name, &windows, pruned_in)
         } else {
             self.window_edits
-                .judge(&event.name, &event.writes, &windows)
+                .judge(&event.name, &event.writes, previous, &windows)
         };
         let (name, value) = (&event.name, &event.value);
         match verdict {
