@@ -100,6 +100,10 @@ pub fn install_hook(
 ) -> Result<(), String> {
     let backflow = std::env::current_exe()
         .map_err(|e| format!("cannot find the backflow binary for the repository hook: {e}"))?;
+    // Git runs the hook inside the repository: a path relative to where serve started (the
+    // default `./backflow-data`) would name nothing there.
+    let token_file = std::path::absolute(token_file)
+        .map_err(|e| format!("cannot make {} absolute: {e}", token_file.display()))?;
     let path = webhook_path(
         token.as_bytes(),
         backflow_mirror::defaults::NAME,
@@ -108,7 +112,7 @@ pub fn install_hook(
     let script = post_receive_script(
         &backflow,
         &format!("{receiver_url}{path}"),
-        token_file,
+        &token_file,
         repository_url,
     );
     let hooks = origin.join("hooks");

@@ -121,6 +121,26 @@ fn a_push_to_the_default_repository_is_noticed_through_its_hook() {
     );
 }
 
+/// The README's quickstart as written: `serve` with its default, relative data dir. Git runs
+/// the hook inside `origin.git`, so a relative path in it would name nothing there.
+#[test]
+fn the_hook_works_with_the_default_relative_data_dir() {
+    let w = World::start_as_readme(&HOUR);
+    w.wait_settled();
+    let clone = w.dirs.work.join("clone");
+    w.git_in(
+        Some(&w.dirs.work),
+        &["clone", "-q", &w.origin().to_string_lossy(), "clone"],
+    );
+    let (sha, stderr) = push_a_commit(&w, &clone, "notes.md");
+    assert!(
+        !stderr.contains("backflow:"),
+        "the hook announced the push without a complaint: {stderr}"
+    );
+    wait_noticed(&w, "backflow-system", "default-main", &sha);
+    assert_eq!(deliveries(&w, "generic-hmac", "accepted"), 1);
+}
+
 /// The example push of GitHub's examples, rewritten to announce `after` on `main` of `url`.
 fn github_push(url: &str, before: &str, after: &str) -> Vec<u8> {
     let mut push = octokit::examples("push")

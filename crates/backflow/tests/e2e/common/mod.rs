@@ -137,14 +137,22 @@ impl Server {
     /// no system Git config, so the mirror's Git runs isolated from the machine's.
     fn spawn(data_dir: &Path, home: Option<&Path>, flags: &[&str], stdout: Stdio) -> Child {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_backflow"));
+        cmd.arg("serve").arg("--data-dir").arg(data_dir);
+        Self::spawn_command(cmd, home, flags, stdout)
+    }
+
+    /// `cmd` (`backflow serve` and where its data is) run as [`Server::spawn`] runs it.
+    fn spawn_command(
+        mut cmd: Command,
+        home: Option<&Path>,
+        flags: &[&str],
+        stdout: Stdio,
+    ) -> Child {
         if !flags.contains(&"--receiver-bind-address") {
             // Tests run side by side: never the fixed default port.
             cmd.env("BACKFLOW_RECEIVER_BIND_ADDRESS", "127.0.0.1:0");
         }
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
+        cmd.args(["--listen", "127.0.0.1:0"])
             .args(flags)
             // `BACKFLOW_TEST_LOG` (a `BACKFLOW_LOG` filter) shows more of a failing test's server.
             .env(
@@ -165,7 +173,21 @@ impl Server {
     /// flags, and waits until it reports where it listens (which it does once the mirror, unless
     /// `--no-mirror`, has been set up).
     pub fn start_with(data_dir: &Path, home: Option<&Path>, flags: &[&str]) -> Self {
-        let mut child = Self::spawn(data_dir, home, flags, Stdio::piped());
+        let child = Self::spawn(data_dir, home, flags, Stdio::piped());
+        Self::started(child, data_dir)
+    }
+
+    /// Starts `backflow serve` as the README does: in `cwd`, with no `--data-dir`, so its data
+    /// is the relative `./backflow-data`.
+    pub fn start_in(cwd: &Path, home: Option<&Path>, flags: &[&str]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_backflow"));
+        cmd.arg("serve").current_dir(cwd);
+        let child = Self::spawn_command(cmd, home, flags, Stdio::piped());
+        Self::started(child, &cwd.join("backflow-data"))
+    }
+
+    /// Waits until `child` reports where it listens (see [`Server::start_with`]).
+    fn started(mut child: Child, data_dir: &Path) -> Self {
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
         // Keep draining stdout so the server never blocks on a full pipe. The banner ends with
@@ -491,6 +513,23 @@ impl World {
         };
         world.restart(flags);
         world
+    }
+
+    /// A fresh world whose server is started as the README starts it: no `--data-dir`, so its
+    /// data is `./backflow-data` of the directory it runs in.
+    pub fn start_as_readme(flags: &[&str]) -> Self {
+        let mut dirs = Sandbox::new();
+        let cwd = dirs
+            .data
+            .parent()
+            .expect("the sandbox's root")
+            .to_path_buf();
+        dirs.data = cwd.join("backflow-data");
+        let server = Server::start_in(&cwd, Some(&dirs.home), flags);
+        Self {
+            dirs,
+            server: Some(server),
+        }
     }
 
     /// Starts the server again on the same data dir (stopping a running one first).
