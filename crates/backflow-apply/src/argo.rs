@@ -25,8 +25,6 @@ use crate::native::{Applier, ApplyReport, ApplyRequest};
 
 /// The `info` entry that marks an operation as backflow's, with its correlation id.
 const CORRELATION: &str = "backflow-operation";
-/// How long one apply waits for Argo CD before it reports a failure.
-const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 
 /// `argoproj.io/v1alpha1` `Application`.
 #[must_use]
@@ -200,12 +198,12 @@ impl ArgoApplier {
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
         let mut report = ApplyReport::default();
         let commit = request.commit.to_string();
-        let token = self.held.token();
-        let outcome = match self.get().await.and_then(|app| self.driven(&app.data)) {
-            Ok(driven) => match self.request_sync(&driven, &commit, &token).await {
-                Ok(()) => self.wait(&driven, &commit, &token).await,
-                Err(e) => Err(e),
-            },
+        let outcome = match self
+            .get()
+            .await
+            .and_then(|app| Ok((self.driven(&app.data)?, app)))
+        {
+            Ok((driven, app)) => self.sync(&driven, &app.data, &commit, request.follow).await,
             Err(e) => Err(e),
         };
         match outcome {
@@ -218,13 +216,50 @@ impl ArgoApplier {
         report
     }
 
-    /// Writes the sync request, once no sync is running.
+    /// One sync of `commit`: the request found in flight followed (`follow`, when the
+    /// Application still carries it), or a new one asked for; then followed to its end.
+    async fn sync(
+        &self,
+        driven: &Driven,
+        app: &Value,
+        commit: &str,
+        follow: bool,
+    ) -> Result<Vec<InventoryEntry>, String> {
+        let followed = follow
+            .then(|| self.request_in_flight(app, driven, commit))
+            .flatten();
+        if let Some(token) = followed {
+            return self.wait(driven, commit, &token).await;
+        }
+        let token = self.held.token();
+        self.request_sync(driven, commit, &token).await?;
+        self.wait(driven, commit, &token).await
+    }
+
+    /// The correlation of an operation found in flight at start that the Application still
+    /// carries: backflow's request not taken up yet, or its sync running or done at `commit`.
+    /// `None`: ask again (it never reached Argo CD, or ended without applying `commit`).
+    fn request_in_flight(&self, app: &Value, driven: &Driven, commit: &str) -> Option<String> {
+        let ours = |info: &Value| {
+            info.as_array()?.iter().find(|i| i["name"] == CORRELATION)?["value"]
+                .as_str()
+                .map(str::to_string)
+        };
+        if let Some(token) = ours(&app["operation"]["info"]) {
+            return Some(token);
+        }
+        let state = &app["status"]["operationState"];
+        let token = ours(&state["operation"]["info"])?;
+        let running = state["phase"] == "Running";
+        let applied = matches!(outcome(app, driven, commit, &token), Some(Ok(_)));
+        tracing::info!(application = %self.held.shown(), %token, running, applied, "an operation found in flight at start");
+        (running || applied).then_some(token)
+    }
+
+    /// Writes the sync request, once no sync is running (however long that takes: a request
+    /// written meanwhile would be lost).
     async fn request_sync(&self, driven: &Driven, commit: &str, token: &str) -> Result<(), String> {
-        let started = std::time::Instant::now();
         while self.get().await?.data["status"]["operationState"]["phase"] == "Running" {
-            if started.elapsed() > GIVE_UP_AFTER {
-                return Err(format!("{} kept a sync running", self.held.shown()));
-            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let operation = json!({"operation": {
@@ -245,13 +280,10 @@ impl ArgoApplier {
         commit: &str,
         token: &str,
     ) -> Result<Vec<InventoryEntry>, String> {
-        let started = std::time::Instant::now();
+        // No timer ends the wait (see the Flux applier's): a hand-back does.
         loop {
             if let Some(outcome) = outcome(&self.get().await?.data, driven, commit, token) {
                 return outcome.map_err(|m| format!("{}: {m}", self.held.shown()));
-            }
-            if started.elapsed() > GIVE_UP_AFTER {
-                return Err(format!("{} did not sync {commit}", self.held.shown()));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

@@ -27,9 +27,6 @@ use crate::native::{Applier, ApplyReport, ApplyRequest};
 
 /// The annotation Flux reconciles on.
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
-/// How long one apply waits for Flux before it reports a failure (the decision reports it
-/// `Unresolved` after 5 minutes and keeps following it).
-const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 
 /// `kustomize.toolkit.fluxcd.io/v1` `Kustomization`.
 #[must_use]
@@ -97,12 +94,23 @@ impl FluxApplier {
 
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
         let mut report = ApplyReport::default();
-        let token = self.held.token();
-        if let Err(e) = self.resume(&token).await {
-            report.failures.push(e);
-            return report;
-        }
-        let outcome = self.wait(&request.commit.to_string(), &token).await;
+        let commit = request.commit.to_string();
+        let followed = if request.follow {
+            self.request_in_flight(&commit).await
+        } else {
+            None
+        };
+        let token = if let Some(token) = followed {
+            token
+        } else {
+            let token = self.held.token();
+            if let Err(e) = self.resume(&token).await {
+                report.failures.push(e);
+                return report;
+            }
+            token
+        };
+        let outcome = self.wait(&commit, &token).await;
         // Held again whatever happened: nothing of Flux's applies between backflow's requests.
         if let Err(e) = self.suspend().await {
             report.failures.push(e);
@@ -115,6 +123,26 @@ impl FluxApplier {
             Err(e) => report.failures.push(e),
         }
         report
+    }
+
+    /// The request of an operation found in flight at start that the Kustomization still
+    /// carries: its token while it is resumed (Flux is at it), or when it already applied
+    /// `commit` for it. `None`: ask again (it was suspended before applying, or never asked).
+    async fn request_in_flight(&self, commit: &str) -> Option<String> {
+        let ks = self
+            .held
+            .api(&kustomizations(), &self.held.namespace)
+            .get_opt(&self.held.name)
+            .await
+            .ok()??;
+        let token = ks.annotations().get(REQUESTED_AT)?.clone();
+        let resumed = ks.data["spec"]["suspend"] != true;
+        let applied = matches!(
+            outcome(&ks.data, ks.metadata.generation, commit, &token),
+            Some(Ok(_))
+        );
+        tracing::info!(kustomization = %self.held.shown(), %token, resumed, applied, "an operation found in flight at start");
+        (resumed || applied).then_some(token)
     }
 
     /// Asks the source to fetch and the Kustomization to reconcile, resumed for it.
@@ -183,22 +211,17 @@ impl FluxApplier {
         self.set_suspend(true).await
     }
 
-    /// Follows the Kustomization until it applied `commit` (its inventory) or failed at it.
+    /// Follows the Kustomization until it applied `commit` (its inventory) or failed at it. No
+    /// timer ends the wait: Flux may still be at it, and asking again meanwhile would apply
+    /// twice; the decision reports the operation `Unresolved` after 5 minutes and goes on
+    /// following it, and a hand-back ends it.
     async fn wait(&self, commit: &str, token: &str) -> Result<Vec<InventoryEntry>, String> {
         let api = self.held.api(&kustomizations(), &self.held.namespace);
-        let started = std::time::Instant::now();
         loop {
             if let Some(ks) = api.get_opt(&self.held.name).await.ok().flatten()
                 && let Some(outcome) = outcome(&ks.data, ks.metadata.generation, commit, token)
             {
                 return outcome.map_err(|m| format!("{}: {m}", self.held.shown()));
-            }
-            if started.elapsed() > GIVE_UP_AFTER {
-                return Err(format!(
-                    "{} did not apply {commit} within {}s",
-                    self.held.shown(),
-                    GIVE_UP_AFTER.as_secs()
-                ));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

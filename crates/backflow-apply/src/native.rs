@@ -117,6 +117,9 @@ pub struct ApplyRequest {
     /// backflow was down is one at start), and an object missing live may be a delete the
     /// mirror has not published yet: re-creating it would undo an acknowledged delete.
     pub stamp_only: bool,
+    /// An operation a restart found in flight: an applier that runs on its own (Flux, Argo CD)
+    /// follows the request it finds it working on rather than asking again.
+    pub follow: bool,
     /// Where the applier says what it deletes before deleting it.
     pub prunes: PruneNotice,
 }
@@ -311,6 +314,7 @@ impl NativeApplier {
             inventory: previous,
             retry,
             stamp_only,
+            follow: _,
             prunes,
         } = request;
         let cutoff = flushed_at

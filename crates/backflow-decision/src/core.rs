@@ -143,6 +143,11 @@ pub enum ApplyPhase {
     Idle,
     /// A flush was asked for, for these reasons.
     Flushing(Reasons),
+    /// An operation found in flight at start (the status recorded it): followed once the gate
+    /// opens, never before. The applier may still be at it (Flux, Argo CD), but a live edit made
+    /// while backflow was down reaches Git only once this process's snapshot is published;
+    /// following it sooner would let a re-asked apply write over that edit.
+    Following(Operation),
     /// An operation is recorded and the applier asked; nothing else is asked meanwhile.
     InFlight(Operation),
     /// The last operation failed; nothing is asked before `until`.
@@ -224,7 +229,7 @@ impl ApplierCore {
                 if let Some(last) = last_operation {
                     self.next_id = self.next_id.max(last.0 + 1);
                 }
-                self.restore(last_applied, in_flight, now, &mut out);
+                self.restore(last_applied, in_flight, now);
             }
             ApplyInput::Gate(hold) => self.hold = hold,
             ApplyInput::Foreign(tip) => {
@@ -259,7 +264,6 @@ impl ApplierCore {
         last_applied: Option<CommitId>,
         in_flight: Option<(OperationId, CommitId, Reasons, OperationPhase)>,
         now: Moment,
-        out: &mut Vec<ApplyEffect>,
     ) {
         self.last_applied = last_applied;
         if let Some((id, commit, reasons, phase)) = in_flight {
@@ -271,15 +275,20 @@ impl ApplierCore {
                 phase,
                 requested_at: now,
             };
-            out.push(ApplyEffect::Ask(operation.clone()));
-            self.phase = ApplyPhase::InFlight(operation);
+            self.phase = ApplyPhase::Following(operation);
         }
     }
 
-    /// Starts what is due, ends a backoff, marks an operation unresolved.
+    /// Starts what is due, ends a backoff, follows an operation found in flight once the gate
+    /// opens, marks an operation unresolved.
     fn advance(&mut self, now: Moment, out: &mut Vec<ApplyEffect>) {
         match &mut self.phase {
             ApplyPhase::BackingOff { until } if *until <= now => self.phase = ApplyPhase::Idle,
+            ApplyPhase::Following(op) if self.hold.is_none() => {
+                let operation = op.clone();
+                out.push(ApplyEffect::Ask(operation.clone()));
+                self.phase = ApplyPhase::InFlight(operation);
+            }
             ApplyPhase::InFlight(op)
                 if op.phase != OperationPhase::Unresolved
                     && now.saturating_since(op.requested_at) >= self.config.unresolved_after =>

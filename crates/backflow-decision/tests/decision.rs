@@ -300,13 +300,29 @@ fn an_operation_found_in_flight_at_start_is_followed_to_its_end() {
         },
         at(0),
     );
-    let op = asked(&effects).expect("followed at once, whatever the gate");
+    assert!(
+        asked(&effects).is_none(),
+        "nothing is followed before the snapshot gate opens"
+    );
+    assert!(matches!(core.phase(), ApplyPhase::Following(_)));
+    for input in [
+        ApplyInput::Reason(Reason::Repair),
+        ApplyInput::Foreign(commit(5)),
+        ApplyInput::Tick,
+    ] {
+        let effects = core.step(input, at(0));
+        assert!(
+            asked(&effects).is_none() && !flushes(&effects),
+            "{effects:?}"
+        );
+    }
+    let op = asked(&core.step(ApplyInput::Gate(None), at(0))).expect("followed once open");
     assert_eq!((op.id, op.commit), (OperationId(41), commit(2)));
-    done(&mut core, &op, 1);
+    assert_eq!(op.phase, OperationPhase::Running);
+    let effects = done(&mut core, &op, 1);
     assert_eq!(core.last_applied(), Some(commit(2)));
-    core.step(ApplyInput::Gate(None), at(1));
-    core.step(ApplyInput::Foreign(commit(3)), at(1));
-    let next = asked(&core.step(ApplyInput::Flushed(Some(commit(3))), at(1))).unwrap();
+    assert!(flushes(&effects), "what came meanwhile is decided after it");
+    let next = asked(&core.step(ApplyInput::Flushed(Some(commit(5))), at(1))).unwrap();
     assert_eq!(next.id, OperationId(42), "numbering goes on");
 }
 

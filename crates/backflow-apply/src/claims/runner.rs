@@ -103,6 +103,9 @@ pub struct Runner {
     interrupted: Option<OperationId>,
     /// How the held applier was found (`status.handBack`), once recorded.
     hand_back: Option<HandBack>,
+    /// The task carrying out the operation in flight: a hand-back ends it, so nothing it does
+    /// afterwards (suspending a Kustomization) lands on an applier no longer held.
+    applying: Option<tokio::task::JoinHandle<()>>,
     done: mpsc::Sender<Done>,
 }
 
@@ -142,6 +145,7 @@ impl Runner {
             unheld: None,
             interrupted: None,
             hand_back: None,
+            applying: None,
             done,
         };
         tokio::spawn(runner.run(commands, done_rx))
@@ -163,7 +167,11 @@ impl Runner {
         let mut notices = self.worker.subscribe();
         let restored = self.restore().await;
         self.handle(restored).await;
-        self.keep_held().await;
+        if !self.busy() {
+            // An operation found in flight is followed as the applier runs it: holding it now
+            // would suspend a Kustomization in the middle of the apply asked for.
+            self.keep_held().await;
+        }
         let mut hold_tick = tokio::time::interval(HOLD_EVERY);
         // Converge once when the claim starts acting: at start, or when a target first names it.
         self.handle(ApplyInput::Reason(Reason::CatchUpConverge))
@@ -174,7 +182,7 @@ impl Runner {
             });
             let input = tokio::select! {
                 _ = hold_tick.tick() => {
-                    if !matches!(self.core.phase(), ApplyPhase::InFlight(_)) {
+                    if !self.busy() {
                         let before = self.unheld.clone();
                         self.keep_held().await;
                         if self.unheld != before {
@@ -186,6 +194,9 @@ impl Runner {
                 command = commands.recv() => match command {
                     None => break,
                     Some(RunnerCommand::Release) => {
+                        if let Some(task) = self.applying.take() {
+                            task.abort();
+                        }
                         self.release().await;
                         return;
                     }
@@ -230,6 +241,14 @@ impl Runner {
         // A graceful stop leaves the applier held (a Kustomization suspended).
         self.keep_held().await;
         tracing::info!(claim = %self.claim_name(), "claim stopped acting");
+    }
+
+    /// Whether an operation is in flight or found in flight: the applier is left as it runs it.
+    fn busy(&self) -> bool {
+        matches!(
+            self.core.phase(),
+            ApplyPhase::InFlight(_) | ApplyPhase::Following(_)
+        )
     }
 
     /// What holds applies back: the coordinator's gate, a configuration found changed, or an
@@ -417,7 +436,8 @@ impl Runner {
 
     /// Starts the apply (its window opened at the flush); the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
-        if self.interrupted.take() == Some(operation.id) && self.plan.holds == Holds::Native {
+        let restored = self.interrupted.take() == Some(operation.id);
+        if restored && self.plan.holds == Holds::Native {
             // backflow's own applier ran in the process that died: the operation ended with
             // it. Applying its commit again now, before this process's snapshot is published,
             // could write over a live edit made after its flush that never reached Git.
@@ -456,13 +476,14 @@ impl Runner {
             inventory: self.inventory.clone(),
             retry,
             stamp_only: operation.reasons.catch_up_only(),
+            follow: restored,
             prunes: PruneNotice::new(self.mirror.apply_windows(), self.plan.targets.clone()),
         };
         let id = operation.id;
-        tokio::spawn(async move {
+        self.applying = Some(tokio::spawn(async move {
             let report = applier.apply(request).await;
             let _ = done.send(Done::Applied(id, report)).await;
-        });
+        }));
         ApplyInput::Progress {
             id,
             phase: OperationPhase::Running,

@@ -164,7 +164,20 @@ fn greeting(w: &World, name: &str) -> Option<String> {
 fn wait_greeting(w: &World, name: &str, value: &str) {
     wait_for(
         &format!("shop/{name} to greet {value}"),
-        || format!("{:?}", greeting(w, name)),
+        || {
+            let log = w.git(&[
+                "log",
+                "--format=%h %s",
+                "-p",
+                "-n",
+                "8",
+                "main",
+                "--",
+                "shop",
+                "apps",
+            ]);
+            format!("{:?}\n{log}", greeting(w, name))
+        },
         || (greeting(w, name).as_deref() == Some(value)).then_some(()),
     );
 }

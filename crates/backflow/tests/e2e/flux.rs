@@ -689,3 +689,119 @@ fn a_failed_reconcile_is_reported_and_a_controller_back_from_a_crash_finishes_th
         || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
     );
 }
+
+/// The claim's Kustomization resumed for `edit` (pushed after the controller died): the
+/// operation holding it is in flight. Returns that operation.
+fn wait_resumed_for(w: &World, edit: &str) -> Value {
+    wait_for(
+        "the Kustomization to be resumed for the push",
+        || format!("{:#}\n{:#}", flux_claim(w), kustomization(w)["spec"]),
+        || {
+            let op = flux_claim(w)["operation"].clone();
+            (kustomization(w)["spec"]["suspend"] == false
+                && w.is_ancestor(edit, op["commit"].as_str().unwrap_or_default()))
+            .then_some(op)
+        },
+    )
+}
+
+/// A held Kustomization applied once by the contract simulator, which is then stopped; a push
+/// adding `ConfigMap` `shop/fresh` made after that is in flight (resumed, nobody applying it).
+/// Returns the push.
+fn an_apply_in_flight(w: &World) -> String {
+    let path = "apps/shop/configmaps/demo.yaml";
+    wait_acting(w);
+    one_way_default(w);
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
+    hold_a_kustomization(w, "main");
+    let flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    });
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_for(
+        "the claim's first operation to end and the Kustomization to be held",
+        || format!("{:#}", flux_claim(w)),
+        || {
+            let ended = flux_claim(w)["operation"]["phase"] == "Succeeded";
+            (ended && kustomization(w)["spec"]["suspend"] == true).then_some(())
+        },
+    );
+    drop(flux);
+    let clone = w.clone_origin("person");
+    std::fs::write(
+        clone.join("apps/shop/configmaps/fresh.yaml"),
+        configmap("shop", "fresh", &[("greeting", "in-flight")]),
+    )
+    .unwrap();
+    let push = w.commit_all_and_push_rebasing(&clone, "a new ConfigMap");
+    wait_resumed_for(w, &push);
+    push
+}
+
+fn fresh_greeting(w: &World) -> Option<String> {
+    let out = w.kubectl_run(&["get", "configmap", "fresh", "-n", "shop", "-o", "json"]);
+    let cm: Value = serde_json::from_str(&out.stdout).ok()?;
+    cm["data"]["greeting"].as_str().map(str::to_string)
+}
+
+/// backflow killed while Flux works on its request: the restarted process follows the request
+/// Flux carries (once its snapshot is published), never asks again, and ends the operation
+/// when Flux has applied it.
+#[test]
+fn an_operation_in_flight_at_a_crash_is_followed_and_not_asked_again() {
+    let mut w = World::start(&[]);
+    let push = an_apply_in_flight(&w);
+    let asked = kustomization(&w)["metadata"]["annotations"][REQUESTED_AT].clone();
+    w.crash_and_restart(&[]);
+    w.wait_settled();
+    std::thread::sleep(Duration::from_secs(3));
+    let ks = kustomization(&w);
+    assert_eq!(
+        ks["metadata"]["annotations"][REQUESTED_AT], asked,
+        "the request in flight was asked again: {ks:#}"
+    );
+    assert_eq!(ks["spec"]["suspend"], false, "left as Flux runs it: {ks:#}");
+    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    });
+    wait_operation(&w, &push, "Succeeded");
+    assert_eq!(fresh_greeting(&w).as_deref(), Some("in-flight"));
+    wait_for(
+        "the Kustomization to be held again",
+        || format!("{:#}", kustomization(&w)["spec"]),
+        || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
+    );
+}
+
+/// A claim deleted while its apply is in flight hands the Kustomization back as it was found
+/// (resumed), and the apply it had asked for does not suspend it afterwards.
+#[test]
+fn a_claim_deleted_during_an_apply_leaves_the_kustomization_as_it_was_found() {
+    let w = World::start(&[]);
+    let push = an_apply_in_flight(&w);
+    w.kubectl(&["delete", "fluxclaim", "flux", "-n", "backflow-system"]);
+    wait_for(
+        "the target to say its claim is gone",
+        || format!("{:?}", w.target_condition("apps", "ApplierClaimReady")),
+        || {
+            w.target_condition("apps", "ApplierClaimReady")
+                .filter(|c| c.reason == "ClaimNotFound")
+        },
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    });
+    wait_for(
+        "Flux to apply the push on its own",
+        || format!("{:#}", kustomization(&w)["status"]),
+        || (fresh_greeting(&w).as_deref() == Some("in-flight")).then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let ks = kustomization(&w);
+    assert_eq!(
+        ks["spec"]["suspend"], false,
+        "suspended after the hand-back ({push}): {ks:#}"
+    );
+}
