@@ -113,9 +113,10 @@ pub struct ApplyRequest {
     /// Objects an earlier apply deferred: considered changed whatever `since` says.
     pub retry: BTreeSet<Identity>,
     /// A catch-up only (adopt, converge): stamp what is live and declared, create, rewrite and
-    /// prune nothing. Git's changes reach the live side as foreign commits (a push made while
-    /// backflow was down is one at start), and an object missing live may be a delete the
-    /// mirror has not published yet: re-creating it would undo an acknowledged delete.
+    /// prune nothing. Git's changes reach the live side as foreign commits (a converge whose tip
+    /// is past the last applied commit, or meets the branch for the first time, carries that
+    /// reason too), and an object missing live may be a delete the mirror has not published
+    /// yet: re-creating it would undo an acknowledged delete.
     pub stamp_only: bool,
     /// An operation a restart found in flight: an applier that runs on its own (Flux, Argo CD)
     /// follows the request it finds it working on rather than asking again.

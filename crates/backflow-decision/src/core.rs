@@ -171,6 +171,9 @@ pub struct ApplierCore {
     /// The newest tip seen (published or foreign).
     tip: Option<CommitId>,
     last_applied: Option<CommitId>,
+    /// No operation was ever recorded for this claim and none succeeded since: the live side
+    /// has never been given the branch (first contact).
+    first_contact: bool,
     failures: u32,
     next_id: u64,
 }
@@ -188,6 +191,7 @@ impl ApplierCore {
             moved_while_flushing: false,
             tip: None,
             last_applied: None,
+            first_contact: false,
             failures: 0,
             next_id: 1,
         }
@@ -229,6 +233,8 @@ impl ApplierCore {
                 if let Some(last) = last_operation {
                     self.next_id = self.next_id.max(last.0 + 1);
                 }
+                self.first_contact =
+                    last_applied.is_none() && last_operation.is_none() && in_flight.is_none();
                 self.restore(last_applied, in_flight, now);
             }
             ApplyInput::Gate(hold) => self.hold = hold,
@@ -351,6 +357,10 @@ impl ApplierCore {
             out.push(ApplyEffect::Emit(ApplyEvent::AlreadyApplied(tip)));
             return;
         }
+        let mut reasons = reasons;
+        if reasons.contains(Reason::CatchUpConverge) && self.git_moved_past_live(tip) {
+            reasons.insert(Reason::ForeignCommit);
+        }
         let operation = Operation {
             id: OperationId(self.next_id),
             commit: tip,
@@ -366,6 +376,17 @@ impl ApplierCore {
         out.push(ApplyEffect::Emit(ApplyEvent::Requested(operation.clone())));
         out.push(ApplyEffect::Ask(operation.clone()));
         self.phase = ApplyPhase::InFlight(operation);
+    }
+
+    /// Whether the branch at `tip` holds commits the live side was never given: commits after
+    /// the last applied one (pushed while backflow was down, or while an apply was cut short),
+    /// or, at first contact, the branch whole. A converge then applies them as a foreign commit
+    /// would (creating what the live side lacks), rather than only stamping what is live.
+    fn git_moved_past_live(&self, tip: CommitId) -> bool {
+        match self.last_applied {
+            Some(applied) => applied != tip,
+            None => self.first_contact,
+        }
     }
 
     fn progress(
@@ -393,7 +414,12 @@ impl ApplierCore {
             OperationPhase::Succeeded => {
                 op.phase = OperationPhase::Succeeded;
                 let operation = op.clone();
-                self.last_applied = Some(operation.commit);
+                if !operation.reasons.catch_up_only() {
+                    // An operation that only stamped brought none of Git's changes to the
+                    // live side (as the claim's status records it).
+                    self.last_applied = Some(operation.commit);
+                    self.first_contact = false;
+                }
                 self.failures = 0;
                 self.phase = ApplyPhase::Idle;
                 out.push(ApplyEffect::Record {

@@ -357,3 +357,58 @@ fn numbering_goes_on_after_the_last_recorded_operation_even_one_that_ended() {
     let op = asked(&core.step(ApplyInput::Flushed(Some(commit(2))), at(0))).expect("asked");
     assert_eq!(op.id, OperationId(42));
 }
+
+/// A core restored from a claim's status, its gate open, asked to converge; the operation the
+/// flush answering `tip` asks for.
+fn converge_after_restore(
+    last_applied: Option<CommitId>,
+    last_operation: Option<OperationId>,
+    tip: CommitId,
+) -> (ApplierCore, Option<Operation>) {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    core.step(
+        ApplyInput::Restored {
+            last_applied,
+            in_flight: None,
+            last_operation,
+        },
+        at(0),
+    );
+    core.step(ApplyInput::Gate(None), at(0));
+    assert!(flushes(
+        &core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(0))
+    ));
+    let op = asked(&core.step(ApplyInput::Flushed(Some(tip)), at(0)));
+    (core, op)
+}
+
+#[test]
+fn a_converge_applies_what_git_gained_since_the_last_apply_and_everything_at_first_contact() {
+    // Pushed while backflow was down: the tip is past the last applied commit.
+    let (_, op) = converge_after_restore(Some(commit(1)), Some(OperationId(4)), commit(2));
+    let op = op.expect("asked");
+    assert!(op.reasons.contains(Reason::ForeignCommit), "{op:?}");
+    assert!(!op.reasons.catch_up_only());
+    // First contact: no operation was ever recorded; the branch whole is new to the live side.
+    let (mut core, op) = converge_after_restore(None, None, commit(3));
+    let op = op.expect("asked");
+    assert!(op.reasons.contains(Reason::ForeignCommit), "{op:?}");
+    done(&mut core, &op, 1);
+    assert_eq!(core.last_applied(), Some(commit(3)));
+    // A claim that recorded operations but never applied Git's changes (only stamped) is no
+    // first contact: an object missing live may be a delete not yet published.
+    let (_, op) = converge_after_restore(None, Some(OperationId(2)), commit(3));
+    let op = op.expect("asked");
+    assert!(op.reasons.catch_up_only(), "{op:?}");
+    // Nothing new since the last apply: nothing asked.
+    let (_, op) = converge_after_restore(Some(commit(1)), Some(OperationId(4)), commit(1));
+    assert!(op.is_none());
+}
+
+#[test]
+fn an_operation_that_only_stamped_does_not_count_as_applied() {
+    let (mut core, op) = converge_after_restore(None, Some(OperationId(2)), commit(3));
+    let op = op.expect("asked");
+    done(&mut core, &op, 1);
+    assert_eq!(core.last_applied(), None, "Git's changes are not live yet");
+}

@@ -4,7 +4,8 @@
 //! the operator against another API server (`operator`), push webhooks (`receiver`), Git → live
 //! (`apply`) and its apply window (`window`), the held Flux and Argo CD appliers (`flux`, `argo`)
 //! and the scenarios every applier passes (`drivers`), clients people use (`clients`), and
-//! commits authored by the users who made the changes (`authorship`).
+//! commits authored by the users who made the changes (`authorship`), and what Git holds that
+//! the live side lacks when backflow starts (`restart`).
 
 #![allow(
     clippy::unwrap_used,
@@ -23,6 +24,7 @@ mod kubectl;
 mod mirror;
 mod operator;
 mod receiver;
+mod restart;
 mod secrets;
 mod ssh;
 mod window;

@@ -515,6 +515,15 @@ impl World {
         world
     }
 
+    /// A fresh world with no server yet: [`World::restart`] starts it (after the test prepared
+    /// what it finds at start).
+    pub fn unstarted() -> Self {
+        Self {
+            dirs: Sandbox::new(),
+            server: None,
+        }
+    }
+
     /// A fresh world whose server is started as the README starts it: no `--data-dir`, so its
     /// data is `./backflow-data` of the directory it runs in.
     pub fn start_as_readme(flags: &[&str]) -> Self {
