@@ -7,6 +7,8 @@ use std::sync::Arc;
 use backflow_api::config::CommitAuthors;
 use backflow_api::{GroupResource, ObjectKey};
 
+use crate::commit::CommitId;
+
 /// The state an object should have in Git.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ObjectState {
@@ -126,8 +128,14 @@ pub enum Origin {
     Edit,
     /// An applier's own write seen outside any apply window (a `late` echo): what Git held when
     /// it applied. Dropped for good at its first build when Git reads like it, however old the
-    /// tip the worker knows, so it never overwrites a push made since.
-    Echo,
+    /// tip the worker knows, or when `of` reads like it: the tip the worker knew when it was
+    /// submitted (the commit the applier was given, or newer), so a push the worker reads
+    /// between the submit and the build is never overwritten by it.
+    Echo {
+        /// The commit it is judged against besides the build's base; the core fills it in at
+        /// submit when the caller leaves it `None`.
+        of: Option<CommitId>,
+    },
 }
 
 impl Intent {
@@ -165,9 +173,16 @@ impl Intent {
     }
 
     /// The same intent, as an applier's write of what Git held ([`Origin::Echo`]).
+    ///
+    /// ```
+    /// # use backflow_branch::{Intent, Origin};
+    /// # use backflow_api::ObjectKey;
+    /// let echo = Intent::delete("live", ObjectKey::new("configmaps", "default", "a")).echo();
+    /// assert_eq!(echo.origin, Origin::Echo { of: None });
+    /// ```
     #[must_use]
     pub fn echo(mut self) -> Self {
-        self.origin = Origin::Echo;
+        self.origin = Origin::Echo { of: None };
         self
     }
 
@@ -313,7 +328,7 @@ impl PendingWrite {
     pub(crate) fn is_echo(&self, slot: &Slot) -> bool {
         self.intents
             .get(slot)
-            .is_some_and(|(_, i)| i.origin == Origin::Echo)
+            .is_some_and(|(_, i)| matches!(i.origin, Origin::Echo { .. }))
     }
 
     /// Drops the intents the planner refused (and the echoes Git already reads like); the write

@@ -9,8 +9,8 @@ use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
-    FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, PlanError, PushAnswer,
-    RefusedIntent, Tip,
+    FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin, PlanError,
+    PushAnswer, RefusedIntent, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -465,7 +465,14 @@ impl Shell {
                     // The patch does not apply: the foreign commit changed this file too.
                     continue;
                 }
-                if !write.is_screened() && next.get(&path) == content.as_ref() {
+                // As the git shell: an echo is also judged against the commit it repeats.
+                let echo_held = match intent.origin {
+                    Origin::Echo { of: Some(of) } => {
+                        self.remote.files(Some(of)).get(&path) == content.as_ref()
+                    }
+                    _ => false,
+                };
+                if !write.is_screened() && (next.get(&path) == content.as_ref() || echo_held) {
                     built.unchanged.push(slot.clone());
                     continue;
                 }

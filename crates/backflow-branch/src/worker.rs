@@ -40,7 +40,7 @@ use crate::commit::{CommitId, Tip};
 use crate::effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
 use crate::error::{CycleFailure, IoFailure};
 use crate::input::{BuiltChain, FetchedTip, Input, PushAnswer};
-use crate::intent::{FlushMark, Intent, IntentSeq, PendingWrite, Slot, WriteKind};
+use crate::intent::{FlushMark, Intent, IntentSeq, Origin, PendingWrite, Slot, WriteKind};
 use crate::moment::Moment;
 use crate::window::CommitWindow;
 
@@ -439,7 +439,12 @@ impl BranchCore {
         }
     }
 
-    fn submit(&mut self, intent: Intent, now: Moment) {
+    fn submit(&mut self, mut intent: Intent, now: Moment) {
+        if let Origin::Echo { of: of @ None } = &mut intent.origin {
+            // What Git held as far as this worker knows now: the applier was given this tip or
+            // an older one, so a push read after this is newer than what the echo repeats.
+            *of = self.confirmed.tip.commit();
+        }
         let seq = self.next_seq();
         self.window.put(seq, intent, now);
         if self.window.is_immediate() {

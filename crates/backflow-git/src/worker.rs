@@ -21,7 +21,7 @@ use backflow_branch::{
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
     Moment, PendingWrite, PlanError, PushAnswer, RefusedIntent, Tip, WorkerStats,
 };
-use backflow_branch::{Intent, ObjectState, WriteKind};
+use backflow_branch::{Intent, ObjectState, Origin, WriteKind};
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -872,10 +872,12 @@ impl BranchWorker {
         // done once per write rather than once per intent.
         let intents: Vec<&Intent> = write.intents.values().map(|(_, i)| i).collect();
         let planned = self.planner.plan_all(&overlay, &intents);
-        for ((slot, (seq, _)), planned) in write.intents.iter().zip(planned) {
+        for ((slot, (seq, intent)), planned) in write.intents.iter().zip(planned) {
             match planned {
                 Ok(updates) => {
-                    if !write.is_screened() && !overlay.would_change(&updates)? {
+                    let unchanged = !write.is_screened()
+                        && (!overlay.would_change(&updates)? || self.echo_held(intent));
+                    if unchanged {
                         // Git already reads like this: the intent is dropped for good, so it
                         // can never overwrite a later foreign change on replay.
                         built.unchanged.push(slot.clone());
@@ -893,6 +895,22 @@ impl BranchWorker {
         }
         let new_tree = overlay.write()?;
         Ok((built, new_tree))
+    }
+
+    /// Whether `intent` is an applier's echo of what the commit it is judged against held (see
+    /// [`Origin::Echo`]): then it repeats Git, whatever the build's base says since. A commit
+    /// the cache cannot read answers no (the echo is judged on the base alone, as before).
+    fn echo_held(&self, intent: &Intent) -> bool {
+        let Origin::Echo { of: Some(of) } = intent.origin else {
+            return false;
+        };
+        let Ok(tree) = self.repo.commit_tree(oid(of)) else {
+            return false;
+        };
+        let view = Overlay::new(&self.repo, tree);
+        self.planner
+            .plan(&view, intent)
+            .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
     }
 }
 

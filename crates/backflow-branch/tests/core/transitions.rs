@@ -418,6 +418,31 @@ fn an_echo_git_already_reads_like_is_dropped_at_its_first_build() {
     assert_eq!(s.core.stats().commits, 0);
 }
 
+/// An applier's echo submitted while the worker knew a tip that held it, and a push removing
+/// the object that the worker reads before the echo's first build (the commit window was open):
+/// the echo repeats the commit it was judged against, so the removal stays. Built on the new tip
+/// alone, it would put the object back (seen as an e2e `drivers::argo` failure).
+#[test]
+fn an_echo_of_the_tip_known_at_its_submit_never_overwrites_a_push_read_before_its_build() {
+    let mut s = Shell::new(CoreConfig::default());
+    s.remote.foreign_push(&file("a"), Some("1"));
+    s.tick();
+    s.settle();
+    s.submit(put("a", "1").echo());
+    s.remote.foreign_push(&file("a"), None);
+    s.step(Input::RemoteMoved);
+    s.tick();
+    s.step(Input::Flush);
+    s.settle();
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")),
+        None,
+        "{}",
+        s.effects.join("\n")
+    );
+    assert_eq!(s.core.stats().commits, 0);
+}
+
 /// As above, with another intent of the same write changing the tree: the push is refused,
 /// and the replay judges the intent again on the tip it finds.
 #[test]

@@ -499,3 +499,33 @@ fn a_group_commit_reaches_the_cache_and_the_remote_as_one_pack_each() {
     assert!(git_ok(bare.path(), &["fsck", "--full", "--strict"]));
     assert!(git_ok(&cache_repo, &["fsck", "--full", "--strict"]));
 }
+
+/// An applier's echo of the tip the worker knew when it was submitted, and a push removing the
+/// object that the worker reads before the echo's first build: the removal stays (planned on the
+/// new tip alone, the echo would put the object back over it).
+#[test]
+fn an_echo_is_judged_against_the_tip_known_at_its_submit() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |c| {
+        c.timing.window = Duration::from_secs(1);
+        c.timing.refresh_interval = Duration::from_secs(600);
+    });
+    w.submit(put("a", "1"));
+    clock.advance(Duration::from_secs(1));
+    w.poll();
+    assert_eq!(bare.files("main").get(&path_of("a")), Some(&rendered("1")));
+    w.submit(put("a", "1").echo());
+    let removal = ForeignClone::new(&bare.url()).commit_and_push(&[(&path_of("a"), None)], "rm a");
+    w.notify_remote_moved();
+    w.poll();
+    assert_eq!(foreign(&w.take_events()), vec![removal.clone()]);
+    clock.advance(Duration::from_secs(1));
+    w.poll();
+    assert_eq!(
+        bare.tip(),
+        Some(removal),
+        "nothing was written over the removal"
+    );
+    assert_eq!(bare.files("main").get(&path_of("a")), None);
+}
