@@ -549,3 +549,61 @@ fn a_multi_source_application_is_synced_at_the_commit_for_the_source_the_targets
         "from-argo"
     );
 }
+
+/// backflow killed while its requested sync waits for the application controller: the
+/// restarted process follows the `operation` the Application carries (once its snapshot is
+/// published) rather than writing a new one, and ends the claim's operation when Argo CD has
+/// synced it.
+#[test]
+fn a_sync_requested_before_a_crash_is_followed_and_not_requested_again() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    hold_an_application(&w);
+    let kubeconfig = w.dirs.data.join("kubeconfig");
+    let start_argo = || {
+        SimulatedController::start(&kubeconfig, |client| async move {
+            reconcile_all(&client).await;
+        })
+    };
+    let argo = start_argo();
+    w.wait_file("shop/shop/configmaps/demo.yaml", |t| t.contains("hello"));
+    wait_for(
+        "the claim's first operation to end with automated sync off",
+        || format!("{:#}", argo_claim(&w)),
+        || {
+            let held = application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false;
+            (held && argo_claim(&w)["operation"]["phase"] == "Succeeded").then_some(())
+        },
+    );
+    drop(argo);
+    let clone = w.clone_origin("person");
+    std::fs::write(
+        clone.join("shop/shop/configmaps/fresh.yaml"),
+        configmap("shop", "fresh", &[("greeting", "in-flight")]),
+    )
+    .unwrap();
+    let push = w.commit_all_and_push_rebasing(&clone, "a new ConfigMap");
+    let requested = wait_for(
+        "the Application to carry the requested operation",
+        || format!("{:#}", application(&w)["operation"]),
+        || {
+            let operation = application(&w)["operation"].clone();
+            let revision = operation["sync"]["revision"].as_str().unwrap_or_default();
+            w.is_ancestor(&push, revision).then_some(operation)
+        },
+    );
+    w.crash_and_restart(&[]);
+    w.wait_settled();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        application(&w)["operation"],
+        requested,
+        "the sync request was written again"
+    );
+    let _argo = start_argo();
+    wait_operation(&w, &push, "Succeeded");
+    assert_eq!(
+        w.get_json(&["configmap", "fresh", "-n", "shop"])["data"]["greeting"],
+        "in-flight"
+    );
+}
