@@ -256,9 +256,7 @@ fn a_push_is_synced_by_the_held_application_with_automated_sync_off() {
     wait_acting(&w);
     hold_an_application(&w);
     // The simulated application controller.
-    let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let _argo = simulated_argo(&w);
     let path = "shop/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
     wait_for(
@@ -345,12 +343,7 @@ fn a_failed_sync_is_reported_and_a_controller_back_from_a_crash_runs_the_operati
     let w = World::start(&[]);
     wait_acting(&w);
     hold_an_application(&w);
-    let kubeconfig = w.dirs.data.join("kubeconfig");
-    let start_argo = || {
-        SimulatedController::start(&kubeconfig, |client| async move {
-            reconcile_all(&client).await;
-        })
-    };
+    let start_argo = || simulated_argo(&w);
     let argo = start_argo();
     let path = "shop/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
@@ -518,9 +511,7 @@ fn a_multi_source_application_is_synced_at_the_commit_for_the_source_the_targets
             "sources:\n  - {{repoURL: 'https://charts.example.com', chart: web, targetRevision: 1.2.3}}\n  - {{repoURL: '{url}', targetRevision: main, path: shop}}"
         )
     });
-    let _argo = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let _argo = simulated_argo(&w);
     let path = "shop/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
     wait_for(
@@ -559,13 +550,7 @@ fn a_sync_requested_before_a_crash_is_followed_and_not_requested_again() {
     let mut w = World::start(&[]);
     wait_acting(&w);
     hold_an_application(&w);
-    let kubeconfig = w.dirs.data.join("kubeconfig");
-    let start_argo = || {
-        SimulatedController::start(&kubeconfig, |client| async move {
-            reconcile_all(&client).await;
-        })
-    };
-    let argo = start_argo();
+    let argo = simulated_argo(&w);
     w.wait_file("shop/shop/configmaps/demo.yaml", |t| t.contains("hello"));
     wait_for(
         "the claim's first operation to end with automated sync off",
@@ -600,10 +585,17 @@ fn a_sync_requested_before_a_crash_is_followed_and_not_requested_again() {
         requested,
         "the sync request was written again"
     );
-    let _argo = start_argo();
+    let _argo = simulated_argo(&w);
     wait_operation(&w, &push, "Succeeded");
     assert_eq!(
         w.get_json(&["configmap", "fresh", "-n", "shop"])["data"]["greeting"],
         "in-flight"
     );
+}
+
+/// The contract simulator of Argo CD's application controller, acting on `w`'s API until dropped.
+pub(crate) fn simulated_argo(w: &World) -> SimulatedController {
+    SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    })
 }

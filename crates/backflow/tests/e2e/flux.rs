@@ -386,9 +386,7 @@ fn a_push_is_applied_by_the_held_kustomization_and_it_is_suspended_again() {
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     hold_a_kustomization(&w, "main");
     // The simulated kustomize-controller.
-    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let _flux = simulated_flux(&w);
     let path = "apps/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
     wait_for(
@@ -616,12 +614,7 @@ fn a_failed_reconcile_is_reported_and_a_controller_back_from_a_crash_finishes_th
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     hold_a_kustomization(&w, "main");
-    let kubeconfig = w.dirs.data.join("kubeconfig");
-    let start_flux = || {
-        SimulatedController::start(&kubeconfig, |client| async move {
-            reconcile_all(&client).await;
-        })
-    };
+    let start_flux = || simulated_flux(&w);
     let flux = start_flux();
     let path = "apps/shop/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
@@ -715,9 +708,7 @@ fn an_apply_in_flight(w: &World) -> String {
     w.kubectl(&["create", "namespace", "shop"]);
     w.apply(&configmap("shop", "demo", &[("greeting", "hello")]));
     hold_a_kustomization(w, "main");
-    let flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let flux = simulated_flux(w);
     w.wait_file(path, |t| t.contains("hello"));
     wait_for(
         "the claim's first operation to end and the Kustomization to be held",
@@ -762,9 +753,7 @@ fn an_operation_in_flight_at_a_crash_is_followed_and_not_asked_again() {
         "the request in flight was asked again: {ks:#}"
     );
     assert_eq!(ks["spec"]["suspend"], false, "left as Flux runs it: {ks:#}");
-    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let _flux = simulated_flux(&w);
     wait_operation(&w, &push, "Succeeded");
     assert_eq!(fresh_greeting(&w).as_deref(), Some("in-flight"));
     wait_for(
@@ -790,9 +779,7 @@ fn a_claim_deleted_during_an_apply_leaves_the_kustomization_as_it_was_found() {
         },
     );
     std::thread::sleep(Duration::from_secs(1));
-    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
-        reconcile_all(&client).await;
-    });
+    let _flux = simulated_flux(&w);
     wait_for(
         "Flux to apply the push on its own",
         || format!("{:#}", kustomization(&w)["status"]),
@@ -804,4 +791,11 @@ fn a_claim_deleted_during_an_apply_leaves_the_kustomization_as_it_was_found() {
         ks["spec"]["suspend"], false,
         "suspended after the hand-back ({push}): {ks:#}"
     );
+}
+
+/// The contract simulator of kustomize-controller, acting on `w`'s API until dropped.
+pub(crate) fn simulated_flux(w: &World) -> SimulatedController {
+    SimulatedController::start(&w.dirs.data.join("kubeconfig"), |client| async move {
+        reconcile_all(&client).await;
+    })
 }
