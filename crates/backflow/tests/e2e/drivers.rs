@@ -161,7 +161,7 @@ fn greeting(w: &World, name: &str) -> Option<String> {
     v["data"]["greeting"].as_str().map(str::to_string)
 }
 
-fn wait_greeting(w: &World, name: &str, value: &str) {
+fn wait_greeting(d: Driver, w: &World, name: &str, value: &str) {
     wait_for(
         &format!("shop/{name} to greet {value}"),
         || {
@@ -176,7 +176,7 @@ fn wait_greeting(w: &World, name: &str, value: &str) {
                 "shop",
                 "apps",
             ]);
-            format!("{:?}\n{log}", greeting(w, name))
+            format!("{:?}\n{:#}\n{log}", greeting(w, name), d.claim(w))
         },
         || (greeting(w, name).as_deref() == Some(value)).then_some(()),
     );
@@ -203,7 +203,7 @@ fn a_push_reaches_the_live_side_and_a_live_edit_reaches_git(d: Driver) {
     let path = d.path("demo");
     let bob = w.push_edit(&path, "hello", "from-git");
     d.wait_applied(&w, &bob);
-    wait_greeting(&w, "demo", "from-git");
+    wait_greeting(d, &w, "demo", "from-git");
     let in_git = w.show(&path).expect("the file");
     assert!(
         in_git.contains("from-git") && !in_git.contains(d.stamp()),
@@ -229,7 +229,7 @@ fn an_edit_waiting_in_the_window_is_in_the_commit_applied(d: Driver) {
     .expect("write");
     let carol = w.commit_all_and_push_rebasing(&clone, "carol adds pushed");
     let op = d.wait_applied(&w, &carol);
-    wait_greeting(&w, "pushed", "from-git");
+    wait_greeting(d, &w, "pushed", "from-git");
     let applied = op["commit"].as_str().expect("the applied commit");
     let demo = w
         .show_at(applied, &d.path("demo"))
@@ -251,7 +251,7 @@ fn a_removed_file_is_pruned_from_the_live_side(d: Driver) {
     // Applied by the applier first: Flux and Argo CD prune only what they applied.
     let bob = w.push_edit(&path, "hello", "from-git");
     d.wait_applied(&w, &bob);
-    wait_greeting(&w, "demo", "from-git");
+    wait_greeting(d, &w, "demo", "from-git");
     let clone = w.clone_origin("dave");
     std::fs::remove_file(clone.join(&path)).expect("remove");
     let dave = w.commit_all_and_push_rebasing(&clone, "dave removes demo");
@@ -307,7 +307,7 @@ fn an_edit_made_while_an_apply_runs_keeps_its_value(d: Driver) {
     set_greeting(&w, "demo", "live-edit");
     w.unlock_branch();
     d.wait_applied(&w, &bob);
-    wait_greeting(&w, "demo", "live-edit");
+    wait_greeting(d, &w, "demo", "live-edit");
     assert_quiescent(&w, Duration::from_secs(3));
     assert_eq!(greeting(&w, "demo").as_deref(), Some("live-edit"));
     assert_eq!(greeting(&w, "other").as_deref(), Some("pending"));
