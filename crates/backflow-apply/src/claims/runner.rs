@@ -360,12 +360,12 @@ impl Runner {
     /// What the claim's status says: the last applied commit, an operation still in flight,
     /// the inventory.
     async fn restore(&mut self) -> ApplyInput {
-        let status = match super::store::read(&self.client, &self.key).await {
-            Ok(Some((status, _))) => status,
-            Ok(None) => ClaimStatus::default(),
+        let (status, unread) = match super::store::read(&self.client, &self.key).await {
+            Ok(Some((status, _))) => (status, false),
+            Ok(None) => (ClaimStatus::default(), false),
             Err(e) => {
                 tracing::warn!(claim = %self.claim_name(), error = %e, "cannot read the claim's status; starting without it");
-                ClaimStatus::default()
+                (ClaimStatus::default(), true)
             }
         };
         self.inventory.clone_from(&status.inventory);
@@ -383,7 +383,13 @@ impl Runner {
         ApplyInput::Restored {
             last_applied: status.last_applied_commit.and_then(|c| c.parse().ok()),
             in_flight,
-            last_operation: status.operation.as_ref().map(|op| OperationId(op.id)),
+            // A status that could not be read is no first contact: what Git holds and the live
+            // side lacks may be a delete not yet published, never to be created again.
+            last_operation: status
+                .operation
+                .as_ref()
+                .map(|op| OperationId(op.id))
+                .or(unread.then_some(OperationId(0))),
         }
     }
 
