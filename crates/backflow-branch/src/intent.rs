@@ -176,8 +176,9 @@ impl Intent {
     ///
     /// ```
     /// # use backflow_branch::{Intent, Origin};
-    /// # use backflow_api::ObjectKey;
-    /// let echo = Intent::delete("live", ObjectKey::new("configmaps", "default", "a")).echo();
+    /// # use backflow_api::{GroupResource, ObjectKey};
+    /// let key = ObjectKey::new(GroupResource::new("", "configmaps"), "default", "a");
+    /// let echo = Intent::delete("live", key).echo();
     /// assert_eq!(echo.origin, Origin::Echo { of: None });
     /// ```
     #[must_use]
