@@ -630,7 +630,11 @@ impl World {
                 || (absent(want) && left.contains(&path))
                 || self.deferred.contains(name);
             let live = &self.live[name];
-            if catch_up_only || !changed || same(&live.value, want) {
+            if catch_up_only {
+                // Only stamps: what an earlier apply deferred stays deferred (the runner's).
+                continue;
+            }
+            if !changed || same(&live.value, want) {
                 self.deferred.remove(name);
                 continue;
             }

@@ -516,7 +516,16 @@ impl Runner {
             .objects(&claim, "failed", report.failures.len());
         self.inventory = report.inventory;
         self.failures.clone_from(&report.failures);
-        self.deferred = report.deferred.iter().cloned().collect();
+        let deferred = report.deferred.iter().cloned();
+        if matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only())
+        {
+            // An operation that only stamped looked at no deferred object: they stay deferred
+            // for the Repair (replaced, the Repair would find nothing changed and a push the
+            // first operation left to a live edit would never reach the live side).
+            self.deferred.extend(deferred);
+        } else {
+            self.deferred = deferred.collect();
+        }
         if !self.deferred.is_empty() {
             // Once the edit that held them back is in Git (or proves to be older than the flush,
             // managedFields having second precision), apply them: after a new flush.
