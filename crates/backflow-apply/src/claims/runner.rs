@@ -165,17 +165,8 @@ impl Runner {
         mut done: mpsc::Receiver<Done>,
     ) {
         let mut notices = self.worker.subscribe();
-        let restored = self.restore().await;
-        self.handle(restored).await;
-        if !self.busy() {
-            // An operation found in flight is followed as the applier runs it: holding it now
-            // would suspend a Kustomization in the middle of the apply asked for.
-            self.keep_held().await;
-        }
+        self.begin_acting().await;
         let mut hold_tick = tokio::time::interval(HOLD_EVERY);
-        // Converge once when the claim starts acting: at start, or when a target first names it.
-        self.handle(ApplyInput::Reason(Reason::CatchUpConverge))
-            .await;
         loop {
             let sleep = self.wake.map_or(Duration::from_secs(3600), |w| {
                 w.saturating_since(self.now())
@@ -241,6 +232,20 @@ impl Runner {
         // A graceful stop leaves the applier held (a Kustomization suspended).
         self.keep_held().await;
         tracing::info!(claim = %self.claim_name(), "claim stopped acting");
+    }
+
+    /// What the claim does when it starts acting: restores its status, holds the applier, and
+    /// converges once (at start, or when a target first names it).
+    async fn begin_acting(&mut self) {
+        let restored = self.restore().await;
+        self.handle(restored).await;
+        if !self.busy() {
+            // An operation found in flight is followed as the applier runs it: holding it now
+            // would suspend a Kustomization in the middle of the apply asked for.
+            self.keep_held().await;
+        }
+        self.handle(ApplyInput::Reason(Reason::CatchUpConverge))
+            .await;
     }
 
     /// Whether an operation is in flight or found in flight: the applier is left as it runs it.

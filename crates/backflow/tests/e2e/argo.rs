@@ -561,13 +561,7 @@ fn a_sync_requested_before_a_crash_is_followed_and_not_requested_again() {
         },
     );
     drop(argo);
-    let clone = w.clone_origin("person");
-    std::fs::write(
-        clone.join("shop/shop/configmaps/fresh.yaml"),
-        configmap("shop", "fresh", &[("greeting", "in-flight")]),
-    )
-    .unwrap();
-    let push = w.commit_all_and_push_rebasing(&clone, "a new ConfigMap");
+    let push = w.push_new_configmap("shop", "shop", "fresh", "in-flight");
     let requested = wait_for(
         "the Application to carry the requested operation",
         || format!("{:#}", application(&w)["operation"]),

@@ -719,13 +719,7 @@ fn an_apply_in_flight(w: &World) -> String {
         },
     );
     drop(flux);
-    let clone = w.clone_origin("person");
-    std::fs::write(
-        clone.join("apps/shop/configmaps/fresh.yaml"),
-        configmap("shop", "fresh", &[("greeting", "in-flight")]),
-    )
-    .unwrap();
-    let push = w.commit_all_and_push_rebasing(&clone, "a new ConfigMap");
+    let push = w.push_new_configmap("apps", "shop", "fresh", "in-flight");
     wait_resumed_for(w, &push);
     push
 }

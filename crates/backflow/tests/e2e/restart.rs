@@ -97,13 +97,7 @@ fn a_file_pushed_while_backflow_was_stopped_is_created_at_start() {
     w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
     w.wait_file("live/default/configmaps/demo.yaml", |t| t.contains("hello"));
     w.stop();
-    let clone = w.clone_origin("person");
-    std::fs::write(
-        clone.join("live/default/configmaps/fresh.yaml"),
-        configmap("default", "fresh", &[("greeting", "pushed-while-down")]),
-    )
-    .unwrap();
-    w.commit_all_and_push(&clone, "a ConfigMap pushed while backflow was stopped");
+    w.push_new_configmap("live", "default", "fresh", "pushed-while-down");
     w.restart(&[]);
     wait_live(&w, "default", "fresh", "greeting", "pushed-while-down");
 }

@@ -672,6 +672,18 @@ impl World {
         self.dirs.work.join(name)
     }
 
+    /// A person pushes a new file `{folder}/{ns}/configmaps/{name}.yaml` declaring `ConfigMap`
+    /// `ns/name` with `greeting` (from a clone named `person`); returns the commit pushed.
+    pub fn push_new_configmap(&self, folder: &str, ns: &str, name: &str, greeting: &str) -> String {
+        let clone = self.clone_origin("person");
+        std::fs::write(
+            clone.join(format!("{folder}/{ns}/configmaps/{name}.yaml")),
+            configmap(ns, name, &[("greeting", greeting)]),
+        )
+        .expect("write the new file");
+        self.commit_all_and_push_rebasing(&clone, &format!("a new ConfigMap {ns}/{name}"))
+    }
+
     /// Commits everything in `clone` with `message`, pushes it to the remote's `main`, and
     /// returns the commit.
     pub fn commit_all_and_push(&self, clone: &Path, message: &str) -> String {
