@@ -117,6 +117,12 @@ pub struct Intent {
     pub attribution: Option<Attribution>,
     /// Whether it is an edit, or an applier's write of what Git held.
     pub origin: Origin,
+    /// The object as the live side held it before this change, when the caller knows it: the
+    /// planner then lays only what the change did onto what Git holds, field by field (a push
+    /// that changed other fields of the object since keeps them). `None`: the whole object is
+    /// written (a create, a resync, a folder no applier coordinates, where the live side is the
+    /// truth).
+    pub baseline: Option<Arc<ObjectJson>>,
 }
 
 /// Where an intent's change comes from.
@@ -147,6 +153,7 @@ impl Intent {
             state: ObjectState::Present(Arc::new(ObjectJson::new(&value))),
             attribution: None,
             origin: Origin::Edit,
+            baseline: None,
         }
     }
 
@@ -158,6 +165,7 @@ impl Intent {
             state: ObjectState::Present(Arc::new(object)),
             attribution: None,
             origin: Origin::Edit,
+            baseline: None,
         }
     }
 
@@ -169,6 +177,7 @@ impl Intent {
             state: ObjectState::Absent,
             attribution: None,
             origin: Origin::Edit,
+            baseline: None,
         }
     }
 
@@ -184,6 +193,13 @@ impl Intent {
     #[must_use]
     pub fn echo(mut self) -> Self {
         self.origin = Origin::Echo { of: None };
+        self
+    }
+
+    /// The same intent, as a change of `before` (see [`Intent::baseline`]).
+    #[must_use]
+    pub fn edit_of(mut self, before: Arc<ObjectJson>) -> Self {
+        self.baseline = Some(before);
         self
     }
 
@@ -222,6 +238,7 @@ impl Intent {
             state: ObjectState::Sweep(Arc::new(scope)),
             attribution: None,
             origin: Origin::Edit,
+            baseline: None,
         }
     }
 
@@ -234,6 +251,7 @@ impl Intent {
             state: ObjectState::Bootstrap,
             attribution: None,
             origin: Origin::Edit,
+            baseline: None,
         }
     }
 

@@ -63,7 +63,13 @@ impl CommitWindow {
             self.opened_at = Some(now);
         }
         self.last_write_at = Some(now);
-        self.entries.insert(intent.slot(), (seq, intent));
+        let slot = intent.slot();
+        let mut intent = intent;
+        if let Some((_, earlier)) = self.entries.get(&slot) {
+            // Both changes go out as one: what the live side held before the first of them.
+            intent.baseline.clone_from(&earlier.baseline);
+        }
+        self.entries.insert(slot, (seq, intent));
     }
 
     /// When the window closes by itself, if it is open.
@@ -92,6 +98,7 @@ impl CommitWindow {
 mod tests {
     use super::*;
     use backflow_api::{GroupResource, ObjectKey};
+    use std::sync::Arc;
 
     fn intent(name: &str, v: i64) -> Intent {
         Intent::put(
@@ -123,5 +130,20 @@ mod tests {
         assert_eq!(last, intent("a", 9));
         assert!(w.is_empty());
         assert_eq!(w.deadline(), None);
+    }
+
+    #[test]
+    fn changes_of_one_object_in_one_window_keep_the_first_ones_baseline() {
+        let t0 = Moment(Duration::from_secs(1));
+        let mut w = CommitWindow::new(Duration::from_secs(1), Duration::from_secs(5));
+        let before = |v: i64| Arc::new(crate::ObjectJson::new(&serde_json::json!(v)));
+        w.put(IntentSeq(1), intent("a", 1).edit_of(before(0)), t0);
+        w.put(IntentSeq(2), intent("a", 2).edit_of(before(1)), t0);
+        w.put(IntentSeq(3), intent("b", 1), t0);
+        w.put(IntentSeq(4), intent("b", 2).edit_of(before(1)), t0);
+        let closed = w.close();
+        let baselines: Vec<_> = closed.values().map(|(_, i)| i.baseline.clone()).collect();
+        // A create followed by an edit is still a create: the whole object.
+        assert_eq!(baselines, vec![Some(before(0)), None]);
     }
 }

@@ -318,7 +318,7 @@ fn apply(text: &str, splices: &[Splice]) -> Option<String> {
 struct Replace;
 
 /// Lists whose items are matched by a key, as strategic merge patch does; candidates in order.
-fn merge_keys(list: &str) -> &'static [&'static str] {
+pub(crate) fn merge_keys(list: &str) -> &'static [&'static str] {
     match list {
         "containers"
         | "initContainers"

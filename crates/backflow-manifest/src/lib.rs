@@ -7,6 +7,7 @@
 //! - `index.rs`: every manifest document of a folder by identity, and the folder's acceptance
 //!   check.
 //! - `edit.rs`: in-place edits of one document, keeping comments, order and other documents.
+//! - `merge.rs`: the three-way merge that lays a live edit onto what Git holds, field by field.
 //! - `encryption.rs`: which objects are sensitive and how each folder encrypts them (SOPS).
 //! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
 //! - `declared.rs`: the objects a folder declares, decrypted, as an applier applies them.
@@ -26,6 +27,7 @@ mod identity;
 mod index;
 mod kinds;
 mod layout;
+mod merge;
 mod placement;
 mod planner;
 mod sanitize;
@@ -42,6 +44,7 @@ pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
 pub use layout::{is_git_dir, normalize_target};
+pub use merge::{Merged, merge_object};
 pub use placement::{PlacementMap, PlacementRules, validate_template};
 pub use planner::YamlPlanner;
 pub use sanitize::sanitize;

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex};
 use backflow_api::{Clock, ObjectKey, defaults};
 use backflow_branch::blob_id;
 use backflow_branch::{
-    Intent, LayeredView, ObjectState, PathUpdate, Planner, SweepScope, TreeError, TreeView,
+    Intent, LayeredView, ObjectJson, ObjectState, PathUpdate, Planner, SweepScope, TreeError,
+    TreeView,
 };
 use rand::rngs::StdRng;
 use serde_json::Value;
@@ -46,6 +47,7 @@ use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
 };
+use crate::merge::merge_object;
 use crate::placement::PlacementMap;
 use crate::sanitize::sanitize;
 use crate::yaml::render;
@@ -142,6 +144,7 @@ impl YamlPlanner {
         target: &str,
         key: &ObjectKey,
         object: &Value,
+        baseline: Option<&ObjectJson>,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         // Intents carry sanitized objects already; sanitizing again is idempotent and keeps
         // bookkeeping out of Git whoever built the intent.
@@ -178,7 +181,11 @@ impl YamlPlanner {
             }
             let bytes = tree.read(&found.path)?.unwrap_or_default();
             let edited = edit_parsed(&found.path, &bytes, found.doc, |current| {
-                self.omit_defaults(object, Some(current))
+                let desired = match baseline {
+                    Some(before) => merged(key, &sanitize(&before.value()), object, current),
+                    None => object,
+                };
+                self.omit_defaults(desired, Some(current))
             })?;
             let Some(edited) = edited.filter(|e| e.bytes != bytes) else {
                 return Ok(Vec::new());
@@ -483,14 +490,30 @@ impl YamlPlanner {
         intent: &Intent,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         match &intent.state {
-            ObjectState::Present(object) => {
-                self.present(tree, index, target, &intent.key, &object.value())
-            }
+            ObjectState::Present(object) => self.present(
+                tree,
+                index,
+                target,
+                &intent.key,
+                &object.value(),
+                intent.baseline.as_deref(),
+            ),
             ObjectState::Absent => self.absent(tree, index, target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
             ObjectState::Bootstrap => self.bootstrap(tree, target),
         }
     }
+}
+
+/// What a live change of `before` into `ours` makes of Git's document `current`: the fields the
+/// change did not touch keep Git's values; a field both changed keeps the live side's, and is
+/// logged.
+fn merged(key: &ObjectKey, before: &Value, ours: Value, current: &Value) -> Value {
+    let merged = merge_object(before, &ours, current);
+    if !merged.overrides.is_empty() {
+        tracing::info!(object = %key, fields = ?merged.overrides, "changed both live and in Git: the live value is kept over Git's");
+    }
+    merged.value
 }
 
 /// A folder's index while a write is planned: built once, then refreshed per changed file.
@@ -1243,5 +1266,29 @@ mod tests {
                 && !bundle.contains("name: b"),
             "{bundle}"
         );
+    }
+
+    #[test]
+    fn a_live_edit_with_its_baseline_keeps_the_fields_git_changed_since() {
+        let planner = configmap_planner();
+        let mut tree = MemTree::default();
+        let path = "live/web/configmaps/conf.yaml";
+        // A person's file: a comment, and `b` changed in Git since the live side read it.
+        let file = "# owned by the platform team\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  namespace: web\ndata:\n  a: \"1\"\n  b: git # pushed\n";
+        tree.0.insert(path.into(), file.as_bytes().to_vec());
+        let obj = |a: &str, b: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a, "b": b}});
+        let before = Arc::new(ObjectJson::new(&obj("1", "1")));
+        let edit = Intent::put("live", cm_key("web", "conf"), obj("live", "1")).edit_of(before);
+        let updates = planner.plan(&tree, &edit).expect("planned");
+        tree.apply(updates);
+        assert_eq!(
+            tree.text(path),
+            file.replace("a: \"1\"", "a: \"live\""),
+            "only the field the live edit changed is written"
+        );
+        // Without a baseline the whole object is written: Git's `b` goes back.
+        let whole = Intent::put("live", cm_key("web", "conf"), obj("live", "1"));
+        tree.apply(planner.plan(&tree, &whole).expect("planned"));
+        assert!(tree.text(path).contains("b: \"1\""), "{}", tree.text(path));
     }
 }

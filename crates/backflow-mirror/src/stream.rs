@@ -266,6 +266,12 @@ impl StreamContext {
         true
     }
 
+    /// Whether the stream keeps each object's value: only where an applier coordinates the
+    /// folder (a push reaches the live side there, so an edit must not write over it).
+    fn keeps_values(&self) -> bool {
+        self.policy.applier.is_some()
+    }
+
     fn sanitized(&self, obj: &DynamicObject) -> Option<Value> {
         let value = serde_json::to_value(obj).ok()?;
         Some(backflow_manifest::sanitize(&value))
@@ -286,6 +292,10 @@ struct Seen {
     print: Fingerprint,
     rv: u64,
     writers: Writers,
+    /// The sanitized value itself, kept only where an applier coordinates the folder: the next
+    /// edit is published as a change of it (three-way, [`Intent::baseline`]), so a push that
+    /// changed other fields of the object meanwhile keeps them.
+    value: Option<Arc<ObjectJson>>,
 }
 
 /// What one stream remembers between events.
@@ -642,7 +652,13 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             seen.push((key.clone(), rv));
             // The listed object is the state its next event follows: an apply over a create
             // made in the same second is still known as the applier's.
-            let seen = Seen { print, rv, writers };
+            let value = ctx.keeps_values().then(|| Arc::new(object.clone()));
+            let seen = Seen {
+                print,
+                rv,
+                writers,
+                value,
+            };
             memory.submitted.insert(key.clone(), seen);
             intents.push(Intent::put_json(ctx.path.clone(), key, object));
         }
@@ -726,8 +742,15 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         return;
     }
     let previous = last.get(&key).map(|s| s.writers);
+    let before = last.get(&key).and_then(|s| s.value.clone());
     let verdict = judge_in_window(ctx, memory, &key, &writes, previous);
-    let seen = Seen { print, rv, writers };
+    let json = ObjectJson::new(&value);
+    let seen = Seen {
+        print,
+        rv,
+        writers,
+        value: ctx.keeps_values().then(|| Arc::new(json.clone())),
+    };
     match verdict {
         Verdict::Edit | Verdict::Late => {}
         Verdict::Landing => {
@@ -753,11 +776,13 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     }
     memory.submitted.insert(key.clone(), seen);
     let mut intent =
-        Intent::put(ctx.path.clone(), key.clone(), value).attributed(ctx.attribution(by));
+        Intent::put_json(ctx.path.clone(), key.clone(), json).attributed(ctx.attribution(by));
     if verdict == Verdict::Late || writes.looks_like_applier(previous.and_then(|p| p.others)) {
         // An applier applied what Git held (acting on its own, or in the second of a create it
         // cannot be told from): never written over a push made since.
         intent = intent.echo();
+    } else if let Some(before) = before {
+        intent = intent.edit_of(before);
     }
     let rx = ctx.submit(intent);
     // Read after the submit: a window opening from now on flushes the edit.

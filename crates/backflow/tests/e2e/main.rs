@@ -15,6 +15,7 @@
 mod apply;
 mod argo;
 mod authorship;
+mod both_sides;
 mod clients;
 mod common;
 mod drivers;

@@ -1,0 +1,277 @@
+//! Three-way merge of one object, field by field: what a live edit changed, laid onto what Git
+//! holds now.
+//!
+//! `base` is the object as the live side held it before the edit, `ours` after it, `theirs` the
+//! document Git holds (a push may have changed other fields since). A field only one side
+//! changed keeps that side's value; a field both changed to different values takes ours (the
+//! API side wins, as seed 000 says) and is reported as an override. Lists Kubernetes merges by a
+//! key (containers by `name`, ports by `containerPort`, …) merge item by item; other lists are
+//! one value.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::edit::merge_keys;
+
+/// The result of [`merge_object`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    /// The merged object.
+    pub value: Value,
+    /// The fields both sides changed to different values, where ours was taken over theirs, as
+    /// dotted paths (`data.b`, `spec.containers[name=app].image`).
+    pub overrides: Vec<String>,
+}
+
+/// Merges `ours` (the live side's edit of `base`) into `theirs` (Git's document now).
+#[must_use]
+pub fn merge_object(base: &Value, ours: &Value, theirs: &Value) -> Merged {
+    let mut overrides = Vec::new();
+    let value = merge_value(Some(base), ours, theirs, "", "", &mut overrides);
+    Merged { value, overrides }
+}
+
+/// The merge of one value present on both sides; `field` is its key in its parent (what picks a
+/// list's merge key) and `path` where it is, for the override report.
+fn merge_value(
+    base: Option<&Value>,
+    ours: &Value,
+    theirs: &Value,
+    field: &str,
+    path: &str,
+    overrides: &mut Vec<String>,
+) -> Value {
+    if ours == theirs || base == Some(theirs) {
+        return ours.clone();
+    }
+    if base == Some(ours) {
+        return theirs.clone();
+    }
+    match (ours, theirs) {
+        (Value::Object(o), Value::Object(t)) => {
+            let empty = Map::new();
+            let b = match base {
+                Some(Value::Object(b)) => b,
+                _ => &empty,
+            };
+            Value::Object(merge_maps(b, o, t, path, overrides))
+        }
+        (Value::Array(o), Value::Array(t)) => {
+            let empty = Vec::new();
+            let b = match base {
+                Some(Value::Array(b)) => b,
+                _ => &empty,
+            };
+            merge_keyed(b, o, t, field, path, overrides).unwrap_or_else(|| {
+                overrides.push(path.to_string());
+                ours.clone()
+            })
+        }
+        _ => {
+            overrides.push(path.to_string());
+            ours.clone()
+        }
+    }
+}
+
+/// One field of a map merged, `None` when the merge removes it.
+fn merge_entry(
+    base: Option<&Value>,
+    ours: Option<&Value>,
+    theirs: Option<&Value>,
+    field: &str,
+    path: &str,
+    overrides: &mut Vec<String>,
+) -> Option<Value> {
+    match (ours, theirs) {
+        (Some(o), Some(t)) => Some(merge_value(base, o, t, field, path, overrides)),
+        (Some(o), None) => {
+            // Gone from Git: a removal there, unless ours added or changed it.
+            if base.is_none() || base != Some(o) {
+                if base.is_some() {
+                    overrides.push(path.to_string());
+                }
+                Some(o.clone())
+            } else {
+                None
+            }
+        }
+        (None, Some(t)) => {
+            if base.is_none() || base != Some(t) {
+                if base.is_some() {
+                    // Removed live, changed in Git: the removal wins.
+                    overrides.push(path.to_string());
+                    return None;
+                }
+                Some(t.clone())
+            } else {
+                None
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+fn merge_maps(
+    base: &Map<String, Value>,
+    ours: &Map<String, Value>,
+    theirs: &Map<String, Value>,
+    path: &str,
+    overrides: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    // Ours' order first, then what only Git holds.
+    let keys = ours
+        .keys()
+        .chain(theirs.keys().filter(|k| !ours.contains_key(*k)));
+    for key in keys {
+        let at = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        let merged = merge_entry(
+            base.get(key),
+            ours.get(key),
+            theirs.get(key),
+            key,
+            &at,
+            overrides,
+        );
+        if let Some(v) = merged {
+            out.insert(key.clone(), v);
+        }
+    }
+    out
+}
+
+/// A list merged item by item by its merge key, or `None` when it has none (or an item lacks
+/// it): then the list is one value.
+fn merge_keyed(
+    base: &[Value],
+    ours: &[Value],
+    theirs: &[Value],
+    field: &str,
+    path: &str,
+    overrides: &mut Vec<String>,
+) -> Option<Value> {
+    let key = merge_keys(field)
+        .iter()
+        .find(|k| [base, ours, theirs].iter().all(|l| keyed(l, k).is_some()))?;
+    let find = |list: &'_ [Value], id: &Value| -> Option<Value> {
+        list.iter().find(|i| i.get(*key) == Some(id)).cloned()
+    };
+    let ids: Vec<Value> = {
+        let mut seen = BTreeSet::new();
+        ours.iter()
+            .chain(theirs.iter())
+            .filter_map(|i| i.get(*key).cloned())
+            .filter(|id| seen.insert(id.to_string()))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for id in ids {
+        let at = format!("{path}[{key}={}]", id_text(&id));
+        let (b, o, t) = (find(base, &id), find(ours, &id), find(theirs, &id));
+        if let Some(v) = merge_entry(b.as_ref(), o.as_ref(), t.as_ref(), "", &at, overrides) {
+            out.push(v);
+        }
+    }
+    Some(Value::Array(out))
+}
+
+/// Whether every item is a map with a unique scalar under `key`.
+fn keyed(items: &[Value], key: &str) -> Option<()> {
+    let mut seen = BTreeSet::new();
+    for item in items {
+        let id = item.get(key)?;
+        if !(id.is_string() || id.is_number()) || !seen.insert(id.to_string()) {
+            return None;
+        }
+    }
+    Some(())
+}
+
+fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cm(a: &str, b: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": a, "b": b}})
+    }
+
+    #[test]
+    fn fields_one_side_changed_keep_that_sides_value() {
+        let merged = merge_object(&cm("1", "1"), &cm("live", "1"), &cm("1", "git"));
+        assert_eq!(merged.value, cm("live", "git"));
+        assert!(merged.overrides.is_empty());
+    }
+
+    #[test]
+    fn a_field_both_changed_takes_ours_and_is_reported() {
+        let merged = merge_object(&cm("1", "1"), &cm("live", "1"), &cm("git", "git"));
+        assert_eq!(merged.value, cm("live", "git"));
+        assert_eq!(merged.overrides, vec!["data.a".to_string()]);
+    }
+
+    #[test]
+    fn additions_and_removals_on_either_side_survive() {
+        let base = json!({"data": {"a": "1", "b": "1"}});
+        let ours = json!({"data": {"a": "1", "c": "live"}});
+        let theirs = json!({"data": {"a": "1", "b": "1", "d": "git"}});
+        let merged = merge_object(&base, &ours, &theirs);
+        assert_eq!(
+            merged.value,
+            json!({"data": {"a": "1", "c": "live", "d": "git"}})
+        );
+        let theirs_removed = json!({"data": {"b": "1"}});
+        let merged = merge_object(
+            &base,
+            &json!({"data": {"a": "1", "b": "2"}}),
+            &theirs_removed,
+        );
+        assert_eq!(merged.value, json!({"data": {"b": "2"}}));
+    }
+
+    #[test]
+    fn keyed_lists_merge_item_by_item_and_other_lists_whole() {
+        let spec = |app: &str, side: &str, args: &[&str]| {
+            json!({"spec": {"containers": [
+                {"name": "app", "image": app},
+                {"name": "side", "image": side},
+            ], "args": args}})
+        };
+        let base = spec("app:1", "side:1", &["x"]);
+        let ours = spec("app:2", "side:1", &["y"]);
+        let theirs = spec("app:1", "side:2", &["z"]);
+        let merged = merge_object(&base, &ours, &theirs);
+        assert_eq!(merged.value, spec("app:2", "side:2", &["y"]));
+        assert_eq!(merged.overrides, vec!["spec.args".to_string()]);
+        let both = merge_object(&base, &ours, &spec("app:3", "side:1", &["x"]));
+        assert_eq!(
+            both.overrides,
+            vec!["spec.containers[name=app].image".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_field_removed_live_and_changed_in_git_is_removed_and_reported() {
+        let merged = merge_object(
+            &json!({"data": {"a": "1"}}),
+            &json!({"data": {}}),
+            &json!({"data": {"a": "git"}}),
+        );
+        assert_eq!(merged.value, json!({"data": {}}));
+        assert_eq!(merged.overrides, vec!["data.a".to_string()]);
+    }
+}
