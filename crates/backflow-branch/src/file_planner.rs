@@ -173,6 +173,7 @@ mod tests {
             resource: GroupResource::new("", "configmaps"),
             namespace: ns.map(str::to_string),
             keep: BTreeSet::from([("web".to_string(), "keep".to_string())]),
+            removable: None,
         };
         let one = FilePerObjectPlanner
             .plan(&tree, &Intent::sweep("apps", scope(Some("web"))))

@@ -8,6 +8,7 @@ use backflow_api::config::CommitAuthors;
 use backflow_api::{GroupResource, ObjectKey};
 
 use crate::commit::CommitId;
+use crate::planner::Held;
 
 /// The state an object should have in Git.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,14 +70,17 @@ pub struct SweepScope {
     /// for cluster-scoped objects). The namespace matters: a sweep of every namespace must not
     /// keep a document alive because an object of the same name exists in another namespace.
     pub keep: BTreeSet<(String, String)>,
+    /// When set, only these objects may go: the ones the commit the live side last held held
+    /// ([`Baseline::Commit`], resolved by the shell). `None`: every object not kept.
+    pub removable: Option<BTreeSet<(String, String)>>,
 }
 
 impl SweepScope {
     /// Whether the object `namespace`/`name` (namespace `""` when cluster-scoped) stays.
     #[must_use]
     pub fn keeps(&self, namespace: &str, name: &str) -> bool {
-        self.keep
-            .contains(&(namespace.to_string(), name.to_string()))
+        let id = (namespace.to_string(), name.to_string());
+        self.keep.contains(&id) || self.removable.as_ref().is_some_and(|r| !r.contains(&id))
     }
 }
 
@@ -117,12 +121,34 @@ pub struct Intent {
     pub attribution: Option<Attribution>,
     /// Whether it is an edit, or an applier's write of what Git held.
     pub origin: Origin,
-    /// The object as the live side held it before this change, when the caller knows it: the
-    /// planner then lays only what the change did onto what Git holds, field by field (a push
-    /// that changed other fields of the object since keeps them). `None`: the whole object is
-    /// written (a create, a resync, a folder no applier coordinates, where the live side is the
-    /// truth).
-    pub baseline: Option<Arc<ObjectJson>>,
+    /// What the live side held before this change, when the caller knows it: the planner then
+    /// lays only what the change did onto what Git holds, field by field (a push that changed
+    /// other fields of the object since keeps them). `None`: the whole object is written (a
+    /// create, a folder no applier coordinates, where the live side is the truth).
+    pub baseline: Option<Baseline>,
+}
+
+/// What the live side held before an intent's change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Baseline {
+    /// The object read as this (sanitized) value; for a sweep, nothing is known.
+    Value(Arc<ObjectJson>),
+    /// The live side held what this commit holds (the last commit applied to it): the shell
+    /// reads the object there ([`crate::Planner::held`]) before planning. A sweep removes only
+    /// documents that commit held: a file added in Git since is Git's change, not a live
+    /// removal.
+    Commit(CommitId),
+}
+
+impl Baseline {
+    /// The value, once known.
+    #[must_use]
+    pub fn value(&self) -> Option<&ObjectJson> {
+        match self {
+            Baseline::Value(v) => Some(v),
+            Baseline::Commit(_) => None,
+        }
+    }
 }
 
 /// Where an intent's change comes from.
@@ -199,8 +225,39 @@ impl Intent {
     /// The same intent, as a change of `before` (see [`Intent::baseline`]).
     #[must_use]
     pub fn edit_of(mut self, before: Arc<ObjectJson>) -> Self {
-        self.baseline = Some(before);
+        self.baseline = Some(Baseline::Value(before));
         self
+    }
+
+    /// The same intent, as a change of what `commit` holds (see [`Baseline::Commit`]).
+    #[must_use]
+    pub fn since(mut self, commit: CommitId) -> Self {
+        self.baseline = Some(Baseline::Commit(commit));
+        self
+    }
+
+    /// The same intent with its [`Baseline::Commit`] replaced by what that commit `held`: the
+    /// object's value, or for a sweep the objects it may remove. An object the commit did not
+    /// hold is written whole.
+    #[must_use]
+    pub fn with_held(&self, held: Held) -> Self {
+        let mut out = self.clone();
+        if !matches!(self.baseline, Some(Baseline::Commit(_))) {
+            return out;
+        }
+        out.baseline = None;
+        match (held, &mut out.state) {
+            (Held::Object(Some(value)), ObjectState::Present(_)) => {
+                out.baseline = Some(Baseline::Value(Arc::new(ObjectJson::new(&value))));
+            }
+            (Held::Objects(held), ObjectState::Sweep(scope)) => {
+                let mut scope = SweepScope::clone(scope);
+                scope.removable = Some(held);
+                out.state = ObjectState::Sweep(Arc::new(scope));
+            }
+            _ => {}
+        }
+        out
     }
 
     /// The same intent, attributed to whoever `attribution` names.

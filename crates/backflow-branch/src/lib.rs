@@ -46,11 +46,11 @@ pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
 pub use file_planner::FilePerObjectPlanner;
 pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
 pub use intent::{
-    Attribution, ChangedBy, FlushMark, Intent, IntentSeq, ObjectJson, ObjectState, Origin,
-    PendingWrite, Slot, SweepScope, WriteKind,
+    Attribution, Baseline, ChangedBy, FlushMark, Intent, IntentSeq, ObjectJson, ObjectState,
+    Origin, PendingWrite, Slot, SweepScope, WriteKind,
 };
 pub use moment::Moment;
-pub use planner::Planner;
+pub use planner::{Held, Planner};
 pub use tree::{
     LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
 };

@@ -4,6 +4,8 @@
 //! crate defines the seam (and, with the `testing` feature, a simple planner for tests and
 //! benchmarks: `file_planner.rs`).
 
+use std::collections::BTreeSet;
+
 use crate::error::TreeError;
 use crate::intent::Intent;
 use crate::tree::{LayeredView, PathUpdate, TreeView};
@@ -17,6 +19,15 @@ pub trait Planner: Send {
     /// The updates that make `tree` hold `intent`. An empty list, or updates equal to what the
     /// tree already holds, means the intent changes nothing and it is dropped.
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError>;
+
+    /// What `tree` holds of each intent's object (or of a sweep's scope), read for the
+    /// intents whose baseline is a commit ([`crate::Baseline::Commit`]), one answer per intent.
+    /// The default knows nothing: such intents are then written whole, as before, and a
+    /// sweep removes everything it does not keep.
+    fn held(&self, tree: &dyn TreeView, intents: &[&Intent]) -> Result<Vec<Held>, TreeError> {
+        let _ = tree;
+        Ok(intents.iter().map(|_| Held::Nothing).collect())
+    }
 
     /// Plans a whole write: each intent against `tree` plus the updates of the intents before it
     /// (a refused intent contributes none). The default plans them one by one; a planner with
@@ -34,4 +45,16 @@ pub trait Planner: Send {
         }
         view.into_planned()
     }
+}
+
+/// What a tree holds of one intent's object, as [`Planner::held`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    /// The object's document as a value; `None` when the tree holds none (or none it can read
+    /// in plaintext).
+    Object(Option<serde_json::Value>),
+    /// The objects of a sweep's scope the tree holds, as `(namespace, name)`.
+    Objects(BTreeSet<(String, String)>),
+    /// Nothing was read.
+    Nothing,
 }

@@ -144,6 +144,9 @@ mod tests {
         let closed = w.close();
         let baselines: Vec<_> = closed.values().map(|(_, i)| i.baseline.clone()).collect();
         // A create followed by an edit is still a create: the whole object.
-        assert_eq!(baselines, vec![Some(before(0)), None]);
+        assert_eq!(
+            baselines,
+            vec![Some(crate::Baseline::Value(before(0))), None]
+        );
     }
 }

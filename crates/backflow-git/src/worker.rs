@@ -10,18 +10,19 @@
 //! comes out as [`WorkerEvent`]s from [`BranchWorker::take_events`]. The async
 //! [`crate::driver`] wraps it.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
+use backflow_branch::{Baseline, Held, Intent, ObjectState, Origin, WriteKind};
 use backflow_branch::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
     Moment, PendingWrite, PlanError, PushAnswer, RefusedIntent, Tip, WorkerStats,
 };
-use backflow_branch::{Intent, ObjectState, Origin, WriteKind};
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -870,7 +871,8 @@ impl BranchWorker {
         let mut built = BuiltWrite::default();
         // The planner sees the whole write at once, so per-tree work (indexing the folder) is
         // done once per write rather than once per intent.
-        let intents: Vec<&Intent> = write.intents.values().map(|(_, i)| i).collect();
+        let resolved = self.with_baselines(write)?;
+        let intents: Vec<&Intent> = resolved.iter().map(AsRef::as_ref).collect();
         let planned = self.planner.plan_all(&overlay, &intents);
         for ((slot, (seq, intent)), planned) in write.intents.iter().zip(planned) {
             match planned {
@@ -895,6 +897,51 @@ impl BranchWorker {
         }
         let new_tree = overlay.write()?;
         Ok((built, new_tree))
+    }
+
+    /// The write's intents, each whose baseline is a commit ([`Baseline::Commit`]) with what
+    /// that commit holds of its object read in. A commit the cache cannot read leaves its
+    /// intents whole (as before baselines existed), logged.
+    fn with_baselines<'w>(
+        &self,
+        write: &'w PendingWrite,
+    ) -> Result<Vec<Cow<'w, Intent>>, IoFailure> {
+        let mut intents: Vec<Cow<'w, Intent>> = write
+            .intents
+            .values()
+            .map(|(_, i)| Cow::Borrowed(i))
+            .collect();
+        let commits: BTreeSet<CommitId> = intents
+            .iter()
+            .filter_map(|i| match i.baseline {
+                Some(Baseline::Commit(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        for commit in commits {
+            let at: Vec<usize> = (0..intents.len())
+                .filter(|&n| intents[n].baseline == Some(Baseline::Commit(commit)))
+                .collect();
+            let held = match self.repo.commit_tree(oid(commit)) {
+                Ok(tree) => {
+                    let view = Overlay::new(&self.repo, tree);
+                    let asked: Vec<&Intent> = at.iter().map(|&n| intents[n].as_ref()).collect();
+                    match self.planner.held(&view, &asked) {
+                        Ok(held) => held,
+                        Err(TreeError::Read(e)) => return Err(e),
+                        Err(TreeError::Plan(_)) => vec![Held::Nothing; at.len()],
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(branch = %self.cfg.branch, %commit, error = %e, "cannot read the commit the live side last held; its objects are written whole");
+                    vec![Held::Nothing; at.len()]
+                }
+            };
+            for (n, held) in at.into_iter().zip(held) {
+                intents[n] = Cow::Owned(intents[n].with_held(held));
+            }
+        }
+        Ok(intents)
     }
 
     /// Whether `intent` is an applier's echo of what the commit it is judged against held (see

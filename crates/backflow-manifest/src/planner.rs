@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use backflow_api::{Clock, ObjectKey, defaults};
 use backflow_branch::blob_id;
 use backflow_branch::{
-    Intent, LayeredView, ObjectJson, ObjectState, PathUpdate, Planner, SweepScope, TreeError,
-    TreeView,
+    Baseline, Held, Intent, LayeredView, ObjectJson, ObjectState, PathUpdate, Planner, SweepScope,
+    TreeError, TreeView,
 };
 use rand::rngs::StdRng;
 use serde_json::Value;
@@ -496,7 +496,7 @@ impl YamlPlanner {
                 target,
                 &intent.key,
                 &object.value(),
-                intent.baseline.as_deref(),
+                intent.baseline.as_ref().and_then(Baseline::value),
             ),
             ObjectState::Absent => self.absent(tree, index, target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
@@ -582,7 +582,83 @@ impl YamlPlanner {
     }
 }
 
+impl YamlPlanner {
+    /// What `index` (of `tree`) holds of `intent`'s object, or of its sweep's scope.
+    fn held_one(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        intent: &Intent,
+    ) -> Result<Held, TreeError> {
+        let in_scope = |resource: &backflow_api::GroupResource, id: &Identity| {
+            Some(id.group == resource.group && id.kind == self.kinds.kind_of(resource)?)
+        };
+        match &intent.state {
+            ObjectState::Present(_) | ObjectState::Absent => {
+                let Some(kind) = self.kinds.kind_of(&intent.key.resource) else {
+                    return Ok(Held::Object(None));
+                };
+                let identity = Identity {
+                    group: intent.key.resource.group.clone(),
+                    kind,
+                    namespace: intent.key.namespace.clone(),
+                    name: intent.key.name.clone(),
+                };
+                let Some(found) = index.get(&identity).filter(|f| !f.encrypted) else {
+                    return Ok(Held::Object(None));
+                };
+                let bytes = tree.read(&found.path)?.unwrap_or_default();
+                let value = parse_file(&found.path, &bytes)
+                    .ok()
+                    .and_then(|file| file.docs.into_iter().nth(found.doc))
+                    .map(|doc| doc.value);
+                Ok(Held::Object(value))
+            }
+            ObjectState::Sweep(scope) => Ok(Held::Objects(
+                index
+                    .iter()
+                    .filter(|(id, _)| in_scope(&scope.resource, id) == Some(true))
+                    .filter(|(id, _)| {
+                        scope
+                            .namespace
+                            .as_ref()
+                            .is_none_or(|ns| *ns == id.namespace)
+                    })
+                    .map(|(id, _)| (id.namespace.clone(), id.name.clone()))
+                    .collect(),
+            )),
+            ObjectState::Bootstrap => Ok(Held::Nothing),
+        }
+    }
+}
+
 impl Planner for YamlPlanner {
+    fn held(&self, tree: &dyn TreeView, intents: &[&Intent]) -> Result<Vec<Held>, TreeError> {
+        // Built afresh, not from the write's cached index: `tree` is an older commit.
+        let mut indexes: BTreeMap<String, Option<FolderIndex>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(intents.len());
+        for intent in intents {
+            let Ok(target) = normalize_target(&intent.target) else {
+                out.push(Held::Nothing);
+                continue;
+            };
+            if !indexes.contains_key(&target) {
+                let index = match FolderIndex::build(tree, &target) {
+                    Ok(index) => Some(index),
+                    // A folder the commit held in a shape backflow refuses: nothing known.
+                    Err(IndexError::Refused(_)) => None,
+                    Err(e @ IndexError::Repo(_)) => return Err(e.into()),
+                };
+                indexes.insert(target.clone(), index);
+            }
+            out.push(match indexes.get(&target).and_then(Option::as_ref) {
+                Some(index) => self.held_one(tree, index, intent)?,
+                None => Held::Nothing,
+            });
+        }
+        Ok(out)
+    }
+
     fn plan(&self, tree: &dyn TreeView, intent: &Intent) -> Result<Vec<PathUpdate>, TreeError> {
         let target = normalize_target(&intent.target)?;
         let index = self.take_index(tree, &target)?;
@@ -1240,6 +1316,7 @@ mod tests {
                     resource: GroupResource::new("", "configmaps"),
                     namespace: Some("default".into()),
                     keep,
+                    removable: None,
                 },
             ),
         ];

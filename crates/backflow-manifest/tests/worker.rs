@@ -228,6 +228,7 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
                 ("web".to_string(), "keep".to_string()),
                 ("web".to_string(), "app".to_string()),
             ]),
+            removable: None,
         },
     ));
     assert!(refused(&events).is_empty(), "{events:?}");
@@ -281,6 +282,7 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
                 resource: GroupResource::new("example.com", resource),
                 namespace: None,
                 keep: BTreeSet::new(),
+                removable: None,
             },
         )
     };
@@ -331,5 +333,74 @@ fn foreign_files_and_duplicates_refuse_the_folder() {
     assert!(
         reasons.iter().any(|r| r.contains("defined twice")),
         "{reasons:?}"
+    );
+}
+
+/// A start-up resync published as changes of the commit the live side last held: a file a
+/// push changed after it keeps the push's fields, and a sweep leaves alone a file added after
+/// it (the applier creates it); an object the commit did not hold is written whole.
+#[test]
+fn a_resync_since_a_commit_keeps_what_git_gained_after_it() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    s.submit(Intent::put(
+        "live",
+        cm_key("web", "conf"),
+        cm("web", "conf", json!({"a": "1", "b": "1"})),
+    ));
+    let held: backflow_git::CommitId = git(s.remote(), &["rev-parse", "main"])
+        .trim()
+        .parse()
+        .unwrap();
+    let added = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: added\n  namespace: web\n";
+    s.push_by_hand(&[
+        (path, &s.show(path).replace("b: \"1\"", "b: git")),
+        ("live/web/configmaps/added.yaml", added),
+    ]);
+    s.worker.notify_remote_moved();
+    // The live side still reads as the held commit, with `a` edited, and a new object.
+    let resync = vec![
+        Intent::put(
+            "live",
+            cm_key("web", "conf"),
+            cm("web", "conf", json!({"a": "live", "b": "1"})),
+        )
+        .since(held),
+        Intent::put(
+            "live",
+            cm_key("web", "other"),
+            cm("web", "other", json!({"c": "1"})),
+        )
+        .since(held),
+        Intent::sweep(
+            "live",
+            SweepScope {
+                resource: GroupResource::new("", "configmaps"),
+                namespace: Some("web".into()),
+                keep: BTreeSet::from([
+                    ("web".to_string(), "conf".to_string()),
+                    ("web".to_string(), "other".to_string()),
+                ]),
+                removable: None,
+            },
+        )
+        .since(held),
+    ];
+    s.worker.submit_resync("live", resync);
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    let conf = s.show(path);
+    assert!(
+        conf.contains("a: \"live\"") && conf.contains("b: git"),
+        "both sides' fields:\n{conf}"
+    );
+    assert!(
+        s.files().contains("live/web/configmaps/added.yaml"),
+        "{:?}",
+        s.files()
+    );
+    assert!(
+        s.show("live/web/configmaps/other.yaml")
+            .contains("c: \"1\"")
     );
 }

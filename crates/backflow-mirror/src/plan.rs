@@ -130,6 +130,19 @@ pub struct FolderPolicy {
     pub excluded_users: Vec<String>,
     /// `spec.commitAuthors`: whether each user's changes get commits of their own.
     pub commit_authors: CommitAuthors,
+    /// The claim `spec.applierClaimRef` names, in the target's namespace.
+    pub claim: Option<NamedClaim>,
+}
+
+/// An applier claim, by kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedClaim {
+    /// `NativeClaim`, `FluxClaim` or `ArgoCDClaim`.
+    pub kind: String,
+    /// Its namespace (the target's).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
 }
 
 impl TargetPlan {
@@ -522,6 +535,11 @@ fn folder_policy(ns: &str, t: &GitTarget) -> FolderPolicy {
             .map(|e| e.users.clone())
             .unwrap_or_default(),
         commit_authors: t.spec.commit_authors,
+        claim: t.spec.applier_claim_ref.as_ref().map(|c| NamedClaim {
+            kind: c.kind.clone(),
+            namespace: ns.to_string(),
+            name: c.name.clone(),
+        }),
     }
 }
 

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backflow_api::config::PruneMode;
+use backflow_api::config::{ArgoCDClaim, FluxClaim, NativeClaim};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_git::{
-    Attribution, ChangedBy, Intent, ObjectJson, ObjectState, Pushed, SweepScope, WorkerHandle,
-    WriteError,
+    Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, Pushed, SweepScope,
+    WorkerHandle, WriteError,
 };
 use backflow_manifest::Identity;
 use futures::StreamExt;
@@ -309,6 +310,11 @@ struct Memory {
     excluded: BTreeSet<ObjectKey>,
     /// Objects that cannot be read, with the resourceVersion last logged.
     undecodable: BTreeMap<ObjectKey, u64>,
+    /// Where an applier coordinates the folder: the commit the live side last held in full,
+    /// read when the watch starts. The first snapshot is published as changes of what that
+    /// commit holds, so what Git gained since (a push while backflow was stopped, an apply cut
+    /// short) is not written over; `None` there is first contact.
+    since: Option<CommitId>,
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -412,7 +418,10 @@ pub async fn run(
         let mut events = watcher::watcher(api.clone(), config)
             .default_backoff()
             .boxed();
-        let mut memory = Memory::default();
+        let mut memory = Memory {
+            since: last_applied(&ctx).await,
+            ..Memory::default()
+        };
         let mut snapshot: Vec<Listed> = Vec::new();
         let mut fall_back = false;
         loop {
@@ -624,7 +633,8 @@ fn undecodable(
 }
 
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
-    memory.submitted.clear();
+    let previous = std::mem::take(&mut memory.submitted);
+    let baseline = SnapshotBaseline::of(ctx, previous, memory.since.take());
     let count = objects.len();
     let mut intents = Vec::with_capacity(count);
     let mut keep = BTreeSet::new();
@@ -660,7 +670,8 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
                 value,
             };
             memory.submitted.insert(key.clone(), seen);
-            intents.push(Intent::put_json(ctx.path.clone(), key, object));
+            let intent = Intent::put_json(ctx.path.clone(), key.clone(), object);
+            intents.push(baseline.of_object(intent, &key));
         }
     }
     if ctx.policy.applier.is_some() {
@@ -672,8 +683,9 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             resource: gr.clone(),
             namespace: ctx.spec.namespace.clone(),
             keep,
+            removable: None,
         };
-        intents.push(Intent::sweep(ctx.path.clone(), scope));
+        intents.push(baseline.of_sweep(Intent::sweep(ctx.path.clone(), scope)));
         ctx.metrics
             .sweeps
             .get_or_create(&TargetLabels {
@@ -788,6 +800,92 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     // Read after the submit: a window opening from now on flushes the edit.
     memory.window_edits.submitted(&key, &ctx.windows());
     ctx.tracker.record(key, rv, rx, &ctx.worker);
+}
+
+/// What a snapshot's objects are published as changes of, where an applier coordinates the
+/// folder (elsewhere the live side is the truth, and objects are written whole).
+enum SnapshotBaseline {
+    /// Not coordinated: whole objects, and a sweep removes every document not kept.
+    Whole,
+    /// A relist: each object as this stream last saw it; a sweep removes only objects it saw.
+    Seen(Submitted),
+    /// The first snapshot: what the commit the live side last held in full holds.
+    Applied(CommitId),
+    /// The first snapshot of a folder no claim applied yet (first contact): Git's documents
+    /// are the applier's to create, so a sweep removes none of them.
+    FirstContact,
+}
+
+impl SnapshotBaseline {
+    fn of(ctx: &StreamContext, previous: Submitted, since: Option<CommitId>) -> Self {
+        match (ctx.keeps_values(), since) {
+            (false, _) => Self::Whole,
+            (true, _) if !previous.is_empty() => Self::Seen(previous),
+            (true, Some(commit)) => Self::Applied(commit),
+            (true, None) => Self::FirstContact,
+        }
+    }
+
+    fn of_object(&self, intent: Intent, key: &ObjectKey) -> Intent {
+        match self {
+            Self::Seen(seen) => match seen.get(key).and_then(|s| s.value.clone()) {
+                Some(before) => intent.edit_of(before),
+                None => intent,
+            },
+            Self::Applied(commit) => intent.since(*commit),
+            Self::Whole | Self::FirstContact => intent,
+        }
+    }
+
+    fn of_sweep(&self, intent: Intent) -> Intent {
+        let removable = match self {
+            Self::Whole => return intent,
+            Self::Applied(commit) => return intent.since(*commit),
+            Self::Seen(seen) => seen
+                .keys()
+                .map(|k| (k.namespace.clone(), k.name.clone()))
+                .collect(),
+            Self::FirstContact => BTreeSet::new(),
+        };
+        let mut intent = intent;
+        if let ObjectState::Sweep(scope) = &intent.state {
+            let mut scope = SweepScope::clone(scope);
+            scope.removable = Some(removable);
+            intent.state = ObjectState::Sweep(Arc::new(scope));
+        }
+        intent
+    }
+}
+
+/// The newest commit the live side of the folder is known to have held in full: the claim's
+/// `status.inStepCommit` (the commit of its last operation that succeeded; an operation cut
+/// short or failed after it applied part of its commit at most), else `lastAppliedCommit`.
+/// Commits backflow pushed after it hold what the live side held when it published them, so
+/// they read as live changes of it. `None` when no claim coordinates the folder, none applied
+/// yet, or its status cannot be read (then the first snapshot is taken as first contact,
+/// logged).
+async fn last_applied(ctx: &StreamContext) -> Option<CommitId> {
+    let claim = ctx.policy.claim.as_ref()?;
+    let resource = match claim.kind.as_str() {
+        "FluxClaim" => ApiResource::erase::<FluxClaim>(&()),
+        "ArgoCDClaim" => ApiResource::erase::<ArgoCDClaim>(&()),
+        _ => ApiResource::erase::<NativeClaim>(&()),
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &claim.namespace, &resource);
+    match api.get_opt(&claim.name).await {
+        Ok(found) => {
+            let status = &found?.data["status"];
+            let commit = status["inStepCommit"]
+                .as_str()
+                .or_else(|| status["lastAppliedCommit"].as_str())?;
+            commit.parse().ok()
+        }
+        Err(e) => {
+            tracing::warn!(target = %ctx.target_label(), claim = %claim.name, error = %e, "cannot read the claim's last applied commit; the snapshot is published as a first contact");
+            None
+        }
+    }
 }
 
 /// Judges a write against the apply window, counting what the verdict means: the apply landing

@@ -179,6 +179,7 @@ impl World {
                 resource: model::key("a").resource,
                 namespace: Some("web".into()),
                 keep,
+                removable: None,
             },
         ));
         // As the real stream: each listed object's next event is judged against its writers.

@@ -172,6 +172,13 @@ pub struct ClaimStatus {
     /// The commit the last successful operation applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_commit: Option<String>,
+    /// The newest commit the live side is known to have held in full: the commit of the last
+    /// operation that succeeded, including one that only caught up with backflow's own commits.
+    /// After a restart the mirror publishes the live side as changes of what this commit holds,
+    /// so what Git gained since (a push while backflow was stopped, an apply cut short) is
+    /// applied rather than written over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_step_commit: Option<String>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

@@ -80,6 +80,8 @@ pub struct Runner {
     mirror: MirrorBranches,
     inventory: Vec<InventoryEntry>,
     last_applied: Option<String>,
+    /// `status.inStepCommit`: the commit of the last operation that succeeded.
+    in_step: Option<String>,
     operation: Option<OperationStatus>,
     failures: Vec<String>,
     wake: Option<Moment>,
@@ -132,6 +134,7 @@ impl Runner {
             mirror: shared.mirror,
             inventory: Vec::new(),
             last_applied: None,
+            in_step: None,
             operation: None,
             failures: Vec::new(),
             wake: None,
@@ -376,6 +379,7 @@ impl Runner {
         self.inventory.clone_from(&status.inventory);
         self.hand_back.clone_from(&status.hand_back);
         self.last_applied.clone_from(&status.last_applied_commit);
+        self.in_step.clone_from(&status.in_step_commit);
         self.operation.clone_from(&status.operation);
         let in_flight = status.operation.as_ref().and_then(|op| {
             let phase = OperationPhase::parse(&op.phase).filter(|p| p.in_flight())?;
@@ -599,8 +603,11 @@ impl Runner {
         let op = operation_status(operation, message, &requested_at, &now);
         // A catch-up only stamps: Git's changes up to its commit are not on the live side yet,
         // so it is not what the next apply's "changed since" starts from.
-        if operation.phase == OperationPhase::Succeeded && !operation.reasons.catch_up_only() {
-            self.last_applied = Some(operation.commit.to_string());
+        if operation.phase == OperationPhase::Succeeded {
+            if !operation.reasons.catch_up_only() {
+                self.last_applied = Some(operation.commit.to_string());
+            }
+            self.in_step = Some(operation.commit.to_string());
         }
         self.operation = Some(op.clone());
         let current = super::store::read(&self.client, &self.key)
@@ -614,6 +621,7 @@ impl Runner {
             conditions: acting_conditions(&previous, &self.plan, Some(&op), &now, generation),
             operation: Some(op),
             last_applied_commit: self.last_applied.clone(),
+            in_step_commit: self.in_step.clone(),
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
             hand_back: None,

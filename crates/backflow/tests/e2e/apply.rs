@@ -662,7 +662,7 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
 }
 
 /// Sets the default `NativeClaim`'s `spec.suspend`: while true it asks nothing.
-fn suspend_default_claim(w: &World, suspend: bool) {
+pub(crate) fn suspend_default_claim(w: &World, suspend: bool) {
     let patch = format!(r#"{{"spec":{{"suspend":{suspend}}}}}"#);
     w.kubectl(&[
         "patch",

@@ -1,12 +1,13 @@
 //! What Git holds that the live side lacks when backflow starts: a repository that already holds
-//! manifests, met by an empty store (first contact: restore from Git), and a push made while
-//! backflow was stopped.
+//! manifests, met by an empty store (first contact: restore from Git), a push made while
+//! backflow was stopped, and an apply cut short by a crash. The start-up resync publishes only
+//! what changed live since the commit the live side last held (`status.inStepCommit`).
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::apply::wait_acting;
+use crate::apply::{claim, suspend_default_claim, wait_acting};
 use crate::common::*;
 
 /// The data of `ConfigMap` `ns/name`, once it exists live.
@@ -100,4 +101,121 @@ fn a_file_pushed_while_backflow_was_stopped_is_created_at_start() {
     w.push_new_configmap("live", "default", "fresh", "pushed-while-down");
     w.restart(&[]);
     wait_live(&w, "default", "fresh", "greeting", "pushed-while-down");
+}
+
+/// Issue case 2: an edit of an existing file and a new file, pushed while backflow was stopped,
+/// both reach the live side when it starts, and the edit stays in Git: the start-up resync does
+/// not write the live side's older value over it.
+#[test]
+fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
+    let path = "live/default/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_adopted(&w, "demo");
+    w.stop();
+    w.push_edit(path, "hello", "edited-while-down");
+    w.push_new_configmap("live", "default", "fresh", "pushed-while-down");
+    w.restart(&[]);
+    wait_live(&w, "default", "demo", "greeting", "edited-while-down");
+    wait_live(&w, "default", "fresh", "greeting", "pushed-while-down");
+    w.wait_settled();
+    let file = w.show(path).expect("the file");
+    assert!(
+        file.contains("edited-while-down"),
+        "Git keeps the push:\n{file}"
+    );
+}
+
+/// Issue case 3: an apply cut short. A push changed every file of a folder; the applier had
+/// written half of them when the process was killed (its operation still `Running`). The
+/// restart's resync must not write the other half's older live values over the push, and the
+/// next apply carries the rest to the live side.
+#[test]
+fn an_apply_cut_short_by_a_crash_is_finished_not_reverted() {
+    const N: usize = 12;
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    for i in 0..N {
+        w.apply(&configmap("default", &format!("cfg-{i}"), &[("v", "old")]));
+    }
+    for i in 0..N {
+        w.wait_file(&format!("live/default/configmaps/cfg-{i}.yaml"), |t| {
+            t.contains("old")
+        });
+    }
+    for i in 0..N {
+        wait_adopted(&w, &format!("cfg-{i}"));
+    }
+    // Held, so the push is not applied by itself: this test plays the applier's part.
+    suspend_default_claim(&w, true);
+    let clone = w.clone_origin("person");
+    for i in 0..N {
+        let file = clone.join(format!("live/default/configmaps/cfg-{i}.yaml"));
+        let text = std::fs::read_to_string(&file).expect("the file");
+        std::fs::write(&file, text.replace("old", "new")).expect("write");
+    }
+    let pushed = w.commit_all_and_push_rebasing(&clone, "every setting is new");
+    // Half applied, as backflow's applier writes (server-side apply), then the process dies
+    // with the operation recorded in flight.
+    for i in 0..N / 2 {
+        let file = clone.join(format!("live/default/configmaps/cfg-{i}.yaml"));
+        w.kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=backflow-applier",
+            "-f",
+            &file.to_string_lossy(),
+        ]);
+    }
+    let status = format!(
+        r#"{{"status":{{"operation":{{"id":90,"commit":"{pushed}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
+    );
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+    w.crash_and_restart(&[]);
+    w.wait_settled();
+    let reverted: Vec<usize> = (0..N)
+        .filter(|i| {
+            w.show(&format!("live/default/configmaps/cfg-{i}.yaml"))
+                .is_none_or(|t| !t.contains("new"))
+        })
+        .collect();
+    assert!(
+        reverted.is_empty(),
+        "the restart's resync wrote the live side over unapplied files {reverted:?}"
+    );
+    suspend_default_claim(&w, false);
+    for i in 0..N {
+        wait_live(&w, "default", &format!("cfg-{i}"), "v", "new");
+    }
+    let file = w
+        .show("live/default/configmaps/cfg-0.yaml")
+        .expect("the file");
+    assert!(file.contains("new"), "{file}");
+}
+
+/// Waits until the default claim's inventory holds `ConfigMap` `default/name` (adopted).
+fn wait_adopted(w: &World, name: &str) {
+    let id = format!("default_{name}__ConfigMap");
+    wait_for(
+        &format!("{name} to be adopted"),
+        || format!("{:#}", claim(w)),
+        || {
+            let status = claim(w);
+            let done = status["operation"]["phase"] == "Succeeded";
+            (done && status["inventory"].to_string().contains(&id)).then_some(())
+        },
+    );
 }
