@@ -46,6 +46,7 @@ pub use kinds::KindMap;
 pub use layout::{is_git_dir, normalize_target};
 pub use merge::{Merged, merge_object};
 pub use placement::{PlacementMap, PlacementRules, validate_template};
+pub use planner::MergeReport;
 pub use planner::YamlPlanner;
 pub use sanitize::sanitize;
 pub use yaml::render;

@@ -82,6 +82,30 @@ pub struct YamlPlanner {
     /// object, or edited and parsed to check they read back): refreshing the index after such
     /// a file needs no parse of it.
     known: Arc<Mutex<BTreeMap<String, KnownEntries>>>,
+    /// Where a field both sides changed is reported, once per override.
+    overrides: Option<Overrides>,
+}
+
+/// Where the planner reports a field both the live side and Git changed, where the live value
+/// was kept over Git's (see [`merge_object`]).
+pub trait MergeReport: Send + Sync {
+    /// `object` of `folder` had `fields` changed on both sides; the live values were kept.
+    fn overridden(&self, folder: &str, object: &ObjectKey, fields: &[String]);
+}
+
+/// The report, and what it was told: a write is planned again on every replay, and an override
+/// is reported once.
+#[derive(Clone)]
+struct Overrides {
+    report: Arc<dyn MergeReport>,
+    /// Per object, the blob id of the last override reported (its fields, both values).
+    told: Arc<Mutex<BTreeMap<(String, ObjectKey), String>>>,
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides").finish_non_exhaustive()
+    }
 }
 
 /// The documents of a file the planner wrote, and the blob id of the bytes they were taken from.
@@ -102,7 +126,18 @@ impl YamlPlanner {
             placement: PlacementMap::default(),
             folders: Arc::default(),
             known: Arc::default(),
+            overrides: None,
         }
+    }
+
+    /// Reports to `report` each field both sides changed where the live value was kept.
+    #[must_use]
+    pub fn with_merge_report(mut self, report: Arc<dyn MergeReport>) -> Self {
+        self.overrides = Some(Overrides {
+            report,
+            told: Arc::default(),
+        });
+        self
     }
 
     /// Places new objects by the path templates of each folder in `map` (shared with whoever
@@ -182,7 +217,9 @@ impl YamlPlanner {
             let bytes = tree.read(&found.path)?.unwrap_or_default();
             let edited = edit_parsed(&found.path, &bytes, found.doc, |current| {
                 let desired = match baseline {
-                    Some(before) => merged(key, &sanitize(&before.value()), object, current),
+                    Some(before) => {
+                        self.merged(target, key, &sanitize(&before.value()), object, current)
+                    }
                     None => object,
                 };
                 self.omit_defaults(desired, Some(current))
@@ -505,15 +542,39 @@ impl YamlPlanner {
     }
 }
 
-/// What a live change of `before` into `ours` makes of Git's document `current`: the fields the
-/// change did not touch keep Git's values; a field both changed keeps the live side's, and is
-/// logged.
-fn merged(key: &ObjectKey, before: &Value, ours: Value, current: &Value) -> Value {
-    let merged = merge_object(before, &ours, current);
-    if !merged.overrides.is_empty() {
-        tracing::info!(object = %key, fields = ?merged.overrides, "changed both live and in Git: the live value is kept over Git's");
+impl YamlPlanner {
+    /// What a live change of `before` into `ours` makes of Git's document `current`: the
+    /// fields the change did not touch keep Git's values; a field both changed keeps the live
+    /// side's, and is logged and reported once.
+    fn merged(
+        &self,
+        folder: &str,
+        key: &ObjectKey,
+        before: &Value,
+        ours: Value,
+        current: &Value,
+    ) -> Value {
+        let merged = merge_object(before, &ours, current);
+        if merged.overrides.is_empty() {
+            return merged.value;
+        }
+        let Some(overrides) = &self.overrides else {
+            tracing::info!(object = %key, fields = ?merged.overrides, "changed both live and in Git: the live value is kept over Git's");
+            return merged.value;
+        };
+        let print = blob_id(format!("{:?}{ours}{current}", merged.overrides).as_bytes());
+        let slot = (folder.to_string(), key.clone());
+        let mut told = overrides
+            .told
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if told.get(&slot) != Some(&print) {
+            tracing::info!(folder, object = %key, fields = ?merged.overrides, "changed both live and in Git: the live value is kept over Git's");
+            overrides.report.overridden(folder, key, &merged.overrides);
+            told.insert(slot, print);
+        }
+        merged.value
     }
-    merged.value
 }
 
 /// A folder's index while a write is planned: built once, then refreshed per changed file.
@@ -1367,5 +1428,52 @@ mod tests {
         let whole = Intent::put("live", cm_key("web", "conf"), obj("live", "1"));
         tree.apply(planner.plan(&tree, &whole).expect("planned"));
         assert!(tree.text(path).contains("b: \"1\""), "{}", tree.text(path));
+    }
+
+    /// What a [`MergeReport`] was told.
+    #[derive(Default)]
+    struct Told(Mutex<Vec<(String, String, Vec<String>)>>);
+
+    impl MergeReport for Told {
+        fn overridden(&self, folder: &str, object: &ObjectKey, fields: &[String]) {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((folder.to_string(), object.to_string(), fields.to_vec()));
+        }
+    }
+
+    #[test]
+    fn an_override_is_reported_once_however_often_the_write_is_planned() {
+        let told = Arc::new(Told::default());
+        let planner = configmap_planner().with_merge_report(told.clone());
+        let mut tree = MemTree::default();
+        let obj = |a: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}});
+        tree.apply(
+            planner
+                .plan(
+                    &tree,
+                    &Intent::put("live", cm_key("web", "conf"), obj("git")),
+                )
+                .expect("planned"),
+        );
+        let before = Arc::new(ObjectJson::new(&obj("1")));
+        let edit = Intent::put("live", cm_key("web", "conf"), obj("live")).edit_of(before);
+        for _ in 0..3 {
+            let updates = planner.plan(&tree, &edit).expect("planned");
+            assert!(!updates.is_empty(), "the live value is written");
+        }
+        let told = told
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        assert_eq!(
+            *told,
+            vec![(
+                "live".to_string(),
+                "configmaps/web/conf".to_string(),
+                vec!["data.a".to_string()]
+            )]
+        );
     }
 }

@@ -37,6 +37,10 @@ pub struct TargetActivity {
     /// wrote: a later publication of the same object, or a resync of its type and namespace
     /// that publishes without a refusal, clears one.
     pub refusals: BTreeMap<WriteScope, String>,
+    /// Fields changed both live and in Git where the live value was kept, counted.
+    pub merge_overrides: u64,
+    /// The last of them, for a person: the object and its fields.
+    pub last_merge_override: Option<String>,
 }
 
 /// What one write to the branch covers, for its refusal.
@@ -152,6 +156,8 @@ pub struct Board {
     pub windows: crate::ApplyWindows,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
     claims: Mutex<BTreeMap<TargetRef, crate::ClaimReadiness>>,
+    /// Which target each folder of each branch belongs to, as its streams run.
+    folders: Mutex<BTreeMap<(BranchKey, String), TargetRef>>,
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
     /// so its `GitBranch` shows it at once rather than at the next status tick.
     branch_news: tokio::sync::Notify,
@@ -209,6 +215,42 @@ impl Board {
         a.last_commit = Some(report.sha.clone());
         a.last_push_time = Some(report.at.clone());
         a.last_commit_order = report.order;
+    }
+
+    /// Records that `folder` of `branch` is `target`'s (its streams run).
+    pub fn serve_folder(&self, branch: &BranchKey, folder: &str, target: &TargetRef) {
+        self.folders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((branch.clone(), folder.to_string()), target.clone());
+    }
+
+    /// Records that a live edit of `object` in `folder` of `branch` was kept over Git's value
+    /// of `fields`; returns the target the folder belongs to.
+    pub fn merge_override(
+        &self,
+        branch: &BranchKey,
+        folder: &str,
+        object: &ObjectKey,
+        fields: &[String],
+    ) -> Option<TargetRef> {
+        let target = self
+            .folders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(branch.clone(), folder.to_string()))
+            .cloned()?;
+        let mut targets = self
+            .targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let a = targets.entry(target.clone()).or_default();
+        a.merge_overrides += 1;
+        a.last_merge_override = Some(format!(
+            "{object}: {} changed both live and in Git; the live value was kept",
+            fields.join(", ")
+        ));
+        Some(target)
     }
 
     /// Records a refused write of `scope`.

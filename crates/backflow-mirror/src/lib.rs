@@ -103,7 +103,10 @@ impl Mirror {
             options.shutdown_grace,
             board.clone(),
             clock.clone(),
-            git_metrics,
+            workers::WorkerMetrics {
+                git: git_metrics,
+                merge_overrides: metrics.merge_overrides.clone(),
+            },
             kinds.clone(),
         ));
         let tracker = Arc::new(Tracker::default());

@@ -55,6 +55,8 @@ pub struct MirrorMetrics {
     pub apply_collisions: Family<TargetLabels, Counter>,
     /// Objects another applier owns, kept out of a coordinated folder (each counted once).
     pub ownership_conflicts: Family<TargetLabels, Counter>,
+    /// Live edits laid onto a push that changed the same field: the live value was kept.
+    pub merge_overrides: Family<TargetLabels, Counter>,
 }
 
 /// Labels of an applier's write seen by a watch.
@@ -94,6 +96,11 @@ impl MirrorMetrics {
             "in_flight",
             "Submitted writes not yet published",
             m.in_flight.clone(),
+        );
+        r.register(
+            "merge_overrides",
+            "Fields changed both live and in Git where the live value was kept over Git's (three-way replay)",
+            m.merge_overrides.clone(),
         );
         r.register(
             "placements",

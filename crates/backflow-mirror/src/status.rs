@@ -190,6 +190,11 @@ pub(crate) fn target_status(
         st.last_commit.clone_from(&activity.last_commit);
         st.last_push_time.clone_from(&activity.last_push_time);
     }
+    if activity.merge_overrides > 0 {
+        st.merge_overrides = Some(activity.merge_overrides);
+        st.last_merge_override
+            .clone_from(&activity.last_merge_override);
+    }
     let validated = match &snapshot.problem {
         Some(p) => stamp(
             "Validated",

@@ -407,6 +407,11 @@ pub async fn run(
         _ => Api::all_with(ctx.client.clone(), &ar),
     };
     let gr = ctx.spec.served.group_resource();
+    // The planner names folders normalized; a path that does not normalize writes nothing.
+    if let Ok(folder) = backflow_manifest::normalize_target(&ctx.path) {
+        ctx.board
+            .serve_folder(&ctx.branch, &folder, &ctx.spec.target);
+    }
     let mut streaming = true;
     loop {
         let config = if streaming {

@@ -16,7 +16,11 @@ use tokio::sync::{broadcast, mpsc};
 use crate::board::{Board, BranchKey};
 use crate::credentials::Access;
 use crate::error::MirrorError;
+use crate::metrics::TargetLabels;
+use backflow_api::ObjectKey;
 use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -112,6 +116,16 @@ impl Settings {
     }
 }
 
+/// What the branch workers count: Git's metrics, and the fields their planners kept from the
+/// live side over Git's.
+#[derive(Clone)]
+pub struct WorkerMetrics {
+    /// Commits, pushes, fetches.
+    pub git: GitMetrics,
+    /// `backflow_mirror_merge_overrides_total`.
+    pub merge_overrides: Family<TargetLabels, Counter>,
+}
+
 /// Every running branch worker.
 pub struct Workers {
     data_dir: PathBuf,
@@ -119,7 +133,7 @@ pub struct Workers {
     shutdown_grace: Duration,
     board: Arc<Board>,
     clock: Arc<dyn Clock>,
-    metrics: GitMetrics,
+    metrics: WorkerMetrics,
     kinds: KindMap,
     running: Mutex<BTreeMap<(String, String), RunningWorker>>,
     encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
@@ -145,7 +159,7 @@ impl Workers {
         shutdown_grace: Duration,
         board: Arc<Board>,
         clock: Arc<dyn Clock>,
-        metrics: GitMetrics,
+        metrics: WorkerMetrics,
         kinds: KindMap,
     ) -> Self {
         let (diverged, diverged_rx) = mpsc::unbounded_channel();
@@ -246,8 +260,13 @@ impl Workers {
                 self.clock.clone(),
                 StdRng::from_os_rng(),
             )
-            .with_placement(self.placement(&provider.spec.url, branch));
-        let metrics = self.metrics.for_branch(&provider.spec.url, branch);
+            .with_placement(self.placement(&provider.spec.url, branch))
+            .with_merge_report(Arc::new(BranchOverrides {
+                branch: key.clone(),
+                board: self.board.clone(),
+                merge_overrides: self.metrics.merge_overrides.clone(),
+            }));
+        let metrics = self.metrics.git.for_branch(&provider.spec.url, branch);
         let worker = BranchWorker::open(
             &self.data_dir,
             &remote,
@@ -379,6 +398,29 @@ async fn forward_notices(
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// A branch's report of fields kept from the live side over Git's (the three-way replay): on
+/// the folder's `GitTarget` status and in `backflow_mirror_merge_overrides_total`.
+struct BranchOverrides {
+    branch: BranchKey,
+    board: Arc<Board>,
+    merge_overrides: Family<TargetLabels, Counter>,
+}
+
+impl backflow_manifest::MergeReport for BranchOverrides {
+    fn overridden(&self, folder: &str, object: &ObjectKey, fields: &[String]) {
+        if let Some((namespace, name)) =
+            self.board
+                .merge_override(&self.branch, folder, object, fields)
+        {
+            self.merge_overrides
+                .get_or_create(&TargetLabels {
+                    target: format!("{namespace}/{name}"),
+                })
+                .inc();
         }
     }
 }

@@ -225,4 +225,11 @@ pub struct GitTargetStatus {
     /// Watch streams, counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<StreamSummary>,
+    /// Fields changed both live and in Git where the live value was kept over Git's (the
+    /// three-way replay), counted since backflow started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_overrides: Option<u64>,
+    /// The last of them: the object and its fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_merge_override: Option<String>,
 }
