@@ -117,6 +117,7 @@ impl Live {
             recipients: Vec::new(),
             receiver_token: receiver_token.map(str::to_string),
             apply,
+            first_contact: backflow_api::config::FirstContact::default(),
         };
         backflow_mirror::defaults::ensure(&self.client, &setup)
             .await

@@ -4,9 +4,9 @@
 
 use backflow_api::config::{
     AgeEncryption, ApplierClaimReference, ClusterTargetReference, ClusterWatchRule,
-    ClusterWatchRuleSpec, Encryption, GitProvider, GitProviderSpec, GitReceiver, GitReceiverSpec,
-    GitTarget, GitTargetSpec, LocalReference, NativeClaim, NativeClaimSpec, PushPolicy,
-    ReceiverType, ResourceRule, SecretReference, WatchRule, WatchRuleSpec,
+    ClusterWatchRuleSpec, Encryption, FirstContact, GitProvider, GitProviderSpec, GitReceiver,
+    GitReceiverSpec, GitTarget, GitTargetSpec, LocalReference, NativeClaim, NativeClaimSpec,
+    PushPolicy, ReceiverType, ResourceRule, SecretReference, WatchRule, WatchRuleSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -41,6 +41,8 @@ pub struct DefaultSetup {
     /// Coordinate the default folder with the `NativeClaim` `backflow-system/default`: a commit
     /// somebody else pushes is applied to the API (after a flush).
     pub apply: bool,
+    /// The default claim's `spec.firstContact`.
+    pub first_contact: FirstContact,
 }
 
 /// The Secret holding the default `GitReceiver`'s token.
@@ -97,7 +99,11 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
     let provider = default_provider(setup);
     apply::<GitProvider, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &provider).await?;
     if setup.apply {
-        let claim = NativeClaim::new(NAME, NativeClaimSpec::default());
+        let spec = NativeClaimSpec {
+            first_contact: setup.first_contact,
+            ..NativeClaimSpec::default()
+        };
+        let claim = NativeClaim::new(NAME, spec);
         apply::<NativeClaim, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &claim).await?;
     }
     let target = GitTarget::new(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backflow_api::config::PruneMode;
-use backflow_api::config::{ArgoCDClaim, FluxClaim, NativeClaim};
+use backflow_api::config::{ArgoCDClaim, FirstContact, FluxClaim, NativeClaim};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_git::{
     Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, Pushed, SweepScope,
@@ -315,6 +315,8 @@ struct Memory {
     /// commit holds, so what Git gained since (a push while backflow was stopped, an apply cut
     /// short) is not written over; `None` there is first contact.
     since: Option<CommitId>,
+    /// The claim's rule for an object both sides hold at first contact (`spec.firstContact`).
+    first_contact: FirstContact,
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -423,8 +425,10 @@ pub async fn run(
         let mut events = watcher::watcher(api.clone(), config)
             .default_backoff()
             .boxed();
+        let start = claim_start(&ctx).await;
         let mut memory = Memory {
-            since: last_applied(&ctx).await,
+            since: start.since,
+            first_contact: start.first_contact,
             ..Memory::default()
         };
         let mut snapshot: Vec<Listed> = Vec::new();
@@ -639,7 +643,7 @@ fn undecodable(
 
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     let previous = std::mem::take(&mut memory.submitted);
-    let baseline = SnapshotBaseline::of(ctx, previous, memory.since.take());
+    let baseline = SnapshotBaseline::of(ctx, previous, memory.since.take(), memory.first_contact);
     let count = objects.len();
     let mut intents = Vec::with_capacity(count);
     let mut keep = BTreeSet::new();
@@ -817,17 +821,23 @@ enum SnapshotBaseline {
     /// The first snapshot: what the commit the live side last held in full holds.
     Applied(CommitId),
     /// The first snapshot of a folder no claim applied yet (first contact): Git's documents
-    /// are the applier's to create, so a sweep removes none of them.
-    FirstContact,
+    /// are the applier's to create, so a sweep removes none of them; an object both sides
+    /// hold follows the claim's rule.
+    FirstContact(FirstContact),
 }
 
 impl SnapshotBaseline {
-    fn of(ctx: &StreamContext, previous: Submitted, since: Option<CommitId>) -> Self {
+    fn of(
+        ctx: &StreamContext,
+        previous: Submitted,
+        since: Option<CommitId>,
+        rule: FirstContact,
+    ) -> Self {
         match (ctx.keeps_values(), since) {
             (false, _) => Self::Whole,
             (true, _) if !previous.is_empty() => Self::Seen(previous),
             (true, Some(commit)) => Self::Applied(commit),
-            (true, None) => Self::FirstContact,
+            (true, None) => Self::FirstContact(rule),
         }
     }
 
@@ -838,7 +848,17 @@ impl SnapshotBaseline {
                 None => intent,
             },
             Self::Applied(commit) => intent.since(*commit),
-            Self::Whole | Self::FirstContact => intent,
+            Self::FirstContact(FirstContact::GitWins) => match &intent.state {
+                // A change of nothing: every field reads as Git has it, so a file that holds
+                // the object is left as it is (the apply writes it live); one that does not is
+                // written whole.
+                ObjectState::Present(value) => {
+                    let unchanged = value.clone();
+                    intent.edit_of(unchanged)
+                }
+                _ => intent,
+            },
+            Self::Whole | Self::FirstContact(FirstContact::LiveWins) => intent,
         }
     }
 
@@ -850,7 +870,7 @@ impl SnapshotBaseline {
                 .keys()
                 .map(|k| (k.namespace.clone(), k.name.clone()))
                 .collect(),
-            Self::FirstContact => BTreeSet::new(),
+            Self::FirstContact(_) => BTreeSet::new(),
         };
         let mut intent = intent;
         if let ObjectState::Sweep(scope) = &intent.state {
@@ -862,15 +882,27 @@ impl SnapshotBaseline {
     }
 }
 
-/// The newest commit the live side of the folder is known to have held in full: the claim's
+/// What a stream's first snapshot reads from the folder's claim.
+#[derive(Debug, Default)]
+struct ClaimStart {
+    /// See [`claim_start`].
+    since: Option<CommitId>,
+    /// `spec.firstContact`.
+    first_contact: FirstContact,
+}
+
+/// What the folder's claim says when a stream starts. `since`: the newest commit the live side
+/// of the folder is known to have held in full: the claim's
 /// `status.inStepCommit` (the commit of its last operation that succeeded; an operation cut
 /// short or failed after it applied part of its commit at most), else `lastAppliedCommit`.
 /// Commits backflow pushed after it hold what the live side held when it published them, so
 /// they read as live changes of it. `None` when no claim coordinates the folder, none applied
 /// yet, or its status cannot be read (then the first snapshot is taken as first contact,
 /// logged).
-async fn last_applied(ctx: &StreamContext) -> Option<CommitId> {
-    let claim = ctx.policy.claim.as_ref()?;
+async fn claim_start(ctx: &StreamContext) -> ClaimStart {
+    let Some(claim) = ctx.policy.claim.as_ref() else {
+        return ClaimStart::default();
+    };
     let resource = match claim.kind.as_str() {
         "FluxClaim" => ApiResource::erase::<FluxClaim>(&()),
         "ArgoCDClaim" => ApiResource::erase::<ArgoCDClaim>(&()),
@@ -879,16 +911,23 @@ async fn last_applied(ctx: &StreamContext) -> Option<CommitId> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &claim.namespace, &resource);
     match api.get_opt(&claim.name).await {
-        Ok(found) => {
-            let status = &found?.data["status"];
-            let commit = status["inStepCommit"]
+        Ok(Some(found)) => {
+            let status = &found.data["status"];
+            let since = status["inStepCommit"]
                 .as_str()
-                .or_else(|| status["lastAppliedCommit"].as_str())?;
-            commit.parse().ok()
+                .or_else(|| status["lastAppliedCommit"].as_str())
+                .and_then(|c| c.parse().ok());
+            let first_contact = serde_json::from_value(found.data["spec"]["firstContact"].clone())
+                .unwrap_or_default();
+            ClaimStart {
+                since,
+                first_contact,
+            }
         }
+        Ok(None) => ClaimStart::default(),
         Err(e) => {
             tracing::warn!(target = %ctx.target_label(), claim = %claim.name, error = %e, "cannot read the claim's last applied commit; the snapshot is published as a first contact");
-            None
+            ClaimStart::default()
         }
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backflow_api::config::FirstContact;
 use backflow_api::{Clock, SystemClock};
 use backflow_apply::claims::{ApplyMetrics, Claims};
 use backflow_mirror::defaults::DefaultSetup;
@@ -161,8 +162,22 @@ struct ServeArgs {
     /// the API after every pending API edit is flushed into them), and let no applier claim act.
     #[arg(long)]
     no_apply: bool,
+    /// When the default claim first meets its branch (no operation recorded yet) and both
+    /// sides hold an object with different content: `live-wins` publishes the live object
+    /// over the file (capture a cluster), `git-wins` applies the file over the live object
+    /// (restore from Git). What only one side holds goes to the other either way.
+    #[arg(long, default_value = "live-wins", value_parser = parse_first_contact)]
+    first_contact: FirstContact,
     #[command(flatten)]
     sync: SyncArgs,
+}
+
+fn parse_first_contact(s: &str) -> Result<FirstContact, String> {
+    match s {
+        "live-wins" => Ok(FirstContact::LiveWins),
+        "git-wins" => Ok(FirstContact::GitWins),
+        other => Err(format!("{other:?}: expected live-wins or git-wins")),
+    }
 }
 
 fn parse_window(s: &str) -> Result<String, String> {
@@ -438,6 +453,7 @@ async fn start_default_mirror(
         recipients: vec![recipient.clone()],
         receiver_token: receiver_token.as_ref().map(|(_, t)| t.clone()),
         apply: !args.no_apply,
+        first_contact: args.first_contact,
     };
     backflow_mirror::defaults::ensure(&client, &setup)
         .await

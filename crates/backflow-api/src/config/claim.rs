@@ -39,6 +39,12 @@ pub struct NativeClaimSpec {
     /// Ask nothing while true (reasons stay pending).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// What the claim's first contact with its branch does with an object both sides hold
+    /// with different content: `LiveWins` (default) publishes the live object over the file,
+    /// `GitWins` applies the file over the live object. Either way what only one side holds is
+    /// given to the other. Read when backflow starts.
+    #[serde(default, skip_serializing_if = "FirstContact::is_live_wins")]
+    pub first_contact: FirstContact,
 }
 
 /// Flux's kustomize-controller, held: backflow owns the `Kustomization`'s `spec.suspend` and
@@ -68,6 +74,12 @@ pub struct FluxClaimSpec {
     /// Ask nothing while true (reasons stay pending).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// What the claim's first contact with its branch does with an object both sides hold
+    /// with different content: `LiveWins` (default) publishes the live object over the file,
+    /// `GitWins` applies the file over the live object. Either way what only one side holds is
+    /// given to the other. Read when backflow starts.
+    #[serde(default, skip_serializing_if = "FirstContact::is_live_wins")]
+    pub first_contact: FirstContact,
 }
 
 /// Argo CD's application controller, held: backflow owns the `Application`'s automated sync
@@ -98,6 +110,52 @@ pub struct ArgoCDClaimSpec {
     /// Ask nothing while true (reasons stay pending).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// What the claim's first contact with its branch does with an object both sides hold
+    /// with different content: `LiveWins` (default) publishes the live object over the file,
+    /// `GitWins` applies the file over the live object. Either way what only one side holds is
+    /// given to the other. Read when backflow starts.
+    #[serde(default, skip_serializing_if = "FirstContact::is_live_wins")]
+    pub first_contact: FirstContact,
+}
+
+/// The rule for an object both sides hold with different content when a claim first meets its
+/// branch (no operation recorded yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FirstContact {
+    /// The live object is published over the file (capture a cluster into a repository).
+    #[default]
+    LiveWins,
+    /// The file is applied over the live object (restore a cluster from its repository).
+    GitWins,
+}
+
+impl FirstContact {
+    /// Whether this is the default, `LiveWins`.
+    #[must_use]
+    pub fn is_live_wins(&self) -> bool {
+        *self == Self::LiveWins
+    }
+
+    /// The rule's name, as the spec spells it.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::LiveWins => "LiveWins",
+            Self::GitWins => "GitWins",
+        }
+    }
+}
+
+/// What a claim's first contact with its branch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FirstContactReport {
+    /// The rule followed.
+    pub rule: FirstContact,
+    /// When (RFC 3339).
+    pub at: String,
+    /// What it means, for a person.
+    pub message: String,
 }
 
 /// An object by name, in a namespace (the referring object's when empty).
@@ -179,6 +237,9 @@ pub struct ClaimStatus {
     /// applied rather than written over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_step_commit: Option<String>,
+    /// What the claim's first contact with its branch did, once it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_contact: Option<FirstContactReport>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

@@ -15,8 +15,9 @@ mod watch_rule;
 
 pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use claim::{
-    ApplierClaimReference, ArgoCDClaim, ArgoCDClaimSpec, ClaimStatus, FluxClaim, FluxClaimSpec,
-    HandBack, InventoryEntry, NativeClaim, NativeClaimSpec, ObjectReference, OperationStatus,
+    ApplierClaimReference, ArgoCDClaim, ArgoCDClaimSpec, ClaimStatus, FirstContact,
+    FirstContactReport, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry, NativeClaim,
+    NativeClaimSpec, ObjectReference, OperationStatus,
 };
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};

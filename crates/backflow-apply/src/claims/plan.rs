@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use backflow_api::config::{
-    ArgoCDClaim, FluxClaim, GitProvider, GitTarget, NativeClaim, ObjectReference,
+    ArgoCDClaim, FirstContact, FluxClaim, GitProvider, GitTarget, NativeClaim, ObjectReference,
 };
 use kube::ResourceExt;
 
@@ -42,6 +42,8 @@ pub struct ClaimObject {
     pub key: ClaimKey,
     /// `spec.suspend`.
     pub suspend: bool,
+    /// `spec.firstContact`.
+    pub first_contact: FirstContact,
     /// The applier it holds.
     pub holds: Holds,
 }
@@ -57,6 +59,7 @@ impl ClaimObject {
                 name: claim.name_any(),
             },
             suspend: claim.spec.suspend,
+            first_contact: claim.spec.first_contact,
             holds: Holds::Native,
         }
     }
@@ -68,6 +71,7 @@ impl ClaimObject {
         Self {
             key,
             suspend: claim.spec.suspend,
+            first_contact: claim.spec.first_contact,
             holds: Holds::Flux(ns, name),
         }
     }
@@ -79,6 +83,7 @@ impl ClaimObject {
         Self {
             key,
             suspend: claim.spec.suspend,
+            first_contact: claim.spec.first_contact,
             holds: Holds::Argo(ns, name),
         }
     }
@@ -119,6 +124,8 @@ pub struct ClaimPlan {
     pub identity_secrets: Vec<String>,
     /// `spec.suspend`.
     pub suspended: bool,
+    /// `spec.firstContact`.
+    pub first_contact: FirstContact,
     /// The applier it holds.
     pub holds: Holds,
 }
@@ -218,6 +225,7 @@ fn plan_one(
         targets: Vec::new(),
         identity_secrets: Vec::new(),
         suspended: claim.suspend,
+        first_contact: claim.first_contact,
         holds: claim.holds.clone(),
     };
     for t in naming {

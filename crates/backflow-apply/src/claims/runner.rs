@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::{
-    ClaimStatus, GitProvider, GitTarget, HandBack, InventoryEntry, OperationStatus,
+    ClaimStatus, FirstContact, FirstContactReport, GitProvider, GitTarget, HandBack,
+    InventoryEntry, OperationStatus,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
@@ -82,6 +83,8 @@ pub struct Runner {
     last_applied: Option<String>,
     /// `status.inStepCommit`: the commit of the last operation that succeeded.
     in_step: Option<String>,
+    /// Whether this start is the claim's first contact with its branch, and its report.
+    first_contact: FirstContactState,
     operation: Option<OperationStatus>,
     failures: Vec<String>,
     wake: Option<Moment>,
@@ -111,6 +114,34 @@ pub struct Runner {
     done: mpsc::Sender<Done>,
 }
 
+/// A claim's first contact with its branch, as far as this process knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FirstContactState {
+    /// Not first contact (an earlier operation), or not known yet.
+    Before,
+    /// This start is first contact: reported with the first operation.
+    Met,
+    /// Reported in the status.
+    Reported(FirstContactReport),
+}
+
+/// What first contact under `rule` did, at `now`.
+fn first_contact_report(rule: FirstContact, now: &str) -> FirstContactReport {
+    let message = match rule {
+        FirstContact::LiveWins => {
+            "first contact: objects both sides held were published as the live side had them; what only Git held was created live"
+        }
+        FirstContact::GitWins => {
+            "first contact: objects both sides held were applied as Git had them; what only the live side held was published"
+        }
+    };
+    FirstContactReport {
+        rule,
+        at: now.to_string(),
+        message: message.to_string(),
+    }
+}
+
 impl Runner {
     /// A runner of `key` applying `plan` with `applier` on the branch `worker` writes.
     pub fn start(
@@ -135,6 +166,7 @@ impl Runner {
             inventory: Vec::new(),
             last_applied: None,
             in_step: None,
+            first_contact: FirstContactState::Before,
             operation: None,
             failures: Vec::new(),
             wake: None,
@@ -389,6 +421,17 @@ impl Runner {
             Some((OperationId(op.id), commit, reasons, phase))
         });
         self.interrupted = in_flight.as_ref().map(|(id, ..)| *id);
+        self.first_contact = match status.first_contact.clone() {
+            Some(report) => FirstContactState::Reported(report),
+            // The decision core's rule for first contact, reported with the first operation.
+            None if !unread
+                && status.operation.is_none()
+                && status.last_applied_commit.is_none() =>
+            {
+                FirstContactState::Met
+            }
+            None => FirstContactState::Before,
+        };
         ApplyInput::Restored {
             last_applied: status.last_applied_commit.and_then(|c| c.parse().ok()),
             in_flight,
@@ -603,6 +646,11 @@ impl Runner {
         let op = operation_status(operation, message, &requested_at, &now);
         // A catch-up only stamps: Git's changes up to its commit are not on the live side yet,
         // so it is not what the next apply's "changed since" starts from.
+        if self.first_contact == FirstContactState::Met {
+            let report = first_contact_report(self.plan.first_contact, &now);
+            tracing::info!(claim = %self.claim_name(), rule = report.rule.as_str(), "first contact with the branch");
+            self.first_contact = FirstContactState::Reported(report);
+        }
         if operation.phase == OperationPhase::Succeeded {
             if !operation.reasons.catch_up_only() {
                 self.last_applied = Some(operation.commit.to_string());
@@ -622,6 +670,10 @@ impl Runner {
             operation: Some(op),
             last_applied_commit: self.last_applied.clone(),
             in_step_commit: self.in_step.clone(),
+            first_contact: match &self.first_contact {
+                FirstContactState::Reported(report) => Some(report.clone()),
+                FirstContactState::Met | FirstContactState::Before => None,
+            },
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
             hand_back: None,

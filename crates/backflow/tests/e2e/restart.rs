@@ -219,3 +219,72 @@ fn wait_adopted(w: &World, name: &str) {
         },
     );
 }
+
+/// A store that holds `ConfigMap` `shop/conf` with `colour: red` (written while backflow ran
+/// one way, `--no-apply`), and a repository whose folder holds it with `colour: blue`: the
+/// first contact of the default claim with that repository, under `--first-contact rule`.
+/// Returns the world (started) and the path of the repository's file in its clone.
+fn first_contact_with_different_content(rule: &str) -> World {
+    let mut w = World::start(&["--no-apply"]);
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.apply(&configmap("shop", "conf", &[("colour", "red")]));
+    w.wait_settled();
+    w.stop();
+    let bare = w.dirs.work.join("cluster.git");
+    a_cluster_repository(&w, &bare);
+    let url = format!("file://{}", bare.display());
+    w.restart(&["--repo", &url, "--path", "live", "--first-contact", rule]);
+    w
+}
+
+/// The file `live/shop/conf.yaml` at the tip of the repository `first_contact_…` made.
+fn cluster_file(w: &World) -> String {
+    let bare = w.dirs.work.join("cluster.git");
+    w.git_in(
+        Some(&w.dirs.work),
+        &[
+            "--git-dir",
+            &bare.to_string_lossy(),
+            "show",
+            "main:live/shop/conf.yaml",
+        ],
+    )
+}
+
+/// The rule the default claim reports for its first contact, once it reports one.
+fn first_contact_rule(w: &World) -> String {
+    wait_for(
+        "the claim to report its first contact",
+        || format!("{:#}", claim(w)),
+        || claim(w)["firstContact"]["rule"].as_str().map(str::to_string),
+    )
+}
+
+/// `--first-contact git-wins`: the file is applied over the differing live object (restore a
+/// cluster from its repository), and the file stays as the person wrote it.
+#[test]
+fn at_first_contact_git_wins_applies_the_file_over_the_live_object() {
+    let w = first_contact_with_different_content("git-wins");
+    wait_live(&w, "shop", "conf", "colour", "blue");
+    assert_eq!(first_contact_rule(&w), "GitWins");
+    w.wait_settled();
+    let file = cluster_file(&w);
+    assert!(
+        file.starts_with("# the shop's settings") && file.contains("blue"),
+        "{file}"
+    );
+}
+
+/// The default, `live-wins`: the live object is published over the differing file (capture a
+/// cluster into a repository), and the claim's status says so.
+#[test]
+fn at_first_contact_live_wins_publishes_the_live_object_over_the_file() {
+    let w = first_contact_with_different_content("live-wins");
+    assert_eq!(first_contact_rule(&w), "LiveWins");
+    wait_for(
+        "the live value in the file",
+        || cluster_file(&w),
+        || cluster_file(&w).contains("red").then_some(()),
+    );
+    wait_live(&w, "shop", "conf", "colour", "red");
+}
