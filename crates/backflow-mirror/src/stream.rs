@@ -315,8 +315,9 @@ struct Memory {
     /// commit holds, so what Git gained since (a push while backflow was stopped, an apply cut
     /// short) is not written over; `None` there is first contact.
     since: Option<CommitId>,
-    /// The claim's rule for an object both sides hold at first contact (`spec.firstContact`).
-    first_contact: FirstContact,
+    /// At first contact (the claim never recorded an operation), its rule for an object both
+    /// sides hold (`spec.firstContact`).
+    first_contact: Option<FirstContact>,
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -831,13 +832,16 @@ impl SnapshotBaseline {
         ctx: &StreamContext,
         previous: Submitted,
         since: Option<CommitId>,
-        rule: FirstContact,
+        first_contact: Option<FirstContact>,
     ) -> Self {
-        match (ctx.keeps_values(), since) {
-            (false, _) => Self::Whole,
-            (true, _) if !previous.is_empty() => Self::Seen(previous),
-            (true, Some(commit)) => Self::Applied(commit),
-            (true, None) => Self::FirstContact(rule),
+        match (ctx.keeps_values(), since, first_contact) {
+            (false, ..) => Self::Whole,
+            (true, ..) if !previous.is_empty() => Self::Seen(previous),
+            (true, Some(commit), _) => Self::Applied(commit),
+            (true, None, Some(rule)) => Self::FirstContact(rule),
+            // Operations were recorded, none succeeded: what the live side held is unknown,
+            // and it is taken as the truth (as before baselines existed).
+            (true, None, None) => Self::Whole,
         }
     }
 
@@ -887,8 +891,9 @@ impl SnapshotBaseline {
 struct ClaimStart {
     /// See [`claim_start`].
     since: Option<CommitId>,
-    /// `spec.firstContact`.
-    first_contact: FirstContact,
+    /// `spec.firstContact`, when this is the claim's first contact with its branch (it never
+    /// recorded an operation, as the decision core judges it).
+    first_contact: Option<FirstContact>,
 }
 
 /// What the folder's claim says when a stream starts. `since`: the newest commit the live side
@@ -897,8 +902,7 @@ struct ClaimStart {
 /// short or failed after it applied part of its commit at most), else `lastAppliedCommit`.
 /// Commits backflow pushed after it hold what the live side held when it published them, so
 /// they read as live changes of it. `None` when no claim coordinates the folder, none applied
-/// yet, or its status cannot be read (then the first snapshot is taken as first contact,
-/// logged).
+/// yet, or its status cannot be read (logged; the first snapshot is then published whole).
 async fn claim_start(ctx: &StreamContext) -> ClaimStart {
     let Some(claim) = ctx.policy.claim.as_ref() else {
         return ClaimStart::default();
@@ -917,8 +921,10 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
                 .as_str()
                 .or_else(|| status["lastAppliedCommit"].as_str())
                 .and_then(|c| c.parse().ok());
-            let first_contact = serde_json::from_value(found.data["spec"]["firstContact"].clone())
-                .unwrap_or_default();
+            let first_contact = (status["operation"].is_null() && since.is_none()).then(|| {
+                serde_json::from_value(found.data["spec"]["firstContact"].clone())
+                    .unwrap_or_default()
+            });
             ClaimStart {
                 since,
                 first_contact,
@@ -926,7 +932,7 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
         }
         Ok(None) => ClaimStart::default(),
         Err(e) => {
-            tracing::warn!(target = %ctx.target_label(), claim = %claim.name, error = %e, "cannot read the claim's last applied commit; the snapshot is published as a first contact");
+            tracing::warn!(target = %ctx.target_label(), claim = %claim.name, error = %e, "cannot read the claim's last applied commit; the live side's snapshot is published whole");
             ClaimStart::default()
         }
     }

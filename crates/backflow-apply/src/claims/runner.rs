@@ -644,14 +644,17 @@ impl Runner {
             .and_then(|o| o.requested_at.clone())
             .unwrap_or_else(|| now.clone());
         let op = operation_status(operation, message, &requested_at, &now);
-        // A catch-up only stamps: Git's changes up to its commit are not on the live side yet,
-        // so it is not what the next apply's "changed since" starts from.
         if self.first_contact == FirstContactState::Met {
             let report = first_contact_report(self.plan.first_contact, &now);
             tracing::info!(claim = %self.claim_name(), rule = report.rule.as_str(), "first contact with the branch");
             self.first_contact = FirstContactState::Reported(report);
         }
-        if operation.phase == OperationPhase::Succeeded {
+        // Objects left to a newer live edit are not on the live side yet: until an operation
+        // applies them, the commit is not the live side's in full, and a process that starts
+        // after a crash must apply it again (the deferred set dies with this one).
+        if operation.phase == OperationPhase::Succeeded && self.deferred.is_empty() {
+            // A catch-up only stamps: Git's changes up to its commit are not on the live side
+            // yet, so it is not what the next apply's "changed since" starts from.
             if !operation.reasons.catch_up_only() {
                 self.last_applied = Some(operation.commit.to_string());
             }

@@ -256,7 +256,11 @@ fn first_contact_rule(w: &World) -> String {
     wait_for(
         "the claim to report its first contact",
         || format!("{:#}", claim(w)),
-        || claim(w)["firstContact"]["rule"].as_str().map(str::to_string),
+        || {
+            claim(w)["firstContact"]["rule"]
+                .as_str()
+                .map(str::to_string)
+        },
     )
 }
 
@@ -287,4 +291,87 @@ fn at_first_contact_live_wins_publishes_the_live_object_over_the_file() {
         || cluster_file(&w).contains("red").then_some(()),
     );
     wait_live(&w, "shop", "conf", "colour", "red");
+}
+
+/// Issue case 3 as a person meets it: a push changes many files, and backflow is killed
+/// (`kill -9`) while its applier carries them to the live side. Wherever the kill lands, the
+/// restarted process finishes the apply and Git keeps every change.
+#[test]
+fn a_push_of_many_files_survives_a_kill_during_its_apply() {
+    const N: usize = 120;
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    let all: Vec<String> = (0..N)
+        .map(|i| configmap("default", &format!("many-{i}"), &[("v", "old")]))
+        .collect();
+    w.apply(&all.join("---\n"));
+    let value_of = |w: &World, v: &str| -> usize {
+        let list = w.get_json(&["configmaps"]);
+        list["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter(|cm| {
+                        cm["metadata"]["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("many-"))
+                    })
+                    .filter(|cm| cm["data"]["v"] == v)
+                    .count()
+            })
+            .unwrap_or_default()
+    };
+    for i in 0..N {
+        w.wait_file(&format!("live/default/configmaps/many-{i}.yaml"), |_| true);
+    }
+    wait_for(
+        "every object adopted",
+        || format!("{:#}", claim(&w)["operation"]),
+        || {
+            let status = claim(&w);
+            let inventory = status["inventory"].as_array().map_or(0, Vec::len);
+            (status["operation"]["phase"] == "Succeeded" && inventory >= N).then_some(())
+        },
+    );
+    let clone = w.clone_origin("person");
+    for i in 0..N {
+        let file = clone.join(format!("live/default/configmaps/many-{i}.yaml"));
+        let text = std::fs::read_to_string(&file).expect("the file");
+        std::fs::write(&file, text.replace("old", "new")).expect("write");
+    }
+    w.commit_all_and_push_rebasing(&clone, "every value is new");
+    // Killed as soon as the apply has begun reaching the live side.
+    wait_for(
+        "the apply to begin",
+        || format!("{:#}", claim(&w)["operation"]),
+        || (value_of(&w, "new") > 0 || claim(&w)["operation"]["phase"] == "Running").then_some(()),
+    );
+    let applied_at_kill = value_of(&w, "new");
+    w.crash_and_restart(&[]);
+    wait_for(
+        &format!("all {N} new live (killed with {applied_at_kill} applied)"),
+        || {
+            let in_git = (0..N)
+                .filter(|i| {
+                    w.show(&format!("live/default/configmaps/many-{i}.yaml"))
+                        .is_some_and(|t| t.contains("new"))
+                })
+                .count();
+            format!(
+                "{} new live, {in_git} new in Git; claim {:#}",
+                value_of(&w, "new"),
+                claim(&w)["operation"]
+            )
+        },
+        || (value_of(&w, "new") == N).then_some(()),
+    );
+    w.wait_settled();
+    let reverted: Vec<usize> = (0..N)
+        .filter(|i| {
+            w.show(&format!("live/default/configmaps/many-{i}.yaml"))
+                .is_none_or(|t| !t.contains("new"))
+        })
+        .collect();
+    assert!(reverted.is_empty(), "files reverted in Git: {reverted:?}");
 }
