@@ -1,4 +1,4 @@
-//! Injected time (DESIGN.md §7): decision logic never calls `SystemTime::now()` itself.
+//! Injected time (docs/architecture.md, pure cores): decision logic never calls `SystemTime::now()` itself.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};

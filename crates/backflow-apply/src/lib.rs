@@ -1,4 +1,4 @@
-//! Git → live: what learns that somebody else pushed, and (next) the appliers backflow holds.
+//! Git → live: what learns that somebody else pushed, and the appliers backflow holds.
 //!
 //! - [`claims`]: which claims act, and one runner per claim around its apply decision.
 //! - [`native`]: backflow's own applier (`NativeClaim`): server-side apply of a commit's folders.
