@@ -2,6 +2,7 @@
 //! stands in for the cluster (a real one cannot run here), reached over TCP through its
 //! kubeconfig exactly as a cluster would be.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,25 @@ impl Drop for Operator {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+impl Operator {
+    /// `backflow operator` against the API `kubeconfig` names, keeping its data in `data`.
+    fn start(sandbox: &Sandbox, kubeconfig: &Path, data: &Path) -> Self {
+        Self(
+            Command::new(env!("CARGO_BIN_EXE_backflow"))
+                .args(["operator", "--kubeconfig"])
+                .arg(kubeconfig)
+                .arg("--data-dir")
+                .arg(data)
+                .env("HOME", &sandbox.home)
+                .env("BACKFLOW_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn backflow operator"),
+        )
     }
 }
 
@@ -50,19 +70,7 @@ fn operator_mirrors_another_api_configured_with_kubectl() {
     .expect("git init --bare");
 
     let operator_data = sandbox.work.join("operator");
-    let operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_backflow"))
-            .args(["operator", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .arg("--data-dir")
-            .arg(&operator_data)
-            .env("HOME", &sandbox.home)
-            .env("BACKFLOW_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn backflow operator"),
-    );
+    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
 
     let kubectl =
         |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
@@ -199,6 +207,149 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
         "{message}"
     );
 
+    drop(operator);
+    cluster.stop();
+}
+
+/// Issue case 2 in operator mode, and the rule for an object changed on both sides while
+/// backflow was down: the cluster keeps running while the operator is stopped; a person patches
+/// field `a` live and pushes a change of field `b`. When the operator starts again, both reach
+/// both sides: the start-up resync publishes only what changed live since the commit the live
+/// side last held (`a`), and the converge applies the push (`b`).
+#[test]
+fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_changes() {
+    let sandbox = Sandbox::new();
+    let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
+    let kubeconfig = sandbox.data.join("kubeconfig");
+    let origin = sandbox.work.join("origin.git");
+    let origin_dir = origin.to_string_lossy().to_string();
+    git(&["init", "-q", "--bare", "--initial-branch=main", &origin_dir]).expect("git init --bare");
+    let operator_data = sandbox.work.join("operator");
+    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
+    let kubectl =
+        |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
+    wait_for("the operator to install its CRDs", String::new, || {
+        let out = kubectl(&["get", "crd", "nativeclaims.backflow.dev", "-o", "name"]);
+        (out.code == Some(0)).then_some(())
+    });
+    let config = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: team}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitProvider
+metadata: {{name: git, namespace: team}}
+spec: {{url: "file://{origin_dir}", push: {{commitWindow: 0s}}}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: NativeClaim
+metadata: {{name: apply, namespace: team}}
+spec: {{}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {{name: team, namespace: team}}
+spec:
+  providerRef: {{name: git}}
+  branch: main
+  path: clusters/dev
+  applierClaimRef: {{kind: NativeClaim, name: apply}}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {{name: config, namespace: team}}
+spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [configmaps]}}]}}
+"#
+    );
+    let path = sandbox.work.join("config.yaml");
+    std::fs::write(&path, config).expect("write the configuration");
+    let applied = kubectl(&["apply", "-f", &path.to_string_lossy()]);
+    assert_eq!(applied.code, Some(0), "{applied}");
+    let created = kubectl(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--from-literal=a=1",
+        "--from-literal=b=1",
+    ]);
+    assert_eq!(created.code, Some(0), "{created}");
+    let file_path = "clusters/dev/team/configmaps/settings.yaml";
+    let show = || {
+        git(&[
+            "--git-dir",
+            &origin_dir,
+            "show",
+            &format!("main:{file_path}"),
+        ])
+    };
+    wait_for("the ConfigMap in Git", String::new, || {
+        show().filter(|t| t.contains("b: \"1\""))
+    });
+    let claim = || {
+        let out = kubectl(&["get", "nativeclaim", "apply", "-n", "team", "-o", "json"]);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap_or_default()["status"].clone()
+    };
+    wait_for(
+        "the ConfigMap adopted",
+        || format!("{:#}", claim()),
+        || {
+            let st = claim();
+            let adopted = st["inventory"]
+                .to_string()
+                .contains("team_settings__ConfigMap");
+            (adopted && st["operation"]["phase"] == "Succeeded" && st["inStepCommit"].is_string())
+                .then_some(())
+        },
+    );
+    drop(operator);
+
+    let patched = kubectl(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--field-manager=ops-dashboard",
+        "-p",
+        r#"{"data":{"a":"live"}}"#,
+    ]);
+    assert_eq!(patched.code, Some(0), "{patched}");
+    let clone = sandbox.work.join("clone");
+    git(&["clone", "-q", &origin_dir, &clone.to_string_lossy()]).expect("clone");
+    let file = clone.join(file_path);
+    let text = std::fs::read_to_string(&file).expect("the file");
+    std::fs::write(&file, text.replace("b: \"1\"", "b: git")).expect("write");
+    let in_clone = |args: &[&str]| {
+        let mut all = vec!["-C", clone.to_str().expect("utf-8")];
+        all.extend_from_slice(args);
+        git(&all).unwrap_or_else(|| panic!("git {args:?} failed"))
+    };
+    in_clone(&["commit", "-q", "-am", "b is git's"]);
+    in_clone(&["push", "-q", "origin", "HEAD:main"]);
+
+    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
+    let merged = wait_for(
+        "both changes in Git",
+        || show().unwrap_or_default(),
+        || {
+            show().filter(|t| {
+                t.contains("b: git") && (t.contains("a: live") || t.contains("a: \"live\""))
+            })
+        },
+    );
+    assert!(!merged.contains("b: \"1\""), "{merged}");
+    let live = || {
+        let out = kubectl(&["get", "configmap", "settings", "-n", "team", "-o", "json"]);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap_or_default()["data"].clone()
+    };
+    wait_for(
+        "both changes live",
+        || format!("{}", live()),
+        || (live() == serde_json::json!({"a": "live", "b": "git"})).then_some(()),
+    );
     drop(operator);
     cluster.stop();
 }

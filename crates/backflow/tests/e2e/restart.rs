@@ -298,6 +298,23 @@ fn at_first_contact_live_wins_publishes_the_live_object_over_the_file() {
 /// restarted process finishes the apply and Git keeps every change.
 #[test]
 fn a_push_of_many_files_survives_a_kill_during_its_apply() {
+    many_files_survive_a_stop_during_their_apply(Stop::Kill);
+}
+
+/// The same with SIGTERM: the process stops cleanly in the middle of the apply.
+#[test]
+fn a_push_of_many_files_survives_a_stop_during_its_apply() {
+    many_files_survive_a_stop_during_their_apply(Stop::Term);
+}
+
+/// How the process ends in the middle of an apply.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Kill,
+    Term,
+}
+
+fn many_files_survive_a_stop_during_their_apply(stop: Stop) {
     const N: usize = 120;
     let mut w = World::start(&[]);
     wait_acting(&w);
@@ -348,9 +365,12 @@ fn a_push_of_many_files_survives_a_kill_during_its_apply() {
         || (value_of(&w, "new") > 0 || claim(&w)["operation"]["phase"] == "Running").then_some(()),
     );
     let applied_at_kill = value_of(&w, "new");
-    w.crash_and_restart(&[]);
+    match stop {
+        Stop::Kill => w.crash_and_restart(&[]),
+        Stop::Term => w.restart(&[]),
+    }
     wait_for(
-        &format!("all {N} new live (killed with {applied_at_kill} applied)"),
+        &format!("all {N} new live ({stop:?} with {applied_at_kill} applied)"),
         || {
             let in_git = (0..N)
                 .filter(|i| {
