@@ -229,6 +229,17 @@ impl MirrorBranches {
             .set_claim(&(namespace.to_string(), name.to_string()), readiness);
     }
 
+    /// Fields a live edit in `GitTarget` `namespace/name`'s folder kept over a push's value,
+    /// counted, and the last of them (see [`board::TargetActivity::merge_overrides`]).
+    #[must_use]
+    pub fn merge_overrides(&self, namespace: &str, name: &str) -> (u64, Option<String>) {
+        let activity = self
+            .workers
+            .board()
+            .activity(&(namespace.to_string(), name.to_string()));
+        (activity.merge_overrides, activity.last_merge_override)
+    }
+
     /// The apply windows the watch streams consult.
     #[must_use]
     pub fn apply_windows(&self) -> ApplyWindows {

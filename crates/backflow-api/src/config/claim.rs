@@ -240,6 +240,13 @@ pub struct ClaimStatus {
     /// What the claim's first contact with its branch did, once it happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_contact: Option<FirstContactReport>,
+    /// Fields changed both live and in Git in its targets' folders where the live value was
+    /// kept over Git's (the three-way replay), counted since backflow started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_overrides: Option<u64>,
+    /// The last of them: the object and its fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_merge_override: Option<String>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

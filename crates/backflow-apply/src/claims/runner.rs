@@ -661,6 +661,7 @@ impl Runner {
             self.in_step = Some(operation.commit.to_string());
         }
         self.operation = Some(op.clone());
+        let overrides = self.merge_overrides();
         let current = super::store::read(&self.client, &self.key)
             .await
             .ok()
@@ -677,6 +678,8 @@ impl Runner {
                 FirstContactState::Reported(report) => Some(report.clone()),
                 FirstContactState::Met | FirstContactState::Before => None,
             },
+            merge_overrides: (overrides.0 > 0).then_some(overrides.0),
+            last_merge_override: overrides.1,
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
             hand_back: None,
@@ -684,6 +687,18 @@ impl Runner {
         if let Err(e) = super::store::write_status(&self.client, &self.key, &status).await {
             tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the operation in the claim's status");
         }
+    }
+
+    /// The merge overrides of the claim's targets' folders, summed, with the last one shown.
+    fn merge_overrides(&self) -> (u64, Option<String>) {
+        let mut total = 0;
+        let mut last = None;
+        for (ns, name) in &self.plan.targets {
+            let (count, shown) = self.mirror.merge_overrides(ns, name);
+            total += count;
+            last = shown.or(last);
+        }
+        (total, last)
     }
 
     fn report(&self, event: ApplyEvent) {

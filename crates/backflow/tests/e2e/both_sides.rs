@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::apply::wait_acting;
+use crate::apply::{claim, wait_acting};
 use crate::common::*;
 
 const PATH: &str = "live/default/configmaps/conf.yaml";
@@ -126,4 +126,14 @@ fn a_field_changed_on_both_sides_keeps_the_live_value_and_says_so() {
         "counted once, however often the write is planned: {counted}"
     );
     wait_live_data(&w, &json!({"a": "live", "b": "1"}));
+    // And on the claim that applied the commit.
+    let on_claim = wait_for(
+        "the override on the claim's status",
+        || format!("{:#}", claim(&w)),
+        || {
+            let st = claim(&w);
+            (st["mergeOverrides"] == 1).then_some(st)
+        },
+    );
+    assert_eq!(on_claim["lastMergeOverride"], status["lastMergeOverride"]);
 }
