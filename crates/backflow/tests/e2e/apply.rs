@@ -28,6 +28,25 @@ pub(crate) fn wait_applied(w: &World, commit: &str) -> Value {
     )
 }
 
+/// Records in the default claim's status operation `id` applying `commit` as `Running`, as a
+/// process that dies in the middle of it leaves it.
+pub(crate) fn record_running_operation(w: &World, id: u64, commit: &str) {
+    let status = format!(
+        r#"{{"status":{{"operation":{{"id":{id},"commit":"{commit}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
+    );
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+}
+
 /// Waits for the claim to have applied something, and for the mirror to settle.
 pub(crate) fn wait_acting(w: &World) {
     w.wait_settled();
@@ -441,20 +460,7 @@ fn an_operation_found_in_flight_after_kill_9_ends_interrupted_and_is_decided_aga
     w.wait_file("live/default/configmaps/demo.yaml", |_| true);
     let tip = w.tip().unwrap();
     // The process dies with an operation recorded and not ended.
-    let status = format!(
-        r#"{{"status":{{"operation":{{"id":90,"commit":"{tip}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
-    );
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status,
-    ]);
+    record_running_operation(&w, 90, &tip);
     w.crash_and_restart(&[]);
     // backflow's own applier ran in the process that died: the operation ended with it, and is
     // not applied again before the new process's snapshot (a live edit made after its flush

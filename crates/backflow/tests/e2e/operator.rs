@@ -2,11 +2,11 @@
 //! stands in for the cluster (a real one cannot run here), reached over TCP through its
 //! kubeconfig exactly as a cluster would be.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{HANG_GUARD, Sandbox, Server, run_bounded, wait_for};
+use crate::common::{HANG_GUARD, Out, Sandbox, Server, run_bounded, wait_for};
 
 /// The operator process, stopped by its own PID.
 struct Operator(Child);
@@ -54,32 +54,85 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-#[test]
-fn operator_mirrors_another_api_configured_with_kubectl() {
-    let sandbox = Sandbox::new();
-    let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
-    let kubeconfig = sandbox.data.join("kubeconfig");
-    let origin = sandbox.work.join("origin.git");
-    git(&[
-        "init",
-        "-q",
-        "--bare",
-        "--initial-branch=main",
-        &origin.to_string_lossy(),
-    ])
-    .expect("git init --bare");
+/// A cluster (a `serve --no-mirror`, reached through its kubeconfig as a cluster would be), an
+/// empty bare repository for the operator to write, and the operator's data dir.
+struct Fixture {
+    sandbox: Sandbox,
+    cluster: Server,
+    kubeconfig: PathBuf,
+    origin: String,
+    operator_data: PathBuf,
+}
 
-    let operator_data = sandbox.work.join("operator");
-    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
+impl Fixture {
+    fn new() -> Self {
+        let sandbox = Sandbox::new();
+        let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
+        let kubeconfig = sandbox.data.join("kubeconfig");
+        let origin = sandbox
+            .work
+            .join("origin.git")
+            .to_string_lossy()
+            .to_string();
+        git(&["init", "-q", "--bare", "--initial-branch=main", &origin]).expect("git init --bare");
+        let operator_data = sandbox.work.join("operator");
+        Self {
+            sandbox,
+            cluster,
+            kubeconfig,
+            origin,
+            operator_data,
+        }
+    }
 
-    let kubectl =
-        |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
-    // The operator installs the backflow.dev CRDs into the API it mirrors.
-    wait_for("the operator to install its CRDs", String::new, || {
-        let out = kubectl(&["get", "crd", "gittargets.backflow.dev", "-o", "name"]);
-        (out.code == Some(0)).then_some(())
-    });
-    let config = format!(
+    fn kubectl(&self, args: &[&str]) -> Out {
+        run_bounded(
+            "kubectl",
+            self.sandbox.kubectl("kubectl", &self.kubeconfig, args),
+        )
+    }
+
+    /// Starts the operator and waits until it installed the backflow.dev CRDs into the API
+    /// it mirrors.
+    fn operator(&self) -> Operator {
+        let operator = Operator::start(&self.sandbox, &self.kubeconfig, &self.operator_data);
+        wait_for("the operator to install its CRDs", String::new, || {
+            let out = self.kubectl(&["get", "crd", "nativeclaims.backflow.dev", "-o", "name"]);
+            (out.code == Some(0)).then_some(())
+        });
+        operator
+    }
+
+    /// `kubectl apply -f` of `yaml`, which must succeed.
+    fn apply(&self, yaml: &str) {
+        let path = self.sandbox.work.join("config.yaml");
+        std::fs::write(&path, yaml).expect("write the configuration");
+        let applied = self.kubectl(&["apply", "-f", &path.to_string_lossy()]);
+        assert_eq!(applied.code, Some(0), "{applied}");
+    }
+
+    /// git on the bare repository.
+    fn git(&self, args: &[&str]) -> Option<String> {
+        let mut all = vec!["--git-dir", self.origin.as_str()];
+        all.extend_from_slice(args);
+        git(&all)
+    }
+
+    /// `path` at the tip of `main`.
+    fn show(&self, path: &str) -> Option<String> {
+        self.git(&["show", &format!("main:{path}")])
+    }
+
+    fn stop(self) {
+        self.cluster.stop();
+    }
+}
+
+/// The namespace `team`, its `GitProvider` (window 0) for the fixture's repository, and the
+/// `WatchRule` of its `ConfigMap`s; `target` is the `GitTarget` `team/team`'s spec, `more` any
+/// further objects.
+fn team_config(f: &Fixture, target: &str, more: &str) -> String {
+    format!(
         r#"apiVersion: v1
 kind: Namespace
 metadata: {{name: team}}
@@ -92,20 +145,27 @@ spec: {{url: "file://{}", push: {{commitWindow: 0s}}}}
 apiVersion: backflow.dev/v1alpha1
 kind: GitTarget
 metadata: {{name: team, namespace: team}}
-spec: {{providerRef: {{name: git}}, branch: main, path: clusters/dev}}
+spec: {target}
 ---
 apiVersion: backflow.dev/v1alpha1
 kind: WatchRule
 metadata: {{name: config, namespace: team}}
 spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [configmaps]}}]}}
-"#,
-        origin.display()
-    );
-    let path = sandbox.work.join("config.yaml");
-    std::fs::write(&path, config).expect("write the configuration");
-    let applied = kubectl(&["apply", "-f", &path.to_string_lossy()]);
-    assert_eq!(applied.code, Some(0), "{applied}");
-    let created = kubectl(&[
+{more}"#,
+        f.origin
+    )
+}
+
+#[test]
+fn operator_mirrors_another_api_configured_with_kubectl() {
+    let f = Fixture::new();
+    let operator = f.operator();
+    f.apply(&team_config(
+        &f,
+        "{providerRef: {name: git}, branch: main, path: clusters/dev}",
+        "",
+    ));
+    let created = f.kubectl(&[
         "create",
         "configmap",
         "settings",
@@ -115,46 +175,23 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     ]);
     assert_eq!(created.code, Some(0), "{created}");
 
-    let file = wait_for(
-        "the operator to push team's ConfigMap",
-        || {
-            git(&[
-                "--git-dir",
-                &origin.to_string_lossy(),
-                "ls-tree",
-                "-r",
-                "--name-only",
-                "main",
-            ])
+    let ls = || {
+        f.git(&["ls-tree", "-r", "--name-only", "main"])
             .unwrap_or_default()
-        },
-        || {
-            git(&[
-                "--git-dir",
-                &origin.to_string_lossy(),
-                "show",
-                "main:clusters/dev/team/configmaps/settings.yaml",
-            ])
-        },
-    );
+    };
+    let file = wait_for("the operator to push team's ConfigMap", ls, || {
+        f.show("clusters/dev/team/configmaps/settings.yaml")
+    });
     assert!(
         file.contains("mode: fast") && !file.contains("resourceVersion"),
         "{file}"
     );
     // Only what the WatchRule selects: the namespace object itself is not mirrored.
-    let files = git(&[
-        "--git-dir",
-        &origin.to_string_lossy(),
-        "ls-tree",
-        "-r",
-        "--name-only",
-        "main",
-    ])
-    .unwrap_or_default();
+    let files = ls();
     assert!(!files.contains("_cluster"), "{files}");
     // The operator reports on the target in the API it mirrors (written once a second).
     wait_for("GitTarget team/team Ready=True", String::new, || {
-        let ready = kubectl(&[
+        let ready = f.kubectl(&[
             "get",
             "gittarget",
             "team",
@@ -167,7 +204,7 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     });
 
     // A cluster's watch does not say who wrote: the commit names the newest field manager.
-    let patched = kubectl(&[
+    let patched = f.kubectl(&[
         "patch",
         "configmap",
         "settings",
@@ -178,27 +215,17 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
         r#"{"data":{"mode":"safe"}}"#,
     ]);
     assert_eq!(patched.code, Some(0), "{patched}");
-    let git_dir = origin.to_string_lossy();
     let message = wait_for(
         "the operator to push the patch",
-        || git(&["--git-dir", &git_dir, "log", "-1", "--format=%B", "main"]).unwrap_or_default(),
         || {
-            let shown = git(&[
-                "--git-dir",
-                &git_dir,
-                "show",
-                "main:clusters/dev/team/configmaps/settings.yaml",
-            ])?;
-            shown.contains("mode: safe").then(|| {
-                git(&[
-                    "--git-dir",
-                    &git_dir,
-                    "log",
-                    "-1",
-                    "--format=%an%n%B",
-                    "main",
-                ])
-            })?
+            f.git(&["log", "-1", "--format=%B", "main"])
+                .unwrap_or_default()
+        },
+        || {
+            let shown = f.show("clusters/dev/team/configmaps/settings.yaml")?;
+            shown
+                .contains("mode: safe")
+                .then(|| f.git(&["log", "-1", "--format=%an%n%B", "main"]))?
         },
     );
     assert!(message.starts_with("backflow\n"), "{message}");
@@ -208,7 +235,7 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     );
 
     drop(operator);
-    cluster.stop();
+    f.stop();
 }
 
 /// Issue case 2 in operator mode, and the rule for an object changed on both sides while
@@ -218,55 +245,14 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
 /// side last held (`a`), and the converge applies the push (`b`).
 #[test]
 fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_changes() {
-    let sandbox = Sandbox::new();
-    let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
-    let kubeconfig = sandbox.data.join("kubeconfig");
-    let origin = sandbox.work.join("origin.git");
-    let origin_dir = origin.to_string_lossy().to_string();
-    git(&["init", "-q", "--bare", "--initial-branch=main", &origin_dir]).expect("git init --bare");
-    let operator_data = sandbox.work.join("operator");
-    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
-    let kubectl =
-        |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
-    wait_for("the operator to install its CRDs", String::new, || {
-        let out = kubectl(&["get", "crd", "nativeclaims.backflow.dev", "-o", "name"]);
-        (out.code == Some(0)).then_some(())
-    });
-    let config = format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: team}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitProvider
-metadata: {{name: git, namespace: team}}
-spec: {{url: "file://{origin_dir}", push: {{commitWindow: 0s}}}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: NativeClaim
-metadata: {{name: apply, namespace: team}}
-spec: {{}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: GitTarget
-metadata: {{name: team, namespace: team}}
-spec:
-  providerRef: {{name: git}}
-  branch: main
-  path: clusters/dev
-  applierClaimRef: {{kind: NativeClaim, name: apply}}
----
-apiVersion: backflow.dev/v1alpha1
-kind: WatchRule
-metadata: {{name: config, namespace: team}}
-spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [configmaps]}}]}}
-"#
-    );
-    let path = sandbox.work.join("config.yaml");
-    std::fs::write(&path, config).expect("write the configuration");
-    let applied = kubectl(&["apply", "-f", &path.to_string_lossy()]);
-    assert_eq!(applied.code, Some(0), "{applied}");
-    let created = kubectl(&[
+    let f = Fixture::new();
+    let operator = f.operator();
+    f.apply(&team_config(
+        &f,
+        "{providerRef: {name: git}, branch: main, path: clusters/dev, applierClaimRef: {kind: NativeClaim, name: apply}}",
+        "---\napiVersion: backflow.dev/v1alpha1\nkind: NativeClaim\nmetadata: {name: apply, namespace: team}\nspec: {}\n",
+    ));
+    let created = f.kubectl(&[
         "create",
         "configmap",
         "settings",
@@ -277,19 +263,12 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     ]);
     assert_eq!(created.code, Some(0), "{created}");
     let file_path = "clusters/dev/team/configmaps/settings.yaml";
-    let show = || {
-        git(&[
-            "--git-dir",
-            &origin_dir,
-            "show",
-            &format!("main:{file_path}"),
-        ])
-    };
+    let show = || f.show(file_path);
     wait_for("the ConfigMap in Git", String::new, || {
         show().filter(|t| t.contains("b: \"1\""))
     });
     let claim = || {
-        let out = kubectl(&["get", "nativeclaim", "apply", "-n", "team", "-o", "json"]);
+        let out = f.kubectl(&["get", "nativeclaim", "apply", "-n", "team", "-o", "json"]);
         serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap_or_default()["status"].clone()
     };
     wait_for(
@@ -306,7 +285,7 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     );
     drop(operator);
 
-    let patched = kubectl(&[
+    let patched = f.kubectl(&[
         "patch",
         "configmap",
         "settings",
@@ -317,8 +296,8 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
         r#"{"data":{"a":"live"}}"#,
     ]);
     assert_eq!(patched.code, Some(0), "{patched}");
-    let clone = sandbox.work.join("clone");
-    git(&["clone", "-q", &origin_dir, &clone.to_string_lossy()]).expect("clone");
+    let clone = f.sandbox.work.join("clone");
+    git(&["clone", "-q", &f.origin, &clone.to_string_lossy()]).expect("clone");
     let file = clone.join(file_path);
     let text = std::fs::read_to_string(&file).expect("the file");
     std::fs::write(&file, text.replace("b: \"1\"", "b: git")).expect("write");
@@ -330,7 +309,7 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     in_clone(&["commit", "-q", "-am", "b is git's"]);
     in_clone(&["push", "-q", "origin", "HEAD:main"]);
 
-    let operator = Operator::start(&sandbox, &kubeconfig, &operator_data);
+    let operator = f.operator();
     let merged = wait_for(
         "both changes in Git",
         || show().unwrap_or_default(),
@@ -342,7 +321,7 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
     );
     assert!(!merged.contains("b: \"1\""), "{merged}");
     let live = || {
-        let out = kubectl(&["get", "configmap", "settings", "-n", "team", "-o", "json"]);
+        let out = f.kubectl(&["get", "configmap", "settings", "-n", "team", "-o", "json"]);
         serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap_or_default()["data"].clone()
     };
     wait_for(
@@ -351,5 +330,5 @@ spec: {{targetRef: {{name: team}}, rules: [{{apiGroups: [""], resources: [config
         || (live() == serde_json::json!({"a": "live", "b": "git"})).then_some(()),
     );
     drop(operator);
-    cluster.stop();
+    f.stop();
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::apply::{claim, suspend_default_claim, wait_acting};
+use crate::apply::{claim, record_running_operation, suspend_default_claim, wait_acting};
 use crate::common::*;
 
 /// The data of `ConfigMap` `ns/name`, once it exists live.
@@ -170,28 +170,10 @@ fn an_apply_cut_short_by_a_crash_is_finished_not_reverted() {
             &file.to_string_lossy(),
         ]);
     }
-    let status = format!(
-        r#"{{"status":{{"operation":{{"id":90,"commit":"{pushed}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
-    );
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status,
-    ]);
+    record_running_operation(&w, 90, &pushed);
     w.crash_and_restart(&[]);
     w.wait_settled();
-    let reverted: Vec<usize> = (0..N)
-        .filter(|i| {
-            w.show(&format!("live/default/configmaps/cfg-{i}.yaml"))
-                .is_none_or(|t| !t.contains("new"))
-        })
-        .collect();
+    let reverted = not_new_in_git(&w, "cfg", N);
     assert!(
         reverted.is_empty(),
         "the restart's resync wrote the live side over unapplied files {reverted:?}"
@@ -372,12 +354,7 @@ fn many_files_survive_a_stop_during_their_apply(stop: Stop) {
     wait_for(
         &format!("all {N} new live ({stop:?} with {applied_at_kill} applied)"),
         || {
-            let in_git = (0..N)
-                .filter(|i| {
-                    w.show(&format!("live/default/configmaps/many-{i}.yaml"))
-                        .is_some_and(|t| t.contains("new"))
-                })
-                .count();
+            let in_git = N - not_new_in_git(&w, "many", N).len();
             format!(
                 "{} new live, {in_git} new in Git; claim {:#}",
                 value_of(&w, "new"),
@@ -387,11 +364,16 @@ fn many_files_survive_a_stop_during_their_apply(stop: Stop) {
         || (value_of(&w, "new") == N).then_some(()),
     );
     w.wait_settled();
-    let reverted: Vec<usize> = (0..N)
+    let reverted = not_new_in_git(&w, "many", N);
+    assert!(reverted.is_empty(), "files reverted in Git: {reverted:?}");
+}
+
+/// Which of the files of `ConfigMap`s `default/{prefix}-0 .. n` do not read `new` in Git.
+fn not_new_in_git(w: &World, prefix: &str, n: usize) -> Vec<usize> {
+    (0..n)
         .filter(|i| {
-            w.show(&format!("live/default/configmaps/many-{i}.yaml"))
+            w.show(&format!("live/default/configmaps/{prefix}-{i}.yaml"))
                 .is_none_or(|t| !t.contains("new"))
         })
-        .collect();
-    assert!(reverted.is_empty(), "files reverted in Git: {reverted:?}");
+        .collect()
 }
