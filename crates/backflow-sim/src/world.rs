@@ -531,8 +531,11 @@ impl World {
             ApplyEffect::Ask(operation) => self.ask(operation),
             ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
             ApplyEffect::Record { operation, .. } => {
+                // As the runner: an operation that left objects to a newer live edit is not
+                // the live side's in full, so a restart applies its commit again.
                 if operation.phase == OperationPhase::Succeeded
                     && !operation.reasons.catch_up_only()
+                    && self.deferred.is_empty()
                 {
                     self.recorded_applied = Some(operation.commit);
                 }
