@@ -75,9 +75,9 @@ mod worker;
 pub use backflow_branch::FilePerObjectPlanner;
 pub use backflow_branch::Planner;
 pub use backflow_branch::{
-    Attribution, BackoffPolicy, ChangedBy, CommitId, CommitWindow, CoreConfig, CycleFailure,
-    Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectJson, ObjectState, PendingWrite,
-    PlanError, SweepScope, Tip, WorkerStats, WriteKind,
+    Attribution, BackoffPolicy, Baseline, ChangedBy, CommitId, CommitWindow, CoreConfig,
+    CycleFailure, Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectJson, ObjectState,
+    PendingWrite, PlanError, SweepScope, Tip, WorkerStats, WriteKind,
 };
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,

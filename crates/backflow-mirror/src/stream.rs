@@ -310,14 +310,11 @@ struct Memory {
     excluded: BTreeSet<ObjectKey>,
     /// Objects that cannot be read, with the resourceVersion last logged.
     undecodable: BTreeMap<ObjectKey, u64>,
-    /// Where an applier coordinates the folder: the commit the live side last held in full,
-    /// read when the watch starts. The first snapshot is published as changes of what that
-    /// commit holds, so what Git gained since (a push while backflow was stopped, an apply cut
-    /// short) is not written over; `None` there is first contact.
-    since: Option<CommitId>,
-    /// At first contact (the claim never recorded an operation), its rule for an object both
-    /// sides hold (`spec.firstContact`).
-    first_contact: Option<FirstContact>,
+    /// What the folder's claim said when the watch started, until the first snapshot takes it:
+    /// that snapshot is published as changes of the commit the live side last held, so what
+    /// Git gained since (a push while backflow was stopped, an apply cut short) is not written
+    /// over. Later snapshots (a relist) are changes of what the stream saw.
+    start: Option<ClaimStart>,
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -426,10 +423,8 @@ pub async fn run(
         let mut events = watcher::watcher(api.clone(), config)
             .default_backoff()
             .boxed();
-        let start = claim_start(&ctx).await;
         let mut memory = Memory {
-            since: start.since,
-            first_contact: start.first_contact,
+            start: Some(claim_start(&ctx).await),
             ..Memory::default()
         };
         let mut snapshot: Vec<Listed> = Vec::new();
@@ -644,7 +639,7 @@ fn undecodable(
 
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     let previous = std::mem::take(&mut memory.submitted);
-    let baseline = SnapshotBaseline::of(ctx, previous, memory.since.take(), memory.first_contact);
+    let baseline = SnapshotBaseline::of(ctx.keeps_values(), previous, memory.start.take());
     let count = objects.len();
     let mut intents = Vec::with_capacity(count);
     let mut keep = BTreeSet::new();
@@ -817,7 +812,8 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
 enum SnapshotBaseline {
     /// Not coordinated: whole objects, and a sweep removes every document not kept.
     Whole,
-    /// A relist: each object as this stream last saw it; a sweep removes only objects it saw.
+    /// A relist: each object as this stream last saw it; a sweep removes only objects it saw
+    /// (none, when it saw none).
     Seen(Submitted),
     /// The first snapshot: what the commit the live side last held in full holds.
     Applied(CommitId),
@@ -828,20 +824,22 @@ enum SnapshotBaseline {
 }
 
 impl SnapshotBaseline {
-    fn of(
-        ctx: &StreamContext,
-        previous: Submitted,
-        since: Option<CommitId>,
-        first_contact: Option<FirstContact>,
-    ) -> Self {
-        match (ctx.keeps_values(), since, first_contact) {
-            (false, ..) => Self::Whole,
-            (true, ..) if !previous.is_empty() => Self::Seen(previous),
-            (true, Some(commit), _) => Self::Applied(commit),
-            (true, None, Some(rule)) => Self::FirstContact(rule),
+    /// `start`: what the claim said, for the first snapshot since the watch started; `None`
+    /// for a relist.
+    /// `coordinated`: whether an applier claim coordinates the folder.
+    fn of(coordinated: bool, previous: Submitted, start: Option<ClaimStart>) -> Self {
+        if !coordinated {
+            return Self::Whole;
+        }
+        let Some(start) = start else {
+            return Self::Seen(previous);
+        };
+        match (start.since, start.first_contact) {
+            (Some(commit), _) => Self::Applied(commit),
+            (None, Some(rule)) => Self::FirstContact(rule),
             // Operations were recorded, none succeeded: what the live side held is unknown,
             // and it is taken as the truth (as before baselines existed).
-            (true, None, None) => Self::Whole,
+            (None, None) => Self::Whole,
         }
     }
 
@@ -1066,5 +1064,122 @@ mod tests {
             assert!(!refuses_streaming_lists(&other), "{code}");
         }
         assert!(!refuses_streaming_lists(&watcher::Error::NoResourceVersion));
+    }
+
+    fn cm_key(name: &str) -> ObjectKey {
+        ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
+    }
+
+    fn put(name: &str, v: &str) -> Intent {
+        Intent::put("live", cm_key(name), serde_json::json!({"v": v}))
+    }
+
+    fn sweep() -> Intent {
+        Intent::sweep(
+            "live",
+            SweepScope {
+                resource: GroupResource::new("", "configmaps"),
+                namespace: None,
+                keep: BTreeSet::new(),
+                removable: None,
+            },
+        )
+    }
+
+    fn removable(intent: &Intent) -> Option<BTreeSet<(String, String)>> {
+        match &intent.state {
+            ObjectState::Sweep(scope) => scope.removable.clone(),
+            _ => None,
+        }
+    }
+
+    fn seen(name: &str, v: &str) -> Submitted {
+        let value = serde_json::json!({"v": v});
+        BTreeMap::from([(
+            cm_key(name),
+            Seen {
+                print: fingerprint(&value),
+                rv: 1,
+                writers: Writers::default(),
+                value: Some(Arc::new(ObjectJson::new(&value))),
+            },
+        )])
+    }
+
+    #[test]
+    fn the_first_snapshot_is_a_change_of_the_commit_the_live_side_last_held() {
+        let commit: CommitId = "1111111111111111111111111111111111111111".parse().unwrap();
+        let start = ClaimStart {
+            since: Some(commit),
+            first_contact: None,
+        };
+        let b = SnapshotBaseline::of(true, Submitted::new(), Some(start));
+        assert_eq!(
+            b.of_object(put("a", "1"), &cm_key("a")).baseline,
+            Some(backflow_git::Baseline::Commit(commit))
+        );
+        assert_eq!(
+            b.of_sweep(sweep()).baseline,
+            Some(backflow_git::Baseline::Commit(commit))
+        );
+        // A folder no claim coordinates: whole objects, a sweep of everything not kept.
+        let whole = SnapshotBaseline::of(false, seen("a", "0"), None);
+        assert_eq!(whole.of_object(put("a", "1"), &cm_key("a")).baseline, None);
+        assert_eq!(removable(&whole.of_sweep(sweep())), None);
+    }
+
+    #[test]
+    fn a_relist_is_a_change_of_what_the_stream_saw_and_sweeps_only_that() {
+        let b = SnapshotBaseline::of(true, seen("a", "0"), None);
+        let edit = b.of_object(put("a", "1"), &cm_key("a"));
+        assert_eq!(
+            edit.baseline
+                .as_ref()
+                .and_then(backflow_git::Baseline::value),
+            Some(&ObjectJson::new(&serde_json::json!({"v": "0"})))
+        );
+        assert_eq!(b.of_object(put("new", "1"), &cm_key("new")).baseline, None);
+        assert_eq!(
+            removable(&b.of_sweep(sweep())),
+            Some(BTreeSet::from([("web".to_string(), "a".to_string())]))
+        );
+        // A relist of a type the stream saw nothing of removes nothing Git holds.
+        let empty = SnapshotBaseline::of(true, Submitted::new(), None);
+        assert_eq!(removable(&empty.of_sweep(sweep())), Some(BTreeSet::new()));
+    }
+
+    #[test]
+    fn at_first_contact_git_wins_publishes_a_change_of_nothing() {
+        let start = |rule| ClaimStart {
+            since: None,
+            first_contact: Some(rule),
+        };
+        let git_wins =
+            SnapshotBaseline::of(true, Submitted::new(), Some(start(FirstContact::GitWins)));
+        let intent = git_wins.of_object(put("a", "live"), &cm_key("a"));
+        let before = intent
+            .baseline
+            .as_ref()
+            .and_then(backflow_git::Baseline::value);
+        assert_eq!(
+            before,
+            Some(&ObjectJson::new(&serde_json::json!({"v": "live"})))
+        );
+        assert_eq!(
+            removable(&git_wins.of_sweep(sweep())),
+            Some(BTreeSet::new())
+        );
+        let live_wins =
+            SnapshotBaseline::of(true, Submitted::new(), Some(start(FirstContact::LiveWins)));
+        assert_eq!(
+            live_wins.of_object(put("a", "live"), &cm_key("a")).baseline,
+            None
+        );
+        // Operations recorded, none succeeded: nothing known, the live side is the truth.
+        let unknown = SnapshotBaseline::of(true, Submitted::new(), Some(ClaimStart::default()));
+        assert_eq!(
+            unknown.of_object(put("a", "live"), &cm_key("a")).baseline,
+            None
+        );
     }
 }
