@@ -93,6 +93,16 @@ pub trait MergeReport: Send + Sync {
     fn overridden(&self, folder: &str, object: &ObjectKey, fields: &[String]);
 }
 
+/// A sensitive object to plan: its key, sanitized value, identity, and the baseline of the
+/// change (see [`Intent::baseline`]).
+#[derive(Clone, Copy)]
+struct Sensitive<'a> {
+    key: &'a ObjectKey,
+    object: &'a Value,
+    identity: &'a Identity,
+    baseline: Option<&'a ObjectJson>,
+}
+
 /// The report, and what it was told: a write is planned again on every replay, and an override
 /// is reported once.
 #[derive(Clone)]
@@ -203,7 +213,13 @@ impl YamlPlanner {
             None => is_sensitive(&key.resource),
         };
         if sensitive {
-            return self.present_sensitive(tree, target, key, &object, &identity, index);
+            let sensitive = Sensitive {
+                key,
+                object: &object,
+                identity: &identity,
+                baseline,
+            };
+            return self.present_sensitive(tree, target, &sensitive, index);
         }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
@@ -304,11 +320,15 @@ impl YamlPlanner {
         &self,
         tree: &dyn TreeView,
         target: &str,
-        key: &ObjectKey,
-        object: &Value,
-        identity: &Identity,
+        sensitive: &Sensitive<'_>,
         index: &FolderIndex,
     ) -> Result<Vec<PathUpdate>, TreeError> {
+        let Sensitive {
+            key,
+            object,
+            identity,
+            baseline,
+        } = *sensitive;
         let unavailable = || ManifestError::EncryptionUnavailable {
             object: key.to_string(),
         };
@@ -324,7 +344,19 @@ impl YamlPlanner {
             .and_then(|b| parse_file(&path, b).ok())
             .and_then(|file| file.docs.into_iter().next())
             .map(|doc| doc.value);
-        let object = &self.omit_defaults(object.clone(), kept.as_ref());
+        // A live change laid onto the file as Git holds it, where the file can be opened (a
+        // file this process wrote, or one the folder's identities open); else written whole.
+        let desired = match (baseline, previous_text.and_then(|t| encryptor.open(t))) {
+            (Some(before), Some(current)) => self.merged(
+                target,
+                key,
+                &sanitize(&before.value()),
+                object.clone(),
+                &current,
+            ),
+            _ => object.clone(),
+        };
+        let object = &self.omit_defaults(desired, kept.as_ref());
         let encrypted = {
             let mut rng = crypto
                 .rng
@@ -665,10 +697,17 @@ impl YamlPlanner {
                     namespace: intent.key.namespace.clone(),
                     name: intent.key.name.clone(),
                 };
-                let Some(found) = index.get(&identity).filter(|f| !f.encrypted) else {
+                let Some(found) = index.get(&identity) else {
                     return Ok(Held::Object(None));
                 };
                 let bytes = tree.read(&found.path)?.unwrap_or_default();
+                if found.encrypted {
+                    let opened = std::str::from_utf8(&bytes).ok().and_then(|text| {
+                        let target = normalize_target(&intent.target).ok()?;
+                        self.crypto.as_ref()?.map.get(&target)?.open(text)
+                    });
+                    return Ok(Held::Object(opened));
+                }
                 let value = parse_file(&found.path, &bytes)
                     .ok()
                     .and_then(|file| file.docs.into_iter().nth(found.doc))
@@ -1474,6 +1513,49 @@ mod tests {
                 "configmaps/web/conf".to_string(),
                 vec!["data.a".to_string()]
             )]
+        );
+    }
+
+    #[test]
+    fn a_live_edit_of_a_secret_keeps_what_a_push_changed_in_its_encrypted_file() {
+        let s = setup();
+        let ids = parse_identities(&s.secret_key).expect("identity");
+        // With the folder's identity: the file a person re-encrypted can be opened.
+        s.map.set(
+            "live",
+            Arc::new(
+                Encryptor::new([&s.recipient])
+                    .expect("recipient")
+                    .with_identities(ids.clone()),
+            ),
+        );
+        let mut tree = MemTree::default();
+        tree.apply(put(&s, &tree, "db", "b2xk", "a").expect("planned"));
+        // A push: the label changed in Git.
+        tree.apply(put(&s, &tree, "db", "b2xk", "git").expect("planned"));
+        // The live side changed the password of the object as it read before the push.
+        let before = Arc::new(ObjectJson::new(&secret("db", "b2xk", "a")));
+        let edit = Intent::put("live", secret_key("db"), secret("db", "bmV3", "a")).edit_of(before);
+        tree.apply(s.planner.plan(&tree, &edit).expect("planned"));
+        let file = tree.text("live/web/secrets/db.sops.yaml");
+        let plain = decrypt_document(&file, &ids).expect("decrypts");
+        assert_eq!(plain["data"]["password"], "bmV3", "{plain}");
+        assert_eq!(plain["metadata"]["labels"]["tier"], "git", "{plain}");
+        // What the commit held is read back the same way (a start-up resync's baseline).
+        let held = s
+            .planner
+            .held(
+                &tree,
+                &[&Intent::put(
+                    "live",
+                    secret_key("db"),
+                    secret("db", "x", "y"),
+                )],
+            )
+            .expect("read");
+        assert!(
+            matches!(&held[..], [Held::Object(Some(v))] if v["data"]["password"] == "bmV3"),
+            "{held:?}"
         );
     }
 }

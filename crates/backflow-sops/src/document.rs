@@ -83,6 +83,15 @@ impl Encryptor {
         self
     }
 
+    /// The plaintext document of a SOPS file this encryptor can open: one it wrote or opened
+    /// (its data key is in memory) or one its identities unwrap; `None` otherwise, or when a
+    /// value or the MAC does not verify.
+    #[must_use]
+    pub fn open(&self, text: &str) -> Option<Value> {
+        self.open_previous(text)
+            .map(|opened| Value::Object(opened.plain))
+    }
+
     /// The recipients every file is encrypted to, sorted.
     pub fn recipients(&self) -> &[Recipient] {
         &self.recipients
