@@ -183,12 +183,17 @@ impl Intent {
         }
     }
 
-    /// [`Intent::put`] of a value already written as JSON.
-    pub fn put_json(target: impl Into<String>, key: ObjectKey, object: ObjectJson) -> Self {
+    /// [`Intent::put`] of a value already written as JSON (shared with whoever else holds it:
+    /// the mirror keeps the same value as the baseline of the object's next change).
+    pub fn put_json(
+        target: impl Into<String>,
+        key: ObjectKey,
+        object: impl Into<Arc<ObjectJson>>,
+    ) -> Self {
         Self {
             target: target.into(),
             key,
-            state: ObjectState::Present(Arc::new(object)),
+            state: ObjectState::Present(object.into()),
             attribution: None,
             origin: Origin::Edit,
             baseline: None,
@@ -250,14 +255,22 @@ impl Intent {
             (Held::Object(Some(value)), ObjectState::Present(_)) => {
                 out.baseline = Some(Baseline::Value(Arc::new(ObjectJson::new(&value))));
             }
-            (Held::Objects(held), ObjectState::Sweep(scope)) => {
-                let mut scope = SweepScope::clone(scope);
-                scope.removable = Some(held);
-                out.state = ObjectState::Sweep(Arc::new(scope));
-            }
+            (Held::Objects(held), ObjectState::Sweep(_)) => return out.removing_only(held),
             _ => {}
         }
         out
+    }
+
+    /// A sweep that removes only the objects in `removable` ([`SweepScope::removable`]); any
+    /// other intent as it is.
+    #[must_use]
+    pub fn removing_only(mut self, removable: BTreeSet<(String, String)>) -> Self {
+        if let ObjectState::Sweep(scope) = &self.state {
+            let mut scope = SweepScope::clone(scope);
+            scope.removable = Some(removable);
+            self.state = ObjectState::Sweep(Arc::new(scope));
+        }
+        self
     }
 
     /// The same intent, attributed to whoever `attribution` names.

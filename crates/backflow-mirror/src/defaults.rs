@@ -106,6 +106,21 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
         let claim = NativeClaim::new(NAME, spec);
         apply::<NativeClaim, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &claim).await?;
     }
+    apply::<GitTarget, _>(
+        Api::namespaced(client.clone(), NAMESPACE),
+        NAME,
+        &default_target(setup)?,
+    )
+    .await?;
+    apply_watch_rules(client).await?;
+    if let Some(token) = &setup.receiver_token {
+        ensure_receiver(client, token).await?;
+    }
+    Ok(())
+}
+
+/// The default `GitTarget`, as applied: the flags' branch, folder, claim and recipients.
+fn default_target(setup: &DefaultSetup) -> Result<serde_json::Value, kube::Error> {
     let target = GitTarget::new(
         NAME,
         GitTargetSpec {
@@ -136,7 +151,11 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
     {
         spec.remove("prune");
     }
-    apply::<GitTarget, _>(Api::namespaced(client.clone(), NAMESPACE), NAME, &target).await?;
+    Ok(target)
+}
+
+/// The `WatchRule` and `ClusterWatchRule` of the default target: every type.
+async fn apply_watch_rules(client: &Client) -> Result<(), kube::Error> {
     let everything = ResourceRule {
         resources: vec!["*".into()],
         source_namespace: Some("*".into()),
@@ -163,11 +182,7 @@ pub async fn ensure(client: &Client, setup: &DefaultSetup) -> Result<(), kube::E
             }],
         },
     );
-    apply::<ClusterWatchRule, _>(Api::all(client.clone()), NAME, &cluster).await?;
-    if let Some(token) = &setup.receiver_token {
-        ensure_receiver(client, token).await?;
-    }
-    Ok(())
+    apply::<ClusterWatchRule, _>(Api::all(client.clone()), NAME, &cluster).await
 }
 
 /// The default `GitProvider`: the flags' repository and commit window.

@@ -186,15 +186,7 @@ pub(crate) fn target_status(
     };
     let (sum, blocked) = summarize(&snapshot.streams);
     let activity = &snapshot.activity;
-    if activity.last_commit.is_some() {
-        st.last_commit.clone_from(&activity.last_commit);
-        st.last_push_time.clone_from(&activity.last_push_time);
-    }
-    if activity.merge_overrides > 0 {
-        st.merge_overrides = Some(activity.merge_overrides);
-        st.last_merge_override
-            .clone_from(&activity.last_merge_override);
-    }
+    show_activity(&mut st, activity);
     let validated = match &snapshot.problem {
         Some(p) => stamp(
             "Validated",
@@ -255,6 +247,20 @@ pub(crate) fn target_status(
     summary(&mut st.conditions, ready, now, generation);
     st.streams = Some(sum);
     st
+}
+
+/// The newest push holding one of the target's changes, and the fields a live edit kept over
+/// a push's value (shown once it happened).
+fn show_activity(st: &mut GitTargetStatus, activity: &TargetActivity) {
+    if activity.last_commit.is_some() {
+        st.last_commit.clone_from(&activity.last_commit);
+        st.last_push_time.clone_from(&activity.last_push_time);
+    }
+    if activity.merge_overrides > 0 {
+        st.merge_overrides = Some(activity.merge_overrides);
+        st.last_merge_override
+            .clone_from(&activity.last_merge_override);
+    }
 }
 
 /// What the target's standing refusals say, for a person: the first, and how many more.

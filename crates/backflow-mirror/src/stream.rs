@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backflow_api::config::PruneMode;
-use backflow_api::config::{ArgoCDClaim, FirstContact, FluxClaim, NativeClaim};
+use backflow_api::config::{ClaimStatus, FirstContact, claim_resource};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_git::{
     Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, Pushed, SweepScope,
@@ -667,12 +667,12 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             seen.push((key.clone(), rv));
             // The listed object is the state its next event follows: an apply over a create
             // made in the same second is still known as the applier's.
-            let value = ctx.keeps_values().then(|| Arc::new(object.clone()));
+            let object = Arc::new(object);
             let seen = Seen {
                 print,
                 rv,
                 writers,
-                value,
+                value: ctx.keeps_values().then(|| object.clone()),
             };
             memory.submitted.insert(key.clone(), seen);
             let intent = Intent::put_json(ctx.path.clone(), key.clone(), object);
@@ -720,17 +720,8 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
 fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
-    if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
-        ctx.tracker.record_unchanged(key, rv);
-        return;
-    }
-    let excluded = &ctx.policy.excluded_managers;
     let by = ctx.changed_by(&key, rv, Some(obj));
-    if ctx.excludes(by.as_ref())
-        || (!excluded.is_empty() && writes_of(obj).newest_only_by(excluded))
-    {
-        // spec.exclude: Git keeps what it had until someone else writes.
-        ctx.count("excluded");
+    if not_taken(ctx, &key, obj, by.as_ref(), memory) {
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
@@ -741,19 +732,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     let writes = writes_of(obj);
     let writers = writes.writers();
     let last = &mut memory.submitted;
-    let stale = last.get(&key).is_some_and(|s| rv != 0 && rv <= s.rv);
-    if !stale
-        && let Some(seen) = last.get_mut(&key)
-        && seen.print == print
-    {
-        seen.rv = rv;
-        seen.writers = writers;
-    }
-    if stale
-        || last
-            .get(&key)
-            .is_some_and(|s| s.print == print && s.rv == rv)
-    {
+    if already_submitted(last, &key, rv, &print, writers) {
         ctx.count("unchanged");
         ctx.tracker.record_unchanged(key, rv);
         return;
@@ -761,12 +740,12 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     let previous = last.get(&key).map(|s| s.writers);
     let before = last.get(&key).and_then(|s| s.value.clone());
     let verdict = judge_in_window(ctx, memory, &key, &writes, previous);
-    let json = ObjectJson::new(&value);
+    let json = Arc::new(ObjectJson::new(&value));
     let seen = Seen {
         print,
         rv,
         writers,
-        value: ctx.keeps_values().then(|| Arc::new(json.clone())),
+        value: ctx.keeps_values().then(|| json.clone()),
     };
     match verdict {
         Verdict::Edit | Verdict::Late => {}
@@ -805,6 +784,50 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     // Read after the submit: a window opening from now on flushes the edit.
     memory.window_edits.submitted(&key, &ctx.windows());
     ctx.tracker.record(key, rv, rx, &ctx.worker);
+}
+
+/// Whether the folder does not take this write of `obj`: another applier owns it, or
+/// `spec.exclude` names who wrote it (Git keeps what it had until someone else writes).
+fn not_taken(
+    ctx: &StreamContext,
+    key: &ObjectKey,
+    obj: &DynamicObject,
+    by: Option<&ChangedBy>,
+    memory: &mut Memory,
+) -> bool {
+    if ctx.owned_elsewhere(key, owner(obj).as_ref(), &mut memory.excluded) {
+        return true;
+    }
+    let excluded = &ctx.policy.excluded_managers;
+    let excluded =
+        ctx.excludes(by) || (!excluded.is_empty() && writes_of(obj).newest_only_by(excluded));
+    if excluded {
+        ctx.count("excluded");
+    }
+    excluded
+}
+
+/// Whether version `rv` of `key` (fingerprint `print`) is nothing new: older than what the
+/// stream read, or the value it last submitted, whose version and writers it then takes.
+fn already_submitted(
+    last: &mut Submitted,
+    key: &ObjectKey,
+    rv: u64,
+    print: &Fingerprint,
+    writers: Writers,
+) -> bool {
+    let stale = last.get(key).is_some_and(|s| rv != 0 && rv <= s.rv);
+    if !stale
+        && let Some(seen) = last.get_mut(key)
+        && seen.print == *print
+    {
+        seen.rv = rv;
+        seen.writers = writers;
+    }
+    stale
+        || last
+            .get(key)
+            .is_some_and(|s| s.print == *print && s.rv == rv)
 }
 
 /// What a snapshot's objects are published as changes of, where an applier coordinates the
@@ -874,13 +897,7 @@ impl SnapshotBaseline {
                 .collect(),
             Self::FirstContact(_) => BTreeSet::new(),
         };
-        let mut intent = intent;
-        if let ObjectState::Sweep(scope) = &intent.state {
-            let mut scope = SweepScope::clone(scope);
-            scope.removable = Some(removable);
-            intent.state = ObjectState::Sweep(Arc::new(scope));
-        }
-        intent
+        intent.removing_only(removable)
     }
 }
 
@@ -905,21 +922,20 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
     let Some(claim) = ctx.policy.claim.as_ref() else {
         return ClaimStart::default();
     };
-    let resource = match claim.kind.as_str() {
-        "FluxClaim" => ApiResource::erase::<FluxClaim>(&()),
-        "ArgoCDClaim" => ApiResource::erase::<ArgoCDClaim>(&()),
-        _ => ApiResource::erase::<NativeClaim>(&()),
-    };
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &claim.namespace, &resource);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &claim.namespace,
+        &claim_resource(&claim.kind),
+    );
     match api.get_opt(&claim.name).await {
         Ok(Some(found)) => {
-            let status = &found.data["status"];
-            let since = status["inStepCommit"]
-                .as_str()
-                .or_else(|| status["lastAppliedCommit"].as_str())
+            let status: ClaimStatus =
+                serde_json::from_value(found.data["status"].clone()).unwrap_or_default();
+            let since = status
+                .in_step_commit
+                .or(status.last_applied_commit)
                 .and_then(|c| c.parse().ok());
-            let first_contact = (status["operation"].is_null() && since.is_none()).then(|| {
+            let first_contact = (status.operation.is_none() && since.is_none()).then(|| {
                 serde_json::from_value(found.data["spec"]["firstContact"].clone())
                     .unwrap_or_default()
             });

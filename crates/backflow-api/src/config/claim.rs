@@ -118,6 +118,19 @@ pub struct ArgoCDClaimSpec {
     pub first_contact: FirstContact,
 }
 
+/// The API resource of the claim kind `kind` names (`NativeClaim`, `FluxClaim`,
+/// `ArgoCDClaim`, as `spec.applierClaimRef.kind` spells them); any other name reads as
+/// `NativeClaim`.
+#[must_use]
+pub fn claim_resource(kind: &str) -> kube::core::ApiResource {
+    use kube::core::ApiResource;
+    match kind {
+        "FluxClaim" => ApiResource::erase::<FluxClaim>(&()),
+        "ArgoCDClaim" => ApiResource::erase::<ArgoCDClaim>(&()),
+        _ => ApiResource::erase::<NativeClaim>(&()),
+    }
+}
+
 /// The rule for an object both sides hold with different content when a claim first meets its
 /// branch (no operation recorded yet).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

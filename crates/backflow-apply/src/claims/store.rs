@@ -1,11 +1,13 @@
 //! Reading and writing claims of every kind: one API per kind, one status shape for all.
 
-use backflow_api::config::{ArgoCDClaim, ClaimStatus, FluxClaim, HandBack, NativeClaim};
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use backflow_api::config::{
+    ArgoCDClaim, ClaimStatus, FluxClaim, HandBack, NativeClaim, claim_resource,
+};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::plan::{ARGO, ClaimKey, ClaimObject, FLUX};
+use super::plan::{ClaimKey, ClaimObject};
 
 /// A claim as listed: what planning reads, and its status and generation.
 #[derive(Debug, Clone)]
@@ -48,11 +50,7 @@ pub async fn list_claims(client: &Client) -> Result<Vec<ListedClaim>, kube::Erro
 
 /// The API of `key`'s kind in its namespace.
 fn api(client: &Client, key: &ClaimKey) -> Api<DynamicObject> {
-    let resource = match key.kind.as_str() {
-        FLUX => ApiResource::erase::<FluxClaim>(&()),
-        ARGO => ApiResource::erase::<ArgoCDClaim>(&()),
-        _ => ApiResource::erase::<NativeClaim>(&()),
-    };
+    let resource = claim_resource(&key.kind);
     Api::namespaced_with(client.clone(), &key.namespace, &resource)
 }
 

@@ -34,17 +34,15 @@ pub(crate) fn record_running_operation(w: &World, id: u64, commit: &str) {
     let status = format!(
         r#"{{"status":{{"operation":{{"id":{id},"commit":"{commit}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
     );
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status,
-    ]);
+    patch_default_claim(w, &["--subresource=status"], &status);
+}
+
+/// A merge patch of the default `NativeClaim` (`extra`: more kubectl flags).
+fn patch_default_claim(w: &World, extra: &[&str], patch: &str) {
+    let mut args = vec!["patch", "nativeclaim", "default", "-n", "backflow-system"];
+    args.extend_from_slice(extra);
+    args.extend(["--type=merge", "-p", patch]);
+    w.kubectl(&args);
 }
 
 /// Waits for the claim to have applied something, and for the mirror to settle.
@@ -670,16 +668,7 @@ spec: {targetRef: {name: gated}, rules: [{apiGroups: [example.com], resources: [
 /// Sets the default `NativeClaim`'s `spec.suspend`: while true it asks nothing.
 pub(crate) fn suspend_default_claim(w: &World, suspend: bool) {
     let patch = format!(r#"{{"spec":{{"suspend":{suspend}}}}}"#);
-    w.kubectl(&[
-        "patch",
-        "nativeclaim",
-        "default",
-        "-n",
-        "backflow-system",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    patch_default_claim(w, &[], &patch);
 }
 
 /// Found by the simulator (`Variant::WithDeletes`, seed 36): an object created through the API

@@ -123,6 +123,22 @@ impl Fixture {
         self.git(&["show", &format!("main:{path}")])
     }
 
+    /// Patches `ConfigMap` `team/settings` as the manager `ops-dashboard` (a cluster's watch
+    /// does not say who wrote; the commit names the newest field manager).
+    fn patch_settings(&self, patch: &str) {
+        let patched = self.kubectl(&[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "--field-manager=ops-dashboard",
+            "-p",
+            patch,
+        ]);
+        assert_eq!(patched.code, Some(0), "{patched}");
+    }
+
     fn stop(self) {
         self.cluster.stop();
     }
@@ -204,17 +220,7 @@ fn operator_mirrors_another_api_configured_with_kubectl() {
     });
 
     // A cluster's watch does not say who wrote: the commit names the newest field manager.
-    let patched = f.kubectl(&[
-        "patch",
-        "configmap",
-        "settings",
-        "-n",
-        "team",
-        "--field-manager=ops-dashboard",
-        "-p",
-        r#"{"data":{"mode":"safe"}}"#,
-    ]);
-    assert_eq!(patched.code, Some(0), "{patched}");
+    f.patch_settings(r#"{"data":{"mode":"safe"}}"#);
     let message = wait_for(
         "the operator to push the patch",
         || {
@@ -285,17 +291,7 @@ fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_change
     );
     drop(operator);
 
-    let patched = f.kubectl(&[
-        "patch",
-        "configmap",
-        "settings",
-        "-n",
-        "team",
-        "--field-manager=ops-dashboard",
-        "-p",
-        r#"{"data":{"a":"live"}}"#,
-    ]);
-    assert_eq!(patched.code, Some(0), "{patched}");
+    f.patch_settings(r#"{"data":{"a":"live"}}"#);
     let clone = f.sandbox.work.join("clone");
     git(&["clone", "-q", &f.origin, &clone.to_string_lossy()]).expect("clone");
     let file = clone.join(file_path);

@@ -76,18 +76,11 @@ fn a_repository_that_already_holds_manifests_is_restored_into_an_empty_store() {
         Some(&w.dirs.work.join("cluster")),
         &["show", "HEAD:live/shop/conf.yaml"],
     );
-    let tip = || {
-        w.git_in(
-            Some(&w.dirs.work),
-            &[
-                "--git-dir",
-                &bare.to_string_lossy(),
-                "show",
-                "main:live/shop/conf.yaml",
-            ],
-        )
-    };
-    assert_eq!(tip(), file, "the file stays as the person wrote it");
+    assert_eq!(
+        cluster_file(&w),
+        file,
+        "the file stays as the person wrote it"
+    );
 }
 
 /// A file pushed while backflow was stopped is created live when it starts again.
@@ -160,15 +153,7 @@ fn an_apply_cut_short_by_a_crash_is_finished_not_reverted() {
     // Half applied, as backflow's applier writes (server-side apply), then the process dies
     // with the operation recorded in flight.
     for i in 0..N / 2 {
-        let file = clone.join(format!("live/default/configmaps/cfg-{i}.yaml"));
-        w.kubectl(&[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=backflow-applier",
-            "-f",
-            &file.to_string_lossy(),
-        ]);
+        w.apply_as_applier(&clone.join(format!("live/default/configmaps/cfg-{i}.yaml")));
     }
     record_running_operation(&w, 90, &pushed);
     w.crash_and_restart(&[]);
@@ -219,7 +204,7 @@ fn first_contact_with_different_content(rule: &str) -> World {
     w
 }
 
-/// The file `live/shop/conf.yaml` at the tip of the repository `first_contact_…` made.
+/// The file `live/shop/conf.yaml` at the tip of the repository [`a_cluster_repository`] made.
 fn cluster_file(w: &World) -> String {
     let bare = w.dirs.work.join("cluster.git");
     w.git_in(

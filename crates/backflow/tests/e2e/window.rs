@@ -268,14 +268,7 @@ fn an_edit_an_apply_writes_over_is_kept_in_git_and_repaired() {
     let over = configmap("default", "contested", &[("v", "original")]);
     let manifest = clone.with_file_name("over.yaml");
     std::fs::write(&manifest, over).unwrap();
-    w.kubectl(&[
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=backflow-applier",
-        "-f",
-        &manifest.to_string_lossy(),
-    ]);
+    w.apply_as_applier(&manifest);
     let repaired = wait_for(
         "the Repair to restore Alice's edit",
         || {

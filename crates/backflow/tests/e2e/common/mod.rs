@@ -624,6 +624,19 @@ impl World {
         self.kubectl(&["apply", "-f", "manifest.yaml"])
     }
 
+    /// `kubectl apply --server-side` of the manifest at `file` as backflow's applier writes
+    /// (its field manager, forcing conflicts).
+    pub fn apply_as_applier(&self, file: &Path) {
+        self.kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=backflow-applier",
+            "-f",
+            &file.to_string_lossy(),
+        ]);
+    }
+
     /// `-o json` of one object.
     pub fn get_json(&self, args: &[&str]) -> Value {
         let mut all = vec!["get"];
