@@ -5,9 +5,13 @@
 //! with both are ever pruned. Only objects Git changed since the last applied commit (or that
 //! are missing live) are written whole, and only when the live side does not hold them yet; the
 //! rest at most get the label (a merge patch touching no other field), so an apply never
-//! reverts a live edit to an object Git did not change, and nothing is rewritten for nothing. CRDs go first, then Namespaces, then the rest. One
-//! object that fails is reported and the others are applied; a folder with a file that cannot
-//! be read prunes nothing (what the file declares is unknown).
+//! reverts a live edit to an object Git did not change, and nothing is rewritten for nothing.
+//! CRDs go first, then Namespaces, then the rest. One object that fails is reported and the
+//! others are applied. A file that cannot be read is skipped and reported: what it declared
+//! before is neither written nor pruned, and everything else is (a new file that cannot be read
+//! may declare anything, so it holds every prune). The blast-radius rules of [`crate::guard`]
+//! apply: backflow's own configuration is never a Git input, and a mass prune waits for a
+//! person.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -15,11 +19,16 @@ use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use backflow_api::config::InventoryEntry;
+use backflow_api::config::NativeClaim;
 use backflow_api::{AppliedBy, GroupResource, ObjectKey};
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
-use backflow_manifest::{DeclaredObject, Identity, declared_objects};
+use backflow_manifest::{
+    DeclarationProblem, DeclaredObject, Identity, declared_objects, object_path, sops_object_path,
+};
 use backflow_mirror::{ApplyWindows, Pruned};
+
+use crate::guard::{CONFIRM_PRUNE, Protection, PruneGuard, PruneHold, confirms, protection};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
 };
@@ -47,8 +56,15 @@ pub struct ApplyReport {
     pub deferred: Vec<Identity>,
     /// Objects deleted because the commit no longer declares them.
     pub pruned: usize,
-    /// What could not be read or applied, one line each.
+    /// What could not be applied (or the folder not read at all), one line each.
     pub failures: Vec<String>,
+    /// Files that could not be read, one line each: skipped, everything else was applied.
+    pub unreadable: Vec<String>,
+    /// Changes a push made to objects out of its reach (backflow's own configuration, system
+    /// namespaces): not applied, one line each.
+    pub refused: Vec<String>,
+    /// A prune held back for a person to confirm (everything else was applied).
+    pub prune_held: Option<PruneHold>,
     /// What the applier owns after this apply.
     pub inventory: Vec<InventoryEntry>,
 }
@@ -59,7 +75,21 @@ impl ApplyReport {
         match write {
             Write::Apply | Write::Stamp => self.applied += 1,
             Write::None => self.unchanged += 1,
-            Write::Absent => return false,
+            Write::Absent | Write::Protected => return false,
+            Write::Refused(why) => {
+                let id = &object.identity;
+                self.refused.push(format!(
+                    "{}: {} {} is {why}; it changes only through the API",
+                    object.path,
+                    id.kind,
+                    if id.namespace.is_empty() {
+                        id.name.clone()
+                    } else {
+                        format!("{}/{}", id.namespace, id.name)
+                    }
+                ));
+                return false;
+            }
             Write::Foreign => {
                 self.foreign.push(object.path.clone());
                 return false;
@@ -206,7 +236,7 @@ async fn delete_judged(
     }
 }
 
-/// What [`NativeApplier::prune_gone`] looks at for one operation.
+/// What [`NativeApplier::prune`] looks at for one operation.
 struct Gone<'a> {
     /// The last applied commit.
     since: Option<CommitId>,
@@ -216,6 +246,41 @@ struct Gone<'a> {
     declared: &'a BTreeSet<Identity>,
     /// The inventory of the last operation, by id.
     owned: &'a BTreeSet<String>,
+    /// What its unreadable files declared: never pruned.
+    unreadable: &'a Unreadable,
+}
+
+/// What a commit's unreadable files declare, as far as it can be known.
+#[derive(Debug, Default)]
+struct Unreadable {
+    /// Objects they declare (a document that names its object but cannot be decrypted), or
+    /// declared when the last applied commit could read them.
+    objects: BTreeSet<Identity>,
+    /// An unreadable file the last applied commit did not declare anything in: it may declare
+    /// anything, so nothing is pruned.
+    new_file: Option<String>,
+}
+
+impl Unreadable {
+    /// What `problems` declare, by `by_path`: the objects each file held as far as is known.
+    fn of(problems: &[DeclarationProblem], by_path: &BTreeMap<String, Vec<Identity>>) -> Self {
+        let mut out = Self::default();
+        for problem in problems {
+            out.objects.extend(problem.identity.clone());
+            let known = by_path.get(problem.path.as_str());
+            out.objects.extend(known.into_iter().flatten().cloned());
+            if known.is_none() && problem.identity.is_none() && out.new_file.is_none() {
+                out.new_file = Some(problem.path.clone());
+            }
+        }
+        out
+    }
+
+    /// Whether `identity` (as an inventory names it: its namespace resolved) may be declared by
+    /// an unreadable file.
+    fn declares(&self, identity: &Identity) -> bool {
+        self.objects.iter().any(|o| same_object(identity, o))
+    }
 }
 
 /// How one object is brought in line.
@@ -233,6 +298,11 @@ enum Write {
     Absent,
     /// Another applier owns it: two appliers applying one object fight, so it is left alone.
     Foreign,
+    /// Out of a push's reach, and the live side holds what Git declares: nothing to do, and not
+    /// owned (never pruned).
+    Protected,
+    /// Out of a push's reach, and Git declares something else: refused, reported.
+    Refused(Protection),
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -245,6 +315,9 @@ pub struct NativeApplier {
     worker: WorkerHandle,
     folders: Vec<String>,
     identities: Vec<backflow_sops::Identity>,
+    /// The claim's namespace and name, where a held prune's confirmation is read.
+    claim: (String, String),
+    prune_guard: PruneGuard,
 }
 
 impl std::fmt::Debug for NativeApplier {
@@ -275,7 +348,23 @@ impl NativeApplier {
             worker,
             folders,
             identities,
+            claim: (namespace.to_string(), name.to_string()),
+            prune_guard: PruneGuard::default(),
         }
+    }
+
+    /// The same, holding prunes by `guard` rather than the default.
+    #[must_use]
+    pub fn with_prune_guard(mut self, guard: PruneGuard) -> Self {
+        self.prune_guard = guard;
+        self
+    }
+
+    /// The commit the claim's confirmation annotation names, if any.
+    async fn confirmation(&self) -> Option<String> {
+        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.claim.0);
+        let claim = api.get_opt(&self.claim.1).await.ok().flatten()?;
+        claim.annotations().get(CONFIRM_PRUNE).cloned()
     }
 
     /// Every file of the claim's folders at `commit`.
@@ -293,7 +382,7 @@ impl NativeApplier {
 
     /// What the folders declared at `since`, by identity: objects Git did not change since are
     /// only stamped, never written, so an apply reverts nothing it was not asked to change.
-    async fn declared_at(&self, since: Option<CommitId>) -> BTreeMap<Identity, Value> {
+    async fn declared_at(&self, since: Option<CommitId>) -> BTreeMap<Identity, DeclaredObject> {
         let Some(since) = since else {
             return BTreeMap::new();
         };
@@ -303,8 +392,54 @@ impl NativeApplier {
         declared_objects(&files, &self.identities)
             .objects
             .into_iter()
-            .map(|o| (o.identity, o.value))
+            .map(|o| (o.identity.clone(), o))
             .collect()
+    }
+
+    /// Which objects each file held, as far as is known: the files of the last applied commit,
+    /// and the place backflow writes each object the claim owns (an object the API created and
+    /// the claim adopted has its file there, though no applied commit read it yet).
+    async fn known_paths(
+        &self,
+        before: &BTreeMap<Identity, DeclaredObject>,
+        owned: &[InventoryEntry],
+        kinds: &mut Kinds,
+    ) -> BTreeMap<String, Vec<Identity>> {
+        let mut by_path: BTreeMap<String, Vec<Identity>> = BTreeMap::new();
+        for (identity, object) in before {
+            by_path
+                .entry(object.path.clone())
+                .or_default()
+                .push(identity.clone());
+        }
+        for entry in owned {
+            let Some(identity) = entry_identity(&entry.id) else {
+                continue;
+            };
+            let version = entry.v.rsplit('/').next().unwrap_or("v1");
+            let gvk = GroupVersionKind::gvk(&identity.group, version, &identity.kind);
+            let Ok((resource, caps)) = kinds.resolve(&self.client, &gvk).await else {
+                continue;
+            };
+            let namespace = match caps.scope {
+                Scope::Namespaced => identity.namespace.clone(),
+                Scope::Cluster => String::new(),
+            };
+            let key = ObjectKey::new(
+                GroupResource::new(resource.group.clone(), resource.plural.clone()),
+                namespace,
+                identity.name.clone(),
+            );
+            for folder in &self.folders {
+                for path in [object_path(folder, &key), sops_object_path(folder, &key)]
+                    .into_iter()
+                    .flatten()
+                {
+                    by_path.entry(path).or_default().push(identity.clone());
+                }
+            }
+        }
+        by_path
     }
 
     async fn run(&self, request: ApplyRequest) -> ApplyReport {
@@ -326,16 +461,21 @@ impl NativeApplier {
             report.failures.push(e);
             Vec::new()
         });
+        let folder_read = report.failures.is_empty();
         let before = self.declared_at(since).await;
         let declared = declared_objects(&files, &self.identities);
-        let readable = report.failures.is_empty() && declared.problems.is_empty();
-        report.failures.extend(
-            declared
-                .problems
-                .iter()
-                .map(|p| format!("{}: {}", p.path, p.reason)),
-        );
         let mut kinds = Kinds::default();
+        let unreadable = if declared.problems.is_empty() {
+            Unreadable::default()
+        } else {
+            let by_path = self.known_paths(&before, &previous, &mut kinds).await;
+            Unreadable::of(&declared.problems, &by_path)
+        };
+        report.unreadable = declared
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.reason))
+            .collect();
         let mut applied = BTreeMap::new();
         let declared_ids: BTreeSet<Identity> = declared
             .objects
@@ -345,7 +485,7 @@ impl NativeApplier {
         for object in ordered(declared.objects) {
             let changed = !stamp_only
                 && (retry.contains(&object.identity)
-                    || before.get(&object.identity) != Some(&object.value));
+                    || before.get(&object.identity).map(|o| &o.value) != Some(&object.value));
             match self.apply_one(&object, changed, cutoff, &mut kinds).await {
                 Ok((entry, write)) => {
                     if report.count(&object, write) {
@@ -356,13 +496,14 @@ impl NativeApplier {
             }
         }
         let mut inventory: Vec<InventoryEntry> = applied.into_values().collect();
-        if readable && !stamp_only {
+        if folder_read && !stamp_only && unreadable.new_file.is_none() {
             let owned: BTreeSet<String> = previous.iter().map(|e| e.id.clone()).collect();
             let gone = Gone {
                 since,
                 commit,
                 declared: &declared_ids,
                 owned: &owned,
+                unreadable: &unreadable,
             };
             let mut pruning = Pruning {
                 kinds: &mut kinds,
@@ -373,7 +514,12 @@ impl NativeApplier {
             self.prune(&gone, &previous, &mut inventory, &mut pruning)
                 .await;
         } else {
-            // What an unreadable file declares is unknown: keep owning what was owned.
+            if let Some(path) = &unreadable.new_file {
+                report.unreadable.push(format!(
+                    "{path}: nothing is pruned until it can be read (it may declare what left the other files)"
+                ));
+            }
+            // What an unreadable folder or new file declares is unknown: keep owning it all.
             let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
             inventory.extend(previous.into_iter().filter(|p| !kept.contains(&p.id)));
         }
@@ -383,7 +529,9 @@ impl NativeApplier {
     }
 
     /// Prunes what left the folders since the last applied commit, and what the last
-    /// operation's inventory (`previous`) holds that this one did not apply.
+    /// operation's inventory (`previous`) holds that this one did not apply — unless that is
+    /// more than the claim's guard lets one apply delete unconfirmed: then nothing is pruned,
+    /// the hold is reported and every owned object stays owned.
     async fn prune(
         &self,
         gone: &Gone<'_>,
@@ -391,32 +539,120 @@ impl NativeApplier {
         inventory: &mut Vec<InventoryEntry>,
         pruning: &mut Pruning<'_>,
     ) {
-        self.prune_gone(gone, pruning).await;
-        self.prune_stale(previous, inventory, pruning).await;
+        let owned_ids: Vec<Identity> = previous
+            .iter()
+            .filter_map(|e| entry_identity(&e.id))
+            .collect();
+        // What the inventory holds is pruned as such, below.
+        let left: Vec<DeclaredObject> = self
+            .gone_objects(gone, pruning)
+            .await
+            .into_iter()
+            .filter(|o| !owned_ids.iter().any(|e| same_object(e, &o.identity)))
+            .collect();
+        let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
+        let mut stale = Vec::new();
+        let mut owned = 0;
+        for entry in previous {
+            let Some(identity) = entry_identity(&entry.id) else {
+                continue;
+            };
+            // Owned by an older backflow that applied its own configuration: let go, untouched.
+            if protection(&identity, &identity.namespace).is_some() {
+                continue;
+            }
+            owned += 1;
+            if current.contains(&entry.id) {
+                continue;
+            }
+            if gone.unreadable.declares(&identity) {
+                inventory.push(entry.clone());
+            } else {
+                stale.push(entry);
+            }
+        }
+        let count = stale.len() + left.len();
+        if self.prune_guard.holds(count, owned + left.len())
+            && !self.confirmed(gone, &stale, &left).await
+        {
+            pruning.report.prune_held = Some(PruneHold {
+                commit: gone.commit,
+                pruning: count,
+                owned: owned + left.len(),
+            });
+            inventory.extend(stale.into_iter().cloned());
+            return;
+        }
+        for object in &left {
+            match self.remove_gone(object, gone, pruning).await {
+                Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
+                // An edit since the flush reaches Git and declares the object again.
+                Ok(PruneOutcome::Gone | PruneOutcome::Kept) => {}
+                Err(e) => {
+                    let failure = format!("prune {}: {e}", object.path);
+                    pruning.report.failures.push(failure);
+                }
+            }
+        }
+        self.prune_stale(&stale, inventory, pruning).await;
     }
 
-    /// Prunes what the last operation's inventory (`previous`) holds and this one did not apply;
+    /// Whether the claim's annotation confirms this prune: it names the commit applied, or a
+    /// commit after the last applied one whose prune covered this one's (the flush before the
+    /// confirmed apply may have published live edits on top of the commit a person confirmed).
+    async fn confirmed(
+        &self,
+        gone: &Gone<'_>,
+        stale: &[&InventoryEntry],
+        left: &[DeclaredObject],
+    ) -> bool {
+        let value = self.confirmation().await;
+        if confirms(value.as_deref(), &gone.commit) {
+            return true;
+        }
+        let Some(named) =
+            value.and_then(|v| v.trim().to_ascii_lowercase().parse::<CommitId>().ok())
+        else {
+            return false;
+        };
+        let order = |c: Option<CommitId>| c.and_then(|c| self.worker.tip_order(c));
+        let newer = match (order(Some(named)), order(gone.since)) {
+            (Some(named), Some(since)) => named > since,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !newer {
+            return false;
+        }
+        let Ok(files) = self.files(named).await else {
+            return false;
+        };
+        let kept = declared_objects(&files, &self.identities).objects;
+        let declared_then =
+            |identity: &Identity| kept.iter().any(|o| same_object(identity, &o.identity));
+        stale
+            .iter()
+            .filter_map(|e| entry_identity(&e.id))
+            .all(|i| !declared_then(&i))
+            && left.iter().all(|o| !declared_then(&o.identity))
+    }
+
+    /// Prunes the entries of the last operation's inventory this one did not apply (`stale`);
     /// an entry that could not be pruned, or was edited after the flush, stays in `inventory`.
     async fn prune_stale(
         &self,
-        previous: &[InventoryEntry],
+        stale: &[&InventoryEntry],
         inventory: &mut Vec<InventoryEntry>,
         pruning: &mut Pruning<'_>,
     ) {
-        let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
-        for stale in previous.iter().filter(|p| !current.contains(&p.id)) {
+        for &stale in stale {
             match self.prune_one(stale, pruning).await {
                 Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
                 Ok(PruneOutcome::Gone) => {}
                 Ok(PruneOutcome::Kept) => {
                     // Looked at again after the retry's flush, like a deferred write.
-                    if let Some((namespace, name, group, kind)) = parse_id(&stale.id) {
-                        pruning.report.deferred.push(Identity {
-                            group: group.into(),
-                            kind: kind.into(),
-                            namespace: namespace.into(),
-                            name: name.into(),
-                        });
+                    if let Some(identity) = entry_identity(&stale.id) {
+                        pruning.report.deferred.push(identity);
                     }
                     inventory.push(stale.clone());
                 }
@@ -468,6 +704,15 @@ impl NativeApplier {
             .await
             .map_err(|e| format!("reading {}: {e}", object.identity.name))?
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
+        if let Some(why) = protection(&object.identity, &namespace) {
+            let holds = live.as_ref().is_some_and(|l| holds(&content, l));
+            let write = if changed && !holds {
+                Write::Refused(why)
+            } else {
+                Write::Protected
+            };
+            return Ok((entry, write));
+        }
         let owner = live.as_ref().and_then(owned_by);
         let write = match live {
             _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
@@ -508,7 +753,12 @@ impl NativeApplier {
             ..PatchParams::default()
         };
         match write {
-            Write::None | Write::Deferred | Write::Absent | Write::Foreign => Ok(write),
+            Write::None
+            | Write::Deferred
+            | Write::Absent
+            | Write::Foreign
+            | Write::Protected
+            | Write::Refused(_) => Ok(write),
             Write::Stamp => {
                 let patch =
                     serde_json::json!({"metadata": {"labels": {APPLIER_LABEL: self.owner}}});
@@ -534,16 +784,19 @@ impl NativeApplier {
         }
     }
 
-    /// Removes the live objects whose files went away since the last applied commit before this
-    /// applier ever stamped them: an object created through the API, published into the folder
-    /// and removed by a push before it was adopted is the folder's all the same, and its removal
-    /// must reach the live side (the adoption, merged into this operation at a commit that no
-    /// longer declares it, never stamped it). Left alone: what the inventory holds (pruned as
-    /// such), what another applier or claim owns, and what was edited after the flush (the API
-    /// side wins). Before a first applied commit (only catch-ups so far), the branch's recent
+    /// The objects whose files went away since the last applied commit and that the commit
+    /// does not declare elsewhere, to remove live if this applier never stamped them: an
+    /// object created through the API, published into the folder and removed by a push before
+    /// it was adopted is the folder's all the same, and its removal must reach the live side
+    /// (the adoption, merged into this operation at a commit that no longer declares it, never
+    /// stamped it). Out of reach: backflow's own configuration, and what an unreadable file
+    /// declared. Before a first applied commit (only catch-ups so far), the branch's recent
     /// history is looked at (see `backflow_git::GONE_WALK`).
-    async fn prune_gone(&self, gone: &Gone<'_>, pruning: &mut Pruning<'_>) {
-        let report = &mut *pruning.report;
+    async fn gone_objects(
+        &self,
+        gone: &Gone<'_>,
+        pruning: &mut Pruning<'_>,
+    ) -> Vec<DeclaredObject> {
         let mut files = Vec::new();
         for folder in &self.folders {
             match self
@@ -553,36 +806,43 @@ impl NativeApplier {
             {
                 Ok(Ok(read)) => files.extend(read.into_iter().map(|f| (f.path, f.content))),
                 Ok(Err(e)) => {
-                    return report
-                        .failures
-                        .push(format!("cannot read what left {folder}: {e}"));
-                }
-                Err(e) => {
-                    return report
-                        .failures
-                        .push(format!("cannot read what left {folder}: {e}"));
-                }
-            }
-        }
-        let left = declared_objects(&files, &self.identities);
-        for object in left
-            .objects
-            .into_iter()
-            .filter(|o| !gone.declared.contains(&o.identity))
-        {
-            match self.remove_gone(&object, gone, pruning).await {
-                Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
-                // An edit since the flush reaches Git and declares the object again.
-                Ok(PruneOutcome::Gone | PruneOutcome::Kept) => {}
-                Err(e) => {
-                    let failure = format!("prune {}: {e}", object.path);
+                    let failure = format!("cannot read what left {folder}: {e}");
                     pruning.report.failures.push(failure);
+                    return Vec::new();
+                }
+                Err(e) => {
+                    let failure = format!("cannot read what left {folder}: {e}");
+                    pruning.report.failures.push(failure);
+                    return Vec::new();
                 }
             }
         }
+        let mut left = Vec::new();
+        let mut kept = Vec::new();
+        for object in declared_objects(&files, &self.identities).objects {
+            if gone.declared.contains(&object.identity)
+                || gone.unreadable.declares(&object.identity)
+            {
+                continue;
+            }
+            match protection(&object.identity, &object.identity.namespace) {
+                Some(_) => kept.push(object.path),
+                None => left.push(object),
+            }
+        }
+        if let Some(first) = kept.first() {
+            let more = match kept.len() - 1 {
+                0 => String::new(),
+                n => format!(" and {n} more files"),
+            };
+            pruning.report.refused.push(format!(
+                "{first}{more}: removed in Git, but they hold backflow's own configuration or system namespaces, which stay"
+            ));
+        }
+        left
     }
 
-    /// [`NativeApplier::prune_gone`] of one object; says whether it was deleted.
+    /// [`NativeApplier::gone_objects`]: removes one; says whether it was deleted.
     async fn remove_gone(
         &self,
         object: &DeclaredObject,
@@ -836,6 +1096,26 @@ fn holds(desired: &Value, live: &Value) -> bool {
         }
         (d, l) => d == l,
     }
+}
+
+/// Whether `declared` (a document's identity: its namespace may be left out) is `applied` (as
+/// an inventory names it: its namespace resolved).
+fn same_object(applied: &Identity, declared: &Identity) -> bool {
+    declared.group == applied.group
+        && declared.kind == applied.kind
+        && declared.name == applied.name
+        && (declared.namespace == applied.namespace || declared.namespace.is_empty())
+}
+
+/// The object an inventory entry names (its namespace as applied).
+fn entry_identity(id: &str) -> Option<Identity> {
+    let (namespace, name, group, kind) = parse_id(id)?;
+    Some(Identity {
+        group: group.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    })
 }
 
 /// `<namespace>_<name>_<group>_<kind>` → its parts (names never hold `_`; namespaces and kinds

@@ -26,6 +26,9 @@ pub struct DeclarationProblem {
     pub path: String,
     /// What is wrong, for a person.
     pub reason: String,
+    /// The object the document declares, when that much could be read (an encrypted document
+    /// whose key backflow lacks still names its object): an applier leaves it as it is.
+    pub identity: Option<Identity>,
 }
 
 /// What a folder declares.
@@ -45,14 +48,15 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
         if classify(path) != FileClass::Manifests {
             continue;
         }
-        let problem = |reason: String| DeclarationProblem {
+        let problem = |reason: String, identity: Option<Identity>| DeclarationProblem {
             path: path.clone(),
             reason,
+            identity,
         };
         let parsed = match parse_file(path, bytes) {
             Ok(p) => p,
             Err(e) => {
-                out.problems.push(problem(e.to_string()));
+                out.problems.push(problem(e.to_string(), None));
                 continue;
             }
         };
@@ -65,8 +69,10 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
                 match decrypt_document(text, identities) {
                     Ok(v) => v,
                     Err(e) => {
-                        out.problems
-                            .push(problem(format!("document {i}: cannot decrypt: {e}")));
+                        out.problems.push(problem(
+                            format!("document {i}: cannot decrypt: {e}"),
+                            Identity::of(&doc.value).ok(),
+                        ));
                         continue;
                     }
                 }
@@ -82,9 +88,10 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
                         path: path.clone(),
                     });
                 }
-                Err(reason) => out
-                    .problems
-                    .push(problem(format!("document {i} is not an object: {reason}"))),
+                Err(reason) => out.problems.push(problem(
+                    format!("document {i} is not an object: {reason}"),
+                    None,
+                )),
             }
         }
     }

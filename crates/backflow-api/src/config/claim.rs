@@ -39,6 +39,12 @@ pub struct NativeClaimSpec {
     /// Ask nothing while true (reasons stay pending).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// The share (percent) of the objects the claim applied that one apply may prune without
+    /// a person's confirmation, once it prunes more than five; a prune of all of them is
+    /// always held. Default 25; 100 holds only a prune of everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub prune_limit_percent: Option<u8>,
     /// What the claim's first contact with its branch does with an object both sides hold
     /// with different content: `LiveWins` (default) publishes the live object over the file,
     /// `GitWins` applies the file over the live object. Either way what only one side holds is
@@ -171,6 +177,19 @@ pub struct FirstContactReport {
     pub message: String,
 }
 
+/// A prune held back for a person to confirm: the commit would delete more of what the claim
+/// applied than one apply may without a confirmation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneHeldStatus {
+    /// The commit whose apply would have pruned.
+    pub commit: String,
+    /// How many objects it would delete.
+    pub pruning: u64,
+    /// Of how many the claim applied.
+    pub owned: u64,
+}
+
 /// An object by name, in a namespace (the referring object's when empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ObjectReference {
@@ -260,6 +279,18 @@ pub struct ClaimStatus {
     /// The last of them: the object and its fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_merge_override: Option<String>,
+    /// A prune held back until the annotation `backflow.dev/confirm-prune` names its commit (or
+    /// a later commit restores the files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_held: Option<PruneHeldStatus>,
+    /// Changes the last applied commit made to objects a push may not change (backflow's own
+    /// configuration, system namespaces): not applied, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_changes: Vec<String>,
+    /// Files of the claim's folders that could not be read at the last applied commit: skipped,
+    /// one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_files: Vec<String>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

@@ -17,7 +17,7 @@ pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use claim::{
     ApplierClaimReference, ArgoCDClaim, ArgoCDClaimSpec, ClaimStatus, FirstContact,
     FirstContactReport, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry, NativeClaim,
-    NativeClaimSpec, ObjectReference, OperationStatus, claim_resource,
+    NativeClaimSpec, ObjectReference, OperationStatus, PruneHeldStatus, claim_resource,
 };
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};

@@ -10,6 +10,7 @@
 //! The coordinator below re-reads the configuration on every change (and every 10 s) and
 //! refreshes each runner's gate from the mirror five times a second.
 
+mod events;
 mod metrics;
 mod plan;
 mod runner;
@@ -42,6 +43,7 @@ use store::ListedClaim;
 
 use crate::argo::ArgoApplier;
 use crate::flux::FluxApplier;
+use crate::guard::PruneGuard;
 use crate::native::{Applier, NativeApplier};
 
 /// The running applier claims.
@@ -266,14 +268,21 @@ impl Coordinator {
         let applier: Arc<dyn Applier> = match &plan.holds {
             Holds::Native => {
                 let identities = self.identities_for(&key.namespace, &plan).await;
-                Arc::new(NativeApplier::new(
-                    self.client.clone(),
-                    &key.namespace,
-                    &key.name,
-                    worker.clone(),
-                    plan.folders.clone(),
-                    identities,
-                ))
+                Arc::new(
+                    NativeApplier::new(
+                        self.client.clone(),
+                        &key.namespace,
+                        &key.name,
+                        worker.clone(),
+                        plan.folders.clone(),
+                        identities,
+                    )
+                    .with_prune_guard(PruneGuard {
+                        max_percent: plan
+                            .prune_limit
+                            .unwrap_or(PruneGuard::default().max_percent),
+                    }),
+                )
             }
             Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
                 self.client.clone(),

@@ -44,6 +44,8 @@ pub struct ClaimObject {
     pub suspend: bool,
     /// `spec.firstContact`.
     pub first_contact: FirstContact,
+    /// `spec.pruneLimitPercent` (`NativeClaim`; the others' appliers prune on their own).
+    pub prune_limit: Option<u8>,
     /// The applier it holds.
     pub holds: Holds,
 }
@@ -60,6 +62,7 @@ impl ClaimObject {
             },
             suspend: claim.spec.suspend,
             first_contact: claim.spec.first_contact,
+            prune_limit: claim.spec.prune_limit_percent,
             holds: Holds::Native,
         }
     }
@@ -72,6 +75,7 @@ impl ClaimObject {
             key,
             suspend: claim.spec.suspend,
             first_contact: claim.spec.first_contact,
+            prune_limit: None,
             holds: Holds::Flux(ns, name),
         }
     }
@@ -84,6 +88,7 @@ impl ClaimObject {
             key,
             suspend: claim.spec.suspend,
             first_contact: claim.spec.first_contact,
+            prune_limit: None,
             holds: Holds::Argo(ns, name),
         }
     }
@@ -126,6 +131,8 @@ pub struct ClaimPlan {
     pub suspended: bool,
     /// `spec.firstContact`.
     pub first_contact: FirstContact,
+    /// `spec.pruneLimitPercent` (`NativeClaim`; the others' appliers prune on their own).
+    pub prune_limit: Option<u8>,
     /// The applier it holds.
     pub holds: Holds,
 }
@@ -226,6 +233,7 @@ fn plan_one(
         identity_secrets: Vec::new(),
         suspended: claim.suspend,
         first_contact: claim.first_contact,
+        prune_limit: claim.prune_limit,
         holds: claim.holds.clone(),
     };
     for t in naming {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use backflow_api::Clock;
 use backflow_api::config::{
     ClaimStatus, FirstContact, FirstContactReport, GitProvider, GitTarget, HandBack,
-    InventoryEntry, OperationStatus,
+    InventoryEntry, OperationStatus, PruneHeldStatus,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
@@ -19,14 +19,19 @@ use backflow_mirror::{MirrorBranches, RefusedEdit};
 use kube::{Api, Client};
 use tokio::sync::{broadcast, mpsc};
 
+use super::events::{EventType, emit};
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
 use super::plan::{ClaimKey, ClaimPlan, Holds, recheck};
-use super::status::{acting_conditions, inventory, operation_status};
+use super::status::{PushLimits, acting_conditions, inventory, limit_conditions, operation_status};
+use crate::guard::{CONFIRM_PRUNE, PruneHold, confirms};
 use crate::native::{Applier, ApplyReport, ApplyRequest, PruneNotice};
 
 /// How often a held applier is checked between applies (a person's `flux resume` is undone
 /// within this).
 const HOLD_EVERY: Duration = Duration::from_secs(10);
+
+/// How often a held prune's confirmation is looked for on the claim.
+const CONFIRM_EVERY: Duration = Duration::from_secs(1);
 
 /// What the coordinator tells a runner.
 pub enum RunnerCommand {
@@ -92,6 +97,12 @@ pub struct Runner {
     flushed_at: Option<std::time::SystemTime>,
     /// Objects the last apply left to a newer live edit: looked at again by the next one.
     deferred: BTreeSet<backflow_manifest::Identity>,
+    /// What the last apply could not do because of what was pushed.
+    limits: PushLimits,
+    /// The prune the last apply held, until an apply does not.
+    prune_held: Option<PruneHold>,
+    /// The task waiting for a held prune's confirmation.
+    confirming: Option<tokio::task::JoinHandle<()>>,
     /// Refused live edits to revert, by target: applied by the next operation whatever Git
     /// changed, then resynced (only a resync clears a refusal).
     reapply: BTreeMap<(String, String), BTreeSet<RefusedEdit>>,
@@ -172,6 +183,9 @@ impl Runner {
             wake: None,
             flushed_at: None,
             deferred: BTreeSet::new(),
+            limits: PushLimits::default(),
+            prune_held: None,
+            confirming: None,
             reapply: BTreeMap::new(),
             reapplying: BTreeMap::new(),
             // Closed until the coordinator says otherwise: nothing before the snapshots.
@@ -220,7 +234,7 @@ impl Runner {
                 command = commands.recv() => match command {
                     None => break,
                     Some(RunnerCommand::Release) => {
-                        if let Some(task) = self.applying.take() {
+                        for task in [self.applying.take(), self.confirming.take()].into_iter().flatten() {
                             task.abort();
                         }
                         self.release().await;
@@ -550,7 +564,7 @@ impl Runner {
     }
 
     /// An apply ended: close its window, keep its inventory and failures, and tell the core.
-    fn applied(&mut self, id: OperationId, report: ApplyReport) -> ApplyInput {
+    fn applied(&mut self, id: OperationId, mut report: ApplyReport) -> ApplyInput {
         self.mirror
             .apply_windows()
             .close(&self.plan.targets, self.clock.now());
@@ -566,11 +580,12 @@ impl Runner {
         }
         self.metrics
             .objects(&claim, "failed", report.failures.len());
-        self.inventory = report.inventory;
+        self.inventory = std::mem::take(&mut report.inventory);
         self.failures.clone_from(&report.failures);
+        let catch_up = matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only());
+        self.push_limits(&mut report, !catch_up);
         let deferred = report.deferred.iter().cloned();
-        if matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only())
-        {
+        if catch_up {
             // An operation that only stamped looked at no deferred object: they stay deferred
             // for the Repair (replaced, the Repair would find nothing changed and a push the
             // first operation left to a live edit would never reach the live side).
@@ -591,12 +606,18 @@ impl Runner {
             (
                 OperationPhase::Succeeded,
                 format!(
-                    "applied {}, unchanged {}, pruned {}, left to a newer live edit {}, owned by another applier {}",
+                    "applied {}, unchanged {}, pruned {}, left to a newer live edit {}, owned by another applier {}, changes refused {}, unreadable files {}{}",
                     report.applied,
                     report.unchanged,
                     report.pruned,
                     report.deferred.len(),
-                    report.foreign.len()
+                    report.foreign.len(),
+                    self.limits.refused.len(),
+                    self.limits.unreadable.len(),
+                    self.prune_held.as_ref().map_or(String::new(), |h| format!(
+                        ", prune held ({} of {} objects)",
+                        h.pruning, h.owned
+                    )),
                 ),
             )
         } else {
@@ -613,6 +634,106 @@ impl Runner {
             )
         };
         ApplyInput::Progress { id, phase, message }
+    }
+
+    /// Takes what `report` could not do because of what was pushed: shown on the claim, counted,
+    /// told as Events when it changes, and a held prune waited on for its confirmation. An
+    /// operation that only stamped (`judged`: false) wrote and pruned nothing: what the last
+    /// one refused or held stands.
+    fn push_limits(&mut self, report: &mut ApplyReport, judged: bool) {
+        if !judged {
+            report.refused = self.limits.refused.clone();
+            report.prune_held = self.prune_held.clone();
+        }
+        let claim = self.claim_name();
+        self.metrics
+            .objects(&claim, "refused", report.refused.len());
+        self.metrics
+            .objects(&claim, "unreadable_file", report.unreadable.len());
+        let held = report.prune_held.take();
+        let limits = PushLimits {
+            prune_held: held.as_ref().map(|h| h.message(&claim)),
+            refused: std::mem::take(&mut report.refused),
+            unreadable: std::mem::take(&mut report.unreadable),
+        };
+        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let mut events = Vec::new();
+        if held != self.prune_held {
+            if let (Some(h), Some(message)) = (&held, &limits.prune_held) {
+                tracing::warn!(%claim, commit = %h.commit, pruning = h.pruning, owned = h.owned, "prune held for a person to confirm");
+                events.push((EventType::Warning, "PruneHeld", message.clone()));
+            }
+        }
+        for (lines, old, reason) in [
+            (&limits.refused, &self.limits.refused, "GitChangesRefused"),
+            (
+                &limits.unreadable,
+                &self.limits.unreadable,
+                "FilesUnreadable",
+            ),
+        ] {
+            for line in lines.iter().filter(|l| !old.contains(l)) {
+                tracing::warn!(%claim, reason, detail = %line, "not applied");
+                events.push((EventType::Warning, reason, line.clone()));
+            }
+        }
+        if !events.is_empty() {
+            let (client, key) = (self.client.clone(), self.key.clone());
+            tokio::spawn(async move {
+                for (kind, reason, message) in events.into_iter().take(20) {
+                    emit(&client, &key, kind, reason, &message, &now).await;
+                }
+            });
+        }
+        self.limits = limits;
+        if held != self.prune_held {
+            if let Some(task) = self.confirming.take() {
+                task.abort();
+            }
+            if let Some(h) = &held {
+                self.confirming = Some(self.await_confirmation(h.commit));
+            }
+        }
+        self.prune_held = held;
+    }
+
+    /// Waits until the claim's annotation confirms the prune held at `commit`, then asks for
+    /// the apply again (the commit, or a newer tip, with the prune confirmed).
+    fn await_confirmation(&self, commit: CommitId) -> tokio::task::JoinHandle<()> {
+        let api = Api::<backflow_api::config::NativeClaim>::namespaced(
+            self.client.clone(),
+            &self.key.namespace,
+        );
+        let (client, key, done) = (self.client.clone(), self.key.clone(), self.done.clone());
+        let clock = self.clock.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CONFIRM_EVERY).await;
+                let Ok(Some(claim)) = api.get_opt(&key.name).await else {
+                    continue;
+                };
+                let value = kube::ResourceExt::annotations(&claim)
+                    .get(CONFIRM_PRUNE)
+                    .cloned();
+                if confirms(value.as_deref(), &commit) {
+                    tracing::info!(claim = %key.name, %commit, "held prune confirmed");
+                    let now = humantime::format_rfc3339_seconds(clock.now()).to_string();
+                    let message =
+                        format!("the prune of commit {commit} was confirmed: applying it");
+                    emit(
+                        &client,
+                        &key,
+                        EventType::Normal,
+                        "PruneConfirmed",
+                        &message,
+                        &now,
+                    )
+                    .await;
+                    let _ = done.send(Done::Retry).await;
+                    return;
+                }
+            }
+        })
     }
 
     /// After an operation that reverted refused edits: the scopes of those it reverted are
@@ -652,7 +773,11 @@ impl Runner {
         // Objects left to a newer live edit are not on the live side yet: until an operation
         // applies them, the commit is not the live side's in full, and a process that starts
         // after a crash must apply it again (the deferred set dies with this one).
-        if operation.phase == OperationPhase::Succeeded && self.deferred.is_empty() {
+        // A held prune is not on the live side either: the next apply looks at it again.
+        if operation.phase == OperationPhase::Succeeded
+            && self.deferred.is_empty()
+            && self.prune_held.is_none()
+        {
             // A catch-up only stamps: Git's changes up to its commit are not on the live side
             // yet, so it is not what the next apply's "changed since" starts from.
             if !operation.reasons.catch_up_only() {
@@ -668,9 +793,11 @@ impl Runner {
             .flatten();
         let generation = current.as_ref().and_then(|(_, g)| *g);
         let previous = current.map(|(s, _)| s.conditions).unwrap_or_default();
+        let mut conditions = acting_conditions(&previous, &self.plan, Some(&op), &now, generation);
+        limit_conditions(&mut conditions, &self.limits, &now, generation);
         let status = ClaimStatus {
             observed_generation: generation,
-            conditions: acting_conditions(&previous, &self.plan, Some(&op), &now, generation),
+            conditions,
             operation: Some(op),
             last_applied_commit: self.last_applied.clone(),
             in_step_commit: self.in_step.clone(),
@@ -680,6 +807,13 @@ impl Runner {
             },
             merge_overrides: (overrides.0 > 0).then_some(overrides.0),
             last_merge_override: overrides.1,
+            prune_held: self.prune_held.as_ref().map(|h| PruneHeldStatus {
+                commit: h.commit.to_string(),
+                pruning: h.pruning as u64,
+                owned: h.owned as u64,
+            }),
+            refused_changes: self.limits.refused.clone(),
+            unreadable_files: self.limits.unreadable.clone(),
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
             hand_back: None,

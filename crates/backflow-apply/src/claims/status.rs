@@ -127,3 +127,106 @@ pub fn inventory(mut entries: Vec<InventoryEntry>) -> Vec<InventoryEntry> {
     entries.dedup();
     entries
 }
+
+/// What the last apply could not do because of what was pushed, as the claim shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushLimits {
+    /// A prune held for a person to confirm: what to do.
+    pub prune_held: Option<String>,
+    /// Changes out of a push's reach, not applied.
+    pub refused: Vec<String>,
+    /// Files that could not be read, skipped.
+    pub unreadable: Vec<String>,
+}
+
+/// Shows `limits` in `conditions`: `PruneHeld`, `GitChangesRefused` and `FilesUnreadable`,
+/// each true while it holds and gone once it does not. A held prune makes the claim not
+/// `Ready` (stalled: a person confirms it, or a commit restores the files).
+pub fn limit_conditions(
+    conditions: &mut Vec<Condition>,
+    limits: &PushLimits,
+    now: &str,
+    generation: Option<i64>,
+) {
+    let first = |lines: &[String]| {
+        let more = lines.len().saturating_sub(1);
+        let tail = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        lines.first().map(|l| format!("{l}{tail}"))
+    };
+    let shown = [
+        ("PruneHeld", "PruneHeld", limits.prune_held.clone()),
+        (
+            "GitChangesRefused",
+            "OutOfPushReach",
+            first(&limits.refused),
+        ),
+        (
+            "FilesUnreadable",
+            "UnreadableFiles",
+            first(&limits.unreadable),
+        ),
+    ];
+    for (type_, reason, message) in shown {
+        match message {
+            Some(message) => set_condition(
+                conditions,
+                cond(
+                    type_,
+                    ConditionStatus::True,
+                    reason,
+                    message,
+                    now,
+                    generation,
+                ),
+            ),
+            None => conditions.retain(|c| c.type_ != type_),
+        }
+    }
+    if let Some(message) = &limits.prune_held {
+        summary(
+            conditions,
+            Err(NotReady::stalled("PruneHeld", message.clone())),
+            now,
+            generation,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_limits_show_while_they_hold_and_a_held_prune_is_not_ready() {
+        let mut conditions = Vec::new();
+        summary(&mut conditions, Ok(()), "t0", None);
+        let limits = PushLimits {
+            prune_held: Some("commit c would delete 3 of 3".into()),
+            refused: vec!["a.yaml: GitTarget".into(), "b.yaml: GitProvider".into()],
+            unreadable: Vec::new(),
+        };
+        limit_conditions(&mut conditions, &limits, "t1", Some(2));
+        let get = |c: &[Condition], t: &str| c.iter().find(|c| c.type_ == t).cloned();
+        assert_eq!(
+            get(&conditions, "PruneHeld").map(|c| c.status),
+            Some(ConditionStatus::True)
+        );
+        assert_eq!(
+            get(&conditions, "GitChangesRefused").map(|c| c.message),
+            Some("a.yaml: GitTarget (and 1 more)".into())
+        );
+        assert!(get(&conditions, "FilesUnreadable").is_none());
+        let ready = get(&conditions, "Ready").expect("Ready");
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, "PruneHeld")
+        );
+        limit_conditions(&mut conditions, &PushLimits::default(), "t2", Some(2));
+        assert!(get(&conditions, "PruneHeld").is_none());
+        assert!(get(&conditions, "GitChangesRefused").is_none());
+    }
+}

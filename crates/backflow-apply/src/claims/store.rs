@@ -71,12 +71,22 @@ pub async fn read(
     Ok(Some((status, found.metadata.generation)))
 }
 
+/// Fields of a claim's status that describe the last operation only: a status without them
+/// removes them (a merge patch keeps what it does not name).
+const PER_OPERATION: [&str; 4] = ["failures", "pruneHeld", "refusedChanges", "unreadableFiles"];
+
 /// Writes `status` into the claim (a merge patch of the status subresource).
 pub async fn write_status(
     client: &Client,
     key: &ClaimKey,
     status: &ClaimStatus,
 ) -> Result<(), kube::Error> {
+    let mut status = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    if let Some(fields) = status.as_object_mut() {
+        for field in PER_OPERATION {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+    }
     let patch = Patch::Merge(json!({"status": status}));
     api(client, key)
         .patch_status(&key.name, &PatchParams::default(), &patch)

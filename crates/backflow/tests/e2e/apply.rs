@@ -90,7 +90,7 @@ pub(crate) fn wait_claim_operation(
     )
 }
 
-fn cm_value(w: &World, name: &str, key: &str) -> Option<String> {
+pub(crate) fn cm_value(w: &World, name: &str, key: &str) -> Option<String> {
     let out = w.kubectl_run(&["get", "configmap", name, "-o", "json"]);
     let v: Value = serde_json::from_str(&out.stdout).ok()?;
     v["data"][key].as_str().map(str::to_string)
@@ -702,7 +702,7 @@ fn a_removal_pushed_before_an_api_created_object_is_adopted_still_reaches_the_li
 
 /// Creates `ConfigMap` `name` with `v` through the API, waiting for its push (a long commit
 /// window would hold it otherwise), and waits until the default claim owns it.
-fn create_adopted(w: &World, name: &str, v: &str) {
+pub(crate) fn create_adopted(w: &World, name: &str, v: &str) {
     let body = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"v":"{v}"}}}}"#
     );
@@ -730,7 +730,7 @@ fn create_adopted(w: &World, name: &str, v: &str) {
     );
 }
 
-fn live_absent(w: &World, name: &str) -> bool {
+pub(crate) fn live_absent(w: &World, name: &str) -> bool {
     w.kubectl_run(&["get", "configmap", name]).code != Some(0)
 }
 

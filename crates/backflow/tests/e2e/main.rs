@@ -5,7 +5,8 @@
 //! (`apply`) and its apply window (`window`), the held Flux and Argo CD appliers (`flux`, `argo`)
 //! and the scenarios every applier passes (`drivers`), clients people use (`clients`), and
 //! commits authored by the users who made the changes (`authorship`), and what Git holds that
-//! the live side lacks when backflow starts (`restart`).
+//! the live side lacks when backflow starts (`restart`), and what a push may not do
+//! (`push_guard`).
 
 #![allow(
     clippy::unwrap_used,
@@ -24,6 +25,7 @@ mod flux;
 mod kubectl;
 mod mirror;
 mod operator;
+mod push_guard;
 mod receiver;
 mod restart;
 mod secrets;

@@ -1,0 +1,294 @@
+//! What a push may not do to the live side, with `serve`'s default `NativeClaim` and real `git`
+//! pushes: wipe it (a mass prune waits for a person), change backflow's own configuration (an
+//! age recipient added by a pusher never encrypts a Secret), or stop the applier with one file
+//! it cannot read.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::apply::{claim, cm_value, create_adopted, live_absent, wait_acting, wait_applied};
+use crate::common::*;
+use crate::secrets::sops_bin;
+
+/// Condition `type_` of the default claim, if it has one.
+fn claim_condition(w: &World, type_: &str) -> Option<Value> {
+    claim(w)["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// The Events recorded about the default claim, as (reason, message).
+fn claim_events(w: &World) -> Vec<(String, String)> {
+    let list = w.get_json(&["events", "-n", "backflow-system"]);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["involvedObject"]["kind"] == "NativeClaim")
+        .map(|e| {
+            let text = |f: &str| e[f].as_str().unwrap_or_default().to_string();
+            (text("reason"), text("message"))
+        })
+        .collect()
+}
+
+/// `git rm -r` of the whole folder, pushed: nothing is deleted until a person confirms the
+/// commit, backflow's own configuration and the system namespaces survive even then, and the
+/// server goes on mirroring meanwhile.
+#[test]
+fn a_push_removing_the_whole_folder_is_held_until_a_person_confirms_it() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    for name in ["a", "b", "c"] {
+        create_adopted(&w, name, name);
+    }
+    let clone = w.clone_origin("mallory");
+    w.git_in(Some(&clone), &["rm", "-r", "-q", "live"]);
+    let wipe = w.commit_all_and_push(&clone, "mallory removes everything");
+
+    let held = wait_for(
+        "the prune to be held",
+        || format!("{:#}", claim(&w)),
+        || {
+            let status = claim(&w);
+            (status["pruneHeld"]["commit"] == wipe.as_str()).then_some(status)
+        },
+    );
+    assert_eq!(held["pruneHeld"]["pruning"], 3, "{held:#}");
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            cm_value(&w, name, "v").as_deref(),
+            Some(name),
+            "{name} is kept"
+        );
+    }
+    let ready = claim_condition(&w, "Ready").expect("Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("PruneHeld"))
+    );
+    let message = claim_condition(&w, "PruneHeld").expect("PruneHeld")["message"].to_string();
+    assert!(
+        message.contains(&wipe) && message.contains("backflow.dev/confirm-prune"),
+        "{message}"
+    );
+    wait_for(
+        "an Event naming the held commit",
+        || format!("{:?}", claim_events(&w)),
+        || {
+            claim_events(&w)
+                .into_iter()
+                .find(|(r, m)| r == "PruneHeld" && m.contains(&wipe))
+        },
+    );
+    let refused = held["refusedChanges"].to_string();
+    assert!(
+        refused.contains("removed in Git") && refused.contains("which stay"),
+        "{refused}"
+    );
+
+    // Meanwhile the mirror goes on.
+    w.apply(&configmap("default", "later", &[("v", "later")]));
+    w.wait_present("live/default/configmaps/later.yaml");
+
+    w.kubectl(&[
+        "annotate",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        &format!("backflow.dev/confirm-prune={wipe}"),
+    ]);
+    wait_for(
+        "the confirmed prune",
+        || format!("{:#}", claim(&w)),
+        || {
+            ["a", "b", "c"]
+                .iter()
+                .all(|n| live_absent(&w, n))
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        cm_value(&w, "later", "v").as_deref(),
+        Some("later"),
+        "what Git declares stays"
+    );
+    for ns in ["default", "kube-system", "kube-public", "backflow-system"] {
+        assert_eq!(
+            w.kubectl_run(&["get", "namespace", ns]).code,
+            Some(0),
+            "namespace {ns}"
+        );
+    }
+    for kept in [
+        vec!["get", "gittarget", "default", "-n", "backflow-system"],
+        vec!["get", "nativeclaim", "default", "-n", "backflow-system"],
+        vec!["get", "gitprovider", "default", "-n", "backflow-system"],
+        vec!["get", "crd", "gittargets.backflow.dev"],
+    ] {
+        let out = w.kubectl_run(&kept);
+        assert_eq!(out.code, Some(0), "{kept:?} is kept:\n{out}");
+    }
+    wait_for(
+        "the claim to be Ready again",
+        || format!("{:#}", claim(&w)),
+        || {
+            let status = claim(&w);
+            (status["pruneHeld"].is_null()
+                && claim_condition(&w, "PruneHeld").is_none()
+                && claim_condition(&w, "Ready").is_some_and(|c| c["status"] == "True"))
+            .then_some(())
+        },
+    );
+    assert!(
+        claim_events(&w).iter().any(|(r, _)| r == "PruneConfirmed"),
+        "{:?}",
+        claim_events(&w)
+    );
+}
+
+/// A push that adds an age recipient to the `GitTarget` (and a claim of its own) changes
+/// nothing live: Secrets written afterwards stay unreadable to the pusher's key (checked with
+/// the real `sops`), and the claim says what it refused.
+#[test]
+fn a_pushed_recipient_never_reads_a_secret() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    let (secret_key, recipient) = backflow_sops::generate_identity(&mut rand::rng());
+    let key_file = w.dirs.work.join("mallory.agekey");
+    std::fs::write(&key_file, secret_key.as_bytes()).expect("write the key");
+
+    let clone = w.clone_origin("mallory");
+    let target = "live/backflow-system/backflow.dev/gittargets/default.yaml";
+    let text = std::fs::read_to_string(clone.join(target)).expect("the target's file");
+    assert!(text.contains("recipients:\n"), "{text}");
+    let with_mine = text.replace(
+        "recipients:\n",
+        &format!("recipients:\n        - {recipient}\n"),
+    );
+    std::fs::write(clone.join(target), with_mine).expect("edit");
+    let claim_file = clone.join("live/backflow-system/backflow.dev/nativeclaims/mine.yaml");
+    std::fs::write(
+        &claim_file,
+        "apiVersion: backflow.dev/v1alpha1\nkind: NativeClaim\nmetadata:\n  name: mine\n  namespace: backflow-system\nspec: {}\n",
+    )
+    .expect("write");
+    let push = w.commit_all_and_push(&clone, "mallory adds her key");
+    let op = wait_applied(&w, &push);
+    let status = claim(&w);
+    let refused = status["refusedChanges"].to_string();
+    assert!(
+        refused.contains("gittargets/default.yaml") && refused.contains("nativeclaims/mine.yaml"),
+        "{op:#}\n{status:#}"
+    );
+    let condition = claim_condition(&w, "GitChangesRefused").expect("GitChangesRefused");
+    assert_eq!(condition["status"], "True");
+    let live = w.get_json(&["gittarget", "default", "-n", "backflow-system"]);
+    assert!(!live["spec"].to_string().contains(&recipient), "{live:#}");
+    assert_ne!(
+        w.kubectl_run(&["get", "nativeclaim", "mine", "-n", "backflow-system"])
+            .code,
+        Some(0)
+    );
+
+    w.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "token",
+        "--from-literal=token=hunter2",
+    ]);
+    let file = w.wait_present("live/default/secrets/token.sops.yaml");
+    let sealed = w.dirs.work.join("token.sops.yaml");
+    std::fs::write(&sealed, &file).expect("write");
+    let decrypt = |key: &std::path::Path| {
+        let mut cmd = Command::new(sops_bin());
+        cmd.args(["-d", "--input-type", "yaml", "--output-type", "json"])
+            .arg(&sealed)
+            .current_dir(&w.dirs.work)
+            .env("HOME", &w.dirs.home)
+            .env_remove("SOPS_AGE_KEY")
+            .env("SOPS_AGE_KEY_FILE", key);
+        run_bounded("sops -d", cmd)
+    };
+    let mallory = decrypt(&key_file);
+    assert_ne!(
+        mallory.code,
+        Some(0),
+        "the pusher's key reads the Secret:\n{mallory}"
+    );
+    let server = decrypt(&w.dirs.data.join("age.key"));
+    assert_eq!(server.code, Some(0), "{server}");
+}
+
+/// A pushed file the applier cannot read blocks only what it declared: the rest of the commit
+/// is applied and pruned, the claim names the file, and the fix is applied when pushed.
+#[test]
+fn a_file_the_applier_cannot_read_blocks_only_itself() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    for name in ["a", "b", "c"] {
+        create_adopted(&w, name, name);
+    }
+    let clone = w.clone_origin("bob");
+    let a = "live/default/configmaps/a.yaml";
+    let good = std::fs::read_to_string(clone.join(a)).expect("a's file");
+    std::fs::write(clone.join(a), "apiVersion: v1\nkind: ConfigMap\ndata: [\n").expect("break a");
+    std::fs::remove_file(clone.join("live/default/configmaps/b.yaml")).expect("remove b");
+    std::fs::write(
+        clone.join("live/default/configmaps/d.yaml"),
+        configmap("default", "d", &[("v", "d")]),
+    )
+    .expect("add d");
+    let push = w.commit_all_and_push(&clone, "bob breaks a, removes b, adds d");
+    let op = wait_applied(&w, &push);
+    assert_eq!(cm_value(&w, "d", "v").as_deref(), Some("d"), "{op:#}");
+    wait_for(
+        "b to be pruned",
+        || format!("{:#}", claim(&w)),
+        || live_absent(&w, "b").then_some(()),
+    );
+    assert_eq!(
+        cm_value(&w, "a", "v").as_deref(),
+        Some("a"),
+        "a is left as it was"
+    );
+    let status = claim(&w);
+    assert!(
+        status["unreadableFiles"].to_string().contains(a),
+        "{status:#}"
+    );
+    let condition = claim_condition(&w, "FilesUnreadable").expect("FilesUnreadable");
+    assert!(
+        condition["message"].to_string().contains(a),
+        "{condition:#}"
+    );
+    assert!(
+        status["inventory"]
+            .to_string()
+            .contains("default_a__ConfigMap"),
+        "still owned"
+    );
+
+    std::fs::write(clone.join(a), good.replace("v: a", "v: fixed")).expect("fix a");
+    let fixed = w.commit_all_and_push_rebasing(&clone, "bob fixes a");
+    wait_applied(&w, &fixed);
+    wait_for(
+        "a's fix to be applied",
+        || format!("{:#}", claim(&w)),
+        || (cm_value(&w, "a", "v").as_deref() == Some("fixed")).then_some(()),
+    );
+    wait_for(
+        "the claim to stop naming the file",
+        || format!("{:#}", claim(&w)),
+        || {
+            (claim(&w)["unreadableFiles"].is_null()
+                && claim_condition(&w, "FilesUnreadable").is_none())
+            .then_some(())
+        },
+    );
+}
