@@ -8,7 +8,8 @@
 //!   API: a push changing them is refused for those objects, and they are never pruned. A
 //!   pusher therefore cannot add an encryption recipient, a provider, a receiver or a claim.
 //! - **a mass prune** ([`PruneGuard`]): an apply that would delete more than a share of what the
-//!   claim applied (default a quarter, once more than [`PRUNE_FLOOR`] objects), or all of it, is
+//!   claim applied (default a quarter, once more than [`PRUNE_FLOOR`] objects), or all of it
+//!   (when that is more than one object), is
 //!   held — everything else of the commit is applied — until a person confirms that commit
 //!   with the annotation [`CONFIRM_PRUNE`] on the claim, or a later commit brings the files
 //!   back. Argo CD's `Prune=confirm` sync option asks the same of each pruned resource.
@@ -101,7 +102,8 @@ impl PruneGuard {
     /// confirmation.
     #[must_use]
     pub fn holds(self, pruning: usize, owned: usize) -> bool {
-        if pruning == 0 {
+        // One object is no mass prune.
+        if pruning <= 1 {
             return false;
         }
         if pruning >= owned {
@@ -200,7 +202,8 @@ mod tests {
         let guard = PruneGuard::default();
         assert!(!guard.holds(0, 0));
         assert!(!guard.holds(0, 10));
-        assert!(guard.holds(1, 1), "all of it");
+        assert!(!guard.holds(1, 1), "one object is no mass prune");
+        assert!(guard.holds(2, 2), "all of it");
         assert!(guard.holds(3, 3), "all of it");
         assert!(!guard.holds(2, 3), "a small folder losing files");
         assert!(!guard.holds(5, 6), "at most the floor");

@@ -571,7 +571,15 @@ impl NativeApplier {
                 stale.push(entry);
             }
         }
-        let count = stale.len() + left.len();
+        let mut count = stale.len() + left.len();
+        if self.prune_guard.holds(count, owned + left.len()) {
+            // Counted again, of what would really go: an entry relabelled by hand is left.
+            let mut ours = 0;
+            for entry in &stale {
+                ours += usize::from(self.still_ours(entry, pruning.kinds).await);
+            }
+            count = ours + left.len();
+        }
         if self.prune_guard.holds(count, owned + left.len())
             && !self.confirmed(gone, &stale, &left).await
         {
@@ -595,6 +603,25 @@ impl NativeApplier {
             }
         }
         self.prune_stale(&stale, inventory, pruning).await;
+    }
+
+    /// Whether the live object `entry` names still carries this claim's label (a prune would
+    /// delete it); a read that fails counts as yes.
+    async fn still_ours(&self, entry: &InventoryEntry, kinds: &mut Kinds) -> bool {
+        let Some(identity) = entry_identity(&entry.id) else {
+            return false;
+        };
+        let version = entry.v.rsplit('/').next().unwrap_or("v1");
+        let gvk = GroupVersionKind::gvk(&identity.group, version, &identity.kind);
+        let Ok((resource, _)) = kinds.resolve(&self.client, &gvk).await else {
+            return false;
+        };
+        let api = api_for(&self.client, &resource, &identity.namespace);
+        match api.get_opt(&identity.name).await {
+            Ok(Some(live)) => live.labels().get(APPLIER_LABEL) == Some(&self.owner),
+            Ok(None) => false,
+            Err(_) => true,
+        }
     }
 
     /// Whether the claim's annotation confirms this prune: it names the commit applied, or a

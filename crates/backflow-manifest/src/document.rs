@@ -89,14 +89,120 @@ pub(crate) fn uncounted<T>(check: impl FnOnce() -> T) -> T {
     result
 }
 
-/// Splits and parses a file.
+/// The largest file read, in bytes.
+pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// The most documents one file may hold.
+pub const MAX_DOCUMENTS: usize = 20_000;
+
+/// How many nodes one document's aliases may add when expanded, beyond
+/// [`ALIAS_EXPANSION_RATIO`] times the nodes the document is written with: a small file whose
+/// aliases expand a hundred thousand times would otherwise take gigabytes (Go's yaml.v3, which
+/// kube-apiserver's decoder builds on, limits the share of alias-expanded nodes the same way).
+pub const MAX_ALIAS_NODES: u64 = 100_000;
+
+/// See [`MAX_ALIAS_NODES`].
+pub const ALIAS_EXPANSION_RATIO: u64 = 4;
+
+/// Refuses a file too large to read, before it is parsed.
+fn check_size(path: &str, bytes: &[u8]) -> Result<(), ManifestError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(ManifestError::TooLarge {
+            path: path.to_string(),
+            what: "the file is too large",
+            found: bytes.len() as u64,
+            limit: MAX_FILE_BYTES as u64,
+        });
+    }
+    Ok(())
+}
+
+/// How many nodes `doc` is written with, and how many its aliases add when expanded (each
+/// alias adds what its anchor's node holds, aliases inside it expanded too). Walked without
+/// recursion: the nesting depth is not checked yet.
+fn alias_growth(doc: &Node) -> (u64, u64) {
+    use rowan::{NodeOrToken, WalkEvent};
+    let mut written = 0u64;
+    // Per open node: the nodes it holds (expanded), and the anchor it carries.
+    let mut open: Vec<(u64, Option<String>)> = vec![(0, None)];
+    let mut anchors: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for event in doc.preorder_with_tokens() {
+        match event {
+            WalkEvent::Enter(NodeOrToken::Node(_)) => {
+                written += 1;
+                open.push((1, None));
+            }
+            WalkEvent::Enter(NodeOrToken::Token(t)) => {
+                let name = || t.text().trim_start_matches(['&', '*']).trim().to_string();
+                match t.kind() {
+                    SyntaxKind::ANCHOR => {
+                        if let Some(top) = open.last_mut() {
+                            top.1 = Some(name());
+                        }
+                    }
+                    SyntaxKind::REFERENCE => {
+                        let adds = anchors.get(&name()).copied().unwrap_or(1);
+                        if let Some(top) = open.last_mut() {
+                            top.0 = top.0.saturating_add(adds);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            WalkEvent::Leave(NodeOrToken::Node(_)) => {
+                let Some((size, anchor)) = open.pop() else {
+                    continue;
+                };
+                if let Some(anchor) = anchor {
+                    anchors.insert(anchor, size);
+                }
+                if let Some(top) = open.last_mut() {
+                    top.0 = top.0.saturating_add(size);
+                }
+            }
+            WalkEvent::Leave(NodeOrToken::Token(_)) => {}
+        }
+    }
+    let expanded = open.first().map_or(0, |o| o.0);
+    (written, expanded.saturating_sub(written))
+}
+
+/// Refuses a document whose aliases would expand to far more than it is written with.
+fn check_aliases(path: &str, doc: &Node) -> Result<(), ManifestError> {
+    let (written, added) = alias_growth(doc);
+    if added > MAX_ALIAS_NODES && added > written.saturating_mul(ALIAS_EXPANSION_RATIO) {
+        return Err(ManifestError::TooLarge {
+            path: path.to_string(),
+            what: "its aliases expand to too many nodes",
+            found: added,
+            limit: MAX_ALIAS_NODES.max(written.saturating_mul(ALIAS_EXPANSION_RATIO)),
+        });
+    }
+    Ok(())
+}
+
+/// Splits and parses a file, within the limits above.
 pub(crate) fn parse_file(path: &str, bytes: &[u8]) -> Result<ParsedFile, ManifestError> {
     #[cfg(test)]
     PARSES.with(|n| n.set(n.get() + 1));
+    check_size(path, bytes)?;
     let text = as_text(path, bytes)?;
     let root = syntax(path, text)?;
+    let documents = root
+        .children()
+        .filter(|n| n.kind() == SyntaxKind::DOCUMENT)
+        .count();
+    if documents > MAX_DOCUMENTS {
+        return Err(ManifestError::TooLarge {
+            path: path.to_string(),
+            what: "the file holds too many documents",
+            found: documents as u64,
+            limit: MAX_DOCUMENTS as u64,
+        });
+    }
     let mut docs = Vec::new();
     for node in root.children().filter(|n| n.kind() == SyntaxKind::DOCUMENT) {
+        check_aliases(path, &node)?;
         let range = to_range(&node);
         let value = parse_value(path, &text[range.clone()])?;
         docs.push(Doc {
@@ -180,6 +286,52 @@ pub(crate) fn hazards(node: &Node) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small file whose aliases would expand a hundred thousand times is refused before
+    /// expansion; anchors used a few times, and large files without aliases, are read.
+    #[test]
+    fn an_alias_bomb_is_refused_before_it_is_expanded() {
+        let mut bomb = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nx: &a [");
+        bomb.push_str(&vec!["\"v\""; 64].join(", "));
+        bomb.push_str("]\ny:\n");
+        for _ in 0..20_000 {
+            bomb.push_str("  - *a\n");
+        }
+        let Err(refused) = parse_file("bomb.yaml", bomb.as_bytes()) else {
+            panic!("the alias bomb was read");
+        };
+        assert!(matches!(refused, ManifestError::TooLarge { .. }), "{refused}");
+        assert!(refused.to_string().contains("aliases"), "{refused}");
+
+        let (written, added) = {
+            let root = syntax("f", &bomb).expect("tree");
+            let doc = root.children().find(|n| n.kind() == SyntaxKind::DOCUMENT).expect("doc");
+            alias_growth(&doc)
+        };
+        assert!(added > 20_000 * 64, "every alias adds its anchor's nodes: {added} over {written}");
+
+        let few = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: &l {a: \"1\"}\n  annotations: *l\n";
+        assert!(parse_file("few.yaml", few.as_bytes()).is_ok());
+        let mut large = String::new();
+        for i in 0..3_000 {
+            large.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  k: v\n"));
+        }
+        assert_eq!(parse_file("large.yaml", large.as_bytes()).expect("read").docs.len(), 3_000);
+    }
+
+    #[test]
+    fn too_many_documents_or_bytes_are_refused() {
+        let many = "---\na: 1\n".repeat(MAX_DOCUMENTS + 1);
+        let Err(refused) = parse_file("many.yaml", many.as_bytes()) else {
+            panic!("read");
+        };
+        assert!(refused.to_string().contains("too many documents"), "{refused}");
+        let huge = vec![b'#'; MAX_FILE_BYTES + 1];
+        let Err(refused) = parse_file("huge.yaml", &huge) else {
+            panic!("read");
+        };
+        assert!(refused.to_string().contains("too large"), "{refused}");
+    }
 
     /// Files the cross-check is skipped for (one document spanning the text) are files it
     /// accepts, and the serde parser refuses a single value of text with two documents: the

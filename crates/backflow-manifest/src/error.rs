@@ -14,6 +14,19 @@ pub enum ManifestError {
         /// What the parser reported.
         reason: String,
     },
+    /// A file is larger than backflow reads (its size, its documents, or what its aliases
+    /// expand to), refused before the memory is spent.
+    #[error("{path}: {what} ({found}, the limit is {limit}); split the file or expand it by hand")]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// What is too large.
+        what: &'static str,
+        /// How large it is.
+        found: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A document is not a Kubernetes object (no `apiVersion`, `kind` or `metadata.name`).
     #[error(
         "{path} document {doc}: not a Kubernetes object ({reason}); only manifests may live in a backflow folder"

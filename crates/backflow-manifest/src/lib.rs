@@ -43,6 +43,7 @@ pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
+pub use document::{ALIAS_EXPANSION_RATIO, MAX_ALIAS_NODES, MAX_DOCUMENTS, MAX_FILE_BYTES};
 pub use layout::{is_git_dir, normalize_target, object_path, sops_object_path};
 pub use merge::{Merged, merge_object};
 pub use placement::{PlacementMap, PlacementRules, validate_template};

@@ -292,3 +292,42 @@ fn a_file_the_applier_cannot_read_blocks_only_itself() {
         },
     );
 }
+
+/// A 1.3 MB file whose hundred thousand aliases would expand to gigabytes is refused before it
+/// is expanded: the server's memory barely grows, the file is named, and the rest of the push
+/// is applied.
+#[test]
+fn an_alias_bomb_is_refused_before_it_is_expanded() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "a", "a");
+    let before = w.server_rss();
+    let clone = w.clone_origin("mallory");
+    let mut bomb = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n  namespace: default\ndata: {}\nx: &a [",
+    );
+    bomb.push_str(&vec!["\"0123456789abcdef\""; 256].join(", "));
+    bomb.push_str("]\ny:\n");
+    for _ in 0..100_000 {
+        bomb.push_str("  - *a\n");
+    }
+    assert!(bomb.len() > 700_000, "{}", bomb.len());
+    let path = "live/default/configmaps/bomb.yaml";
+    std::fs::write(clone.join(path), &bomb).expect("write the bomb");
+    std::fs::write(
+        clone.join("live/default/configmaps/fine.yaml"),
+        configmap("default", "fine", &[("v", "fine")]),
+    )
+    .expect("write");
+    let push = w.commit_all_and_push(&clone, "mallory pushes a bomb");
+    wait_applied(&w, &push);
+    assert_eq!(cm_value(&w, "fine", "v").as_deref(), Some("fine"));
+    let status = claim(&w);
+    let unreadable = status["unreadableFiles"].to_string();
+    assert!(unreadable.contains(path) && unreadable.contains("aliases"), "{status:#}");
+    // The mirror reads the folder too: a live edit is judged on the tip holding the bomb.
+    w.kubectl(&["patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"v":"edited"}}"#]);
+    w.wait_file("live/default/configmaps/a.yaml", |t| t.contains("edited"));
+    let grown = w.server_rss().saturating_sub(before);
+    assert!(grown < 50 << 20, "the server grew by {} MiB", grown >> 20);
+}

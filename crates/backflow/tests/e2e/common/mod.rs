@@ -505,6 +505,18 @@ pub struct World {
 }
 
 impl World {
+    /// The resident memory of the running server, in bytes (from `/proc`).
+    pub fn server_rss(&self) -> u64 {
+        let pid = self.server.as_ref().expect("a running server").child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmRSS")
+            * 1024
+    }
+
     /// A fresh world with a server started with `flags`.
     pub fn start(flags: &[&str]) -> Self {
         let mut world = Self {
