@@ -54,6 +54,9 @@ pub struct ApplyReport {
     /// now. Ask again with them in [`ApplyRequest::retry`]: either the edit
     /// reached Git meanwhile (and wins), or Git's change is applied then.
     pub deferred: Vec<Identity>,
+    /// Objects whose live edit the mirror could not write into Git (a file blocked it): left
+    /// as they are, neither written nor pruned. Ask again once their edit reached Git.
+    pub spared: Vec<SparedObject>,
     /// Objects deleted because the commit no longer declares them.
     pub pruned: usize,
     /// What could not be applied (or the folder not read at all), one line each.
@@ -95,9 +98,22 @@ impl ApplyReport {
                 return false;
             }
             Write::Deferred => self.deferred.push(object.identity.clone()),
+            Write::Spared(key) => self.spared.push(SparedObject {
+                identity: object.identity.clone(),
+                key,
+            }),
         }
         true
     }
+}
+
+/// An object an apply left alone because its live edit is not in Git yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SparedObject {
+    /// As the folder declares it.
+    pub identity: Identity,
+    /// As the live side serves it.
+    pub key: ObjectKey,
 }
 
 /// An applier backflow holds: carries out one operation (applies `commit`), starting from the
@@ -153,6 +169,9 @@ pub struct ApplyRequest {
     pub follow: bool,
     /// Where the applier says what it deletes before deleting it.
     pub prunes: PruneNotice,
+    /// Live objects whose edit the mirror could not write into Git: never written or pruned
+    /// (backflow's own applier; the edit is published once the file that blocked it is fixed).
+    pub spare: BTreeSet<ObjectKey>,
 }
 
 /// The mirror's apply windows of the claim's targets, told of every object the applier is about
@@ -188,6 +207,8 @@ struct Pruning<'a> {
     kinds: &'a mut Kinds,
     notice: &'a PruneNotice,
     cutoff: u64,
+    /// Live objects whose edit is not in Git yet: never pruned.
+    spare: &'a BTreeSet<ObjectKey>,
     report: &'a mut ApplyReport,
 }
 
@@ -201,6 +222,8 @@ enum PruneOutcome {
     /// Edited after the flush (or while it was read): left, and still owned. The edit reaches
     /// Git and wins.
     Kept,
+    /// Its live edit is not in Git yet (a file blocked it): left, and still owned.
+    Spared,
 }
 
 /// Deletes `live` as it was judged (its uid and resourceVersion as preconditions), announcing it
@@ -284,7 +307,7 @@ impl Unreadable {
 }
 
 /// How one object is brought in line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Write {
     /// Nothing to do.
     None,
@@ -298,6 +321,8 @@ enum Write {
     Absent,
     /// Another applier owns it: two appliers applying one object fight, so it is left alone.
     Foreign,
+    /// Its live edit is not in Git yet (a file blocked it): left as it is, still owned.
+    Spared(ObjectKey),
     /// Out of a push's reach, and the live side holds what Git declares: nothing to do, and not
     /// owned (never pruned).
     Protected,
@@ -452,6 +477,7 @@ impl NativeApplier {
             stamp_only,
             follow: _,
             prunes,
+            spare,
         } = request;
         let cutoff = flushed_at
             .duration_since(UNIX_EPOCH)
@@ -486,7 +512,10 @@ impl NativeApplier {
             let changed = !stamp_only
                 && (retry.contains(&object.identity)
                     || before.get(&object.identity).map(|o| &o.value) != Some(&object.value));
-            match self.apply_one(&object, changed, cutoff, &mut kinds).await {
+            match self
+                .apply_one(&object, changed, (cutoff, &spare), &mut kinds)
+                .await
+            {
                 Ok((entry, write)) => {
                     if report.count(&object, write) {
                         applied.insert(entry.id.clone(), entry);
@@ -509,6 +538,7 @@ impl NativeApplier {
                 kinds: &mut kinds,
                 notice: &prunes,
                 cutoff,
+                spare: &spare,
                 report: &mut report,
             };
             self.prune(&gone, &previous, &mut inventory, &mut pruning)
@@ -595,7 +625,7 @@ impl NativeApplier {
             match self.remove_gone(object, gone, pruning).await {
                 Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
                 // An edit since the flush reaches Git and declares the object again.
-                Ok(PruneOutcome::Gone | PruneOutcome::Kept) => {}
+                Ok(PruneOutcome::Gone | PruneOutcome::Kept | PruneOutcome::Spared) => {}
                 Err(e) => {
                     let failure = format!("prune {}: {e}", object.path);
                     pruning.report.failures.push(failure);
@@ -676,6 +706,7 @@ impl NativeApplier {
             match self.prune_one(stale, pruning).await {
                 Ok(PruneOutcome::Deleted) => pruning.report.pruned += 1,
                 Ok(PruneOutcome::Gone) => {}
+                Ok(PruneOutcome::Spared) => inventory.push(stale.clone()),
                 Ok(PruneOutcome::Kept) => {
                     // Looked at again after the retry's flush, like a deferred write.
                     if let Some(identity) = entry_identity(&stale.id) {
@@ -701,7 +732,7 @@ impl NativeApplier {
         &self,
         object: &DeclaredObject,
         changed: bool,
-        cutoff: u64,
+        (cutoff, spare): (u64, &BTreeSet<ObjectKey>),
         kinds: &mut Kinds,
     ) -> Result<(InventoryEntry, Write), String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
@@ -712,6 +743,11 @@ impl NativeApplier {
             Scope::Namespaced => object.identity.namespace.clone(),
             Scope::Cluster => String::new(),
         };
+        let key = ObjectKey::new(
+            GroupResource::new(resource.group.clone(), resource.plural.clone()),
+            namespace.clone(),
+            object.identity.name.clone(),
+        );
         let api = api_for(&self.client, &resource, &namespace);
         // What Git declares (in the namespace it is applied to), and the same with the label:
         // whether the live object holds the content is judged without the label.
@@ -742,6 +778,7 @@ impl NativeApplier {
         }
         let owner = live.as_ref().and_then(owned_by);
         let write = match live {
+            Some(_) if changed && spare.contains(&key) => Write::Spared(key),
             _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
             None if !changed => Write::Absent,
             None => Write::Apply,
@@ -782,6 +819,7 @@ impl NativeApplier {
         match write {
             Write::None
             | Write::Deferred
+            | Write::Spared(_)
             | Write::Absent
             | Write::Foreign
             | Write::Protected
@@ -979,6 +1017,14 @@ impl NativeApplier {
             // The type is gone (its CRD deleted): so are its objects.
             return Ok(PruneOutcome::Gone);
         };
+        let key = ObjectKey::new(
+            GroupResource::new(resource.group.clone(), resource.plural.clone()),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        if pruning.spare.contains(&key) {
+            return Ok(PruneOutcome::Spared);
+        }
         let api = api_for(&self.client, &resource, namespace);
         let Some(live) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
             return Ok(PruneOutcome::Gone);

@@ -104,6 +104,32 @@ pub const MAX_ALIAS_NODES: u64 = 100_000;
 /// See [`MAX_ALIAS_NODES`].
 pub const ALIAS_EXPANSION_RATIO: u64 = 4;
 
+/// The most aliases one file may use, counted in its text before anything is parsed: the
+/// parse of a file of a hundred thousand aliases takes more memory than the file by far.
+pub const MAX_ALIASES: usize = 10_000;
+
+/// How many aliases `text` may use, counted generously (a `*name` after a space, a line start
+/// or a flow indicator; one inside a quoted string counts too).
+fn aliases_in(text: &[u8]) -> usize {
+    let mut count = 0;
+    let mut before = b'\n';
+    for (i, &b) in text.iter().enumerate() {
+        if b == b'*'
+            && matches!(
+                before,
+                b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b':' | b'-'
+            )
+            && text
+                .get(i + 1)
+                .is_some_and(|n| n.is_ascii_alphanumeric() || matches!(n, b'_' | b'-' | b'.'))
+        {
+            count += 1;
+        }
+        before = b;
+    }
+    count
+}
+
 /// Refuses a file too large to read, before it is parsed.
 fn check_size(path: &str, bytes: &[u8]) -> Result<(), ManifestError> {
     if bytes.len() > MAX_FILE_BYTES {
@@ -112,6 +138,15 @@ fn check_size(path: &str, bytes: &[u8]) -> Result<(), ManifestError> {
             what: "the file is too large",
             found: bytes.len() as u64,
             limit: MAX_FILE_BYTES as u64,
+        });
+    }
+    let aliases = aliases_in(bytes);
+    if aliases > MAX_ALIASES {
+        return Err(ManifestError::TooLarge {
+            path: path.to_string(),
+            what: "the file uses too many aliases",
+            found: aliases as u64,
+            limit: MAX_ALIASES as u64,
         });
     }
     Ok(())
@@ -291,32 +326,63 @@ mod tests {
     /// expansion; anchors used a few times, and large files without aliases, are read.
     #[test]
     fn an_alias_bomb_is_refused_before_it_is_expanded() {
-        let mut bomb = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nx: &a [");
+        let mut bomb =
+            String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nx: &a [");
         bomb.push_str(&vec!["\"v\""; 64].join(", "));
         bomb.push_str("]\ny:\n");
-        for _ in 0..20_000 {
+        for _ in 0..5_000 {
             bomb.push_str("  - *a\n");
         }
         let Err(refused) = parse_file("bomb.yaml", bomb.as_bytes()) else {
             panic!("the alias bomb was read");
         };
-        assert!(matches!(refused, ManifestError::TooLarge { .. }), "{refused}");
+        assert!(
+            matches!(refused, ManifestError::TooLarge { .. }),
+            "{refused}"
+        );
         assert!(refused.to_string().contains("aliases"), "{refused}");
 
         let (written, added) = {
             let root = syntax("f", &bomb).expect("tree");
-            let doc = root.children().find(|n| n.kind() == SyntaxKind::DOCUMENT).expect("doc");
+            let doc = root
+                .children()
+                .find(|n| n.kind() == SyntaxKind::DOCUMENT)
+                .expect("doc");
             alias_growth(&doc)
         };
-        assert!(added > 20_000 * 64, "every alias adds its anchor's nodes: {added} over {written}");
+        assert!(
+            added > 5_000 * 64,
+            "every alias adds its anchor's nodes: {added} over {written}"
+        );
+        // Ten times as many aliases are refused from the text alone.
+        bomb.push_str(&"  - *a\n".repeat(MAX_ALIASES));
+        let Err(refused) = parse_file("bomb.yaml", bomb.as_bytes()) else {
+            panic!("the alias bomb was read");
+        };
+        assert!(
+            refused.to_string().contains("too many aliases"),
+            "{refused}"
+        );
+        assert_eq!(
+            aliases_in(b"a: \"*not\" # 2*3\nb: [*x, *y]\nc: *z\n- *w\n"),
+            4
+        );
 
         let few = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: &l {a: \"1\"}\n  annotations: *l\n";
         assert!(parse_file("few.yaml", few.as_bytes()).is_ok());
         let mut large = String::new();
         for i in 0..3_000 {
-            large.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  k: v\n"));
+            large.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  k: v\n"
+            ));
         }
-        assert_eq!(parse_file("large.yaml", large.as_bytes()).expect("read").docs.len(), 3_000);
+        assert_eq!(
+            parse_file("large.yaml", large.as_bytes())
+                .expect("read")
+                .docs
+                .len(),
+            3_000
+        );
     }
 
     #[test]
@@ -325,7 +391,10 @@ mod tests {
         let Err(refused) = parse_file("many.yaml", many.as_bytes()) else {
             panic!("read");
         };
-        assert!(refused.to_string().contains("too many documents"), "{refused}");
+        assert!(
+            refused.to_string().contains("too many documents"),
+            "{refused}"
+        );
         let huge = vec![b'#'; MAX_FILE_BYTES + 1];
         let Err(refused) = parse_file("huge.yaml", &huge) else {
             panic!("read");

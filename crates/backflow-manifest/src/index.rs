@@ -2,10 +2,12 @@
 //!
 //! Built from the tree a write is planned on, and refreshed file by file as the write's intents
 //! change files, so planning stays a pure function of the tree (a replay on a new tip sees the
-//! new tip's files) while a write of N objects parses the folder once, not N times. Building it is also the acceptance
-//! check of the folder: a folder holding content backflow cannot handle safely (invalid YAML,
-//! documents that are not Kubernetes objects, two documents for one object, foreign files) is
-//! refused as a whole, with the reason, rather than partly overwritten.
+//! new tip's files) while a write of N objects parses the folder once, not N times. Building it
+//! is also the acceptance check of each file: a file holding content backflow cannot handle
+//! safely (invalid YAML, documents that are not Kubernetes objects, a file too large, a foreign
+//! file) is *blocked*, with the reason: a write that would change it is refused, and every
+//! other file of the folder is written as usual (one bad file blocks only itself). Two files
+//! declaring one object still refuse the folder: which is its home is for a person to say.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
@@ -44,6 +46,8 @@ pub struct FolderIndex {
     /// What each file holds (the parse the cache keeps too, shared), so a changed file is
     /// re-indexed alone.
     by_path: HashMap<Arc<str>, IndexedFile>,
+    /// Files that cannot be handled safely, and why: none of their documents is indexed.
+    blocked: BTreeMap<String, ManifestError>,
 }
 
 /// One file's documents in a [`FolderIndex`], and the blob id of the content they came from:
@@ -155,17 +159,42 @@ impl FolderIndex {
         match classify(path) {
             FileClass::Companion => return Ok(()),
             FileClass::Foreign => {
-                return Err(ManifestError::ForeignFile {
-                    path: path.to_string(),
-                }
-                .into());
+                self.block(
+                    path,
+                    ManifestError::ForeignFile {
+                        path: path.to_string(),
+                    },
+                );
+                return Ok(());
             }
             FileClass::Manifests => {}
         }
         let blob = blob_id(bytes);
         let entries: FileEntries = parse_entries(path, bytes).map(Arc::new);
         cache.insert(path.to_string(), (blob.clone(), entries.clone()));
-        self.insert_entries(blob, &entries?)
+        match entries {
+            Ok(entries) => self.insert_entries(blob, &entries),
+            Err(refusal) => {
+                self.block(path, refusal);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records that `path` cannot be handled safely.
+    fn block(&mut self, path: &str, why: ManifestError) {
+        self.blocked.insert(path.to_string(), why);
+    }
+
+    /// Why the file at `path` is blocked, if it is.
+    #[must_use]
+    pub fn blocked(&self, path: &str) -> Option<&ManifestError> {
+        self.blocked.get(path)
+    }
+
+    /// Every blocked file and why, sorted by path.
+    pub fn blocked_files(&self) -> impl Iterator<Item = (&str, &ManifestError)> {
+        self.blocked.iter().map(|(p, e)| (p.as_str(), e))
     }
 
     /// Hands the parse of every indexed file to `cache` (files it already holds keep theirs).
@@ -179,6 +208,7 @@ impl FolderIndex {
 
     /// Takes the documents of the file at `path` out of the index.
     fn forget(&mut self, path: &str) {
+        self.blocked.remove(path);
         if let Some(file) = self.by_path.remove(path) {
             for (identity, _) in file.entries.iter() {
                 self.docs.remove(identity);
@@ -224,7 +254,11 @@ impl FolderIndex {
         for (path, id) in tree.files(target)? {
             match classify(&path) {
                 FileClass::Companion => continue,
-                FileClass::Foreign => return Err(ManifestError::ForeignFile { path }.into()),
+                FileClass::Foreign => {
+                    let why = ManifestError::ForeignFile { path: path.clone() };
+                    index.block(&path, why);
+                    continue;
+                }
                 FileClass::Manifests => {}
             }
             let entries = match cache.get(&path) {
@@ -237,7 +271,10 @@ impl FolderIndex {
                 }
             };
             seen.insert(path.clone(), (id.clone(), entries.clone()));
-            index.insert_entries(id, &entries?)?;
+            match entries {
+                Ok(entries) => index.insert_entries(id, &entries)?,
+                Err(refusal) => index.block(&path, refusal),
+            }
         }
         *cache = seen;
         Ok(index)
@@ -297,6 +334,9 @@ impl FolderIndex {
         let path = first_doc.path.clone();
         for (n, (identity, here)) in entries.iter().enumerate() {
             if let Some(first) = self.docs.get(identity) {
+                // Two files for one object refuse the folder: which is its home is for a person
+                // to say, and blocking either file alone would depend on the order they were
+                // read in.
                 let error = ManifestError::DuplicateIdentity {
                     identity: identity.to_string(),
                     first: format!("{}#{}", first.path, first.doc),
@@ -726,11 +766,20 @@ mod tests {
             "a duplicate is refused from cached entries too"
         );
         tree.0.insert("t/c.yaml".into(), b"not: [valid".to_vec());
-        assert!(FolderIndex::build_cached(&tree, "t", &mut cache).is_err());
-        assert!(
-            FolderIndex::build_cached(&tree, "t", &mut cache).is_err(),
-            "a cached refusal still refuses"
-        );
+        for _ in 0..2 {
+            // Read, then from the cache: the file is blocked, the rest indexed.
+            let index = FolderIndex::build_cached(&tree, "t", &mut cache).expect("builds");
+            assert_eq!(names(&index), vec!["renamed@t/b.yaml"]);
+            let blocked: Vec<&str> = index.blocked_files().map(|(p, _)| p).collect();
+            assert_eq!(blocked, ["t/c.yaml"]);
+        }
+        tree.0.insert("t/run.sh".into(), b"echo hi\n".to_vec());
+        let index = FolderIndex::build_cached(&tree, "t", &mut cache).expect("builds");
+        assert!(matches!(
+            index.blocked("t/run.sh"),
+            Some(ManifestError::ForeignFile { .. })
+        ));
+        assert_eq!(names(&index), vec!["renamed@t/b.yaml"]);
     }
 
     /// A tree in memory that names each folder tree it is asked for by its content and

@@ -34,6 +34,9 @@ mod sanitize;
 mod yaml;
 
 pub use declared::{DeclarationProblem, Declared, DeclaredObject, declared_objects};
+pub use document::{
+    ALIAS_EXPANSION_RATIO, MAX_ALIAS_NODES, MAX_ALIASES, MAX_DOCUMENTS, MAX_FILE_BYTES,
+};
 pub use edit::{append_document, edit_document, remove_document};
 pub use encryption::{
     AGE_KEY_SUFFIX, CLEAR_FIELDS, EncryptionMap, SENSITIVE, SecretKeyError, identities_from_secret,
@@ -43,7 +46,6 @@ pub use error::{IndexError, ManifestError};
 pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
-pub use document::{ALIAS_EXPANSION_RATIO, MAX_ALIAS_NODES, MAX_DOCUMENTS, MAX_FILE_BYTES};
 pub use layout::{is_git_dir, normalize_target, object_path, sops_object_path};
 pub use merge::{Merged, merge_object};
 pub use placement::{PlacementMap, PlacementRules, validate_template};

@@ -551,7 +551,23 @@ impl YamlPlanner {
         Ok(updates)
     }
 
+    /// Plans `intent` on `tree`, whose folder `target` `index` describes; refused when it would
+    /// change a blocked file (the write waits until the file is fixed, and changes nothing).
     fn plan_with(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        target: &str,
+        intent: &Intent,
+    ) -> Result<Vec<PathUpdate>, TreeError> {
+        let updates = self.plan_intent(tree, index, target, intent)?;
+        if let Some(why) = updates.iter().find_map(|u| index.blocked(&u.path)) {
+            return Err(why.clone().into());
+        }
+        Ok(updates)
+    }
+
+    fn plan_intent(
         &self,
         tree: &dyn TreeView,
         index: &FolderIndex,

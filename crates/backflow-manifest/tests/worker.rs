@@ -297,30 +297,61 @@ fn create_edit_delete_and_sweep_through_a_real_worker() {
 }
 
 #[test]
-fn foreign_files_and_duplicates_refuse_the_folder() {
+fn a_bad_file_blocks_only_itself_and_duplicates_refuse_the_folder() {
     let mut s = Setup::new();
     s.submit(Intent::put(
         "apps",
         cm_key("web", "a"),
         cm("web", "a", json!({"x": "1"})),
     ));
-    s.push_by_hand(&[("apps/run.sh", "echo hi\n")]);
+    s.submit(Intent::put(
+        "apps",
+        cm_key("web", "b"),
+        cm("web", "b", json!({"x": "1"})),
+    ));
+    // A foreign file and a file that is not valid YAML where b lives.
+    s.push_by_hand(&[
+        ("apps/run.sh", "echo hi\n"),
+        ("apps/web/configmaps/b.yaml", "data: [\n"),
+    ]);
     let tip = git(s.remote(), &["rev-parse", "main"]);
+    let events = s.submit(Intent::put(
+        "apps",
+        cm_key("web", "b"),
+        cm("web", "b", json!({"x": "2"})),
+    ));
+    let reasons = refused(&events);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("apps/web/configmaps/b.yaml")),
+        "a write of the blocked file waits: {reasons:?}"
+    );
+    assert_eq!(
+        git(s.remote(), &["rev-parse", "main"]),
+        tip,
+        "nothing changed"
+    );
     let events = s.submit(Intent::put(
         "apps",
         cm_key("web", "a"),
         cm("web", "a", json!({"x": "2"})),
     ));
-    let reasons = refused(&events);
-    assert!(
-        reasons.iter().any(|r| r.contains("apps/run.sh")),
-        "{reasons:?}"
-    );
-    assert_eq!(git(s.remote(), &["rev-parse", "main"]), tip);
+    assert!(refused(&events).is_empty(), "{events:?}");
     let a = render(
-        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "web"}, "data": {"x": "1"}}),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "web"}, "data": {"x": "2"}}),
     );
-    assert_eq!(s.show("apps/web/configmaps/a.yaml"), a);
+    assert_eq!(
+        s.show("apps/web/configmaps/a.yaml"),
+        a,
+        "the rest of the folder is written"
+    );
+    assert_eq!(
+        s.show("apps/run.sh"),
+        "echo hi\n",
+        "the foreign file is untouched"
+    );
+    assert_eq!(s.show("apps/web/configmaps/b.yaml"), "data: [\n");
 
     let mut s = Setup::new();
     s.push_by_hand(&[("apps/one.yaml", &a), ("apps/two.yaml", &a)]);

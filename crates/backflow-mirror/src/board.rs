@@ -225,6 +225,51 @@ impl Board {
             .insert((branch.clone(), folder.to_string()), target.clone());
     }
 
+    /// A branch moved (somebody pushed): the writes its folders refused are tried again, as
+    /// a fresh resync of each refused object's type, since the push may have fixed the file
+    /// that blocked them. Says how many targets it asked.
+    pub fn retry_refused(&self, branch: &BranchKey) -> usize {
+        let targets: BTreeSet<TargetRef> = self
+            .folders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|((b, _), _)| b == branch)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let mut asked = 0;
+        for target in targets {
+            let resources: BTreeSet<GroupResource> = self
+                .activity(&target)
+                .refusals
+                .keys()
+                .filter_map(|scope| match scope {
+                    WriteScope::Object(key) => Some(key.resource.clone()),
+                    WriteScope::Resync(resource, _) => Some(resource.clone()),
+                    // A resync skips what the watch cannot decode: only its next write helps.
+                    WriteScope::Unreadable(_) => None,
+                })
+                .collect();
+            if !resources.is_empty() {
+                self.ask_resync(&target, resources);
+                asked += 1;
+            }
+        }
+        asked
+    }
+
+    /// The objects of `target` whose live write was refused and not yet superseded.
+    pub fn refused_objects(&self, target: &TargetRef) -> BTreeSet<ObjectKey> {
+        self.activity(target)
+            .refusals
+            .into_keys()
+            .filter_map(|scope| match scope {
+                WriteScope::Object(key) => Some(key),
+                WriteScope::Resync(..) | WriteScope::Unreadable(_) => None,
+            })
+            .collect()
+    }
+
     /// Records that a live edit of `object` in `folder` of `branch` was kept over Git's value
     /// of `fields`; returns the target the folder belongs to.
     pub fn merge_override(

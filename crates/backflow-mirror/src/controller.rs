@@ -242,7 +242,7 @@ impl Controller {
             .collect();
         for s in specs {
             if let Some(r) = self.running.remove(&s) {
-                tracing::info!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "resyncing after a reapply");
+                tracing::info!(target = %stream_target(&s), resource = %s.served.plural, namespace = ?s.namespace, "resyncing (asked after a reapply, or a refused write tried again)");
                 r.task.abort();
                 self.board.remove_stream(&s);
             }

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use std::collections::BTreeSet;
 
-use backflow_api::{Clock, GroupResource};
+use backflow_api::{Clock, GroupResource, ObjectKey};
 use backflow_git::GitMetrics;
 use backflow_manifest::KindMap;
 use kube::Client;
@@ -278,6 +278,16 @@ impl MirrorBranches {
         self.workers
             .board()
             .take_reapply(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The objects of `GitTarget` `namespace/name` whose live write its folder refused and
+    /// that no later write superseded: an apply leaves them as they are (the edit is not in
+    /// Git; it is published once the block clears).
+    #[must_use]
+    pub fn refused_objects(&self, namespace: &str, name: &str) -> BTreeSet<ObjectKey> {
+        self.workers
+            .board()
+            .refused_objects(&(namespace.to_string(), name.to_string()))
     }
 
     /// Asks for a fresh resync of `resources` in `GitTarget` `namespace/name`: a reverted

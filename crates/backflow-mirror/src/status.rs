@@ -273,7 +273,7 @@ fn refusal_message(activity: &TargetActivity) -> Option<String> {
         String::new()
     };
     Some(format!(
-        "{first}{tail}; fix the file or the object: the refusal clears when the object is written again or its type is resynced"
+        "{first}{tail}; the live edit waits: it is written when a push fixes the file (or the object is written again)"
     ))
 }
 

@@ -395,6 +395,10 @@ async fn forward_notices(
                 tracing::info!(url = %branch.0, branch = %branch.1, tip = %commit.tip, "somebody else pushed");
                 let order = worker.tip_order(commit.tip).unwrap_or(0);
                 board.remote_tip(&branch, commit.tip.to_string(), order);
+                let retried = board.retry_refused(&branch);
+                if retried > 0 {
+                    tracing::info!(url = %branch.0, branch = %branch.1, targets = retried, "trying refused writes again on the new tip");
+                }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => return,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::Clock;
+use backflow_api::ObjectKey;
 use backflow_api::config::{
     ClaimStatus, FirstContact, FirstContactReport, GitProvider, GitTarget, HandBack,
     InventoryEntry, OperationStatus, PruneHeldStatus,
@@ -103,6 +104,8 @@ pub struct Runner {
     prune_held: Option<PruneHold>,
     /// The task waiting for a held prune's confirmation.
     confirming: Option<tokio::task::JoinHandle<()>>,
+    /// The task waiting for spared objects' edits to reach Git.
+    publishing: Option<tokio::task::JoinHandle<()>>,
     /// Refused live edits to revert, by target: applied by the next operation whatever Git
     /// changed, then resynced (only a resync clears a refusal).
     reapply: BTreeMap<(String, String), BTreeSet<RefusedEdit>>,
@@ -186,6 +189,7 @@ impl Runner {
             limits: PushLimits::default(),
             prune_held: None,
             confirming: None,
+            publishing: None,
             reapply: BTreeMap::new(),
             reapplying: BTreeMap::new(),
             // Closed until the coordinator says otherwise: nothing before the snapshots.
@@ -234,7 +238,8 @@ impl Runner {
                 command = commands.recv() => match command {
                     None => break,
                     Some(RunnerCommand::Release) => {
-                        for task in [self.applying.take(), self.confirming.take()].into_iter().flatten() {
+                        let tasks = [self.applying.take(), self.confirming.take(), self.publishing.take()];
+                        for task in tasks.into_iter().flatten() {
                             task.abort();
                         }
                         self.release().await;
@@ -550,6 +555,7 @@ impl Runner {
             stamp_only: operation.reasons.catch_up_only(),
             follow: restored,
             prunes: PruneNotice::new(self.mirror.apply_windows(), self.plan.targets.clone()),
+            spare: self.refused_objects(),
         };
         let id = operation.id;
         self.applying = Some(tokio::spawn(async move {
@@ -593,7 +599,14 @@ impl Runner {
         } else {
             self.deferred = deferred.collect();
         }
-        if !self.deferred.is_empty() {
+        let retry_soon = !self.deferred.is_empty();
+        if !report.spared.is_empty() {
+            // Left to a live edit not in Git yet: looked at again once it got there.
+            self.deferred
+                .extend(report.spared.iter().map(|s| s.identity.clone()));
+            self.await_published(report.spared.iter().map(|s| s.key.clone()).collect());
+        }
+        if retry_soon {
             // Once the edit that held them back is in Git (or proves to be older than the flush,
             // managedFields having second precision), apply them: after a new flush.
             let done = self.done.clone();
@@ -697,6 +710,43 @@ impl Runner {
         self.prune_held = held;
     }
 
+    /// The live objects of the claim's targets whose edit their folder refused: an apply leaves
+    /// them alone.
+    fn refused_objects(&self) -> BTreeSet<ObjectKey> {
+        self.plan
+            .targets
+            .iter()
+            .flat_map(|(ns, name)| self.mirror.refused_objects(ns, name))
+            .collect()
+    }
+
+    /// Asks for an apply again once the mirror published the edit of one of the `spared`
+    /// objects (its refusal cleared), so Git's change to it is applied then (merged with the
+    /// edit). Nothing is asked while the refusals stand.
+    fn await_published(&mut self, spared: BTreeSet<ObjectKey>) {
+        if let Some(task) = self.publishing.take() {
+            task.abort();
+        }
+        let (mirror, targets, done) = (
+            self.mirror.clone(),
+            self.plan.targets.clone(),
+            self.done.clone(),
+        );
+        self.publishing = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CONFIRM_EVERY).await;
+                let standing: BTreeSet<ObjectKey> = targets
+                    .iter()
+                    .flat_map(|(ns, name)| mirror.refused_objects(ns, name))
+                    .collect();
+                if spared.iter().any(|k| !standing.contains(k)) {
+                    let _ = done.send(Done::Retry).await;
+                    return;
+                }
+            }
+        }));
+    }
+
     /// Waits until the claim's annotation confirms the prune held at `commit`, then asks for
     /// the apply again (the commit, or a newer tip, with the prune confirmed).
     fn await_confirmation(&self, commit: CommitId) -> tokio::task::JoinHandle<()> {
@@ -783,7 +833,11 @@ impl Runner {
             if !operation.reasons.catch_up_only() {
                 self.last_applied = Some(operation.commit.to_string());
             }
-            self.in_step = Some(operation.commit.to_string());
+            // What an unreadable file declares is not known to be live: the mirror's baseline
+            // for its objects stays the last commit that could read it.
+            if self.limits.unreadable.is_empty() {
+                self.in_step = Some(operation.commit.to_string());
+            }
         }
         self.operation = Some(op.clone());
         let overrides = self.merge_overrides();

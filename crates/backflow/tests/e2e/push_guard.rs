@@ -324,10 +324,107 @@ fn an_alias_bomb_is_refused_before_it_is_expanded() {
     assert_eq!(cm_value(&w, "fine", "v").as_deref(), Some("fine"));
     let status = claim(&w);
     let unreadable = status["unreadableFiles"].to_string();
-    assert!(unreadable.contains(path) && unreadable.contains("aliases"), "{status:#}");
+    assert!(
+        unreadable.contains(path) && unreadable.contains("aliases"),
+        "{status:#}"
+    );
     // The mirror reads the folder too: a live edit is judged on the tip holding the bomb.
-    w.kubectl(&["patch", "configmap", "a", "--type=merge", "-p", r#"{"data":{"v":"edited"}}"#]);
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "a",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"v":"edited"}}"#,
+    ]);
     w.wait_file("live/default/configmaps/a.yaml", |t| t.contains("edited"));
     let grown = w.server_rss().saturating_sub(before);
     assert!(grown < 50 << 20, "the server grew by {} MiB", grown >> 20);
+}
+
+/// A pushed file the mirror cannot read (invalid YAML where an object lives, a symlink, YAML
+/// that is no manifest) blocks only the live writes that must change it: other objects are
+/// written as usual, the refused edit waits, and the push that fixes the file brings it into
+/// Git merged with the fix, and the fix onto the live side, without a restart.
+#[test]
+fn a_bad_file_blocks_only_its_own_writes_and_they_arrive_after_the_fix() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "a", "a");
+    create_adopted(&w, "b", "b");
+    let clone = w.clone_origin("bob");
+    let a = "live/default/configmaps/a.yaml";
+    let good = std::fs::read_to_string(clone.join(a)).expect("a's file");
+    std::fs::write(clone.join(a), "apiVersion: v1\nkind: ConfigMap\ndata: [\n").expect("break a");
+    std::os::unix::fs::symlink(
+        "/etc/passwd",
+        clone.join("live/default/configmaps/passwd.yaml"),
+    )
+    .expect("symlink");
+    std::fs::write(clone.join("live/notes.yaml"), "todo: write manifests\n").expect("notes");
+    let broken = w.commit_all_and_push(&clone, "bob breaks a, links passwd, writes notes");
+    wait_applied(&w, &broken);
+    let unreadable = claim(&w)["unreadableFiles"].to_string();
+    for path in [a, "live/default/configmaps/passwd.yaml", "live/notes.yaml"] {
+        assert!(unreadable.contains(path), "{path}: {unreadable}");
+    }
+
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "a",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"live":"edit"}}"#,
+    ]);
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "b",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"live":"edit"}}"#,
+    ]);
+    w.wait_file("live/default/configmaps/b.yaml", |t| {
+        t.contains("live: edit")
+    });
+    let refused = wait_for(
+        "the target to report the refused write",
+        || format!("{:?}", w.target_condition("default", "GitPathAccepted")),
+        || {
+            w.target_condition("default", "GitPathAccepted")
+                .filter(|c| c.status == "False")
+        },
+    );
+    assert!(refused.message.contains(a), "{refused:?}");
+    assert_eq!(
+        w.show(a).as_deref(),
+        Some("apiVersion: v1\nkind: ConfigMap\ndata: [\n")
+    );
+
+    // The fix adds a key of its own; the live edit is not in it.
+    std::fs::write(clone.join(a), good.replace("v: a", "v: a\n  fixed: by-git")).expect("fix a");
+    let fix = w.commit_all_and_push_rebasing(&clone, "bob fixes a");
+    assert!(
+        w.show_at(&fix, a)
+            .is_some_and(|t| !t.contains("live: edit"))
+    );
+    let file = w.wait_file(a, |t| t.contains("live: edit"));
+    assert!(file.contains("fixed: by-git"), "Git's fix is kept: {file}");
+    wait_for(
+        "the fix to reach the live side beside the edit",
+        || format!("{:?}", w.get_json(&["configmap", "a"])["data"]),
+        || {
+            let data = w.get_json(&["configmap", "a"])["data"].clone();
+            (data["fixed"] == "by-git" && data["live"] == "edit").then_some(())
+        },
+    );
+    wait_for(
+        "the refusal to clear",
+        || format!("{:?}", w.target_condition("default", "GitPathAccepted")),
+        || {
+            w.target_condition("default", "GitPathAccepted")
+                .filter(|c| c.status == "True")
+        },
+    );
 }
