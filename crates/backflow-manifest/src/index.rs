@@ -357,6 +357,18 @@ impl FolderIndex {
         Ok(())
     }
 
+    /// The blob id of the content the file at `path` was indexed from.
+    #[must_use]
+    pub fn blob_of(&self, path: &str) -> Option<&str> {
+        self.by_path.get(path).map(|f| f.blob.as_str())
+    }
+
+    /// How many documents of the file at `path` are indexed.
+    #[must_use]
+    pub fn documents_in(&self, path: &str) -> usize {
+        self.by_path.get(path).map_or(0, |f| f.entries.len())
+    }
+
     /// Where the document for `identity` lives.
     #[must_use]
     pub fn get(&self, identity: &Identity) -> Option<&DocRef> {

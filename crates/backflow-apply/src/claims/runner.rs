@@ -54,7 +54,7 @@ pub enum RunnerCommand {
 /// An answer from work the runner started.
 enum Done {
     Flushed(Option<CommitId>),
-    Applied(OperationId, ApplyReport),
+    Applied(OperationId, Box<ApplyReport>),
     /// Objects were deferred to a newer live edit: look at them again.
     Retry,
     /// Time to re-check a configuration that changed just before an apply.
@@ -276,7 +276,7 @@ impl Runner {
                         self.recheck().await;
                         ApplyInput::Gate(self.gate())
                     }
-                    Done::Applied(id, report) => self.applied(id, report),
+                    Done::Applied(id, report) => self.applied(id, *report),
                     Done::Retry => ApplyInput::Reason(Reason::Repair),
                 },
                 () = tokio::time::sleep(sleep), if self.wake.is_some() => ApplyInput::Tick,
@@ -560,7 +560,7 @@ impl Runner {
         let id = operation.id;
         self.applying = Some(tokio::spawn(async move {
             let report = applier.apply(request).await;
-            let _ = done.send(Done::Applied(id, report)).await;
+            let _ = done.send(Done::Applied(id, Box::new(report))).await;
         }));
         ApplyInput::Progress {
             id,
@@ -655,8 +655,8 @@ impl Runner {
     /// one refused or held stands.
     fn push_limits(&mut self, report: &mut ApplyReport, judged: bool) {
         if !judged {
-            report.refused = self.limits.refused.clone();
-            report.prune_held = self.prune_held.clone();
+            report.refused.clone_from(&self.limits.refused);
+            report.prune_held.clone_from(&self.prune_held);
         }
         let claim = self.claim_name();
         self.metrics
@@ -671,11 +671,11 @@ impl Runner {
         };
         let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         let mut events = Vec::new();
-        if held != self.prune_held {
-            if let (Some(h), Some(message)) = (&held, &limits.prune_held) {
-                tracing::warn!(%claim, commit = %h.commit, pruning = h.pruning, owned = h.owned, "prune held for a person to confirm");
-                events.push((EventType::Warning, "PruneHeld", message.clone()));
-            }
+        if held != self.prune_held
+            && let (Some(h), Some(message)) = (&held, &limits.prune_held)
+        {
+            tracing::warn!(%claim, commit = %h.commit, pruning = h.pruning, owned = h.owned, "prune held for a person to confirm");
+            events.push((EventType::Warning, "PruneHeld", message.clone()));
         }
         for (lines, old, reason) in [
             (&limits.refused, &self.limits.refused, "GitChangesRefused"),
