@@ -68,6 +68,9 @@ pub struct ApplyReport {
     pub refused: Vec<String>,
     /// A prune held back for a person to confirm (everything else was applied).
     pub prune_held: Option<PruneHold>,
+    /// Secrets Git holds in plain text, one line each: applied (as Flux would), and moved to
+    /// an encrypted file by backflow's next write of them.
+    pub plaintext: Vec<String>,
     /// What the applier owns after this apply.
     pub inventory: Vec<InventoryEntry>,
 }
@@ -507,6 +510,17 @@ impl NativeApplier {
             .objects
             .iter()
             .map(|o| o.identity.clone())
+            .collect();
+        report.plaintext = declared
+            .objects
+            .iter()
+            .filter(|o| !o.encrypted && o.identity.group.is_empty() && o.identity.kind == "Secret")
+            .map(|o| {
+                format!(
+                    "{}: Secret {}/{} is in Git in plain text: applied; rotate its values (backflow's next write of it moves it to an encrypted file)",
+                    o.path, o.identity.namespace, o.identity.name
+                )
+            })
             .collect();
         for object in ordered(declared.objects) {
             let changed = !stamp_only
@@ -1237,6 +1251,7 @@ mod tests {
             },
             value: Value::Null,
             path: String::new(),
+            encrypted: false,
         };
         let kinds: Vec<String> = ordered(vec![
             object("", "ConfigMap"),

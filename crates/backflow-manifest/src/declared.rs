@@ -17,6 +17,8 @@ pub struct DeclaredObject {
     pub value: Value,
     /// The file it is in.
     pub path: String,
+    /// Whether Git holds it SOPS-encrypted.
+    pub encrypted: bool,
 }
 
 /// A file or document that declares nothing usable, and why.
@@ -64,7 +66,8 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
             if doc.value.is_null() {
                 continue;
             }
-            let value = if doc.value.get("sops").is_some() {
+            let encrypted = doc.value.get("sops").is_some();
+            let value = if encrypted {
                 let text = parsed.text.get(doc.range.clone()).unwrap_or_default();
                 match decrypt_document(text, identities) {
                     Ok(v) => v,
@@ -86,6 +89,7 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
                         identity,
                         value,
                         path: path.clone(),
+                        encrypted,
                     });
                 }
                 Err(reason) => out.problems.push(problem(

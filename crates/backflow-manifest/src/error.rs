@@ -87,18 +87,6 @@ pub enum ManifestError {
         /// The object's key.
         object: String,
     },
-    /// A sensitive object sits in the folder in plain text.
-    #[error(
-        "{path} document {doc}: holds {object} in plain text; remove it from Git (and rotate its values), backflow writes secrets only encrypted"
-    )]
-    PlaintextSecret {
-        /// The file.
-        path: String,
-        /// The document's position in the file.
-        doc: usize,
-        /// The object.
-        object: String,
-    },
     /// An encrypted file and another object would share a file.
     #[error("{path}: {reason}")]
     EncryptedFileConflict {

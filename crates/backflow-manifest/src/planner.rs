@@ -91,6 +91,16 @@ pub struct YamlPlanner {
     overrides: Option<Overrides>,
 }
 
+/// Where a sensitive object is written.
+struct SensitiveFile {
+    /// Its encrypted file.
+    path: String,
+    /// What that file holds now.
+    previous: Option<Vec<u8>>,
+    /// Its document in plain text, which the write removes (moving it to `path`).
+    plaintext: Option<DocRef>,
+}
+
 /// The documents of one file as a build read them: the blob id they were read from, and
 /// their values.
 type ReadDocuments = (String, Arc<Vec<Value>>);
@@ -359,10 +369,25 @@ impl YamlPlanner {
         };
         let crypto = self.crypto.as_ref().ok_or_else(unavailable)?;
         let encryptor = crypto.map.get(target).ok_or_else(unavailable)?;
-        let (path, previous) = self.sensitive_file(tree, target, key, object, identity, index)?;
+        let SensitiveFile {
+            path,
+            previous,
+            plaintext,
+        } = self.sensitive_file(tree, target, key, object, identity, index)?;
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
+        // A document Git holds in plain text is what Git holds: merged with, then moved.
+        let plaintext_value = match &plaintext {
+            Some(found) => {
+                let bytes = tree.read(&found.path)?.unwrap_or_default();
+                parse_file(&found.path, &bytes)
+                    .ok()
+                    .and_then(|file| file.docs.into_iter().nth(found.doc))
+                    .map(|doc| doc.value)
+            }
+            None => None,
+        };
         // Which fields the file holds is readable without decrypting: SOPS encrypts values.
         let kept = previous
             .as_deref()
@@ -371,7 +396,8 @@ impl YamlPlanner {
             .map(|doc| doc.value);
         // A live change laid onto the file as Git holds it, where the file can be opened (a
         // file this process wrote, or one the folder's identities open); else written whole.
-        let desired = match (baseline, previous_text.and_then(|t| encryptor.open(t))) {
+        let current = plaintext_value.or_else(|| previous_text.and_then(|t| encryptor.open(t)));
+        let desired = match (baseline, current) {
             (Some(before), Some(current)) => self.merged(
                 target,
                 key,
@@ -401,6 +427,14 @@ impl YamlPlanner {
                 })?
         };
         let mut updates = Vec::new();
+        if let Some(found) = plaintext.filter(|found| *found.path != *path) {
+            tracing::warn!(object = %key, from = %found.path, to = %path, "a Secret Git held in plain text is moved to an encrypted file");
+            let bytes = tree.read(&found.path)?.unwrap_or_default();
+            updates.push(match remove_document(&found.path, &bytes, found.doc)? {
+                Some(rest) => PathUpdate::write(found.path.to_string(), rest),
+                None => PathUpdate::remove(found.path.to_string()),
+            });
+        }
         if previous.as_deref() != Some(encrypted.as_bytes()) {
             updates.push(PathUpdate::write(path, encrypted));
         }
@@ -413,7 +447,8 @@ impl YamlPlanner {
     }
 
     /// The file a sensitive object goes to and what it holds now: its own encrypted file,
-    /// or a new `*.sops.yaml` file that does not exist yet.
+    /// or a new `*.sops.yaml` file that does not exist yet. A document Git holds in plain text
+    /// (somebody pushed it so) moves to the new file: the write removes it where it was.
     fn sensitive_file(
         &self,
         tree: &dyn TreeView,
@@ -422,16 +457,12 @@ impl YamlPlanner {
         object: &Value,
         identity: &Identity,
         index: &FolderIndex,
-    ) -> Result<(String, Option<Vec<u8>>), TreeError> {
-        if let Some(found) = index.get(identity) {
-            if !found.encrypted {
-                return Err(ManifestError::PlaintextSecret {
-                    path: found.path.to_string(),
-                    doc: found.doc,
-                    object: identity.to_string(),
-                }
-                .into());
-            }
+    ) -> Result<SensitiveFile, TreeError> {
+        let plaintext = index
+            .get(identity)
+            .filter(|found| !found.encrypted)
+            .cloned();
+        if let Some(found) = index.get(identity).filter(|found| found.encrypted) {
             if index
                 .iter()
                 .any(|(other, at)| at.path == found.path && other != identity)
@@ -444,7 +475,11 @@ impl YamlPlanner {
                 }
                 .into());
             }
-            return Ok((found.path.to_string(), tree.read(&found.path)?));
+            return Ok(SensitiveFile {
+                path: found.path.to_string(),
+                previous: tree.read(&found.path)?,
+                plaintext: None,
+            });
         }
         let path = match self.placement.place(target, key, object, true)? {
             Some(placed) if is_sops_path(&placed) => placed,
@@ -460,7 +495,11 @@ impl YamlPlanner {
                 sops_object_path(target, key)?
             }
         };
-        if tree.read(&path)?.is_some() {
+        // A plain-text file of this object alone, at the encrypted file's name: rewritten.
+        let rewritten = plaintext
+            .as_ref()
+            .is_some_and(|found| *found.path == *path && index.documents_in(&path) == 1);
+        if !rewritten && tree.read(&path)?.is_some() {
             return Err(ManifestError::EncryptedFileConflict {
                 path,
                 reason: format!(
@@ -469,7 +508,11 @@ impl YamlPlanner {
             }
             .into());
         }
-        Ok((path, None))
+        Ok(SensitiveFile {
+            path,
+            previous: None,
+            plaintext,
+        })
     }
 
     fn absent(
@@ -1290,26 +1333,38 @@ mod tests {
             Arc::new(Encryptor::new([&s.recipient]).expect("recipient")),
         );
 
-        // A Secret in plain text in Git is never edited (nor re-encrypted silently).
+        // A Secret Git holds in plain text (pushed so) moves to its encrypted file with its
+        // next write: merged with what Git held, the plain text removed.
         let mut tree = MemTree::default();
         tree.0.insert(
             "live/web/secrets/db.yaml".into(),
             render(&secret("db", "aHVudGVy", "a")).into_bytes(),
         );
-        let err = put(&s, &tree, "db", "aHVudGVy", "b").expect_err("refused");
-        assert!(err.to_string().contains("plain text"), "{err}");
-        // The refusal keeps the planner's own error: the file and document it is about.
-        let TreeError::Plan(refusal) = &err else {
-            panic!("a refusal, not a read error: {err}");
-        };
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "b").expect("planned"));
         assert!(
-            matches!(
-                refusal.downcast_ref::<ManifestError>(),
-                Some(ManifestError::PlaintextSecret { path, doc: 0, .. })
-                    if path == "live/web/secrets/db.yaml"
-            ),
-            "{refusal:?}"
+            !tree.0.contains_key("live/web/secrets/db.yaml"),
+            "the plain text is gone"
         );
+        let sealed = tree.text("live/web/secrets/db.sops.yaml");
+        assert!(!sealed.contains("aHVudGVy"), "{sealed}");
+        let ids = parse_identities(&s.secret_key).expect("identity");
+        let opened = decrypt_document(&sealed, &ids).expect("decrypts");
+        assert_eq!(opened["data"]["password"], "aHVudGVy", "{opened:#}");
+        // In a file with other documents, only its document goes.
+        let mut tree = MemTree::default();
+        let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "web"}});
+        tree.0.insert(
+            "live/web/bundle.yaml".into(),
+            format!(
+                "{}---\n{}",
+                render(&other),
+                render(&secret("db", "aHVudGVy", "a"))
+            )
+            .into_bytes(),
+        );
+        tree.apply(put(&s, &tree, "db", "aHVudGVy", "b").expect("planned"));
+        assert_eq!(tree.text("live/web/bundle.yaml"), render(&other));
+        assert!(tree.0.contains_key("live/web/secrets/db.sops.yaml"));
 
         // A secret is never appended to an existing file.
         let mut tree = MemTree::default();

@@ -291,6 +291,10 @@ pub struct ClaimStatus {
     /// one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_files: Vec<String>,
+    /// Secrets the last applied commit holds in plain text (applied; backflow's next write of
+    /// each moves it to an encrypted file), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plaintext_secrets: Vec<String>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

@@ -663,11 +663,14 @@ impl Runner {
             .objects(&claim, "refused", report.refused.len());
         self.metrics
             .objects(&claim, "unreadable_file", report.unreadable.len());
+        self.metrics
+            .objects(&claim, "plaintext_secret", report.plaintext.len());
         let held = report.prune_held.take();
         let limits = PushLimits {
             prune_held: held.as_ref().map(|h| h.message(&claim)),
             refused: std::mem::take(&mut report.refused),
             unreadable: std::mem::take(&mut report.unreadable),
+            plaintext: std::mem::take(&mut report.plaintext),
         };
         let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         let mut events = Vec::new();
@@ -684,9 +687,10 @@ impl Runner {
                 &self.limits.unreadable,
                 "FilesUnreadable",
             ),
+            (&limits.plaintext, &self.limits.plaintext, "PlaintextSecret"),
         ] {
             for line in lines.iter().filter(|l| !old.contains(l)) {
-                tracing::warn!(%claim, reason, detail = %line, "not applied");
+                tracing::warn!(%claim, reason, detail = %line, "what was pushed needs a person");
                 events.push((EventType::Warning, reason, line.clone()));
             }
         }
@@ -868,6 +872,7 @@ impl Runner {
             }),
             refused_changes: self.limits.refused.clone(),
             unreadable_files: self.limits.unreadable.clone(),
+            plaintext_secrets: self.limits.plaintext.clone(),
             inventory: inventory(self.inventory.clone()),
             failures: self.failures.clone(),
             hand_back: None,

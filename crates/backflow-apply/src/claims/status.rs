@@ -137,9 +137,12 @@ pub struct PushLimits {
     pub refused: Vec<String>,
     /// Files that could not be read, skipped.
     pub unreadable: Vec<String>,
+    /// Secrets Git holds in plain text (applied).
+    pub plaintext: Vec<String>,
 }
 
-/// Shows `limits` in `conditions`: `PruneHeld`, `GitChangesRefused` and `FilesUnreadable`,
+/// Shows `limits` in `conditions`: `PruneHeld`, `GitChangesRefused`, `FilesUnreadable` and
+/// `PlaintextSecrets`,
 /// each true while it holds and gone once it does not. A held prune makes the claim not
 /// `Ready` (stalled: a person confirms it, or a commit restores the files).
 pub fn limit_conditions(
@@ -168,6 +171,11 @@ pub fn limit_conditions(
             "FilesUnreadable",
             "UnreadableFiles",
             first(&limits.unreadable),
+        ),
+        (
+            "PlaintextSecrets",
+            "PlaintextInGit",
+            first(&limits.plaintext),
         ),
     ];
     for (type_, reason, message) in shown {
@@ -208,6 +216,7 @@ mod tests {
             prune_held: Some("commit c would delete 3 of 3".into()),
             refused: vec!["a.yaml: GitTarget".into(), "b.yaml: GitProvider".into()],
             unreadable: Vec::new(),
+            plaintext: Vec::new(),
         };
         limit_conditions(&mut conditions, &limits, "t1", Some(2));
         let get = |c: &[Condition], t: &str| c.iter().find(|c| c.type_ == t).cloned();

@@ -73,7 +73,13 @@ pub async fn read(
 
 /// Fields of a claim's status that describe the last operation only: a status without them
 /// removes them (a merge patch keeps what it does not name).
-const PER_OPERATION: [&str; 4] = ["failures", "pruneHeld", "refusedChanges", "unreadableFiles"];
+const PER_OPERATION: [&str; 5] = [
+    "failures",
+    "pruneHeld",
+    "refusedChanges",
+    "unreadableFiles",
+    "plaintextSecrets",
+];
 
 /// Writes `status` into the claim (a merge patch of the status subresource).
 pub async fn write_status(

@@ -428,3 +428,90 @@ fn a_bad_file_blocks_only_its_own_writes_and_they_arrive_after_the_fix() {
         },
     );
 }
+
+/// `sops -e` of `plain` to `recipient` alone (the real binary, outside any folder's
+/// `.sops.yaml`), with the rule Flux's guide uses: only `data` and `stringData` encrypted.
+fn sops_encrypt_to(w: &World, plain: &str, recipient: &str) -> String {
+    let file = w.dirs.work.join("elsewhere.sops.yaml");
+    std::fs::write(&file, plain).expect("write");
+    let mut cmd = Command::new(sops_bin());
+    cmd.args([
+        "-e",
+        "-i",
+        "--encrypted-regex",
+        "^(data|stringData)$",
+        "--age",
+        recipient,
+    ])
+    .arg(&file)
+    .current_dir(&w.dirs.work)
+    .env("HOME", &w.dirs.home)
+    .env_remove("SOPS_AGE_KEY")
+    .env_remove("SOPS_AGE_KEY_FILE")
+    .env_remove("SOPS_AGE_RECIPIENTS");
+    let out = run_bounded("sops -e", cmd);
+    assert_eq!(out.code, Some(0), "sops -e failed:\n{out}");
+    std::fs::read_to_string(&file).expect("read")
+}
+
+/// A Secret pushed encrypted to a key backflow lacks blocks only itself (prunes of other
+/// objects go on); a Secret pushed in plain text is applied, reported, and moved to an
+/// encrypted file by the next live write of it.
+#[test]
+fn secrets_pushed_to_another_key_or_in_plain_text_block_nothing() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "a", "a");
+    create_adopted(&w, "b", "b");
+    let (_, theirs) = backflow_sops::generate_identity(&mut rand::rng());
+    let secret = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: default\ntype: Opaque\ndata:\n  password: aHVudGVyMg==\n"
+        )
+    };
+    let clone = w.clone_origin("carol");
+    std::fs::create_dir_all(clone.join("live/default/secrets")).expect("mkdir");
+    let sealed = "live/default/secrets/theirs.sops.yaml";
+    std::fs::write(
+        clone.join(sealed),
+        sops_encrypt_to(&w, &secret("theirs"), &theirs),
+    )
+    .expect("write");
+    let plain = "live/default/secrets/plain.yaml";
+    std::fs::write(clone.join(plain), secret("plain")).expect("write");
+    std::fs::remove_file(clone.join("live/default/configmaps/b.yaml")).expect("remove b");
+    let push = w.commit_all_and_push(&clone, "carol pushes two secrets and removes b");
+    wait_applied(&w, &push);
+    wait_for(
+        "b to be pruned",
+        || format!("{:#}", claim(&w)),
+        || live_absent(&w, "b").then_some(()),
+    );
+    let status = claim(&w);
+    let unreadable = status["unreadableFiles"].to_string();
+    assert!(
+        unreadable.contains(sealed) && unreadable.contains("decrypt"),
+        "{status:#}"
+    );
+    assert!(
+        status["plaintextSecrets"].to_string().contains(plain),
+        "{status:#}"
+    );
+    assert_eq!(
+        claim_condition(&w, "PlaintextSecrets").map(|c| c["status"].clone()),
+        Some(Value::from("True"))
+    );
+    let live = w.get_json(&["secret", "plain"]);
+    assert_eq!(
+        live["data"]["password"], "aHVudGVyMg==",
+        "applied as Flux would"
+    );
+
+    // The next live write moves it: encrypted, merged, the plain text gone from the tip.
+    w.kubectl(&["label", "secret", "plain", "rotated=soon"]);
+    let moved = w.wait_present("live/default/secrets/plain.sops.yaml");
+    assert!(!moved.contains("aHVudGVyMg=="), "{moved}");
+    assert!(moved.contains("ENC["), "{moved}");
+    assert!(moved.contains("rotated: soon"), "{moved}");
+    w.wait_absent(plain);
+}
