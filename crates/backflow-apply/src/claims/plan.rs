@@ -178,7 +178,66 @@ pub fn plan_claims(
         }
         out.insert(key.clone(), plan_one(claim, &naming, providers));
     }
+    refuse_overlaps(&mut out);
     out
+}
+
+/// Whether folder `inner` lies inside folder `outer` (or is it): `""` is the repository root.
+fn within(inner: &str, outer: &str) -> bool {
+    outer.is_empty()
+        || inner == outer
+        || inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// One folder, one applier: a claim whose folder lies inside another claim's folder on the
+/// same branch (the other would apply and prune its objects too) is refused, naming the
+/// other; two claims on one folder are both refused.
+fn refuse_overlaps(plans: &mut BTreeMap<ClaimKey, Result<ClaimPlan, ClaimProblem>>) {
+    let planned: Vec<(ClaimKey, ClaimPlan)> = plans
+        .iter()
+        .filter_map(|(k, p)| Some((k.clone(), p.as_ref().ok()?.clone())))
+        .collect();
+    for (key, plan) in &planned {
+        // Every folder of another claim's on this branch that holds one of this claim's: a
+        // strictly enclosing one is named first.
+        let mut overlaps: Vec<(&ClaimKey, &String, &String)> = planned
+            .iter()
+            .filter(|(other, theirs)| {
+                other != key && theirs.url == plan.url && theirs.branch == plan.branch
+            })
+            .flat_map(|(other, theirs)| {
+                plan.folders.iter().flat_map(move |mine| {
+                    theirs
+                        .folders
+                        .iter()
+                        .filter(move |outer| within(mine, outer))
+                        .map(move |outer| (other, mine, outer))
+                })
+            })
+            .collect();
+        overlaps.sort_by_key(|(_, mine, outer)| mine == outer);
+        let overlap = overlaps.into_iter().next();
+        if let Some((other, mine, outer)) = overlap {
+            let (reason, message) = if mine == outer {
+                (
+                    "FolderClaimedTwice",
+                    format!(
+                        "{other} applies folder {outer:?} of this branch too; one folder has one applier: point one of the GitTargets elsewhere"
+                    ),
+                )
+            } else {
+                (
+                    "FolderNested",
+                    format!(
+                        "folder {mine:?} lies inside folder {outer:?}, which {other} applies (and prunes) already; one folder has one applier: move the folder out, or let {other} apply it"
+                    ),
+                )
+            };
+            plans.insert(key.clone(), Err(ClaimProblem { reason, message }));
+        }
+    }
 }
 
 /// A claim holds only an applier in its own namespace, unless every provider of the targets
@@ -412,6 +471,59 @@ mod tests {
         assert!(recheck(&key, &plan, &[claim(false)], &moved, &providers).is_some());
         assert!(recheck(&key, &plan, &[claim(true)], &both, &providers).is_some());
         assert!(recheck(&key, &plan, &[], &both, &providers).is_some());
+    }
+
+    #[test]
+    fn a_claim_inside_another_claims_folder_is_refused() {
+        let claim = |name: &str| -> ClaimObject {
+            ClaimObject::native(&obj(
+                json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "NativeClaim",
+                "metadata": {"name": name, "namespace": "team"}, "spec": {}}),
+            ))
+        };
+        let providers: Vec<GitProvider> = vec![obj(
+            json!({"apiVersion": "backflow.dev/v1alpha1", "kind": "GitProvider",
+                   "metadata": {"name": "git", "namespace": "team"}, "spec": {"url": "file:///r.git"}}),
+        )];
+        let claims = [
+            claim("outer"),
+            claim("inner"),
+            claim("twin"),
+            claim("beside"),
+            claim("other-branch"),
+        ];
+        let targets = vec![
+            target("apps", "git", "main", Some("outer")),
+            target("apps/team", "git", "main", Some("inner")),
+            target("apps/team", "git", "main", Some("twin")),
+            target("appsx", "git", "main", Some("beside")),
+            target("apps/team", "git", "release", Some("other-branch")),
+        ];
+        let plans = plan_claims(&claims, &targets, &providers);
+        let reason = |name: &str| plans[&claim(name).key].as_ref().err().map(|p| p.reason);
+        assert_eq!(reason("outer"), None);
+        assert_eq!(reason("inner"), Some("FolderNested"));
+        assert_eq!(reason("twin"), Some("FolderNested"));
+        assert_eq!(reason("beside"), None, "a folder that only shares a prefix");
+        assert_eq!(reason("other-branch"), None, "another branch");
+        let message = &plans[&claim("inner").key]
+            .as_ref()
+            .err()
+            .map(|p| p.message.clone());
+        assert!(
+            message.as_ref().is_some_and(|m| m.contains("outer")),
+            "{message:?}"
+        );
+
+        let twins = vec![
+            target("apps/team", "git", "main", Some("inner")),
+            target("apps/team", "git", "main", Some("twin")),
+        ];
+        let plans = plan_claims(&claims, &twins, &providers);
+        for name in ["inner", "twin"] {
+            let problem = plans[&claim(name).key].as_ref().err().map(|p| p.reason);
+            assert_eq!(problem, Some("FolderClaimedTwice"), "{name}");
+        }
     }
 
     #[test]

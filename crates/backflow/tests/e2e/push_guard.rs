@@ -515,3 +515,55 @@ fn secrets_pushed_to_another_key_or_in_plain_text_block_nothing() {
     assert!(moved.contains("rotated: soon"), "{moved}");
     w.wait_absent(plain);
 }
+
+/// A claim on a folder inside the default claim's folder would apply and prune objects the
+/// default claim applies: it is refused, naming the claim that owns the folder.
+#[test]
+fn a_claim_inside_another_claims_folder_is_refused() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(
+        r#"apiVersion: backflow.dev/v1alpha1
+kind: NativeClaim
+metadata: {name: inner, namespace: backflow-system}
+spec: {}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: inner, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: live/team
+  applierClaimRef: {kind: NativeClaim, name: inner}
+"#,
+    );
+    let condition = wait_for(
+        "the nested claim to be refused",
+        || {
+            format!(
+                "{:#}",
+                w.get_json(&["nativeclaim", "inner", "-n", "backflow-system"])
+            )
+        },
+        || {
+            let claim = w.get_json(&["nativeclaim", "inner", "-n", "backflow-system"]);
+            claim["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "ApplierClaimReady" && c["reason"] == "FolderNested")
+                .cloned()
+        },
+    );
+    assert_eq!(condition["status"], "False");
+    assert!(
+        condition["message"]
+            .to_string()
+            .contains("NativeClaim backflow-system/default"),
+        "{condition:#}"
+    );
+    assert_eq!(
+        claim_condition(&w, "Ready").map(|c| c["status"].clone()),
+        Some(Value::from("True"))
+    );
+}
