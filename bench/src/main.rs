@@ -5,6 +5,7 @@
 //! its result as one JSON object on the last line of stdout and merges it into
 //! `bench/results.json` and `bench/RESULTS.md`; a `--quick` run only prints it.
 
+mod bigfile;
 mod client;
 mod cpu;
 mod foreign;
@@ -31,6 +32,7 @@ const SCENARIOS: &[&str] = &[
     "store-scale",
     "push-notice",
     "foreign-push",
+    "big-file",
 ];
 
 /// The child process of the `snapshot` scenario: `snapshot-child N DIR LAYOUT`.
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
             "store-scale" => rt.block_on(scale::run(quick)),
             "push-notice" => rt.block_on(notice::run(quick)),
             "foreign-push" => rt.block_on(foreign::run(quick)),
+            "big-file" => rt.block_on(bigfile::run(quick)),
             _ => Err(format!("scenario {name} is not built yet")),
         };
         match result {
