@@ -555,7 +555,7 @@ impl Runner {
             stamp_only: operation.reasons.catch_up_only(),
             follow: restored,
             prunes: PruneNotice::new(self.mirror.apply_windows(), self.plan.targets.clone()),
-            spare: self.refused_objects(),
+            spare: self.spared_objects(),
         };
         let id = operation.id;
         self.applying = Some(tokio::spawn(async move {
@@ -715,12 +715,25 @@ impl Runner {
     }
 
     /// The live objects of the claim's targets whose edit their folder refused: an apply leaves
-    /// them alone.
-    fn refused_objects(&self) -> BTreeSet<ObjectKey> {
+    /// them alone, unless it reverts them (`onRefusal: Reapply`).
+    fn spared_objects(&self) -> BTreeSet<ObjectKey> {
+        let reverted: BTreeSet<ObjectKey> = self
+            .reapplying
+            .values()
+            .flatten()
+            .map(|edit| {
+                ObjectKey::new(
+                    edit.resource.clone(),
+                    edit.object.namespace.clone(),
+                    edit.object.name.clone(),
+                )
+            })
+            .collect();
         self.plan
             .targets
             .iter()
             .flat_map(|(ns, name)| self.mirror.refused_objects(ns, name))
+            .filter(|key| !reverted.contains(key))
             .collect()
     }
 
