@@ -49,7 +49,11 @@ fn write_objects(work: &Path, n: usize, layout: Layout) -> Result<usize, String>
     let io = |e: std::io::Error| e.to_string();
     match layout {
         Layout::OneFile => {
-            let text: String = (0..n).map(|i| format!("---\n{}", document(i))).collect();
+            let mut text = String::new();
+            for i in 0..n {
+                text.push_str("---\n");
+                text.push_str(&document(i));
+            }
             std::fs::write(work.join("live/big.yaml"), &text).map_err(io)?;
             Ok(text.len())
         }

@@ -17,4 +17,4 @@ pub use authors::WriteAuthors;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};
 pub use ids::{IdSource, SequentialIds};
-pub use ownership::{APPLIER_LABEL, AppliedBy};
+pub use ownership::{APPLIER_LABEL, AppliedBy, RECORD_LABEL};

@@ -11,6 +11,11 @@ use std::fmt;
 /// `backflow.dev/applier: <namespace>.<claim>`.
 pub const APPLIER_LABEL: &str = "backflow.dev/applier";
 
+/// The label on backflow's own records kept as objects (a large claim's inventory):
+/// `backflow.dev/record-of: <namespace>.<claim>`. Such objects are never mirrored into Git nor
+/// applied from it.
+pub const RECORD_LABEL: &str = "backflow.dev/record-of";
+
 /// Flux's labels on every object a Kustomization applied.
 const FLUX_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 const FLUX_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
@@ -32,6 +37,8 @@ pub enum AppliedBy {
     /// An Argo CD Application, by name (its tracking id's application part, without the
     /// `<namespace>_` an Application outside Argo CD's own namespace gets).
     ArgoCd(String),
+    /// backflow's own record for a claim (`<namespace>.<claim>`): no folder takes it.
+    Record(String),
 }
 
 impl AppliedBy {
@@ -49,6 +56,9 @@ impl AppliedBy {
         annotations: Option<&BTreeMap<String, String>>,
     ) -> Option<Self> {
         let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
+        if let Some(claim) = label(RECORD_LABEL) {
+            return Some(Self::Record(claim.clone()));
+        }
         if let (Some(name), Some(namespace)) = (label(FLUX_NAME_LABEL), label(FLUX_NAMESPACE_LABEL))
         {
             return Some(Self::Flux {
@@ -74,6 +84,7 @@ impl AppliedBy {
     #[must_use]
     pub fn excludes(own: Option<&Self>, owner: Option<&Self>) -> bool {
         match (own, owner) {
+            (_, Some(Self::Record(_))) => true,
             (Some(own), Some(owner)) => own != owner,
             _ => false,
         }
@@ -86,6 +97,7 @@ impl fmt::Display for AppliedBy {
             Self::Claim(claim) => write!(f, "backflow claim {claim}"),
             Self::Flux { namespace, name } => write!(f, "Flux Kustomization {namespace}/{name}"),
             Self::ArgoCd(app) => write!(f, "Argo CD Application {app}"),
+            Self::Record(claim) => write!(f, "backflow's record for claim {claim}"),
         }
     }
 }
@@ -137,5 +149,10 @@ mod tests {
         assert!(!AppliedBy::excludes(Some(&own), Some(&own)));
         assert!(!AppliedBy::excludes(Some(&own), None));
         assert!(!AppliedBy::excludes(None, Some(&other)));
+        // backflow's own records are no folder's, coordinated or not.
+        let record = AppliedBy::of(Some(&map(&[(RECORD_LABEL, "team.default")])), None);
+        assert_eq!(record, Some(AppliedBy::Record("team.default".into())));
+        assert!(AppliedBy::excludes(None, record.as_ref()));
+        assert!(AppliedBy::excludes(Some(&own), record.as_ref()));
     }
 }

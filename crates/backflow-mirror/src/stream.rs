@@ -254,6 +254,10 @@ impl StreamContext {
             excluded.remove(key);
             return false;
         }
+        // backflow's own records are nobody's conflict.
+        if matches!(owner, Some(AppliedBy::Record(_))) {
+            return true;
+        }
         if excluded.insert(key.clone()) {
             let owner = owner.map(ToString::to_string).unwrap_or_default();
             tracing::warn!(target = %self.target_label(), object = %key, %owner, "another applier owns this object: not mirrored into the coordinated folder");

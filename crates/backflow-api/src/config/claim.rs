@@ -190,6 +190,17 @@ pub struct PruneHeldStatus {
     pub owned: u64,
 }
 
+/// Where a large inventory is kept: `ConfigMaps` `<claim>-inventory-<n>` of the claim's
+/// namespace, labelled `backflow.dev/record-of`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryStore {
+    /// How many `ConfigMaps` (numbered from 0).
+    pub config_maps: u32,
+    /// How many entries they hold.
+    pub entries: u64,
+}
+
 /// An object by name, in a namespace (the referring object's when empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ObjectReference {
@@ -295,6 +306,10 @@ pub struct ClaimStatus {
     /// each moves it to an encrypted file), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plaintext_secrets: Vec<String>,
+    /// Where the inventory is kept when it is too large for the status (`inventory` is empty
+    /// then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_store: Option<InventoryStore>,
     /// What the applier applied and may prune: only these objects are ever deleted by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,

@@ -16,8 +16,9 @@ mod watch_rule;
 pub use branch::{GitBranch, GitBranchSpec, GitBranchStatus};
 pub use claim::{
     ApplierClaimReference, ArgoCDClaim, ArgoCDClaimSpec, ClaimStatus, FirstContact,
-    FirstContactReport, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry, NativeClaim,
-    NativeClaimSpec, ObjectReference, OperationStatus, PruneHeldStatus, claim_resource,
+    FirstContactReport, FluxClaim, FluxClaimSpec, HandBack, InventoryEntry, InventoryStore,
+    NativeClaim, NativeClaimSpec, ObjectReference, OperationStatus, PruneHeldStatus,
+    claim_resource,
 };
 pub use commit_request::{CommitRequest, CommitRequestSpec, CommitRequestStatus};
 pub use condition::{Condition, ConditionStatus};

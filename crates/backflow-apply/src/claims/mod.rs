@@ -11,6 +11,7 @@
 //! refreshes each runner's gate from the mirror five times a second.
 
 mod events;
+mod inventory;
 mod metrics;
 mod plan;
 mod runner;

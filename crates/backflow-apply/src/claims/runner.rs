@@ -106,6 +106,9 @@ pub struct Runner {
     confirming: Option<tokio::task::JoinHandle<()>>,
     /// The task waiting for spared objects' edits to reach Git.
     publishing: Option<tokio::task::JoinHandle<()>>,
+    /// The fingerprint of the inventory last written to its `ConfigMaps`, and where it is.
+    saved_inventory: Option<u64>,
+    stored_inventory: Option<backflow_api::config::InventoryStore>,
     /// Refused live edits to revert, by target: applied by the next operation whatever Git
     /// changed, then resynced (only a resync clears a refusal).
     reapply: BTreeMap<(String, String), BTreeSet<RefusedEdit>>,
@@ -126,6 +129,16 @@ pub struct Runner {
     /// afterwards (suspending a Kustomization) lands on an applier no longer held.
     applying: Option<tokio::task::JoinHandle<()>>,
     done: mpsc::Sender<Done>,
+}
+
+/// Lines shown in a status, at most a hundred: a status is one object, and its size is bounded.
+fn capped(lines: &[String]) -> Vec<String> {
+    const SHOWN: usize = 100;
+    let mut out: Vec<String> = lines.iter().take(SHOWN).cloned().collect();
+    if lines.len() > SHOWN {
+        out.push(format!("… and {} more", lines.len() - SHOWN));
+    }
+    out
 }
 
 /// A claim's first contact with its branch, as far as this process knows.
@@ -190,6 +203,8 @@ impl Runner {
             prune_held: None,
             confirming: None,
             publishing: None,
+            saved_inventory: None,
+            stored_inventory: None,
             reapply: BTreeMap::new(),
             reapplying: BTreeMap::new(),
             // Closed until the coordinator says otherwise: nothing before the snapshots.
@@ -428,6 +443,17 @@ impl Runner {
             }
         };
         self.inventory.clone_from(&status.inventory);
+        if let Some(store) = &status.inventory_store {
+            match super::inventory::load(&self.client, &self.key, store).await {
+                Ok(entries) => {
+                    self.saved_inventory = Some(super::inventory::digest(&entries));
+                    self.inventory = entries;
+                }
+                Err(e) => {
+                    tracing::warn!(claim = %self.claim_name(), error = %e, "cannot read the claim's inventory: what it applied before is not pruned until applied again");
+                }
+            }
+        }
         self.hand_back.clone_from(&status.hand_back);
         self.last_applied.clone_from(&status.last_applied_commit);
         self.in_step.clone_from(&status.in_step_commit);
@@ -864,6 +890,7 @@ impl Runner {
             .flatten();
         let generation = current.as_ref().and_then(|(_, g)| *g);
         let previous = current.map(|(s, _)| s.conditions).unwrap_or_default();
+        let (inline, inventory_store) = self.stored_inventory().await;
         let mut conditions = acting_conditions(&previous, &self.plan, Some(&op), &now, generation);
         limit_conditions(&mut conditions, &self.limits, &now, generation);
         let status = ClaimStatus {
@@ -883,15 +910,47 @@ impl Runner {
                 pruning: h.pruning as u64,
                 owned: h.owned as u64,
             }),
-            refused_changes: self.limits.refused.clone(),
-            unreadable_files: self.limits.unreadable.clone(),
-            plaintext_secrets: self.limits.plaintext.clone(),
-            inventory: inventory(self.inventory.clone()),
-            failures: self.failures.clone(),
+            refused_changes: capped(&self.limits.refused),
+            unreadable_files: capped(&self.limits.unreadable),
+            plaintext_secrets: capped(&self.limits.plaintext),
+            inventory: inline,
+            inventory_store,
+            failures: capped(&self.failures),
             hand_back: None,
         };
         if let Err(e) = super::store::write_status(&self.client, &self.key, &status).await {
             tracing::warn!(claim = %self.claim_name(), error = %e, "cannot record the operation in the claim's status");
+        }
+    }
+
+    /// The inventory as the status keeps it: inline when small, else written to its
+    /// `ConfigMaps` (only when it changed) and named.
+    async fn stored_inventory(
+        &mut self,
+    ) -> (
+        Vec<InventoryEntry>,
+        Option<backflow_api::config::InventoryStore>,
+    ) {
+        let entries = inventory(self.inventory.clone());
+        if entries.len() <= super::inventory::INLINE_MAX && self.stored_inventory.is_none() {
+            return (entries, None);
+        }
+        let digest = super::inventory::digest(&entries);
+        if self.saved_inventory == Some(digest)
+            && let Some(store) = &self.stored_inventory
+        {
+            return (Vec::new(), Some(store.clone()));
+        }
+        match super::inventory::save(&self.client, &self.key, entries.clone()).await {
+            Ok(stored) => {
+                self.saved_inventory = Some(digest);
+                self.stored_inventory.clone_from(&stored.store);
+                (stored.inline, stored.store)
+            }
+            Err(e) => {
+                tracing::warn!(claim = %self.claim_name(), error = %e, "cannot write the claim's inventory; it stays in the status");
+                (entries, None)
+            }
         }
     }
 

@@ -73,7 +73,9 @@ pub async fn read(
 
 /// Fields of a claim's status that describe the last operation only: a status without them
 /// removes them (a merge patch keeps what it does not name).
-const PER_OPERATION: [&str; 5] = [
+const PER_OPERATION: [&str; 7] = [
+    "inventory",
+    "inventoryStore",
     "failures",
     "pruneHeld",
     "refusedChanges",

@@ -523,7 +523,7 @@ fn a_claim_inside_another_claims_folder_is_refused() {
     let w = World::start(&[]);
     wait_acting(&w);
     w.apply(
-        r#"apiVersion: backflow.dev/v1alpha1
+        r"apiVersion: backflow.dev/v1alpha1
 kind: NativeClaim
 metadata: {name: inner, namespace: backflow-system}
 spec: {}
@@ -536,7 +536,7 @@ spec:
   branch: main
   path: live/team
   applierClaimRef: {kind: NativeClaim, name: inner}
-"#,
+",
     );
     let condition = wait_for(
         "the nested claim to be refused",
@@ -565,5 +565,81 @@ spec:
     assert_eq!(
         claim_condition(&w, "Ready").map(|c| c["status"].clone()),
         Some(Value::from("True"))
+    );
+}
+
+/// A claim applying more objects than its status should hold keeps its inventory in
+/// `ConfigMaps` beside it, which are never mirrored into Git; its status is recorded at every
+/// operation, and after a restart a push removing files prunes them.
+#[test]
+fn a_large_inventory_lives_beside_the_claim() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    let clone = w.clone_origin("bulk");
+    let dir = clone.join("live/default/configmaps");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for i in 0..1200 {
+        std::fs::write(
+            dir.join(format!("bulk-{i}.yaml")),
+            configmap("default", &format!("bulk-{i}"), &[("i", &i.to_string())]),
+        )
+        .expect("write");
+    }
+    let bulk = w.commit_all_and_push(&clone, "1,200 objects");
+    wait_applied(&w, &bulk);
+    let status = claim(&w);
+    assert!(
+        status["inventory"].is_null(),
+        "{:#}",
+        status["inventoryStore"]
+    );
+    let stored = status["inventoryStore"].clone();
+    assert!(
+        stored["entries"].as_u64().is_some_and(|n| n >= 1200),
+        "{stored:#}"
+    );
+    let chunks = w.get_json(&[
+        "configmaps",
+        "-n",
+        "backflow-system",
+        "-l",
+        "backflow.dev/record-of=backflow-system.default",
+    ]);
+    let names: Vec<String> = chunks["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        names.len() as u64,
+        stored["configMaps"].as_u64().unwrap_or(0),
+        "{names:?}"
+    );
+    w.wait_settled();
+    let files = w.files();
+    assert!(
+        !files.iter().any(|f| f.contains("default-inventory")),
+        "never mirrored"
+    );
+
+    w.restart(&[]);
+    wait_acting(&w);
+    std::fs::remove_file(dir.join("bulk-7.yaml")).expect("remove");
+    std::fs::remove_file(dir.join("bulk-8.yaml")).expect("remove");
+    let removal = w.commit_all_and_push_rebasing(&clone, "two fewer");
+    wait_applied(&w, &removal);
+    wait_for(
+        "the removed objects to be pruned",
+        || format!("{:#}", claim(&w)["operation"]),
+        || (live_absent(&w, "bulk-7") && live_absent(&w, "bulk-8")).then_some(()),
+    );
+    assert_eq!(cm_value(&w, "bulk-9", "i").as_deref(), Some("9"));
+    let after = claim(&w)["inventoryStore"]["entries"].as_u64().unwrap_or(0);
+    assert_eq!(
+        after,
+        stored["entries"].as_u64().unwrap_or(0) - 2,
+        "{:#}",
+        claim(&w)
     );
 }
