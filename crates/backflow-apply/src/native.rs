@@ -782,11 +782,12 @@ impl NativeApplier {
             .map_err(|e| format!("reading {}: {e}", object.identity.name))?
             .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
         if let Some(why) = protection(&object.identity, &namespace) {
+            // Reported for as long as Git says otherwise, not only by the apply of the push.
             let holds = live.as_ref().is_some_and(|l| holds(&content, l));
-            let write = if changed && !holds {
-                Write::Refused(why)
-            } else {
+            let write = if holds {
                 Write::Protected
+            } else {
+                Write::Refused(why)
             };
             return Ok((entry, write));
         }

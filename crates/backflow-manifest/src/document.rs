@@ -130,26 +130,33 @@ fn aliases_in(text: &[u8]) -> usize {
     count
 }
 
-/// Refuses a file too large to read, before it is parsed.
-fn check_size(path: &str, bytes: &[u8]) -> Result<(), ManifestError> {
-    if bytes.len() > MAX_FILE_BYTES {
+/// Refuses `path` when `found` (of `what`) is over `limit`.
+fn at_most(
+    path: &str,
+    what: &'static str,
+    found: usize,
+    limit: usize,
+) -> Result<(), ManifestError> {
+    if found > limit {
         return Err(ManifestError::TooLarge {
             path: path.to_string(),
-            what: "the file is too large",
-            found: bytes.len() as u64,
-            limit: MAX_FILE_BYTES as u64,
-        });
-    }
-    let aliases = aliases_in(bytes);
-    if aliases > MAX_ALIASES {
-        return Err(ManifestError::TooLarge {
-            path: path.to_string(),
-            what: "the file uses too many aliases",
-            found: aliases as u64,
-            limit: MAX_ALIASES as u64,
+            what,
+            found: found as u64,
+            limit: limit as u64,
         });
     }
     Ok(())
+}
+
+/// Refuses a file too large to read, before it is parsed.
+fn check_size(path: &str, bytes: &[u8]) -> Result<(), ManifestError> {
+    at_most(path, "the file is too large", bytes.len(), MAX_FILE_BYTES)?;
+    at_most(
+        path,
+        "the file uses too many aliases",
+        aliases_in(bytes),
+        MAX_ALIASES,
+    )
 }
 
 /// How many nodes `doc` is written with, and how many its aliases add when expanded (each
@@ -227,14 +234,12 @@ pub(crate) fn parse_file(path: &str, bytes: &[u8]) -> Result<ParsedFile, Manifes
         .children()
         .filter(|n| n.kind() == SyntaxKind::DOCUMENT)
         .count();
-    if documents > MAX_DOCUMENTS {
-        return Err(ManifestError::TooLarge {
-            path: path.to_string(),
-            what: "the file holds too many documents",
-            found: documents as u64,
-            limit: MAX_DOCUMENTS as u64,
-        });
-    }
+    at_most(
+        path,
+        "the file holds too many documents",
+        documents,
+        MAX_DOCUMENTS,
+    )?;
     let mut docs = Vec::new();
     for node in root.children().filter(|n| n.kind() == SyntaxKind::DOCUMENT) {
         check_aliases(path, &node)?;

@@ -35,16 +35,23 @@ fn claim_events(w: &World) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A server whose default claim acts, with `ConfigMaps` `names` (each holding `v: <name>`)
+/// created through the API, pushed and adopted.
+fn started_with(names: &[&str]) -> World {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    for name in names {
+        create_adopted(&w, name, name);
+    }
+    w
+}
+
 /// `git rm -r` of the whole folder, pushed: nothing is deleted until a person confirms the
 /// commit, backflow's own configuration and the system namespaces survive even then, and the
 /// server goes on mirroring meanwhile.
 #[test]
 fn a_push_removing_the_whole_folder_is_held_until_a_person_confirms_it() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    for name in ["a", "b", "c"] {
-        create_adopted(&w, name, name);
-    }
+    let w = started_with(&["a", "b", "c"]);
     let clone = w.clone_origin("mallory");
     w.git_in(Some(&clone), &["rm", "-r", "-q", "live"]);
     let wipe = w.commit_all_and_push(&clone, "mallory removes everything");
@@ -229,11 +236,7 @@ fn a_pushed_recipient_never_reads_a_secret() {
 /// is applied and pruned, the claim names the file, and the fix is applied when pushed.
 #[test]
 fn a_file_the_applier_cannot_read_blocks_only_itself() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    for name in ["a", "b", "c"] {
-        create_adopted(&w, name, name);
-    }
+    let w = started_with(&["a", "b", "c"]);
     let clone = w.clone_origin("bob");
     let a = "live/default/configmaps/a.yaml";
     let good = std::fs::read_to_string(clone.join(a)).expect("a's file");
@@ -298,9 +301,7 @@ fn a_file_the_applier_cannot_read_blocks_only_itself() {
 /// is applied.
 #[test]
 fn an_alias_bomb_is_refused_before_it_is_expanded() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    create_adopted(&w, "a", "a");
+    let w = started_with(&["a"]);
     let before = w.server_rss();
     let clone = w.clone_origin("mallory");
     let mut bomb = String::from(
@@ -348,10 +349,7 @@ fn an_alias_bomb_is_refused_before_it_is_expanded() {
 /// Git merged with the fix, and the fix onto the live side, without a restart.
 #[test]
 fn a_bad_file_blocks_only_its_own_writes_and_they_arrive_after_the_fix() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    create_adopted(&w, "a", "a");
-    create_adopted(&w, "b", "b");
+    let w = started_with(&["a", "b"]);
     let clone = w.clone_origin("bob");
     let a = "live/default/configmaps/a.yaml";
     let good = std::fs::read_to_string(clone.join(a)).expect("a's file");
@@ -459,10 +457,7 @@ fn sops_encrypt_to(w: &World, plain: &str, recipient: &str) -> String {
 /// encrypted file by the next live write of it.
 #[test]
 fn secrets_pushed_to_another_key_or_in_plain_text_block_nothing() {
-    let w = World::start(&[]);
-    wait_acting(&w);
-    create_adopted(&w, "a", "a");
-    create_adopted(&w, "b", "b");
+    let w = started_with(&["a", "b"]);
     let (_, theirs) = backflow_sops::generate_identity(&mut rand::rng());
     let secret = |name: &str| {
         format!(
@@ -562,9 +557,11 @@ spec:
             .contains("NativeClaim backflow-system/default"),
         "{condition:#}"
     );
-    assert_eq!(
-        claim_condition(&w, "Ready").map(|c| c["status"].clone()),
-        Some(Value::from("True"))
+    // The default claim goes on (its adoption of the new objects may be in flight meanwhile).
+    wait_for(
+        "the default claim Ready",
+        || format!("{:#}", claim(&w)),
+        || claim_condition(&w, "Ready").filter(|c| c["status"] == "True"),
     );
 }
 
