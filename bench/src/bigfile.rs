@@ -8,6 +8,11 @@
 //! objects pushed one file each, the layout backflow writes itself. Before the planner kept one
 //! parse of a file per build, the resync parsed the large file once per object (time ×4 per
 //! doubling of the documents).
+//!
+//! Then scale: 15,000 objects one file each (a claim whose inventory lives in `ConfigMaps`),
+//! restarted the same way, and a push removing two files after the restart timed until both
+//! are pruned. Whether a restart is linear in the folder: its time per 1,000 objects against the
+//! 2,000-object run's.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -28,6 +33,17 @@ fn documents(quick: bool) -> usize {
     if quick { 200 } else { 2000 }
 }
 
+fn many(quick: bool) -> usize {
+    if quick { 1500 } else { 15_000 }
+}
+
+/// Small objects, for the scale run.
+fn small(i: usize) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big-{i}\n  namespace: default\ndata:\n  i: \"{i}\"\n"
+    )
+}
+
 /// How the person keeps the objects.
 #[derive(Clone, Copy)]
 enum Layout {
@@ -45,7 +61,12 @@ fn document(i: usize) -> String {
 }
 
 /// Writes the objects into the clone `work` as `layout` keeps them; returns the bytes written.
-fn write_objects(work: &Path, n: usize, layout: Layout) -> Result<usize, String> {
+fn write_objects(
+    work: &Path,
+    n: usize,
+    layout: Layout,
+    document: fn(usize) -> String,
+) -> Result<usize, String> {
     let io = |e: std::io::Error| e.to_string();
     match layout {
         Layout::OneFile => {
@@ -102,8 +123,41 @@ async fn wait_live(client: kube::Client, n: usize) -> Result<Duration, String> {
     }
 }
 
-/// One run: push, apply, restart; the restart's time to a published write.
-async fn restart_time(dir: &Path, n: usize, layout: Layout) -> Result<(Duration, usize), String> {
+/// What one run measured.
+struct Restarted {
+    /// Start → a write in Git.
+    restart: Duration,
+    /// The objects' bytes in Git.
+    bytes: usize,
+    /// A push removing two files after the restart → both pruned.
+    prune: Duration,
+}
+
+/// Waits until `big-0` and `big-1` are gone.
+async fn wait_pruned(client: kube::Client) -> Result<Duration, String> {
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let t0 = Instant::now();
+    loop {
+        let a = api.get_opt("big-0").await.map_err(|e| e.to_string())?;
+        let b = api.get_opt("big-1").await.map_err(|e| e.to_string())?;
+        if a.is_none() && b.is_none() {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            return Err("the removed objects were not pruned in 2 minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One run: push, apply, restart; the restart's time to a published write, then a push removing
+/// two files and the time until they are pruned.
+async fn restart_time(
+    dir: &Path,
+    n: usize,
+    layout: Layout,
+    document: fn(usize) -> String,
+) -> Result<Restarted, String> {
     let backflow = dir.join("backflow");
     let mut live = Live::start(&backflow).await?;
     live.start_mirror_with("1s", Duration::from_secs(1), None, true)
@@ -114,7 +168,7 @@ async fn restart_time(dir: &Path, n: usize, layout: Layout) -> Result<(Duration,
         dir,
         &["clone", "-q", path_str(&live.remote)?, path_str(&work)?],
     )?;
-    let bytes = write_objects(&work, n, layout)?;
+    let bytes = write_objects(&work, n, layout, document)?;
     git(&work, &["add", "-A"])?;
     git(&work, &["commit", "-q", "-m", "a person adds objects"])?;
     git(&work, &["push", "-q", "origin", &format!("HEAD:{BRANCH}")])?;
@@ -126,26 +180,73 @@ async fn restart_time(dir: &Path, n: usize, layout: Layout) -> Result<(Duration,
     live.start_mirror_with("1s", Duration::from_secs(1), None, true)
         .await?;
     live.wait_mirroring().await?;
-    let took = t0.elapsed();
+    let restart = t0.elapsed();
+    let removed: &[&str] = match layout {
+        // Two documents out of the one file: the first two.
+        Layout::OneFile => &[],
+        Layout::FilePerObject => &["big-0.yaml", "big-1.yaml"],
+    };
+    let prune = if removed.is_empty() {
+        Duration::ZERO
+    } else {
+        git(&work, &["pull", "-q", "--rebase", "origin", BRANCH])?;
+        for file in removed {
+            std::fs::remove_file(work.join(live::CONFIGMAPS).join(file))
+                .map_err(|e| e.to_string())?;
+        }
+        git(&work, &["add", "-A"])?;
+        git(
+            &work,
+            &["commit", "-q", "-m", "a person removes two objects"],
+        )?;
+        git(&work, &["push", "-q", "origin", &format!("HEAD:{BRANCH}")])?;
+        wait_pruned(live.client()).await?
+    };
     live.stop().await;
-    Ok((took, bytes))
+    Ok(Restarted {
+        restart,
+        bytes,
+        prune,
+    })
 }
 
 /// Runs the scenario and returns its result object.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let n = documents(quick);
     let one = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let (ours, bytes) = restart_time(one.path(), n, Layout::OneFile).await?;
-    let many = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let (baseline, _) = restart_time(many.path(), n, Layout::FilePerObject).await?;
-    let (o, b) = (ours.as_secs_f64(), baseline.as_secs_f64());
-    let rows = vec![row(
-        &format!("restart → a write in Git, s ({n} documents in one file)"),
-        o,
-        b,
-        false,
-        "the same objects one file each",
-    )];
+    let ours = restart_time(one.path(), n, Layout::OneFile, document).await?;
+    let bytes = ours.bytes;
+    let apart = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let baseline = restart_time(apart.path(), n, Layout::FilePerObject, document).await?;
+    let (o, b) = (ours.restart.as_secs_f64(), baseline.restart.as_secs_f64());
+    let m = many(quick);
+    let scale_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let scaled = restart_time(scale_dir.path(), m, Layout::FilePerObject, small).await?;
+    let per_k = |d: Duration, objects: usize| d.as_secs_f64() * 1000.0 / objects as f64;
+    let (s_per_k, b_per_k) = (per_k(scaled.restart, m), per_k(baseline.restart, n));
+    let rows = vec![
+        row(
+            &format!("restart → a write in Git, s ({n} documents in one file)"),
+            o,
+            b,
+            false,
+            "the same objects one file each",
+        ),
+        row(
+            &format!("restart → a write in Git, s per 1,000 objects ({m} objects)"),
+            s_per_k,
+            b_per_k,
+            false,
+            &format!("the same per 1,000 objects at {n} objects (linear: ratio 1)"),
+        ),
+        row(
+            &format!("push removing 2 files after a restart → pruned, ms ({m} objects)"),
+            scaled.prune.as_secs_f64() * 1000.0,
+            baseline.prune.as_secs_f64() * 1000.0,
+            false,
+            &format!("the same at {n} objects"),
+        ),
+    ];
     let aim = 10.0;
     let notes = vec![
         json!(format!(
@@ -162,14 +263,19 @@ pub async fn run(quick: bool) -> Result<Value, String> {
             }
         )),
         json!(format!(
+            "Scale: {m} small ConfigMaps one file each (the claim's inventory in ConfigMaps beside it), restarted the same way: {:.2} s; then a push removing two files is pruned in {:.0} ms. The prune waits for the operations a restart starts (the converge, then the push's): each reads every object the folder declares, so their time grows with the folder (the refresh that notices the push runs every second here; no hook).",
+            scaled.restart.as_secs_f64(),
+            scaled.prune.as_secs_f64() * 1000.0
+        )),
+        json!(format!(
             "Load average (1/5/15 min) after: {} — 2 cores shared with other builds.",
             live::load_average()
         )),
     ];
     Ok(json!({
         "scenario": "big-file",
-        "parameters": {"documents": n, "value_bytes": VALUE_BYTES, "file_bytes": bytes, "quick": quick},
-        "backflow": {"restart_s": round2(o)},
+        "parameters": {"documents": n, "value_bytes": VALUE_BYTES, "file_bytes": bytes, "scale_objects": m, "quick": quick},
+        "backflow": {"restart_s": round2(o), "scale_restart_s": round2(scaled.restart.as_secs_f64()), "scale_prune_ms": round2(scaled.prune.as_secs_f64() * 1000.0)},
         "baseline": {"restart_s": round2(b)},
         "rows": rows,
         "notes": notes,
