@@ -511,17 +511,7 @@ impl NativeApplier {
             .iter()
             .map(|o| o.identity.clone())
             .collect();
-        report.plaintext = declared
-            .objects
-            .iter()
-            .filter(|o| !o.encrypted && o.identity.group.is_empty() && o.identity.kind == "Secret")
-            .map(|o| {
-                format!(
-                    "{}: Secret {}/{} is in Git in plain text: applied; rotate its values (backflow's next write of it moves it to an encrypted file)",
-                    o.path, o.identity.namespace, o.identity.name
-                )
-            })
-            .collect();
+        report.plaintext = plaintext_secrets(&declared.objects);
         for object in ordered(declared.objects) {
             let changed = !stamp_only
                 && (retry.contains(&object.identity)
@@ -558,14 +548,7 @@ impl NativeApplier {
             self.prune(&gone, &previous, &mut inventory, &mut pruning)
                 .await;
         } else {
-            if let Some(path) = &unreadable.new_file {
-                report.unreadable.push(format!(
-                    "{path}: nothing is pruned until it can be read (it may declare what left the other files)"
-                ));
-            }
-            // What an unreadable folder or new file declares is unknown: keep owning it all.
-            let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
-            inventory.extend(previous.into_iter().filter(|p| !kept.contains(&p.id)));
+            keep_owning(&mut report, &unreadable, previous, &mut inventory);
         }
         inventory.sort();
         report.inventory = inventory;
@@ -1184,6 +1167,37 @@ fn holds(desired: &Value, live: &Value) -> bool {
         }
         (d, l) => d == l,
     }
+}
+
+/// One line for each Secret `objects` holds in plain text.
+fn plaintext_secrets(objects: &[DeclaredObject]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| !o.encrypted && o.identity.group.is_empty() && o.identity.kind == "Secret")
+        .map(|o| {
+            format!(
+                "{}: Secret {}/{} is in Git in plain text: applied; rotate its values (backflow's next write of it moves it to an encrypted file)",
+                o.path, o.identity.namespace, o.identity.name
+            )
+        })
+        .collect()
+}
+
+/// An apply that prunes nothing (the folder, or a new file of it, could not be read: what it
+/// declares is unknown) keeps owning all it owned (`previous`), and says why.
+fn keep_owning(
+    report: &mut ApplyReport,
+    unreadable: &Unreadable,
+    previous: Vec<InventoryEntry>,
+    inventory: &mut Vec<InventoryEntry>,
+) {
+    if let Some(path) = &unreadable.new_file {
+        report.unreadable.push(format!(
+            "{path}: nothing is pruned until it can be read (it may declare what left the other files)"
+        ));
+    }
+    let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
+    inventory.extend(previous.into_iter().filter(|p| !kept.contains(&p.id)));
 }
 
 /// Whether `declared` (a document's identity: its namespace may be left out) is `applied` (as

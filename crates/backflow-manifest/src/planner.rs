@@ -91,6 +91,25 @@ pub struct YamlPlanner {
     overrides: Option<Overrides>,
 }
 
+/// The value of the document `found` names, read from `tree` (`None`: it does not parse).
+fn document_value(tree: &dyn TreeView, found: &DocRef) -> Result<Option<Value>, TreeError> {
+    let bytes = tree.read(&found.path)?.unwrap_or_default();
+    Ok(parse_file(&found.path, &bytes)
+        .ok()
+        .and_then(|file| file.docs.into_iter().nth(found.doc))
+        .map(|doc| doc.value))
+}
+
+/// The update that takes the document `found` out of its file (the file goes with its last
+/// document).
+fn without_document(tree: &dyn TreeView, found: &DocRef) -> Result<PathUpdate, TreeError> {
+    let bytes = tree.read(&found.path)?.unwrap_or_default();
+    Ok(match remove_document(&found.path, &bytes, found.doc)? {
+        Some(rest) => PathUpdate::write(found.path.to_string(), rest),
+        None => PathUpdate::remove(found.path.to_string()),
+    })
+}
+
 /// Where a sensitive object is written.
 struct SensitiveFile {
     /// Its encrypted file.
@@ -379,13 +398,7 @@ impl YamlPlanner {
             .and_then(|b| std::str::from_utf8(b).ok());
         // A document Git holds in plain text is what Git holds: merged with, then moved.
         let plaintext_value = match &plaintext {
-            Some(found) => {
-                let bytes = tree.read(&found.path)?.unwrap_or_default();
-                parse_file(&found.path, &bytes)
-                    .ok()
-                    .and_then(|file| file.docs.into_iter().nth(found.doc))
-                    .map(|doc| doc.value)
-            }
+            Some(found) => document_value(tree, found)?,
             None => None,
         };
         // Which fields the file holds is readable without decrypting: SOPS encrypts values.
@@ -429,11 +442,7 @@ impl YamlPlanner {
         let mut updates = Vec::new();
         if let Some(found) = plaintext.filter(|found| *found.path != *path) {
             tracing::warn!(object = %key, from = %found.path, to = %path, "a Secret Git held in plain text is moved to an encrypted file");
-            let bytes = tree.read(&found.path)?.unwrap_or_default();
-            updates.push(match remove_document(&found.path, &bytes, found.doc)? {
-                Some(rest) => PathUpdate::write(found.path.to_string(), rest),
-                None => PathUpdate::remove(found.path.to_string()),
-            });
+            updates.push(without_document(tree, &found)?);
         }
         if previous.as_deref() != Some(encrypted.as_bytes()) {
             updates.push(PathUpdate::write(path, encrypted));
@@ -551,13 +560,7 @@ impl YamlPlanner {
         let Some(found) = found else {
             return Ok(Vec::new());
         };
-        let bytes = tree.read(&found.path)?.unwrap_or_default();
-        Ok(vec![
-            match remove_document(&found.path, &bytes, found.doc)? {
-                Some(rest) => PathUpdate::write(found.path.to_string(), rest),
-                None => PathUpdate::remove(found.path.to_string()),
-            },
-        ])
+        Ok(vec![without_document(tree, &found)?])
     }
 
     fn sweep(
