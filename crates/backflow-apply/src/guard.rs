@@ -98,6 +98,12 @@ impl Default for PruneGuard {
 }
 
 impl PruneGuard {
+    /// The guard of a claim's `spec.pruneLimitPercent` (the default when unset).
+    #[must_use]
+    pub fn with_limit(percent: Option<u8>) -> Self {
+        percent.map_or_else(Self::default, |max_percent| Self { max_percent })
+    }
+
     /// Whether deleting `pruning` of the `owned` objects the claim applied must wait for a
     /// confirmation.
     #[must_use]

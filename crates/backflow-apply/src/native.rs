@@ -281,7 +281,7 @@ struct Gone<'a> {
 struct Unreadable {
     /// Objects they declare (a document that names its object but cannot be decrypted), or
     /// declared when the last applied commit could read them.
-    objects: BTreeSet<Identity>,
+    objects: Objects,
     /// An unreadable file the last applied commit did not declare anything in: it may declare
     /// anything, so nothing is pruned.
     new_file: Option<String>,
@@ -292,9 +292,13 @@ impl Unreadable {
     fn of(problems: &[DeclarationProblem], by_path: &BTreeMap<String, Vec<Identity>>) -> Self {
         let mut out = Self::default();
         for problem in problems {
-            out.objects.extend(problem.identity.clone());
+            if let Some(identity) = &problem.identity {
+                out.objects.insert(identity.clone());
+            }
             let known = by_path.get(problem.path.as_str());
-            out.objects.extend(known.into_iter().flatten().cloned());
+            for identity in known.into_iter().flatten() {
+                out.objects.insert(identity.clone());
+            }
             if known.is_none() && problem.identity.is_none() && out.new_file.is_none() {
                 out.new_file = Some(problem.path.clone());
             }
@@ -305,7 +309,62 @@ impl Unreadable {
     /// Whether `identity` (as an inventory names it: its namespace resolved) may be declared by
     /// an unreadable file.
     fn declares(&self, identity: &Identity) -> bool {
-        self.objects.iter().any(|o| same_object(identity, o))
+        self.objects.has_applied(identity)
+    }
+}
+
+/// A set of objects, looked up across the two ways they are named: as a document names its
+/// object (the namespace may be left out) and as an inventory names it (the namespace as
+/// applied). Lookups are by key, not by scanning: a wipe compares every removed object with
+/// every owned one.
+#[derive(Debug, Default)]
+struct Objects {
+    exact: BTreeSet<Identity>,
+    /// Group, kind and name of every member.
+    by_name: BTreeSet<(String, String, String)>,
+    /// The same, of members named without a namespace.
+    unnamespaced: BTreeSet<(String, String, String)>,
+}
+
+fn by_name(identity: &Identity) -> (String, String, String) {
+    (
+        identity.group.clone(),
+        identity.kind.clone(),
+        identity.name.clone(),
+    )
+}
+
+impl Objects {
+    fn insert(&mut self, identity: Identity) {
+        self.by_name.insert(by_name(&identity));
+        if identity.namespace.is_empty() {
+            self.unnamespaced.insert(by_name(&identity));
+        }
+        self.exact.insert(identity);
+    }
+
+    /// Of members named as documents name them: whether one is `applied`.
+    fn has_applied(&self, applied: &Identity) -> bool {
+        self.exact.contains(applied) || self.unnamespaced.contains(&by_name(applied))
+    }
+
+    /// Of members named as an inventory names them: whether one is `declared`.
+    fn has_declared(&self, declared: &Identity) -> bool {
+        if declared.namespace.is_empty() {
+            self.by_name.contains(&by_name(declared))
+        } else {
+            self.exact.contains(declared)
+        }
+    }
+}
+
+impl FromIterator<Identity> for Objects {
+    fn from_iter<I: IntoIterator<Item = Identity>>(iter: I) -> Self {
+        let mut out = Self::default();
+        for identity in iter {
+            out.insert(identity);
+        }
+        out
     }
 }
 
@@ -505,30 +564,21 @@ impl NativeApplier {
             .iter()
             .map(|p| format!("{}: {}", p.path, p.reason))
             .collect();
-        let mut applied = BTreeMap::new();
         let declared_ids: BTreeSet<Identity> = declared
             .objects
             .iter()
             .map(|o| o.identity.clone())
             .collect();
         report.plaintext = plaintext_secrets(&declared.objects);
-        for object in ordered(declared.objects) {
-            let changed = !stamp_only
+        let changed = |object: &DeclaredObject| {
+            !stamp_only
                 && (retry.contains(&object.identity)
-                    || before.get(&object.identity).map(|o| &o.value) != Some(&object.value));
-            match self
-                .apply_one(&object, changed, (cutoff, &spare), &mut kinds)
-                .await
-            {
-                Ok((entry, write)) => {
-                    if report.count(&object, write) {
-                        applied.insert(entry.id.clone(), entry);
-                    }
-                }
-                Err(e) => report.failures.push(format!("{}: {e}", object.path)),
-            }
-        }
-        let mut inventory: Vec<InventoryEntry> = applied.into_values().collect();
+                    || before.get(&object.identity).map(|o| &o.value) != Some(&object.value))
+        };
+        let judging = (cutoff, &spare);
+        let mut inventory = self
+            .apply_all(declared.objects, changed, judging, &mut kinds, &mut report)
+            .await;
         if folder_read && !stamp_only && unreadable.new_file.is_none() {
             let owned: BTreeSet<String> = previous.iter().map(|e| e.id.clone()).collect();
             let gone = Gone {
@@ -555,6 +605,33 @@ impl NativeApplier {
         report
     }
 
+    /// Brings each of `objects` in line (CRDs first, then Namespaces), counting it in `report`;
+    /// returns what the applier owns of them afterwards.
+    async fn apply_all(
+        &self,
+        objects: Vec<DeclaredObject>,
+        changed: impl Fn(&DeclaredObject) -> bool,
+        judging: (u64, &BTreeSet<ObjectKey>),
+        kinds: &mut Kinds,
+        report: &mut ApplyReport,
+    ) -> Vec<InventoryEntry> {
+        let mut applied = BTreeMap::new();
+        for object in ordered(objects) {
+            match self
+                .apply_one(&object, changed(&object), judging, kinds)
+                .await
+            {
+                Ok((entry, write)) => {
+                    if report.count(&object, write) {
+                        applied.insert(entry.id.clone(), entry);
+                    }
+                }
+                Err(e) => report.failures.push(format!("{}: {e}", object.path)),
+            }
+        }
+        applied.into_values().collect()
+    }
+
     /// Prunes what left the folders since the last applied commit, and what the last
     /// operation's inventory (`previous`) holds that this one did not apply — unless that is
     /// more than the claim's guard lets one apply delete unconfirmed: then nothing is pruned,
@@ -566,7 +643,7 @@ impl NativeApplier {
         inventory: &mut Vec<InventoryEntry>,
         pruning: &mut Pruning<'_>,
     ) {
-        let owned_ids: Vec<Identity> = previous
+        let owned_ids: Objects = previous
             .iter()
             .filter_map(|e| entry_identity(&e.id))
             .collect();
@@ -575,7 +652,7 @@ impl NativeApplier {
             .gone_objects(gone, pruning)
             .await
             .into_iter()
-            .filter(|o| !owned_ids.iter().any(|e| same_object(e, &o.identity)))
+            .filter(|o| !owned_ids.has_declared(&o.identity))
             .collect();
         let current: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
         let mut stale = Vec::new();
@@ -681,14 +758,16 @@ impl NativeApplier {
         let Ok(files) = self.files(named).await else {
             return false;
         };
-        let kept = declared_objects(&files, &self.identities).objects;
-        let declared_then =
-            |identity: &Identity| kept.iter().any(|o| same_object(identity, &o.identity));
+        let kept: Objects = declared_objects(&files, &self.identities)
+            .objects
+            .into_iter()
+            .map(|o| o.identity)
+            .collect();
         stale
             .iter()
             .filter_map(|e| entry_identity(&e.id))
-            .all(|i| !declared_then(&i))
-            && left.iter().all(|o| !declared_then(&o.identity))
+            .all(|i| !kept.has_applied(&i))
+            && left.iter().all(|o| !kept.has_applied(&o.identity))
     }
 
     /// Prunes the entries of the last operation's inventory this one did not apply (`stale`);
@@ -1198,15 +1277,6 @@ fn keep_owning(
     }
     let kept: BTreeSet<String> = inventory.iter().map(|e| e.id.clone()).collect();
     inventory.extend(previous.into_iter().filter(|p| !kept.contains(&p.id)));
-}
-
-/// Whether `declared` (a document's identity: its namespace may be left out) is `applied` (as
-/// an inventory names it: its namespace resolved).
-fn same_object(applied: &Identity, declared: &Identity) -> bool {
-    declared.group == applied.group
-        && declared.kind == applied.kind
-        && declared.name == applied.name
-        && (declared.namespace == applied.namespace || declared.namespace.is_empty())
 }
 
 /// The object an inventory entry names (its namespace as applied).

@@ -61,6 +61,38 @@ struct Crypto {
     rng: Arc<Mutex<StdRng>>,
 }
 
+impl Crypto {
+    /// `object` (of `key`) encrypted by `encryptor`, re-using what `previous` (the file as it
+    /// is) can keep: its data key, and the ciphertext of values that did not change.
+    fn encrypt(
+        &self,
+        encryptor: &backflow_sops::Encryptor,
+        key: &ObjectKey,
+        object: &Value,
+        previous: Option<&str>,
+    ) -> Result<String, TreeError> {
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        encryptor
+            .encrypt_document(
+                object,
+                &rules_for(&key.resource, object),
+                previous,
+                self.clock.now(),
+                &mut *rng,
+            )
+            .map_err(|e| {
+                ManifestError::EncryptionFailed {
+                    object: key.to_string(),
+                    reason: e.to_string(),
+                }
+                .into()
+            })
+    }
+}
+
 impl std::fmt::Debug for Crypto {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Crypto")
@@ -131,10 +163,10 @@ pub trait MergeReport: Send + Sync {
     fn overridden(&self, folder: &str, object: &ObjectKey, fields: &[String]);
 }
 
-/// A sensitive object to plan: its key, sanitized value, identity, and the baseline of the
+/// A live change to plan: the object's key, sanitized value, identity, and the baseline of the
 /// change (see [`Intent::baseline`]).
 #[derive(Clone, Copy)]
-struct Sensitive<'a> {
+struct LiveChange<'a> {
     key: &'a ObjectKey,
     object: &'a Value,
     identity: &'a Identity,
@@ -251,62 +283,81 @@ impl YamlPlanner {
             Some(c) => c.map.is_sensitive(target, &key.resource),
             None => is_sensitive(&key.resource),
         };
+        let change = LiveChange {
+            key,
+            object: &object,
+            identity: &identity,
+            baseline,
+        };
         if sensitive {
-            let sensitive = Sensitive {
-                key,
-                object: &object,
-                identity: &identity,
-                baseline,
-            };
-            return self.present_sensitive(tree, target, &sensitive, index);
+            return self.present_sensitive(tree, target, &change, index);
         }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
-            if found.encrypted {
-                return Err(ManifestError::EncryptedDocument {
-                    path: found.path.to_string(),
-                    doc: found.doc,
-                }
-                .into());
-            }
-            let desired = |current: &Value| {
-                let desired = match baseline {
-                    Some(before) => self.merged(
-                        target,
-                        key,
-                        &sanitize(&before.value()),
-                        object.clone(),
-                        current,
-                    ),
-                    None => object.clone(),
-                };
-                self.omit_defaults(desired, Some(current))
-            };
-            let cached = self.document(tree, index, found)?;
-            let known = cached.as_ref().map(|current| (desired(current), current));
-            if let Some((desired, current)) = &known
-                && desired == *current
-            {
-                return Ok(Vec::new());
-            }
-            let bytes = tree.read(&found.path)?.unwrap_or_default();
-            let edited = match known {
-                Some((desired, _)) => edit_parsed(&found.path, &bytes, found.doc, |_| desired)?,
-                None => edit_parsed(&found.path, &bytes, found.doc, desired)?,
-            };
-            let Some(edited) = edited.filter(|e| e.bytes != bytes) else {
+            let Some(edited) = self.edit_in_place(tree, index, target, &change, found)? else {
                 return Ok(Vec::new());
             };
-            if let Ok(entries) = entries_of(&found.path, &edited.parsed) {
-                self.know(&found.path, &edited.bytes, Arc::new(entries));
-            }
-            updates.push(PathUpdate::write(found.path.to_string(), edited.bytes));
+            updates.push(edited);
         } else {
             let object = self.omit_defaults(object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
+    }
+
+    /// The edit of `found`, the document `change`'s object has in `target`, that the change
+    /// makes (`None`: the document says so already).
+    fn edit_in_place(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        target: &str,
+        change: &LiveChange<'_>,
+        found: &DocRef,
+    ) -> Result<Option<PathUpdate>, TreeError> {
+        if found.encrypted {
+            return Err(ManifestError::EncryptedDocument {
+                path: found.path.to_string(),
+                doc: found.doc,
+            }
+            .into());
+        }
+        let desired = |current: &Value| {
+            let desired = match change.baseline {
+                Some(before) => self.merged(
+                    target,
+                    change.key,
+                    &sanitize(&before.value()),
+                    change.object.clone(),
+                    current,
+                ),
+                None => change.object.clone(),
+            };
+            self.omit_defaults(desired, Some(current))
+        };
+        let cached = self.document(tree, index, found)?;
+        let known = cached.as_ref().map(|current| (desired(current), current));
+        if let Some((desired, current)) = &known
+            && desired == *current
+        {
+            return Ok(None);
+        }
+        let bytes = tree.read(&found.path)?.unwrap_or_default();
+        let edited = match known {
+            Some((desired, _)) => edit_parsed(&found.path, &bytes, found.doc, |_| desired)?,
+            None => edit_parsed(&found.path, &bytes, found.doc, desired)?,
+        };
+        let Some(edited) = edited.filter(|e| e.bytes != bytes) else {
+            return Ok(None);
+        };
+        if let Ok(entries) = entries_of(&found.path, &edited.parsed) {
+            self.know(&found.path, &edited.bytes, Arc::new(entries));
+        }
+        Ok(Some(PathUpdate::write(
+            found.path.to_string(),
+            edited.bytes,
+        )))
     }
 
     /// `object` without the defaults the API server filled in that Git's document (`kept`)
@@ -374,10 +425,10 @@ impl YamlPlanner {
         &self,
         tree: &dyn TreeView,
         target: &str,
-        sensitive: &Sensitive<'_>,
+        sensitive: &LiveChange<'_>,
         index: &FolderIndex,
     ) -> Result<Vec<PathUpdate>, TreeError> {
-        let Sensitive {
+        let LiveChange {
             key,
             object,
             identity,
@@ -421,24 +472,7 @@ impl YamlPlanner {
             _ => object.clone(),
         };
         let object = &self.omit_defaults(desired, kept.as_ref());
-        let encrypted = {
-            let mut rng = crypto
-                .rng
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            encryptor
-                .encrypt_document(
-                    object,
-                    &rules_for(&key.resource, object),
-                    previous_text,
-                    crypto.clock.now(),
-                    &mut *rng,
-                )
-                .map_err(|e| ManifestError::EncryptionFailed {
-                    object: key.to_string(),
-                    reason: e.to_string(),
-                })?
-        };
+        let encrypted = crypto.encrypt(&encryptor, key, object, previous_text)?;
         let mut updates = Vec::new();
         if let Some(found) = plaintext.filter(|found| *found.path != *path) {
             tracing::warn!(object = %key, from = %found.path, to = %path, "a Secret Git held in plain text is moved to an encrypted file");
@@ -812,7 +846,6 @@ impl YamlPlanner {
         tree: &dyn TreeView,
         index: &FolderIndex,
         intent: &Intent,
-        parsed: &mut BTreeMap<String, Option<Arc<Vec<Value>>>>,
     ) -> Result<Held, TreeError> {
         let in_scope = |resource: &backflow_api::GroupResource, id: &Identity| {
             Some(id.group == resource.group && id.kind == self.kinds.kind_of(resource)?)
@@ -839,19 +872,12 @@ impl YamlPlanner {
                     });
                     return Ok(Held::Object(opened));
                 }
-                // Read and parsed once per call: a resync of a file of thousands of documents
-                // asks for each of them.
-                let docs = if let Some(docs) = parsed.get(found.path.as_ref()) {
-                    docs.clone()
-                } else {
-                    let bytes = tree.read(&found.path)?.unwrap_or_default();
-                    let docs = parse_file(&found.path, &bytes)
-                        .ok()
-                        .map(|file| Arc::new(file.docs.into_iter().map(|d| d.value).collect()));
-                    parsed.insert(found.path.to_string(), docs.clone());
-                    docs
+                // A file of many documents is read once per build, not once per object.
+                let value = match self.document(tree, index, found)? {
+                    Some(value) => Some(value),
+                    None => document_value(tree, found)?,
                 };
-                Ok(Held::Object(docs.and_then(|d| d.get(found.doc).cloned())))
+                Ok(Held::Object(value))
             }
             ObjectState::Sweep(scope) => Ok(Held::Objects(
                 index
@@ -875,7 +901,6 @@ impl Planner for YamlPlanner {
     fn held(&self, tree: &dyn TreeView, intents: &[&Intent]) -> Result<Vec<Held>, TreeError> {
         // Built afresh, not from the write's cached index: `tree` is an older commit.
         let mut indexes: BTreeMap<String, Option<FolderIndex>> = BTreeMap::new();
-        let mut parsed = BTreeMap::new();
         let mut out = Vec::with_capacity(intents.len());
         for intent in intents {
             let Ok(target) = normalize_target(&intent.target) else {
@@ -892,7 +917,7 @@ impl Planner for YamlPlanner {
                 indexes.insert(target.clone(), index);
             }
             out.push(match indexes.get(&target).and_then(Option::as_ref) {
-                Some(index) => self.held_one(tree, index, intent, &mut parsed)?,
+                Some(index) => self.held_one(tree, index, intent)?,
                 None => Held::Nothing,
             });
         }

@@ -334,6 +334,33 @@ fn metadata(
     meta
 }
 
+/// The `age` entries of SOPS metadata: the data key wrapped for each recipient.
+fn age_entries(meta: &Map<String, Value>) -> Result<Vec<AgeEntry>, SopsError> {
+    let invalid = |s: &str| SopsError::InvalidMetadata(s.to_owned());
+    let entries = match meta.get("age") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => return Err(invalid("`age` is not a list")),
+    };
+    let mut age = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Object(entry) = entry else {
+            return Err(invalid("an `age` entry is not a map"));
+        };
+        let field = |name: &str| match entry.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(SopsError::InvalidMetadata(format!(
+                "an `age` entry has no string `{name}`"
+            ))),
+        };
+        age.push(AgeEntry {
+            recipient: field("recipient")?,
+            enc: field("enc")?,
+        });
+    }
+    Ok(age)
+}
+
 // Long on purpose: one check per metadata field sops writes, each naming what is wrong.
 fn parse_metadata(meta: &Map<String, Value>) -> Result<Metadata, SopsError> {
     let invalid = |s: &str| SopsError::InvalidMetadata(s.to_owned());
@@ -390,28 +417,7 @@ fn parse_metadata(meta: &Map<String, Value>) -> Result<Metadata, SopsError> {
         Some(_) => return Err(invalid("`mac_only_encrypted` is not a boolean")),
     };
 
-    let mut age = Vec::new();
-    match meta.get("age") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(entries)) => {
-            for entry in entries {
-                let Value::Object(entry) = entry else {
-                    return Err(invalid("an `age` entry is not a map"));
-                };
-                let field = |name: &str| match entry.get(name) {
-                    Some(Value::String(s)) => Ok(s.clone()),
-                    _ => Err(SopsError::InvalidMetadata(format!(
-                        "an `age` entry has no string `{name}`"
-                    ))),
-                };
-                age.push(AgeEntry {
-                    recipient: field("recipient")?,
-                    enc: field("enc")?,
-                });
-            }
-        }
-        Some(_) => return Err(invalid("`age` is not a list")),
-    }
+    let age = age_entries(meta)?;
 
     Ok(Metadata {
         age,

@@ -266,40 +266,7 @@ impl Coordinator {
         if self.running.get(&key).is_some_and(|r| r.plan == plan) {
             return;
         }
-        let applier: Arc<dyn Applier> = match &plan.holds {
-            Holds::Native => {
-                let identities = self.identities_for(&key.namespace, &plan).await;
-                Arc::new(
-                    NativeApplier::new(
-                        self.client.clone(),
-                        &key.namespace,
-                        &key.name,
-                        worker.clone(),
-                        plan.folders.clone(),
-                        identities,
-                    )
-                    .with_prune_guard(PruneGuard {
-                        max_percent: plan
-                            .prune_limit
-                            .unwrap_or(PruneGuard::default().max_percent),
-                    }),
-                )
-            }
-            Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
-                self.client.clone(),
-                namespace,
-                name,
-                (&plan.url, &plan.branch),
-                self.clock.clone(),
-            )),
-            Holds::Argo(namespace, name) => Arc::new(ArgoApplier::new(
-                self.client.clone(),
-                namespace,
-                name,
-                (&plan.url, &plan.branch),
-                self.clock.clone(),
-            )),
-        };
+        let applier = self.applier_for(&key, &plan, &worker).await;
         if let Some(running) = self.running.get_mut(&key) {
             let newly_named = plan
                 .targets
@@ -338,6 +305,45 @@ impl Coordinator {
                 asks: BTreeMap::new(),
             },
         );
+    }
+
+    /// The applier `plan` holds, for claim `key`, on the branch `worker` writes.
+    async fn applier_for(
+        &self,
+        key: &ClaimKey,
+        plan: &ClaimPlan,
+        worker: &backflow_git::WorkerHandle,
+    ) -> Arc<dyn Applier> {
+        match &plan.holds {
+            Holds::Native => {
+                let identities = self.identities_for(&key.namespace, plan).await;
+                Arc::new(
+                    NativeApplier::new(
+                        self.client.clone(),
+                        &key.namespace,
+                        &key.name,
+                        worker.clone(),
+                        plan.folders.clone(),
+                        identities,
+                    )
+                    .with_prune_guard(PruneGuard::with_limit(plan.prune_limit)),
+                )
+            }
+            Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
+                self.client.clone(),
+                namespace,
+                name,
+                (&plan.url, &plan.branch),
+                self.clock.clone(),
+            )),
+            Holds::Argo(namespace, name) => Arc::new(ArgoApplier::new(
+                self.client.clone(),
+                namespace,
+                name,
+                (&plan.url, &plan.branch),
+                self.clock.clone(),
+            )),
+        }
     }
 
     /// The age identities that decrypt the claim's folders: the process's own and each

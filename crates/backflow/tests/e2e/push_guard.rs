@@ -35,6 +35,12 @@ fn claim_events(w: &World) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Sets `key: value` in the data of live `ConfigMap` `name`, as a person would with kubectl.
+fn patch_data(w: &World, name: &str, key: &str, value: &str) {
+    let patch = serde_json::json!({"data": {key: value}}).to_string();
+    w.kubectl(&["patch", "configmap", name, "--type=merge", "-p", &patch]);
+}
+
 /// A server whose default claim acts, with `ConfigMaps` `names` (each holding `v: <name>`)
 /// created through the API, pushed and adopted.
 fn started_with(names: &[&str]) -> World {
@@ -330,14 +336,7 @@ fn an_alias_bomb_is_refused_before_it_is_expanded() {
         "{status:#}"
     );
     // The mirror reads the folder too: a live edit is judged on the tip holding the bomb.
-    w.kubectl(&[
-        "patch",
-        "configmap",
-        "a",
-        "--type=merge",
-        "-p",
-        r#"{"data":{"v":"edited"}}"#,
-    ]);
+    patch_data(&w, "a", "v", "edited");
     w.wait_file("live/default/configmaps/a.yaml", |t| t.contains("edited"));
     let grown = w.server_rss().saturating_sub(before);
     assert!(grown < 50 << 20, "the server grew by {} MiB", grown >> 20);
@@ -367,22 +366,8 @@ fn a_bad_file_blocks_only_its_own_writes_and_they_arrive_after_the_fix() {
         assert!(unreadable.contains(path), "{path}: {unreadable}");
     }
 
-    w.kubectl(&[
-        "patch",
-        "configmap",
-        "a",
-        "--type=merge",
-        "-p",
-        r#"{"data":{"live":"edit"}}"#,
-    ]);
-    w.kubectl(&[
-        "patch",
-        "configmap",
-        "b",
-        "--type=merge",
-        "-p",
-        r#"{"data":{"live":"edit"}}"#,
-    ]);
+    patch_data(&w, "a", "live", "edit");
+    patch_data(&w, "b", "live", "edit");
     w.wait_file("live/default/configmaps/b.yaml", |t| {
         t.contains("live: edit")
     });
