@@ -130,6 +130,7 @@ impl Live {
                 identities: Vec::new(),
                 shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
                 authors: Some(self.server.engine.store().authors().clone()),
+                owner: None,
             },
             Arc::new(SystemClock),
         );

@@ -3,6 +3,7 @@
 //! - [`claims`]: which claims act, and one runner per claim around its apply decision.
 //! - [`native`]: backflow's own applier (`NativeClaim`): server-side apply of a commit's folders.
 //! - [`guard`]: what a push may not do: backflow's own configuration, mass prunes.
+//! - `owned.rs`: one owner per folder: nothing is applied from a folder another backflow holds.
 //! - [`flux`]: Flux's kustomize-controller, held (`FluxClaim`): one reconcile per apply.
 //! - [`argo`]: Argo CD's application controller, held (`ArgoCDClaim`): one sync per apply.
 //! - [`receiver`]: push webhooks (`GitReceiver`): verified deliveries wake the branch workers
@@ -14,4 +15,5 @@ pub mod flux;
 pub mod guard;
 mod held;
 pub mod native;
+mod owned;
 pub mod receiver;

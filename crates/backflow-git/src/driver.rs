@@ -289,6 +289,7 @@ pub fn spawn_with_notices(
         tips: tips.clone(),
         notices: notices.clone(),
         intents: BTreeMap::new(),
+        resyncs: BTreeMap::new(),
         flushes: Vec::new(),
     };
     let spawned = std::thread::Builder::new()
@@ -317,6 +318,9 @@ struct Driver {
     tips: TipOrder,
     notices: broadcast::Sender<BranchNotice>,
     intents: BTreeMap<IntentSeq, Vec<TipReply>>,
+    /// Per resync still waiting, its last intent's number (where its reply waits) and its
+    /// first's: each of its intents is numbered, and a refusal of any of them is the resync's.
+    resyncs: BTreeMap<IntentSeq, IntentSeq>,
     flushes: Vec<(IntentSeq, oneshot::Sender<Option<CommitId>>)>,
 }
 
@@ -367,7 +371,11 @@ impl Driver {
                 self.intents.entry(seq).or_default().push(reply);
             }
             Command::Resync(target, intents, reply) => {
+                let count = intents.len() as u64;
                 let seq = self.worker.submit_resync(target, intents);
+                if count > 1 {
+                    self.resyncs.insert(seq, IntentSeq(seq.0 + 1 - count));
+                }
                 self.intents.entry(seq).or_default().push(reply);
             }
             Command::Flush(reply) => {
@@ -404,6 +412,7 @@ impl Driver {
                     if let Some(tip) = tip {
                         self.tips.learn(tip);
                     }
+                    self.resyncs = self.resyncs.split_off(&IntentSeq(through.0 + 1));
                     let later = self.intents.split_off(&IntentSeq(through.0 + 1));
                     for reply in std::mem::replace(&mut self.intents, later)
                         .into_values()
@@ -420,7 +429,13 @@ impl Driver {
                     }
                 }
                 WorkerEvent::Refused { seq, error, .. } => {
-                    for reply in self.intents.remove(&seq).into_iter().flatten() {
+                    // An intent of a resync answers the resync's reply, which waits at its last.
+                    let answered = match self.resyncs.range(seq..).next() {
+                        Some((last, first)) if *first <= seq => *last,
+                        _ => seq,
+                    };
+                    self.resyncs.remove(&answered);
+                    for reply in self.intents.remove(&answered).into_iter().flatten() {
                         let _ = reply.send(Err(WriteError::Refused(error.clone())));
                     }
                 }

@@ -557,8 +557,8 @@ impl LocalRepo {
             .collect())
     }
 
-    /// Every file under `dir` (recursively; `""` for the whole tree) with its blob id, sorted by
-    /// path: one walk, where looking each file up by path would read every tree on its way
+    /// Every file under `dir` (recursively; `""` for the whole tree; a path naming a file: that
+    /// file) with its blob id, sorted by path: one walk, where looking each file up by path would read every tree on its way
     /// again.
     pub fn list_file_ids(&self, tree: Oid, dir: &str) -> Result<Vec<(String, Oid)>, RepoError> {
         let root = self
@@ -574,6 +574,10 @@ impl LocalRepo {
                     .repo
                     .find_tree(e.id())
                     .map_err(self.err(format!("reading tree {dir}")))?,
+                // A file is listed as itself: one file is read the way a folder is.
+                Ok(e) if e.kind() == Some(ObjectType::Blob) => {
+                    return Ok(vec![(dir.to_string(), e.id())]);
+                }
                 Ok(_) => return Ok(Vec::new()),
                 Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(Vec::new()),
                 Err(e) => return Err(self.err(format!("looking up {dir}"))(e)),

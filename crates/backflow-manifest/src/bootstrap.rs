@@ -21,8 +21,10 @@ and keeps it in step: a change made through the API lands here as a commit withi
 - New objects are written to `{namespace or _cluster}/{group}/{resource}/{name}.yaml`; an object
   you moved to another file here is edited where it is.
 - Only manifests and companion files (README.md, kustomization.yaml, .sops.yaml,
-  .gittargetignore, .gitignore, licenses) may live here; any other file makes backflow refuse
-  to write the folder until it is moved out.
+  .gittargetignore, .gitignore, .backflow-owner, licenses) may live here; any other file makes
+  backflow refuse to write the folder until it is moved out.
+- `.backflow-owner` names the backflow that writes this folder: any other one writes nothing
+  here. Delete it in a commit to hand the folder to another backflow, once this one is stopped.
 - Removing or changing this file and .gittargetignore is fine; they are never rewritten.
 ";
 

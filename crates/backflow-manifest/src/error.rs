@@ -53,7 +53,7 @@ pub enum ManifestError {
     },
     /// A file that is neither a manifest nor a known companion file sits in the folder.
     #[error(
-        "{path}: foreign file in a folder backflow writes; move it out of the folder (only YAML manifests, README.md, kustomization.yaml, .sops.yaml, .gittargetignore, .gitignore, .gitkeep and license files may live here)"
+        "{path}: foreign file in a folder backflow writes; move it out of the folder (only YAML manifests, README.md, kustomization.yaml, .sops.yaml, .gittargetignore, .gitignore, .gitkeep, .backflow-owner and license files may live here)"
     )]
     ForeignFile {
         /// The file.
@@ -134,6 +134,21 @@ pub enum ManifestError {
         path: String,
         /// The requested document.
         doc: usize,
+    },
+    /// Another backflow writes the folder (its owner file names it): this one writes nothing
+    /// there and applies nothing from it.
+    #[error(
+        "folder {folder} is written by another backflow (instance {instance}, on {host}), as {file} says: this one writes nothing into it and applies nothing from it. If that backflow is gone for good, delete {file} in a commit and this one takes the folder over"
+    )]
+    OwnedElsewhere {
+        /// The folder.
+        folder: String,
+        /// Its owner file.
+        file: String,
+        /// The instance the file names.
+        instance: String,
+        /// Where that instance runs, as the file says.
+        host: String,
     },
     /// An edit did not produce the object it was meant to; nothing is written.
     #[error(

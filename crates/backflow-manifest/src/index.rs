@@ -107,6 +107,7 @@ pub fn classify(path: &str) -> FileClass {
         ".gitattributes",
         ".gitkeep",
         ".keep",
+        crate::owner::OWNER_FILE,
     ];
     if COMPANIONS.contains(&lower.as_str()) {
         return FileClass::Companion;
@@ -716,6 +717,7 @@ mod tests {
         assert_eq!(classify("t/a/b.YML"), FileClass::Manifests);
         assert_eq!(classify("t/README.md"), FileClass::Companion);
         assert_eq!(classify("t/kustomization.yaml"), FileClass::Companion);
+        assert_eq!(classify("t/.backflow-owner"), FileClass::Companion);
         assert_eq!(classify("t/.sops.yaml"), FileClass::Companion);
         assert_eq!(classify("t/.gittargetignore"), FileClass::Companion);
         assert_eq!(classify("t/LICENSE"), FileClass::Companion);

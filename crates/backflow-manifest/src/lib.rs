@@ -10,6 +10,7 @@
 //! - `merge.rs`: the three-way merge that lays a live edit onto what Git holds, field by field.
 //! - `encryption.rs`: which objects are sensitive and how each folder encrypts them (SOPS).
 //! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
+//! - `owner.rs`: which backflow writes a folder (`.backflow-owner`); others keep out.
 //! - `declared.rs`: the objects a folder declares, decrypted, as an applier applies them.
 //! - `planner.rs`: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
@@ -28,6 +29,7 @@ mod index;
 mod kinds;
 mod layout;
 mod merge;
+mod owner;
 mod placement;
 mod planner;
 mod sanitize;
@@ -49,6 +51,7 @@ pub use kinds::KindMap;
 pub use layout::{is_git_dir, normalize_target, object_path, sops_object_path};
 pub use merge::{Merged, merge_object};
 pub use placement::{PlacementMap, PlacementRules, validate_template};
+pub use owner::{FolderOwner, OWNER_FILE, Ownership};
 pub use planner::MergeReport;
 pub use planner::YamlPlanner;
 pub use sanitize::sanitize;

@@ -37,6 +37,7 @@ use serde_json::Value;
 use crate::bootstrap;
 use crate::document::parse_file;
 use crate::edit::{append_document, edit_parsed, remove_document};
+use crate::owner::{FolderOwner, Ownership};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
@@ -121,6 +122,9 @@ pub struct YamlPlanner {
     values: Arc<Mutex<BTreeMap<String, ReadDocuments>>>,
     /// Where a field both sides changed is reported, once per override.
     overrides: Option<Overrides>,
+    /// This backflow, as folders' owner files name it: a write claims an unclaimed folder and
+    /// is refused in one another backflow holds. `None`: owner files are not looked at.
+    owner: Option<FolderOwner>,
 }
 
 /// The value of the document `found` names, read from `tree` (`None`: it does not parse).
@@ -208,7 +212,16 @@ impl YamlPlanner {
             known: Arc::default(),
             values: Arc::default(),
             overrides: None,
+            owner: None,
         }
+    }
+
+    /// Writes only folders that `owner` holds or nobody does, naming it in the owner file of
+    /// each folder it writes first (see [`FolderOwner`]).
+    #[must_use]
+    pub fn with_owner(mut self, owner: FolderOwner) -> Self {
+        self.owner = Some(owner);
+        self
     }
 
     /// Reports to `report` each field both sides changed where the live value was kept.
@@ -665,9 +678,19 @@ impl YamlPlanner {
         target: &str,
         intent: &Intent,
     ) -> Result<Vec<PathUpdate>, TreeError> {
-        let updates = self.plan_intent(tree, index, target, intent)?;
+        let mut updates = self.plan_intent(tree, index, target, intent)?;
         if let Some(why) = updates.iter().find_map(|u| index.blocked(&u.path)) {
             return Err(why.clone().into());
+        }
+        if let (Some(owner), false) = (&self.owner, updates.is_empty()) {
+            let path = FolderOwner::path(target);
+            match owner.judge(tree.read(&path)?.as_deref()) {
+                Ownership::Mine => {}
+                Ownership::Unclaimed => updates.push(PathUpdate::write(path, owner.render())),
+                Ownership::Other(holder) => {
+                    return Err(FolderOwner::refusal(target, &holder).into());
+                }
+            }
         }
         Ok(updates)
     }
@@ -1460,6 +1483,65 @@ mod tests {
         });
         defaults::fill(&mut d);
         d
+    }
+
+    /// The first write of a folder names its writer in the owner file; another backflow's
+    /// writes are refused, by one intent or many, until the file is deleted.
+    #[test]
+    fn a_folder_another_backflow_holds_is_not_written() {
+        let alpha = FolderOwner {
+            instance: "alpha-uid".into(),
+            host: "alpha".into(),
+        };
+        let beta = FolderOwner {
+            instance: "beta-uid".into(),
+            host: "beta".into(),
+        };
+        let first = configmap_planner().with_owner(alpha.clone());
+        let second = configmap_planner().with_owner(beta.clone());
+        let mut tree = MemTree::default();
+        tree.apply(
+            first
+                .plan(&tree, &Intent::put("live", cm_key("web", "a"), cm("web", "a", "1")))
+                .expect("planned"),
+        );
+        assert_eq!(tree.text("live/.backflow-owner"), alpha.render());
+        let again = first
+            .plan(&tree, &Intent::put("live", cm_key("web", "a"), cm("web", "a", "2")))
+            .expect("planned");
+        assert_eq!(again.len(), 1, "the owner file is not written again");
+
+        let intents = [
+            Intent::put("live", cm_key("web", "b"), cm("web", "b", "1")),
+            Intent::put("live", cm_key("web", "a"), cm("web", "a", "3")),
+        ];
+        let refs: Vec<&Intent> = intents.iter().collect();
+        for planned in second.plan_all(&tree, &refs) {
+            let err = planned.expect_err("refused");
+            assert!(err.to_string().contains("alpha-uid"), "{err}");
+        }
+        assert!(tree.text("live/web/configmaps/b.yaml").is_empty());
+        // Another folder is the second one's to take.
+        let other = second
+            .plan(&tree, &Intent::put("team", cm_key("web", "b"), cm("web", "b", "1")))
+            .expect("planned");
+        assert!(other.iter().any(|u| u.path == "team/.backflow-owner"));
+
+        // A person hands the folder over by deleting the file.
+        tree.0.remove("live/.backflow-owner");
+        let results = second.plan_all(&tree, &refs);
+        let mut written = Vec::new();
+        for planned in results {
+            written.extend(planned.expect("planned"));
+        }
+        let claims = written
+            .iter()
+            .filter(|u| u.path == "live/.backflow-owner")
+            .count();
+        assert_eq!(claims, 1, "claimed once in one build");
+        tree.apply(written);
+        assert_eq!(tree.text("live/.backflow-owner"), beta.render());
+        assert!(tree.text("live/web/configmaps/a.yaml").contains('3'));
     }
 
     #[test]

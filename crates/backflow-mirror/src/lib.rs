@@ -9,6 +9,7 @@
 //!   patches statuses.
 //! - `status.rs`: every status computed from a snapshot (pure).
 //! - `error.rs`: why a `GitProvider` or `GitTarget` cannot be served, typed.
+//! - `owner.rs`: who this backflow is, as folders' owner files name it.
 //! - `tracker.rs`: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
 
@@ -20,6 +21,7 @@ mod discovery;
 mod error;
 mod managers;
 mod metrics;
+mod owner;
 mod plan;
 mod status;
 mod stream;
@@ -43,6 +45,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use board::{ApplyAsks, RefusedEdit};
+pub use owner::this_backflow;
 pub use tracker::{Tracker, TrackerWaiter};
 pub use window::{ApplyWindows, Pruned};
 
@@ -66,6 +69,9 @@ pub struct MirrorOptions {
     /// The users of recent writes, when the live side is backflow's own API server: each
     /// change's commit is authored by the user who made it.
     pub authors: Option<Arc<backflow_api::WriteAuthors>>,
+    /// This backflow as folders' owner files name it ([`this_backflow`]): it writes only the
+    /// folders it holds or nobody does. `None`: owner files are not looked at.
+    pub owner: Option<backflow_manifest::FolderOwner>,
 }
 
 /// How long a shutdown keeps pushing pending writes, unless configured.
@@ -108,7 +114,8 @@ impl Mirror {
                 merge_overrides: metrics.merge_overrides.clone(),
             },
             kinds.clone(),
-        ));
+        )
+        .with_owner(options.owner));
         let tracker = Arc::new(Tracker::default());
         let controller = controller::Controller::new(
             client,
@@ -216,6 +223,13 @@ impl std::fmt::Debug for MirrorBranches {
 }
 
 impl MirrorBranches {
+    /// This backflow as folders' owner files name it, when it claims folders: an applier
+    /// applies nothing from a folder another backflow holds.
+    #[must_use]
+    pub fn owner(&self) -> Option<backflow_manifest::FolderOwner> {
+        self.workers.owner()
+    }
+
     /// Every (repository URL as its `GitProvider` names it, branch) a worker writes.
     #[must_use]
     pub fn list(&self) -> Vec<(String, String)> {

@@ -18,7 +18,7 @@ use crate::credentials::Access;
 use crate::error::MirrorError;
 use crate::metrics::TargetLabels;
 use backflow_api::ObjectKey;
-use backflow_manifest::{EncryptionMap, KindMap, PlacementMap, YamlPlanner};
+use backflow_manifest::{EncryptionMap, FolderOwner, KindMap, PlacementMap, YamlPlanner};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rand::SeedableRng;
@@ -140,6 +140,8 @@ pub struct Workers {
     placement: Mutex<BTreeMap<(String, String), PlacementMap>>,
     diverged: mpsc::UnboundedSender<BranchKey>,
     diverged_rx: Mutex<Option<mpsc::UnboundedReceiver<BranchKey>>>,
+    /// This backflow as folders' owner files name it (see [`FolderOwner`]).
+    owner: Option<FolderOwner>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -176,7 +178,20 @@ impl Workers {
             placement: Mutex::new(BTreeMap::new()),
             diverged,
             diverged_rx: Mutex::new(Some(diverged_rx)),
+            owner: None,
         }
+    }
+
+    /// Workers that write only folders `owner` holds or nobody does.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<FolderOwner>) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// This backflow as folders' owner files name it, if it claims folders.
+    pub fn owner(&self) -> Option<FolderOwner> {
+        self.owner.clone()
     }
 
     /// The branches that lost backflow's commits (a force-push, a deleted branch), as their
@@ -254,7 +269,7 @@ impl Workers {
         let settings = Settings::of(&cfg, &remote, access.secret_version);
         // Data keys and IVs come from this generator: seeded from the OS, never from the
         // worker's (non-secret) jitter seed.
-        let planner = YamlPlanner::new(self.kinds.clone())
+        let mut planner = YamlPlanner::new(self.kinds.clone())
             .with_encryption(
                 self.encryption(&provider.spec.url, branch),
                 self.clock.clone(),
@@ -266,6 +281,9 @@ impl Workers {
                 board: self.board.clone(),
                 merge_overrides: self.metrics.merge_overrides.clone(),
             }));
+        if let Some(owner) = &self.owner {
+            planner = planner.with_owner(owner.clone());
+        }
         let metrics = self.metrics.git.for_branch(&provider.spec.url, branch);
         let worker = BranchWorker::open(
             &self.data_dir,

@@ -140,6 +140,7 @@ impl World {
                 identities: Vec::new(),
                 shutdown_grace: backflow_mirror::DEFAULT_SHUTDOWN_GRACE,
                 authors: None,
+                owner: None,
             },
             Arc::new(SystemClock),
         )

@@ -458,6 +458,9 @@ async fn start_default_mirror(
     backflow_mirror::defaults::ensure(&client, &setup)
         .await
         .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
+    let owner = backflow_mirror::this_backflow(&client, &args.data_dir)
+        .await
+        .map_err(|e| format!("cannot keep this backflow's instance id: {e}"))?;
     let mirror = Mirror::start(
         client.clone(),
         MirrorOptions {
@@ -466,6 +469,7 @@ async fn start_default_mirror(
             identities: identities.clone(),
             shutdown_grace: args.sync.shutdown_grace,
             authors: Some(server.engine.store().authors().clone()),
+            owner: Some(owner),
         },
         Arc::new(SystemClock),
     );
@@ -552,6 +556,9 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
     backflow_mirror::defaults::install_crds(&client)
         .await
         .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
+    let owner = backflow_mirror::this_backflow(&client, &args.data_dir)
+        .await
+        .map_err(|e| format!("cannot keep this backflow's instance id: {e}"))?;
     let options = MirrorOptions {
         data_dir: args.data_dir.join("git"),
         refresh_interval: args.sync.git_refresh_interval,
@@ -559,6 +566,7 @@ async fn run_operator(args: OperatorArgs) -> Result<(), String> {
         shutdown_grace: args.sync.shutdown_grace,
         // A real cluster's watch does not say who wrote: commits name field managers.
         authors: None,
+        owner: Some(owner),
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
     // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.

@@ -46,6 +46,7 @@ use crate::argo::ArgoApplier;
 use crate::flux::FluxApplier;
 use crate::guard::PruneGuard;
 use crate::native::{Applier, NativeApplier};
+use crate::owned::OwnedFolders;
 
 /// The running applier claims.
 pub struct Claims {
@@ -309,6 +310,25 @@ impl Coordinator {
 
     /// The applier `plan` holds, for claim `key`, on the branch `worker` writes.
     async fn applier_for(
+        &self,
+        key: &ClaimKey,
+        plan: &ClaimPlan,
+        worker: &backflow_git::WorkerHandle,
+    ) -> Arc<dyn Applier> {
+        let applier = self.held_applier(key, plan, worker).await;
+        match self.mirror.owner() {
+            Some(me) => Arc::new(OwnedFolders::new(
+                applier,
+                worker.clone(),
+                plan.folders.clone(),
+                me,
+            )),
+            None => applier,
+        }
+    }
+
+    /// The applier `plan` holds, as it is.
+    async fn held_applier(
         &self,
         key: &ClaimKey,
         plan: &ClaimPlan,

@@ -127,3 +127,37 @@ async fn disabled_metrics_and_shutdown_on_drop() {
         .expect("pushed");
     assert_eq!(tip.map(|o| o.to_string()), bare.tip());
 }
+
+/// A resync is answered once, at its last intent: a refusal of any of its intents is the
+/// resync's (it used to be lost unless the last one was refused, and the folder said nothing).
+#[tokio::test]
+async fn a_resync_with_a_refused_intent_is_answered_refused() {
+    let bare = Bare::new();
+    let data = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(SystemClock);
+    let worker = BranchWorker::open(
+        data.path(),
+        &RemoteSpec::new(bare.url()),
+        config(Duration::from_millis(10)),
+        Box::new(FilePerObjectPlanner),
+        clock.clone(),
+        BranchMetrics::disabled(),
+    )
+    .expect("worker");
+    let handle = spawn(worker, clock, Duration::from_secs(10));
+    let refused = handle.submit_resync("apps", vec![put("../escape", "x"), put("a", "1")]);
+    let refused = tokio::time::timeout(HANG, refused)
+        .await
+        .expect("hang guard");
+    assert!(matches!(refused, Err(WriteError::Refused(_))), "{refused:?}");
+    let flushed = tokio::time::timeout(HANG, handle.flush())
+        .await
+        .expect("hang guard")
+        .expect("flush");
+    assert_eq!(flushed.map(|o| o.to_string()), bare.tip());
+    assert_eq!(bare.files("main").len(), 1, "the rest of the resync is written");
+    // A resync of good intents only is answered with its commit.
+    let good = handle.submit_resync("apps", vec![put("b", "1"), put("c", "1")]);
+    let good = tokio::time::timeout(HANG, good).await.expect("hang guard");
+    assert_eq!(good.expect("pushed").map(|o| o.to_string()), bare.tip());
+}

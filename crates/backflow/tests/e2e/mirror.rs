@@ -292,7 +292,8 @@ fn two_targets_on_one_branch_write_their_own_folders() {
             .filter(|f| f.starts_with("team/"))
             .all(|f| f.starts_with("team/team-a/")
                 || f == "team/README.md"
-                || f == "team/.gittargetignore"),
+                || f == "team/.gittargetignore"
+                || f == "team/.backflow-owner"),
         "the team folder holds only namespace team-a:\n{files:#?}"
     );
 }

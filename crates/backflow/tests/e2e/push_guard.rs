@@ -625,3 +625,72 @@ fn a_large_inventory_lives_beside_the_claim() {
         claim(&w)
     );
 }
+
+/// The uid of the live side's `kube-system` Namespace: the instance a folder's owner file names.
+fn instance(w: &World) -> String {
+    w.kubectl(&[
+        "get",
+        "namespace",
+        "kube-system",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ])
+}
+
+/// A second `serve` (its own data dir) on the repository and folder a first one writes: the
+/// folder's owner file names the first, so the second writes nothing there (its `.sops.yaml`
+/// recipients stay the first's), applies nothing from it, and says who holds it. Once the first
+/// is stopped and a person deletes the owner file, the second takes the folder over without a
+/// restart: its refused writes land and the folder's objects reach its live side.
+#[test]
+fn a_second_backflow_on_one_folder_is_refused_until_it_is_handed_over() {
+    let mut first = started_with(&["alpha"]);
+    let owner = first.wait_present("live/.backflow-owner");
+    let holder = instance(&first);
+    assert!(owner.contains(&format!("instance: {holder}")), "{owner}");
+    let recipients = first.show("live/.sops.yaml").expect("the first's .sops.yaml");
+
+    let url = format!("file://{}", first.origin().display());
+    let second = World::start(&["--repo", &url, "--git-refresh-interval", "1s"]);
+    second.apply(&configmap("default", "beta", &[("v", "beta")]));
+    let refused = wait_for(
+        "the second's target to be refused",
+        || format!("{:?}", second.target_condition("default", "GitPathAccepted")),
+        || {
+            second
+                .target_condition("default", "GitPathAccepted")
+                .filter(|c| c.status == "False" && c.message.contains("another backflow"))
+        },
+    );
+    assert!(refused.message.contains(&holder), "{}", refused.message);
+    let ready = second.target_condition("default", "Ready").expect("Ready");
+    assert_eq!(ready.status, "False", "{}", ready.message);
+    wait_for(
+        "the second's claim to apply nothing and say why",
+        || format!("{:#}", claim(&second)),
+        || format!("{:#}", claim(&second)).contains(&holder).then_some(()),
+    );
+    assert!(live_absent(&second, "alpha"), "nothing applied from the folder");
+    assert_eq!(first.show("live/.sops.yaml").as_deref(), Some(recipients.as_str()));
+    assert_eq!(first.show("live/default/configmaps/beta.yaml"), None);
+    assert_eq!(
+        first.show("live/.backflow-owner").as_deref(),
+        Some(owner.as_str())
+    );
+
+    // The hand-over: the first is stopped, a person deletes the owner file.
+    first.stop();
+    let clone = first.clone_origin("handover");
+    first.git_in(Some(&clone), &["rm", "-q", "live/.backflow-owner"]);
+    first.commit_all_and_push(&clone, "hand live/ to the second backflow");
+    let taken = first.wait_file("live/.backflow-owner", |t| {
+        t.contains(&format!("instance: {}", instance(&second)))
+    });
+    assert!(!taken.contains(&holder), "{taken}");
+    first.wait_present("live/default/configmaps/beta.yaml");
+    wait_for(
+        "the folder's objects on the second's live side",
+        || format!("{:?}", cm_value(&second, "alpha", "v")),
+        || cm_value(&second, "alpha", "v").filter(|v| v == "alpha"),
+    );
+}
