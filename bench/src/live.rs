@@ -169,9 +169,10 @@ impl Live {
             if status == StatusCode::CREATED && headers.get(COMMIT).is_some_and(is_sha) {
                 return Ok(t0.elapsed());
             }
-            if t0.elapsed() > Duration::from_secs(60) {
+            // A hang guard: a restart over a hundred thousand objects is timed, not bounded.
+            if t0.elapsed() > Duration::from_secs(600) {
                 return Err(format!(
-                    "the mirror did not push a probe within 60 s (last answer {status}, {COMMIT}: {:?})",
+                    "the mirror did not push a probe within 600 s (last answer {status}, {COMMIT}: {:?})",
                     headers.get(COMMIT)
                 ));
             }

@@ -33,6 +33,7 @@ const SCENARIOS: &[&str] = &[
     "push-notice",
     "foreign-push",
     "big-file",
+    "big-folder",
 ];
 
 /// The child process of the `snapshot` scenario: `snapshot-child N DIR LAYOUT`.
@@ -136,6 +137,7 @@ fn main() -> ExitCode {
             "push-notice" => rt.block_on(notice::run(quick)),
             "foreign-push" => rt.block_on(foreign::run(quick)),
             "big-file" => rt.block_on(bigfile::run(quick)),
+            "big-folder" => rt.block_on(bigfile::run_folder(quick)),
             _ => Err(format!("scenario {name} is not built yet")),
         };
         match result {

@@ -14,6 +14,7 @@ pub mod claims;
 pub mod flux;
 pub mod guard;
 mod held;
+mod live_reads;
 pub mod native;
 mod owned;
 pub mod receiver;

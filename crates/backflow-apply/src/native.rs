@@ -29,6 +29,7 @@ use backflow_manifest::{
 use backflow_mirror::{ApplyWindows, Pruned};
 
 use crate::guard::{CONFIRM_PRUNE, Protection, PruneGuard, PruneHold, confirms, protection};
+use crate::live_reads::{LIST_FROM, LiveReads, Wanted};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
 };
@@ -616,9 +617,10 @@ impl NativeApplier {
         report: &mut ApplyReport,
     ) -> Vec<InventoryEntry> {
         let mut applied = BTreeMap::new();
+        let reads = self.read_many(&objects, kinds).await;
         for object in ordered(objects) {
             match self
-                .apply_one(&object, changed(&object), judging, kinds)
+                .apply_one(&object, changed(&object), judging, kinds, &reads)
                 .await
             {
                 Ok((entry, write)) => {
@@ -801,24 +803,51 @@ impl NativeApplier {
         }
     }
 
+    /// The live objects of each type the folders declare at least [`LIST_FROM`] objects of,
+    /// read with one paged list per type.
+    async fn read_many(&self, objects: &[DeclaredObject], kinds: &mut Kinds) -> LiveReads {
+        let mut by_type: BTreeMap<(&str, &str), Vec<&DeclaredObject>> = BTreeMap::new();
+        for object in objects {
+            let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
+            by_type
+                .entry((api_version, object.identity.kind.as_str()))
+                .or_default()
+                .push(object);
+        }
+        let mut reads = LiveReads::default();
+        for ((api_version, kind), declared) in by_type {
+            if declared.len() < LIST_FROM {
+                continue;
+            }
+            // A kind whose CRD this apply creates is not served yet: read one by one.
+            let Ok((resource, caps)) = kinds.resolve(&self.client, &gvk(api_version, kind)).await
+            else {
+                continue;
+            };
+            let wanted: Wanted = declared
+                .iter()
+                .map(|o| (applied_namespace(o, &caps), o.identity.name.clone()))
+                .collect();
+            reads.list(&self.client, &resource, &wanted).await;
+        }
+        reads
+    }
+
     /// Brings one object in line: a whole apply when Git changed it (or it is missing) and the
     /// live side does not hold it yet, a stamp when only the label is missing; says whether it
-    /// wrote.
+    /// wrote. The live object is taken from `reads` when its type was listed.
     async fn apply_one(
         &self,
         object: &DeclaredObject,
         changed: bool,
         (cutoff, spare): (u64, &BTreeSet<ObjectKey>),
         kinds: &mut Kinds,
+        reads: &LiveReads,
     ) -> Result<(InventoryEntry, Write), String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
         let gvk = gvk(api_version, &object.identity.kind);
         let (resource, caps) = kinds.resolve(&self.client, &gvk).await?;
-        let namespace = match caps.scope {
-            Scope::Namespaced if object.identity.namespace.is_empty() => "default".to_string(),
-            Scope::Namespaced => object.identity.namespace.clone(),
-            Scope::Cluster => String::new(),
-        };
+        let namespace = applied_namespace(object, &caps);
         let key = ObjectKey::new(
             GroupResource::new(resource.group.clone(), resource.plural.clone()),
             namespace.clone(),
@@ -838,11 +867,14 @@ impl NativeApplier {
             ),
             v: api_version.to_string(),
         };
-        let live = api
-            .get_opt(&object.identity.name)
-            .await
-            .map_err(|e| format!("reading {}: {e}", object.identity.name))?
-            .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null));
+        let live = match reads.get(&resource, &namespace, &object.identity.name) {
+            Some(listed) => Some(listed),
+            None => api
+                .get_opt(&object.identity.name)
+                .await
+                .map_err(|e| format!("reading {}: {e}", object.identity.name))?
+                .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)),
+        };
         if let Some(why) = protection(&object.identity, &namespace) {
             // Reported for as long as Git says otherwise, not only by the apply of the push.
             let holds = live.as_ref().is_some_and(|l| holds(&content, l));
@@ -1167,6 +1199,16 @@ fn gvk(api_version: &str, kind: &str) -> GroupVersionKind {
     match api_version.split_once('/') {
         Some((group, version)) => GroupVersionKind::gvk(group, version, kind),
         None => GroupVersionKind::gvk("", api_version, kind),
+    }
+}
+
+/// The namespace `object` is applied in: its own, `default` for a namespaced object that names
+/// none, none for a cluster-scoped one.
+fn applied_namespace(object: &DeclaredObject, caps: &ApiCapabilities) -> String {
+    match caps.scope {
+        Scope::Namespaced if object.identity.namespace.is_empty() => "default".to_string(),
+        Scope::Namespaced => object.identity.namespace.clone(),
+        Scope::Cluster => String::new(),
     }
 }
 

@@ -49,7 +49,10 @@ impl OwnedFolders {
             let Ok(Ok(files)) = self.worker.read_folder(commit, path.clone()).await else {
                 continue;
             };
-            let content = files.into_iter().find(|f| f.path == path).map(|f| f.content);
+            let content = files
+                .into_iter()
+                .find(|f| f.path == path)
+                .map(|f| f.content);
             if let Ownership::Other(holder) = self.me.judge(content.as_deref()) {
                 return Some(FolderOwner::refusal(&folder, &holder).to_string());
             }

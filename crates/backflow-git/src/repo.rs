@@ -187,6 +187,18 @@ fn tune_libgit2() {
     TUNED.store(true, Ordering::Relaxed);
 }
 
+/// One entry of a folder's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FolderEntry {
+    /// The blob or tree it names.
+    pub id: Oid,
+    /// Whether it is a file (not a folder or a submodule).
+    pub file: bool,
+}
+
+/// A folder's entries by name.
+pub type FolderEntries = BTreeMap<String, FolderEntry>;
+
 /// The default bound of libgit2's process-wide cache of parsed objects: the trees a few busy
 /// branches read on every commit fit in it many times over.
 pub const OBJECT_CACHE_BYTES: usize = 32 << 20;
@@ -511,6 +523,36 @@ impl LocalRepo {
             Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
             Err(e) => Err(self.err(format!("looking up {dir}"))(e)),
         }
+    }
+
+    /// The entries of the folder `dir` of `tree` (`""`: `tree` itself) by name, each with its id
+    /// and whether it is a file; `None` when there is no such folder. Names that are not UTF-8
+    /// are left out (no path backflow reads has one).
+    pub fn folder_entries(
+        &self,
+        tree: Oid,
+        dir: &str,
+    ) -> Result<Option<FolderEntries>, RepoError> {
+        let Some(id) = self.folder_tree(tree, dir)? else {
+            return Ok(None);
+        };
+        let folder = self
+            .repo
+            .find_tree(id)
+            .map_err(self.err(format!("reading tree {id}")))?;
+        Ok(Some(
+            folder
+                .iter()
+                .filter_map(|e| {
+                    let name = e.name().ok()?.to_string();
+                    let entry = FolderEntry {
+                        id: e.id(),
+                        file: e.kind() == Some(ObjectType::Blob),
+                    };
+                    Some((name, entry))
+                })
+                .collect(),
+        ))
     }
 
     /// The paths of the files under `dir` that differ between the folder tree `since` and the

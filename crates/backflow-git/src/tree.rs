@@ -1,7 +1,9 @@
 //! The planner's view of a tree in the local cache: a stored tree plus the updates planned so
 //! far, which [`Overlay::write`] turns into a new tree.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use backflow_branch::IoFailure;
 use git2::Oid;
@@ -10,13 +12,17 @@ pub use backflow_branch::{LayeredView, PathUpdate, TreeView, blob_id};
 use backflow_branch::{changes_in, dir_prefix, files_with_changes};
 
 use crate::error::RepoError;
-use crate::repo::LocalRepo;
+use crate::repo::{FolderEntries, LocalRepo};
 
 /// A base tree (or nothing, for a branch that does not exist yet) plus pending path updates.
 pub struct Overlay<'r> {
     repo: &'r LocalRepo,
     base: Oid,
     changes: BTreeMap<String, Option<Vec<u8>>>,
+    /// The entries of each folder of the base read so far, by name (`None`: no such folder).
+    /// A lookup by path parses every tree on its way, and libgit2 keeps no tree over its cache
+    /// limit: a folder of 100,000 files (a 4 MB tree) was parsed again for every file read.
+    folders: RefCell<BTreeMap<String, Option<Rc<FolderEntries>>>>,
 }
 
 impl<'r> Overlay<'r> {
@@ -27,7 +33,26 @@ impl<'r> Overlay<'r> {
             repo,
             base,
             changes: BTreeMap::new(),
+            folders: RefCell::default(),
         }
+    }
+
+    /// The id of the file at `path` (normalized) in the base tree, if there is one.
+    fn base_file(&self, path: &str) -> Result<Option<Oid>, RepoError> {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let cached = self.folders.borrow().get(dir).cloned();
+        let entries = if let Some(entries) = cached {
+            entries
+        } else {
+            let entries = self.repo.folder_entries(self.base, dir)?.map(Rc::new);
+            self.folders
+                .borrow_mut()
+                .insert(dir.to_string(), entries.clone());
+            entries
+        };
+        Ok(entries
+            .and_then(|e| e.get(name).copied())
+            .and_then(|entry| entry.file.then_some(entry.id)))
     }
 
     /// Whether applying `updates` would change what this view shows.
@@ -75,7 +100,10 @@ impl TreeView for Overlay<'_> {
         if let Some(change) = self.changes.get(&path) {
             return Ok(change.clone());
         }
-        Ok(self.repo.read_file(self.base, &path)?)
+        match self.base_file(&path)? {
+            Some(id) => Ok(Some(self.repo.read_blob(id)?)),
+            None => Ok(None),
+        }
     }
 
     fn file_id(&self, path: &str) -> Result<Option<String>, IoFailure> {
@@ -83,7 +111,7 @@ impl TreeView for Overlay<'_> {
         if let Some(change) = self.changes.get(&path) {
             return Ok(change.as_deref().map(blob_id));
         }
-        Ok(self.repo.file_id(self.base, &path)?.map(|o| o.to_string()))
+        Ok(self.base_file(&path)?.map(|o| o.to_string()))
     }
 
     fn exists(&self, path: &str) -> Result<bool, IoFailure> {
@@ -91,7 +119,7 @@ impl TreeView for Overlay<'_> {
         if let Some(change) = self.changes.get(&path) {
             return Ok(change.is_some());
         }
-        Ok(self.repo.file_id(self.base, &path)?.is_some())
+        Ok(self.base_file(&path)?.is_some())
     }
 
     fn files(&self, dir: &str) -> Result<Vec<(String, String)>, IoFailure> {

@@ -84,7 +84,6 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
             };
             match Identity::of(&value) {
                 Ok(identity) => {
-                    out.objects.retain(|o| o.identity != identity);
                     out.objects.push(DeclaredObject {
                         identity,
                         value,
@@ -99,7 +98,22 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
             }
         }
     }
+    out.objects = last_of_each(std::mem::take(&mut out.objects));
     out
+}
+
+/// `objects` with only the last of each identity, in order. Done once at the end: removing
+/// the earlier one at each document compared every object with every other (a folder of 15,000
+/// objects spent 35 s of each apply there).
+fn last_of_each(objects: Vec<DeclaredObject>) -> Vec<DeclaredObject> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut kept: Vec<DeclaredObject> = objects
+        .into_iter()
+        .rev()
+        .filter(|o| seen.insert(o.identity.clone()))
+        .collect();
+    kept.reverse();
+    kept
 }
 
 #[cfg(test)]
@@ -108,6 +122,51 @@ mod tests {
 
     fn file(path: &str, text: &str) -> (String, Vec<u8>) {
         (path.to_string(), text.as_bytes().to_vec())
+    }
+
+    /// An object declared twice is the last document's, at its place; the others keep order.
+    #[test]
+    fn the_last_document_of_an_identity_wins() {
+        let cm = |name: &str, v: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  v: {v}\n"
+            )
+        };
+        let files = vec![
+            file(
+                "live/1.yaml",
+                &format!("{}---\n{}", cm("a", "one"), cm("b", "one")),
+            ),
+            file(
+                "live/2.yaml",
+                &format!("{}---\n{}", cm("a", "two"), cm("c", "one")),
+            ),
+        ];
+        let declared = declared_objects(&files, &[]);
+        let got: Vec<(String, String, String)> = declared
+            .objects
+            .iter()
+            .map(|o| {
+                (
+                    o.identity.name.clone(),
+                    o.value["data"]["v"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    o.path.clone(),
+                )
+            })
+            .collect();
+        let want = [
+            ("b", "one", "live/1.yaml"),
+            ("a", "two", "live/2.yaml"),
+            ("c", "one", "live/2.yaml"),
+        ];
+        let want: Vec<(String, String, String)> = want
+            .iter()
+            .map(|(n, v, p)| ((*n).to_string(), (*v).to_string(), (*p).to_string()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -37,7 +37,6 @@ use serde_json::Value;
 use crate::bootstrap;
 use crate::document::parse_file;
 use crate::edit::{append_document, edit_parsed, remove_document};
-use crate::owner::{FolderOwner, Ownership};
 use crate::encryption::{EncryptionMap, SOPS_CONFIG_MARKER, is_sensitive, rules_for, sops_config};
 use crate::error::{IndexError, ManifestError};
 use crate::identity::Identity;
@@ -49,6 +48,7 @@ use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
 };
 use crate::merge::merge_object;
+use crate::owner::{FolderOwner, Ownership};
 use crate::placement::PlacementMap;
 use crate::sanitize::sanitize;
 use crate::yaml::render;
@@ -1502,12 +1502,18 @@ mod tests {
         let mut tree = MemTree::default();
         tree.apply(
             first
-                .plan(&tree, &Intent::put("live", cm_key("web", "a"), cm("web", "a", "1")))
+                .plan(
+                    &tree,
+                    &Intent::put("live", cm_key("web", "a"), cm("web", "a", "1")),
+                )
                 .expect("planned"),
         );
         assert_eq!(tree.text("live/.backflow-owner"), alpha.render());
         let again = first
-            .plan(&tree, &Intent::put("live", cm_key("web", "a"), cm("web", "a", "2")))
+            .plan(
+                &tree,
+                &Intent::put("live", cm_key("web", "a"), cm("web", "a", "2")),
+            )
             .expect("planned");
         assert_eq!(again.len(), 1, "the owner file is not written again");
 
@@ -1523,7 +1529,10 @@ mod tests {
         assert!(tree.text("live/web/configmaps/b.yaml").is_empty());
         // Another folder is the second one's to take.
         let other = second
-            .plan(&tree, &Intent::put("team", cm_key("web", "b"), cm("web", "b", "1")))
+            .plan(
+                &tree,
+                &Intent::put("team", cm_key("web", "b"), cm("web", "b", "1")),
+            )
             .expect("planned");
         assert!(other.iter().any(|u| u.path == "team/.backflow-owner"));
 

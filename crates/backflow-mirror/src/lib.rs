@@ -103,19 +103,21 @@ impl Mirror {
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
         let board = Arc::new(board::Board::default());
-        let workers = Arc::new(Workers::new(
-            options.data_dir,
-            options.refresh_interval,
-            options.shutdown_grace,
-            board.clone(),
-            clock.clone(),
-            workers::WorkerMetrics {
-                git: git_metrics,
-                merge_overrides: metrics.merge_overrides.clone(),
-            },
-            kinds.clone(),
-        )
-        .with_owner(options.owner));
+        let workers = Arc::new(
+            Workers::new(
+                options.data_dir,
+                options.refresh_interval,
+                options.shutdown_grace,
+                board.clone(),
+                clock.clone(),
+                workers::WorkerMetrics {
+                    git: git_metrics,
+                    merge_overrides: metrics.merge_overrides.clone(),
+                },
+                kinds.clone(),
+            )
+            .with_owner(options.owner),
+        );
         let tracker = Arc::new(Tracker::default());
         let controller = controller::Controller::new(
             client,

@@ -261,9 +261,14 @@ impl Runner {
                         return;
                     }
                     Some(RunnerCommand::Plan(plan, applier)) => {
+                        // A held prune is judged again under a changed limit.
+                        let limit_changed = plan.prune_limit != self.plan.prune_limit;
                         self.plan = plan;
                         self.applier = applier;
-                        continue;
+                        if !(limit_changed && self.prune_held.is_some()) {
+                            continue;
+                        }
+                        ApplyInput::Reason(Reason::Repair)
                     }
                     Some(RunnerCommand::Gate(hold)) => {
                         self.coordinator_gate.clone_from(&hold);

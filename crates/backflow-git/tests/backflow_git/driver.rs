@@ -149,13 +149,20 @@ async fn a_resync_with_a_refused_intent_is_answered_refused() {
     let refused = tokio::time::timeout(HANG, refused)
         .await
         .expect("hang guard");
-    assert!(matches!(refused, Err(WriteError::Refused(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(WriteError::Refused(_))),
+        "{refused:?}"
+    );
     let flushed = tokio::time::timeout(HANG, handle.flush())
         .await
         .expect("hang guard")
         .expect("flush");
     assert_eq!(flushed.map(|o| o.to_string()), bare.tip());
-    assert_eq!(bare.files("main").len(), 1, "the rest of the resync is written");
+    assert_eq!(
+        bare.files("main").len(),
+        1,
+        "the rest of the resync is written"
+    );
     // A resync of good intents only is answered with its commit.
     let good = handle.submit_resync("apps", vec![put("b", "1"), put("c", "1")]);
     let good = tokio::time::timeout(HANG, good).await.expect("hang guard");

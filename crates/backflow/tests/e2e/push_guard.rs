@@ -648,14 +648,21 @@ fn a_second_backflow_on_one_folder_is_refused_until_it_is_handed_over() {
     let owner = first.wait_present("live/.backflow-owner");
     let holder = instance(&first);
     assert!(owner.contains(&format!("instance: {holder}")), "{owner}");
-    let recipients = first.show("live/.sops.yaml").expect("the first's .sops.yaml");
+    let recipients = first
+        .show("live/.sops.yaml")
+        .expect("the first's .sops.yaml");
 
     let url = format!("file://{}", first.origin().display());
     let second = World::start(&["--repo", &url, "--git-refresh-interval", "1s"]);
     second.apply(&configmap("default", "beta", &[("v", "beta")]));
     let refused = wait_for(
         "the second's target to be refused",
-        || format!("{:?}", second.target_condition("default", "GitPathAccepted")),
+        || {
+            format!(
+                "{:?}",
+                second.target_condition("default", "GitPathAccepted")
+            )
+        },
         || {
             second
                 .target_condition("default", "GitPathAccepted")
@@ -668,10 +675,20 @@ fn a_second_backflow_on_one_folder_is_refused_until_it_is_handed_over() {
     wait_for(
         "the second's claim to apply nothing and say why",
         || format!("{:#}", claim(&second)),
-        || format!("{:#}", claim(&second)).contains(&holder).then_some(()),
+        || {
+            format!("{:#}", claim(&second))
+                .contains(&holder)
+                .then_some(())
+        },
     );
-    assert!(live_absent(&second, "alpha"), "nothing applied from the folder");
-    assert_eq!(first.show("live/.sops.yaml").as_deref(), Some(recipients.as_str()));
+    assert!(
+        live_absent(&second, "alpha"),
+        "nothing applied from the folder"
+    );
+    assert_eq!(
+        first.show("live/.sops.yaml").as_deref(),
+        Some(recipients.as_str())
+    );
     assert_eq!(first.show("live/default/configmaps/beta.yaml"), None);
     assert_eq!(
         first.show("live/.backflow-owner").as_deref(),
@@ -692,5 +709,56 @@ fn a_second_backflow_on_one_folder_is_refused_until_it_is_handed_over() {
         "the folder's objects on the second's live side",
         || format!("{:?}", cm_value(&second, "alpha", "v")),
         || cm_value(&second, "alpha", "v").filter(|v| v == "alpha"),
+    );
+}
+
+/// `spec.pruneLimitPercent` is the claim's own: a push removing six of its eight `ConfigMaps`
+/// is held under the default (a quarter), and raising the limit to 90 lets that same prune
+/// through without a confirmation.
+#[test]
+fn raising_the_prune_limit_lets_a_held_prune_through() {
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let w = started_with(&names);
+    let clone = w.clone_origin("cleanup");
+    for name in &names[..6] {
+        w.git_in(
+            Some(&clone),
+            &["rm", "-q", &format!("live/default/configmaps/{name}.yaml")],
+        );
+    }
+    let cleanup = w.commit_all_and_push(&clone, "remove six of eight");
+    let held = wait_for(
+        "the prune to be held under the default limit",
+        || format!("{:#}", claim(&w)),
+        || {
+            let status = claim(&w);
+            (status["pruneHeld"]["commit"] == cleanup.as_str()).then_some(status)
+        },
+    );
+    assert_eq!(held["pruneHeld"]["pruning"], 6, "{held:#}");
+    assert_eq!(cm_value(&w, "a", "v").as_deref(), Some("a"));
+
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"pruneLimitPercent":90}}"#,
+    ]);
+    wait_for(
+        "the prune under the raised limit",
+        || format!("{:#}", claim(&w)),
+        || names[..6].iter().all(|n| live_absent(&w, n)).then_some(()),
+    );
+    for kept in &names[6..] {
+        assert_eq!(cm_value(&w, kept, "v").as_deref(), Some(*kept));
+    }
+    wait_for(
+        "the hold to clear",
+        || format!("{:#}", claim(&w)),
+        || claim(&w)["pruneHeld"].is_null().then_some(()),
     );
 }
