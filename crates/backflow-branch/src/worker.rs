@@ -417,7 +417,43 @@ impl BranchCore {
             self.advance(now, &mut out);
         }
         out.push(Effect::WakeAt(self.next_wake(now)));
+        self.debug_check();
         out
+    }
+
+    /// The watermarks' order, checked after every step in debug builds: a simulator schedule
+    /// that breaks one stops with its seed instead of reporting a loss later, or not at all.
+    fn debug_check(&self) {
+        debug_assert!(
+            self.published_through <= self.decided_through && self.decided_through <= self.last_seq,
+            "published {:?} <= decided {:?} <= last {:?}",
+            self.published_through,
+            self.decided_through,
+            self.last_seq
+        );
+        debug_assert!(
+            self.flush_through <= self.decided_through,
+            "the flush mark {:?} is past what was decided {:?}",
+            self.flush_through,
+            self.decided_through
+        );
+        debug_assert!(
+            self.chain.built <= self.pending.len(),
+            "{} writes built of {} pending",
+            self.chain.built,
+            self.pending.len()
+        );
+        // What is still pending was never reported published: a report past it would let an
+        // apply run on a commit that misses it.
+        debug_assert!(
+            self.pending
+                .iter()
+                .all(|w| self.published_through < w.through && w.through <= self.decided_through),
+            "a pending write is outside (published {:?}, decided {:?}]: {:?}",
+            self.published_through,
+            self.decided_through,
+            self.pending.iter().map(|w| w.through).collect::<Vec<_>>()
+        );
     }
 
     fn reconfigure(&mut self, cfg: CoreConfig, now: Moment) {

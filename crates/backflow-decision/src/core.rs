@@ -257,6 +257,17 @@ impl ApplierCore {
         if let Some(at) = self.next_timer() {
             out.push(ApplyEffect::WakeAt(at));
         }
+        // Nothing is flushed for or asked of the applier while held (before the snapshots,
+        // while a commit request is saved, while suspended): checked in debug builds, so a
+        // simulator schedule that breaks it stops with its seed.
+        debug_assert!(
+            self.hold.is_none()
+                || !out
+                    .iter()
+                    .any(|e| matches!(e, ApplyEffect::Flush | ApplyEffect::Ask(_))),
+            "an apply started while held: {:?}",
+            self.hold
+        );
         out
     }
 

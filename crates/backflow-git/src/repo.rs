@@ -528,11 +528,7 @@ impl LocalRepo {
     /// The entries of the folder `dir` of `tree` (`""`: `tree` itself) by name, each with its id
     /// and whether it is a file; `None` when there is no such folder. Names that are not UTF-8
     /// are left out (no path backflow reads has one).
-    pub fn folder_entries(
-        &self,
-        tree: Oid,
-        dir: &str,
-    ) -> Result<Option<FolderEntries>, RepoError> {
+    pub fn folder_entries(&self, tree: Oid, dir: &str) -> Result<Option<FolderEntries>, RepoError> {
         let Some(id) = self.folder_tree(tree, dir)? else {
             return Ok(None);
         };

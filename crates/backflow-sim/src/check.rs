@@ -32,6 +32,8 @@ pub enum Violation {
     AppliedBeforeSnapshot,
     /// The system never settled.
     NeverQuiet(String),
+    /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
+    CoreCheck(String),
 }
 
 impl fmt::Display for Violation {
@@ -43,6 +45,7 @@ impl fmt::Display for Violation {
             Self::NotQuiescent(m) => write!(f, "(6) not quiescent: {m}"),
             Self::AppliedBeforeSnapshot => write!(f, "(7) applied before the initial snapshot"),
             Self::NeverQuiet(m) => write!(f, "never quiet: {m}"),
+            Self::CoreCheck(m) => write!(f, "a core broke its own check: {m}"),
         }
     }
 }

@@ -27,6 +27,10 @@ pub const STEPS: usize = 60;
 
 /// Runs the schedule of `seed` with `variant`: [`STEPS`] random steps, then quiescence. The
 /// error carries the violated invariant and the whole trace.
+///
+/// A core that breaks one of its own checks (the `debug_assert!`s on its phase and
+/// watermarks, in debug builds) panics inside the schedule: that is reported as a failure of
+/// this seed too, with the trace up to the step that broke it.
 pub fn run(seed: u64, variant: Variant) -> Result<(), Failure> {
     let mut world = World::new(seed, variant);
     let fail = |world: &World, violation: Violation| Failure {
@@ -34,16 +38,25 @@ pub fn run(seed: u64, variant: Variant) -> Result<(), Failure> {
         violation,
         trace: world.trace().join("\n"),
     };
-    for _ in 0..STEPS {
-        world.step();
-        if let Err(v) = world.check_step() {
-            return Err(fail(&world, v));
+    let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for _ in 0..STEPS {
+            world.step();
+            world.check_step()?;
+        }
+        world.quiesce()?;
+        world.check_quiescent()
+    }));
+    match schedule {
+        Ok(result) => result.map_err(|v| fail(&world, v)),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(fail(&world, Violation::CoreCheck(message)))
         }
     }
-    if let Err(v) = world.quiesce() {
-        return Err(fail(&world, v));
-    }
-    world.check_quiescent().map_err(|v| fail(&world, v))
 }
 
 /// A schedule that broke an invariant.

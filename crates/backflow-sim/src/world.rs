@@ -80,6 +80,13 @@ pub struct World {
     deferred: BTreeSet<String>,
     retry_at: Option<Moment>,
     pub(crate) expected: BTreeMap<String, Expected>,
+    /// The mirror's initial list is under way: the decision started, no snapshot is submitted
+    /// yet, and people's edits meanwhile reach it through the list (no watch event).
+    listing: bool,
+    /// The last intent of the initial snapshot, once it is submitted.
+    snapshot_seq: Option<IntentSeq>,
+    /// Whether the branch published through `snapshot_seq` (said by the remote's `Published`
+    /// events, not by the decision): what invariant 7 is judged by.
     snapshot_published: bool,
     /// The claim's status as the apply decision recorded it (what a restart reads back).
     recorded: Option<Operation>,
@@ -119,6 +126,8 @@ impl World {
             deferred: BTreeSet::new(),
             retry_at: None,
             expected: BTreeMap::new(),
+            listing: false,
+            snapshot_seq: None,
             snapshot_published: false,
             recorded: None,
             recorded_applied: None,
@@ -152,14 +161,24 @@ impl World {
         });
     }
 
-    /// The mirror publishes the live state as a resync, and the apply decision starts from
-    /// `restored`, held until that snapshot is published.
+    /// The apply decision starts from `restored`, held until the mirror's snapshot is
+    /// published; the mirror starts listing the live objects (the list returns at a later step,
+    /// [`World::list`]).
     fn snapshot(&mut self, restored: ApplyInput) {
         self.applier_input(restored);
         self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
             "the initial snapshot is not published".into(),
         ))));
         self.applier_input(ApplyInput::Reason(Reason::CatchUpConverge));
+        self.listing = true;
+        self.snapshot_seq = None;
+        self.log("the mirror starts listing the live objects".into());
+        self.pump();
+    }
+
+    /// The mirror's list returns: it publishes the live state as a resync.
+    fn list(&mut self) {
+        self.listing = false;
         let mut intents: Vec<Intent> = self
             .live
             .iter()
@@ -197,6 +216,7 @@ impl World {
         // The snapshot is the API side: until it is published, a push does not win over it
         // (nothing is applied before it, so a push made meanwhile meets the live values).
         let seq = self.branch.core.last_seq();
+        self.snapshot_seq = Some(seq);
         for (name, e) in &mut self.expected {
             let value = self.live[name].value.clone();
             e.person_edits(value.clone());
@@ -264,6 +284,9 @@ impl World {
 
     /// One scheduled action, run to its end.
     pub fn step(&mut self) {
+        if self.listing && self.rng.random_range(0..4) == 0 {
+            return self.list();
+        }
         match self.rng.random_range(0..100) {
             0..30 => self.person_edits(),
             30..45 => self.foreign_push(),
@@ -298,7 +321,9 @@ impl World {
         let uid = self.uid();
         let previous = self.live.get(&name);
         let object = LiveObject::written(previous, value.clone(), Writer::Person, at, uid);
-        self.watch.push_back(object.event(&name));
+        if !self.listing {
+            self.watch.push_back(object.event(&name));
+        }
         self.live.insert(name.clone(), object);
         if let Some(e) = self.expected.get_mut(&name) {
             e.person_edits(value);
@@ -507,8 +532,8 @@ impl World {
 
     fn branch_event(&mut self, event: Event) {
         match event {
-            Event::Published { tip, .. } => {
-                if !self.snapshot_published {
+            Event::Published { tip, through } => {
+                if !self.snapshot_published && self.snapshot_seq.is_some_and(|s| through >= s) {
                     self.snapshot_published = true;
                     self.log("the initial snapshot is published: applies may be asked".into());
                     self.applier_input(ApplyInput::Gate(None));
@@ -736,7 +761,9 @@ impl World {
             if self.is_quiet() {
                 return Ok(());
             }
-            if !self.watch.is_empty() {
+            if self.listing {
+                self.list();
+            } else if !self.watch.is_empty() {
                 self.deliver();
             } else if self.asked.is_some() {
                 self.finish_apply();
@@ -754,7 +781,8 @@ impl World {
     }
 
     pub(crate) fn is_quiet(&self) -> bool {
-        self.watch.is_empty()
+        !self.listing
+            && self.watch.is_empty()
             && self.asked.is_none()
             && self.echoes_queued == 0
             && !self.branch.core.has_unpublished()
