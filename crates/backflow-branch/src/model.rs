@@ -256,6 +256,12 @@ pub struct Shell {
     /// Per pending write (by its last intent), the tree its first build started from: what a
     /// textual replay diffs against.
     first_bases: BTreeMap<IntentSeq, Files>,
+    /// When set, a fetch, build or push waits for [`Shell::answer`] instead of being answered
+    /// at once, so whoever drives the shell can act while it is in flight (and the answer is
+    /// computed against the remote as it is then).
+    pub deferred_io: bool,
+    /// The fetch, build or push waiting for its answer (with `deferred_io`).
+    pub in_flight: Option<Effect>,
 }
 
 /// How a refused write is planned again onto the new tip.
@@ -293,6 +299,8 @@ impl Shell {
             built: Vec::new(),
             replay: Replay::FromIntent,
             first_bases: BTreeMap::new(),
+            deferred_io: false,
+            in_flight: None,
         }
     }
 
@@ -303,6 +311,8 @@ impl Shell {
         next.now = self.now;
         next.core = BranchCore::new(next.core.config().clone(), next.durable, next.now);
         next.replay = self.replay;
+        // An I/O in flight dies with the process (a push it made never landed).
+        next.deferred_io = self.deferred_io;
         next
     }
 
@@ -320,10 +330,28 @@ impl Shell {
                     *left -= 1;
                 }
                 self.effects.push(format!("{effect:?}"));
-                if let Some(answer) = self.run(effect) {
+                let io = matches!(
+                    effect,
+                    Effect::Fetch { .. } | Effect::Build { .. } | Effect::Push { .. }
+                );
+                if io && self.deferred_io {
+                    self.in_flight = Some(effect);
+                } else if let Some(answer) = self.run(effect) {
                     next = Some(answer);
                 }
             }
+        }
+        true
+    }
+
+    /// Answers the fetch, build or push in flight (with `deferred_io`), against the remote as
+    /// it is now, and runs what the core does next; says whether there was one.
+    pub fn answer(&mut self) -> bool {
+        let Some(effect) = self.in_flight.take() else {
+            return false;
+        };
+        if let Some(answer) = self.run(effect) {
+            self.step(answer);
         }
         true
     }
@@ -355,8 +383,13 @@ impl Shell {
     /// When it does not settle in 200 wake-ups (a livelock).
     pub fn settle(&mut self) {
         for _ in 0..200 {
-            self.tick_at_wake();
-            if !self.core.has_unpublished() && matches!(self.core.phase(), crate::Phase::Idle) {
+            if !self.answer() {
+                self.tick_at_wake();
+            }
+            if self.in_flight.is_none()
+                && !self.core.has_unpublished()
+                && matches!(self.core.phase(), crate::Phase::Idle)
+            {
                 return;
             }
         }

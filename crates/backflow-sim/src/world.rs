@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use backflow_branch::model::{self, Shell};
-use backflow_branch::{CoreConfig, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope};
+use backflow_branch::{
+    CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope,
+};
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
     OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
@@ -74,6 +76,9 @@ pub struct World {
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
+    /// A flush waiting for its answer: the branch's `Published` event reaching its mark, as the
+    /// worker's driver answers it in production.
+    flush_waiting: Option<IntentSeq>,
     last_applied: Option<CommitId>,
     /// Objects the last apply left to a newer live edit, and when they are looked at again
     /// (the native applier's 1.5 s retry).
@@ -122,6 +127,7 @@ impl World {
             writers_seen: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
+            flush_waiting: None,
             last_applied: None,
             deferred: BTreeSet::new(),
             retry_at: None,
@@ -140,6 +146,9 @@ impl World {
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
         }
+        // Fetches, builds and pushes are answered at a step of their own: the world acts while
+        // they are in flight.
+        world.branch.deferred_io = true;
         world.start();
         world
     }
@@ -235,6 +244,7 @@ impl World {
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
+        self.flush_waiting = None;
         self.watch.clear();
         self.asked = None;
         self.stalled_until = None;
@@ -286,6 +296,9 @@ impl World {
     pub fn step(&mut self) {
         if self.listing && self.rng.random_range(0..4) == 0 {
             return self.list();
+        }
+        if self.branch.in_flight.is_some() && self.rng.random_range(0..3) == 0 {
+            return self.io_answers();
         }
         match self.rng.random_range(0..100) {
             0..30 => self.person_edits(),
@@ -367,6 +380,20 @@ impl World {
             cfg.window
         ));
         self.branch.step(Input::Reconfigure(cfg));
+        self.pump();
+    }
+
+    /// The fetch, build or push in flight is answered, against the remote as it is now.
+    fn io_answers(&mut self) {
+        if let Some(effect) = &self.branch.in_flight {
+            let what = match effect {
+                Effect::Fetch { .. } => "the fetch",
+                Effect::Build { .. } => "the build",
+                _ => "the push",
+            };
+            self.log(format!("{what} in flight is answered"));
+        }
+        self.branch.answer();
         self.pump();
     }
 
@@ -541,6 +568,14 @@ impl World {
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
+                if self.flush_waiting.is_some_and(|mark| through >= mark) {
+                    self.flush_waiting = None;
+                    self.log(format!(
+                        "the flush is answered: published through {}",
+                        through.0
+                    ));
+                    self.applier_input(ApplyInput::Flushed(tip));
+                }
             }
             Event::Foreign(foreign) => {
                 self.log(format!("the worker saw a foreign commit {}", foreign.tip));
@@ -583,9 +618,7 @@ impl World {
         self.branch.step(Input::Flush);
         self.flush_mark = self.branch.core.decided_through();
         self.log(format!("flush through intent {}", self.flush_mark.0));
-        self.branch.settle();
-        let tip = self.branch.remote.tip;
-        self.applier_input(ApplyInput::Flushed(tip));
+        self.flush_waiting = Some(self.flush_mark);
     }
 
     /// The applier is asked: every edit decided before the flush must be in what it applies.
@@ -763,6 +796,8 @@ impl World {
             }
             if self.listing {
                 self.list();
+            } else if self.branch.in_flight.is_some() {
+                self.io_answers();
             } else if !self.watch.is_empty() {
                 self.deliver();
             } else if self.asked.is_some() {
@@ -782,6 +817,8 @@ impl World {
 
     pub(crate) fn is_quiet(&self) -> bool {
         !self.listing
+            && self.branch.in_flight.is_none()
+            && self.flush_waiting.is_none()
             && self.watch.is_empty()
             && self.asked.is_none()
             && self.echoes_queued == 0
@@ -801,6 +838,9 @@ impl World {
     /// Lets time pass with nothing happening: for the "quiescent stays quiet" check.
     pub(crate) fn idle_for(&mut self, ticks: usize) {
         for _ in 0..ticks {
+            if self.branch.in_flight.is_some() {
+                self.io_answers();
+            }
             self.tick();
             if !self.watch.is_empty() {
                 self.deliver();
