@@ -383,16 +383,46 @@ impl World {
         self.pump();
     }
 
-    /// The fetch, build or push in flight is answered, against the remote as it is now.
+    /// The fetch, build or push in flight is answered, against the remote as it is now; one
+    /// answer in six is a fault: the fetch or build fails, or the push does not reach the
+    /// remote, lands with its answer lost, or is refused by a hook.
     fn io_answers(&mut self) {
-        if let Some(effect) = &self.branch.in_flight {
-            let what = match effect {
-                Effect::Fetch { .. } => "the fetch",
-                Effect::Build { .. } => "the build",
-                _ => "the push",
-            };
-            self.log(format!("{what} in flight is answered"));
-        }
+        let (fetch, build) = match &self.branch.in_flight {
+            None => return,
+            Some(effect) => (
+                matches!(effect, Effect::Fetch { .. }),
+                matches!(effect, Effect::Build { .. }),
+            ),
+        };
+        let faults = &mut self.branch.faults;
+        let what = match (self.rng.random_range(0..6) == 0, fetch, build) {
+            (false, true, _) => "the fetch is answered",
+            (false, _, true) => "the build is answered",
+            (false, ..) => "the push is answered",
+            (true, true, _) => {
+                faults.fail_fetch = 1;
+                "the fetch fails"
+            }
+            (true, _, true) => {
+                faults.fail_build = 1;
+                "the build fails"
+            }
+            (true, ..) => match self.rng.random_range(0..3) {
+                0 => {
+                    faults.fail_push = 1;
+                    "the push never reaches the remote"
+                }
+                1 => {
+                    faults.lose_answer = 1;
+                    "the push lands, its answer is lost"
+                }
+                _ => {
+                    faults.hook_refuses = 1;
+                    "a hook refuses the push"
+                }
+            },
+        };
+        self.log(what.to_string());
         self.branch.answer();
         self.pump();
     }

@@ -90,3 +90,49 @@ fn deletes_on_both_sides_keep_every_invariant() {
         }
     }
 }
+
+/// The schedules reach every I/O fault the world injects, and edits and pushes made while a
+/// push is in flight.
+#[test]
+fn io_faults_and_work_during_a_push_are_reached() {
+    let wanted = [
+        "the fetch fails",
+        "the build fails",
+        "the push never reaches the remote",
+        "the push lands, its answer is lost",
+        "a hook refuses the push",
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    let mut during_a_push = false;
+    for seed in 0..500 {
+        let mut world = backflow_sim::World::new(seed, Variant::Correct);
+        for _ in 0..backflow_sim::STEPS {
+            world.step();
+        }
+        let trace = world.trace();
+        for line in trace {
+            for fault in wanted {
+                if line.ends_with(fault) {
+                    seen.insert(fault);
+                }
+            }
+        }
+        // A person's edit or a foreign push between a build's answer (the push goes out at
+        // once) and the push's answer.
+        let mut after_build: Option<bool> = None;
+        for line in trace {
+            if line.ends_with("the build is answered") {
+                after_build = Some(false);
+            } else if line.contains("through the API") || line.contains("to the branch") {
+                after_build = after_build.map(|_| true);
+            } else if line.contains("the push") || line.contains("refuses the push") {
+                during_a_push |= after_build == Some(true);
+                after_build = None;
+            } else if line.contains("is answered") || line.contains("fails") {
+                after_build = None;
+            }
+        }
+    }
+    assert_eq!(seen.len(), wanted.len(), "reached only {seen:?}");
+    assert!(during_a_push, "no edit or push while a push was in flight");
+}
