@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::intent::{Intent, IntentSeq, Slot};
+use crate::intent::{Intent, IntentSeq, ObjectState, Slot};
 use crate::moment::Moment;
 
 /// The open commit window of one branch worker. Pure: time is handed in.
@@ -57,12 +57,27 @@ impl CommitWindow {
         self.entries.len()
     }
 
-    /// Adds an intent; an earlier intent for the same object is replaced.
+    /// Adds an intent; an earlier intent for the same object is replaced. A sweep is the newer
+    /// word on every object of its scope it does not keep: an earlier write of one in this
+    /// window (a snapshot listed before the object was deleted, superseded by a newer one) is
+    /// dropped, or it would bring the object back into Git.
     pub fn put(&mut self, seq: IntentSeq, intent: Intent, now: Moment) {
         if self.opened_at.is_none() {
             self.opened_at = Some(now);
         }
         self.last_write_at = Some(now);
+        if let ObjectState::Sweep(scope) = &intent.state {
+            self.entries.retain(|(target, key), (_, earlier)| {
+                let in_scope = *target == intent.target
+                    && key.resource == scope.resource
+                    && scope
+                        .namespace
+                        .as_ref()
+                        .is_none_or(|ns| *ns == key.namespace)
+                    && matches!(earlier.state, ObjectState::Present(_));
+                !in_scope || scope.keeps(&key.namespace, &key.name)
+            });
+        }
         let slot = intent.slot();
         let mut intent = intent;
         if let Some((_, earlier)) = self.entries.get(&slot) {
@@ -130,6 +145,48 @@ mod tests {
         assert_eq!(last, intent("a", 9));
         assert!(w.is_empty());
         assert_eq!(w.deadline(), None);
+    }
+
+    /// Two snapshots of one type in one window (the start-up list, then the list after the
+    /// branch lost backflow's commits): an object the first held and the second does not (it
+    /// was deleted in between) is not written back; what the second keeps, and other types,
+    /// stay.
+    #[test]
+    fn a_newer_sweep_drops_earlier_writes_of_what_it_does_not_keep() {
+        let t0 = Moment(Duration::from_secs(1));
+        let mut w = CommitWindow::new(Duration::from_secs(1), Duration::from_secs(5));
+        let secret = Intent::put(
+            "t",
+            ObjectKey::new(GroupResource::new("", "secrets"), "ns", "gone"),
+            serde_json::json!(1),
+        );
+        w.put(IntentSeq(1), intent("kept", 1), t0);
+        w.put(IntentSeq(2), intent("gone", 1), t0);
+        w.put(IntentSeq(3), secret, t0);
+        let scope = crate::SweepScope {
+            resource: GroupResource::new("", "configmaps"),
+            namespace: Some("ns".into()),
+            keep: [("ns".to_string(), "kept".to_string())].into(),
+            removable: None,
+        };
+        w.put(IntentSeq(4), Intent::sweep("t", scope), t0);
+        let names: Vec<(String, String)> = w
+            .close()
+            .keys()
+            .map(|(_, key)| (key.resource.resource.clone(), key.name.clone()))
+            .collect();
+        assert!(
+            !names.contains(&("configmaps".into(), "gone".into())),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&("configmaps".into(), "kept".into())),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&("secrets".into(), "gone".into())),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -188,6 +188,12 @@ impl World {
     /// The mirror's list returns: it publishes the live state as a resync.
     fn list(&mut self) {
         self.listing = false;
+        self.publish_live_state();
+    }
+
+    /// The mirror publishes the live state as a resync (its initial list, or a resync of every
+    /// target after the branch lost backflow's commits).
+    fn publish_live_state(&mut self) {
         let mut intents: Vec<Intent> = self
             .live
             .iter()
@@ -308,6 +314,7 @@ impl World {
             82..90 if self.asked.is_some() => self.finish_apply(),
             90..92 => self.crash(),
             92..94 => self.reconfigure(),
+            94..95 => self.force_push(),
             _ => self.tick(),
         }
     }
@@ -363,6 +370,32 @@ impl World {
         let published = self.branch.core.published_through();
         if let Some(e) = self.expected.get_mut(&name) {
             e.foreign_push(value, published);
+        }
+    }
+
+    /// Somebody force-pushes the branch back to one of its older commits: for each object a
+    /// Git-side change to what that commit holds. When it drops
+    /// backflow's commits, the worker says so and the mirror publishes the live state again.
+    fn force_push(&mut self) {
+        let history = self.branch.remote.history();
+        if history.len() < 2 {
+            return self.tick();
+        }
+        let to = Some(history[self.rng.random_range(1..history.len())]);
+        if let Some(commit) = to {
+            self.log(format!("somebody force-pushes the branch back to {commit}"));
+        }
+        let files = self.branch.remote.files(to);
+        self.branch.remote.force_push(to);
+        let published = self.branch.core.published_through();
+        for name in NAMES {
+            let value = files
+                .get(&model::file(name))
+                .cloned()
+                .unwrap_or_else(|| self.fresh("-g"));
+            if let Some(e) = self.expected.get_mut(name) {
+                e.foreign_push(value, published);
+            }
         }
     }
 
@@ -610,6 +643,25 @@ impl World {
             Event::Foreign(foreign) => {
                 self.log(format!("the worker saw a foreign commit {}", foreign.tip));
                 self.applier_input(ApplyInput::Foreign(foreign.tip));
+            }
+            Event::Diverged(divergence) => {
+                // As the controller: every target's stream lists again (events of the old
+                // watch are not delivered), the lists are published, then the worker is told.
+                self.log(format!(
+                    "the branch lost backflow's commits ({divergence:?}): the mirror resyncs"
+                ));
+                self.watch.clear();
+                self.echoes_queued = 0;
+                // The claim is held again until the new snapshots are published.
+                self.snapshot_published = false;
+                self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
+                    "the branch is resynced after it lost backflow's commits".into(),
+                ))));
+                self.publish_live_state();
+                self.branch.step(Input::Recovered);
+                if let Some(tip) = divergence.tip {
+                    self.applier_input(ApplyInput::Foreign(tip));
+                }
             }
             other => self.log(format!("branch event {other:?}")),
         }
