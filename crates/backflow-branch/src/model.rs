@@ -487,7 +487,14 @@ impl Shell {
                 if let ObjectState::Sweep(scope) = &intent.state {
                     // A resync's sweep: the folder's files of the type (and namespace) that the
                     // snapshot did not hold go.
+                    let before = next.len();
                     next.retain(|path, _| !swept(path, &intent.target, scope));
+                    // As the git shell: a sweep that removes nothing is unchanged, judged on a
+                    // tip that must be confirmed current before it counts (a push made since
+                    // may have added a file it removes).
+                    if !write.is_screened() && next.len() == before {
+                        built.unchanged.push(slot.clone());
+                    }
                     continue;
                 }
                 let path = path_of(intent);

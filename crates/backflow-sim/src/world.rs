@@ -88,6 +88,8 @@ pub struct World {
     /// The mirror's initial list is under way: the decision started, no snapshot is submitted
     /// yet, and people's edits meanwhile reach it through the list (no watch event).
     listing: bool,
+    /// The world stopped: no more edits, pushes or faults.
+    quiescing: bool,
     /// The last intent of the initial snapshot, once it is submitted.
     snapshot_seq: Option<IntentSeq>,
     /// Whether the branch published through `snapshot_seq` (said by the remote's `Published`
@@ -133,6 +135,7 @@ impl World {
             retry_at: None,
             expected: BTreeMap::new(),
             listing: false,
+            quiescing: false,
             snapshot_seq: None,
             snapshot_published: false,
             recorded: None,
@@ -428,7 +431,9 @@ impl World {
             ),
         };
         let faults = &mut self.branch.faults;
-        let what = match (self.rng.random_range(0..6) == 0, fetch, build) {
+        // Once the world stops, the remote stops failing too.
+        let faulty = !self.quiescing && self.rng.random_range(0..6) == 0;
+        let what = match (faulty, fetch, build) {
             (false, true, _) => "the fetch is answered",
             (false, _, true) => "the build is answered",
             (false, ..) => "the push is answered",
@@ -872,6 +877,7 @@ impl World {
     /// every write published, no reason pending.
     pub fn quiesce(&mut self) -> Result<(), Violation> {
         self.log("--- quiescence: no more edits or pushes ---".into());
+        self.quiescing = true;
         for _ in 0..2_000 {
             if self.is_quiet() {
                 return Ok(());
@@ -907,7 +913,8 @@ impl World {
             && !self.branch.core.has_unpublished()
             && matches!(self.branch.core.phase(), Phase::Idle)
             && matches!(self.applier.phase(), ApplyPhase::Idle)
-            && self.applier.pending().is_empty()
+            // With no branch (deleted, and nothing live to write) reasons wait for one.
+            && (self.applier.pending().is_empty() || self.branch.remote.tip.is_none())
             && self.retry_at.is_none()
             && self.branch.remote.tip == self.known_tip()
     }
