@@ -63,6 +63,10 @@ pub struct Controller {
     running: BTreeMap<StreamSpec, Running>,
     committed_requests: BTreeSet<String>,
     last_status: BTreeMap<String, serde_json::Value>,
+    /// Per target, the generation the last reconcile acted on: a status written between
+    /// reconciles says no newer one (its `observedGeneration` would claim a spec not acted on
+    /// yet, such as placement rules not yet in force).
+    reconciled: BTreeMap<TargetRef, Option<i64>>,
     /// The `GitBranch` object (namespace, name) reporting each branch in use.
     branch_objects: BTreeMap<BranchKey, (String, String)>,
     /// Placement totals already added to the counter.
@@ -134,6 +138,7 @@ impl Controller {
             running: BTreeMap::new(),
             committed_requests: BTreeSet::new(),
             last_status: BTreeMap::new(),
+            reconciled: BTreeMap::new(),
             branch_objects: BTreeMap::new(),
             placements_exported: (0, 0, 0),
             recovering: BTreeSet::new(),
@@ -789,6 +794,7 @@ impl Controller {
                 })
             });
             let status = self.target_status(t, problem, &now);
+            self.reconciled.insert(tref.clone(), t.metadata.generation);
             let api = Api::<GitTarget>::namespaced(self.client.clone(), &tref.0);
             self.patch_status(api, Some(&tref.0), &tref.1, status).await;
         }
@@ -945,8 +951,11 @@ impl Controller {
         let now = now(self.clock.as_ref());
         for t in targets.items {
             let tref = (t.namespace().unwrap_or_default(), t.name_any());
-            // Targets with problems are written by the reconcile, which knows the problem.
-            if !self.running.keys().any(|s| s.target == tref) {
+            // Targets with problems are written by the reconcile, which knows the problem; so is
+            // a target whose spec changed since the last reconcile.
+            if !self.running.keys().any(|s| s.target == tref)
+                || self.reconciled.get(&tref) != Some(&t.metadata.generation)
+            {
                 continue;
             }
             let status = self.target_status(&t, None, &now);
