@@ -215,6 +215,31 @@ async fn restart_time(
     })
 }
 
+/// The scale rows of `run` over `objects` against `base` over its objects: the restart per
+/// 1,000 objects (linear when the ratio is 1) and the prune after the restart.
+fn scale_rows(
+    (run, objects): (&Restarted, usize),
+    (base, base_objects): (&Restarted, usize),
+) -> [Value; 2] {
+    let per_k = |d: Duration, n: usize| d.as_secs_f64() * 1000.0 / n as f64;
+    [
+        row(
+            &format!("restart → a write in Git, s per 1,000 objects ({objects} objects)"),
+            per_k(run.restart, objects),
+            per_k(base.restart, base_objects),
+            false,
+            &format!("the same per 1,000 objects at {base_objects} objects (linear: ratio 1)"),
+        ),
+        row(
+            &format!("push removing 2 files after a restart → pruned, ms ({objects} objects)"),
+            run.prune.as_secs_f64() * 1000.0,
+            base.prune.as_secs_f64() * 1000.0,
+            false,
+            &format!("the same at {base_objects} objects"),
+        ),
+    ]
+}
+
 /// Runs the scenario and returns its result object.
 pub async fn run(quick: bool) -> Result<Value, String> {
     let n = documents(quick);
@@ -224,7 +249,6 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     let apart = tempfile::tempdir().map_err(|e| e.to_string())?;
     let baseline = restart_time(apart.path(), n, Layout::FilePerObject, document).await?;
     let (o, b) = (ours.restart.as_secs_f64(), baseline.restart.as_secs_f64());
-    let per_k = |d: Duration, objects: usize| d.as_secs_f64() * 1000.0 / objects as f64;
     let mut rows = vec![row(
         &format!("restart → a write in Git, s ({n} documents in one file)"),
         o,
@@ -236,20 +260,7 @@ pub async fn run(quick: bool) -> Result<Value, String> {
     for &m in many(quick) {
         let scale_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let run = restart_time(scale_dir.path(), m, Layout::FilePerObject, small).await?;
-        rows.push(row(
-            &format!("restart → a write in Git, s per 1,000 objects ({m} objects)"),
-            per_k(run.restart, m),
-            per_k(baseline.restart, n),
-            false,
-            &format!("the same per 1,000 objects at {n} objects (linear: ratio 1)"),
-        ));
-        rows.push(row(
-            &format!("push removing 2 files after a restart → pruned, ms ({m} objects)"),
-            run.prune.as_secs_f64() * 1000.0,
-            baseline.prune.as_secs_f64() * 1000.0,
-            false,
-            &format!("the same at {n} objects"),
-        ));
+        rows.extend(scale_rows((&run, m), (&baseline, n)));
         scaled.push((m, run));
     }
     let aim = 10.0;
@@ -314,30 +325,14 @@ pub async fn run_folder(quick: bool) -> Result<Value, String> {
     drop(base_dir);
     let big_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let big = restart_time(big_dir.path(), big_n, Layout::FilePerObject, small).await?;
-    let per_k = |d: Duration, objects: usize| d.as_secs_f64() * 1000.0 / objects as f64;
-    let rows = vec![
-        row(
-            &format!("restart → a write in Git, s ({big_n} objects)"),
-            big.restart.as_secs_f64(),
-            base.restart.as_secs_f64(),
-            false,
-            &format!("the same at {base_n} objects"),
-        ),
-        row(
-            &format!("restart → a write in Git, s per 1,000 objects ({big_n} objects)"),
-            per_k(big.restart, big_n),
-            per_k(base.restart, base_n),
-            false,
-            &format!("the same per 1,000 objects at {base_n} objects (linear: ratio 1)"),
-        ),
-        row(
-            &format!("push removing 2 files after a restart → pruned, ms ({big_n} objects)"),
-            big.prune.as_secs_f64() * 1000.0,
-            base.prune.as_secs_f64() * 1000.0,
-            false,
-            &format!("the same at {base_n} objects"),
-        ),
-    ];
+    let mut rows = vec![row(
+        &format!("restart → a write in Git, s ({big_n} objects)"),
+        big.restart.as_secs_f64(),
+        base.restart.as_secs_f64(),
+        false,
+        &format!("the same at {base_n} objects"),
+    )];
+    rows.extend(scale_rows((&big, big_n), (&base, base_n)));
     let notes = vec![
         json!(format!(
             "A person pushes {big_n} small ConfigMaps one file each (the claim's inventory in ConfigMaps beside it); once the NativeClaim applied them, backflow stops and starts again: the time runs from the start until a write made through the API (X-Backflow-Wait: pushed) is in Git. Then a push removing two files is timed until both are pruned (the refresh that notices the push runs every second here; no hook). Baseline: the same with {base_n} objects, in the same run."

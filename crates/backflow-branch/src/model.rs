@@ -485,14 +485,10 @@ impl Shell {
                     continue;
                 }
                 if let ObjectState::Sweep(scope) = &intent.state {
-                    // A resync's sweep: the folder's files of the type (and namespace) that the
-                    // snapshot did not hold go.
-                    let before = next.len();
-                    next.retain(|path, _| !swept(path, &intent.target, scope));
                     // As the git shell: a sweep that removes nothing is unchanged, judged on a
                     // tip that must be confirmed current before it counts (a push made since
                     // may have added a file it removes).
-                    if !write.is_screened() && next.len() == before {
+                    if !sweep(&mut next, &intent.target, scope) && !write.is_screened() {
                         built.unchanged.push(slot.clone());
                     }
                     continue;
@@ -562,6 +558,14 @@ impl Shell {
         }
         PushAnswer::Accepted
     }
+}
+
+/// A resync's sweep of `files`: the folder's files of the type (and namespace) that the
+/// snapshot did not hold go. Says whether any went.
+fn sweep(files: &mut Files, target: &str, scope: &crate::SweepScope) -> bool {
+    let before = files.len();
+    files.retain(|path, _| !swept(path, target, scope));
+    files.len() != before
 }
 
 /// How many commits on the remote's history touched `path` (set it to a new value).

@@ -258,6 +258,8 @@ mod tests {
     /// A folder's tree is named while nothing is planned under it, and the files that differ
     /// since a named folder tree are exactly those a write changed there (plus what is planned
     /// on top), whatever changed elsewhere.
+    // One scenario over one repository, each step building on the trees the one before wrote:
+    // kept whole rather than split into steps that would each rebuild them.
     #[test]
     fn a_folder_tree_is_named_and_diffed() {
         let dir = tempfile::tempdir().expect("tempdir");

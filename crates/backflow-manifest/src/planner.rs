@@ -125,6 +125,9 @@ pub struct YamlPlanner {
     /// This backflow, as folders' owner files name it: a write claims an unclaimed folder and
     /// is refused in one another backflow holds. `None`: owner files are not looked at.
     owner: Option<FolderOwner>,
+    /// Per owner file's blob id, what it says about this backflow: every write into a folder
+    /// asks, and a resync of 100,000 objects would otherwise read the file 100,000 times.
+    owner_files: Arc<Mutex<BTreeMap<String, Ownership>>>,
 }
 
 /// The value of the document `found` names, read from `tree` (`None`: it does not parse).
@@ -213,6 +216,7 @@ impl YamlPlanner {
             values: Arc::default(),
             overrides: None,
             owner: None,
+            owner_files: Arc::default(),
         }
     }
 
@@ -684,7 +688,7 @@ impl YamlPlanner {
         }
         if let (Some(owner), false) = (&self.owner, updates.is_empty()) {
             let path = FolderOwner::path(target);
-            match owner.judge(tree.read(&path)?.as_deref()) {
+            match self.ownership(tree, owner, &path)? {
                 Ownership::Mine => {}
                 Ownership::Unclaimed => updates.push(PathUpdate::write(path, owner.render())),
                 Ownership::Other(holder) => {
@@ -693,6 +697,33 @@ impl YamlPlanner {
             }
         }
         Ok(updates)
+    }
+
+    /// What the owner file at `path` says about `owner`, read once per blob.
+    fn ownership(
+        &self,
+        tree: &dyn TreeView,
+        owner: &FolderOwner,
+        path: &str,
+    ) -> Result<Ownership, TreeError> {
+        let Some(id) = tree.file_id(path)? else {
+            return Ok(Ownership::Unclaimed);
+        };
+        let known = self
+            .owner_files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        if let Some(known) = known {
+            return Ok(known);
+        }
+        let judged = owner.judge(tree.read(path)?.as_deref());
+        self.owner_files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, judged.clone());
+        Ok(judged)
     }
 
     fn plan_intent(

@@ -1,12 +1,15 @@
 //! The async handle around a worker running on its own thread, with the system clock.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::SystemClock;
 use backflow_branch::FilePerObjectPlanner;
 use backflow_git::{BranchMetrics, GitMetrics};
-use backflow_git::{BranchWorker, Identity, RemoteSpec, WorkerConfig, WriteError, spawn};
+use backflow_git::{
+    BranchWorker, Identity, RemoteSpec, WorkerConfig, WorkerHandle, WriteError, spawn,
+};
 
 use crate::support::*;
 
@@ -22,23 +25,28 @@ fn config(window: Duration) -> WorkerConfig {
     cfg
 }
 
+/// A worker on `bare` with its cache in `data`, running with the system clock.
+fn started(bare: &Bare, data: &Path, window: Duration, metrics: BranchMetrics) -> WorkerHandle {
+    let clock = Arc::new(SystemClock);
+    let worker = BranchWorker::open(
+        data,
+        &RemoteSpec::new(bare.url()),
+        config(window),
+        Box::new(FilePerObjectPlanner),
+        clock.clone(),
+        metrics,
+    )
+    .expect("worker");
+    spawn(worker, clock, Duration::from_secs(10))
+}
+
 #[tokio::test]
 async fn submit_resolves_with_the_pushed_commit_and_flush_returns_the_tip() {
     let bare = Bare::new();
     let data = tempfile::tempdir().expect("tempdir");
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = GitMetrics::register(&mut registry);
-    let clock = Arc::new(SystemClock);
-    let worker = BranchWorker::open(
-        data.path(),
-        &RemoteSpec::new(bare.url()),
-        config(Duration::from_secs(3600)),
-        Box::new(FilePerObjectPlanner),
-        clock.clone(),
-        metrics.for_branch(&bare.url(), "main"),
-    )
-    .expect("worker");
-    let handle = spawn(worker, clock, Duration::from_secs(10));
+    let metrics = GitMetrics::register(&mut registry).for_branch(&bare.url(), "main");
+    let handle = started(&bare, data.path(), Duration::from_secs(3600), metrics);
     let a = handle.submit(put("a", "1"));
     let b = handle.submit(put("b", "1"));
     // The window is an hour long: only the flush publishes them.
@@ -107,17 +115,12 @@ async fn submit_resolves_with_the_pushed_commit_and_flush_returns_the_tip() {
 async fn disabled_metrics_and_shutdown_on_drop() {
     let bare = Bare::new();
     let data = tempfile::tempdir().expect("tempdir");
-    let clock = Arc::new(SystemClock);
-    let worker = BranchWorker::open(
+    let handle = started(
+        &bare,
         data.path(),
-        &RemoteSpec::new(bare.url()),
-        config(Duration::from_secs(3600)),
-        Box::new(FilePerObjectPlanner),
-        clock.clone(),
+        Duration::from_secs(3600),
         BranchMetrics::disabled(),
-    )
-    .expect("worker");
-    let handle = spawn(worker, clock, Duration::from_secs(10));
+    );
     let pushed = handle.submit(put("a", "1"));
     drop(handle);
     // Dropping the last handle flushes the hour-long window.
@@ -134,17 +137,12 @@ async fn disabled_metrics_and_shutdown_on_drop() {
 async fn a_resync_with_a_refused_intent_is_answered_refused() {
     let bare = Bare::new();
     let data = tempfile::tempdir().expect("tempdir");
-    let clock = Arc::new(SystemClock);
-    let worker = BranchWorker::open(
+    let handle = started(
+        &bare,
         data.path(),
-        &RemoteSpec::new(bare.url()),
-        config(Duration::from_millis(10)),
-        Box::new(FilePerObjectPlanner),
-        clock.clone(),
+        Duration::from_millis(10),
         BranchMetrics::disabled(),
-    )
-    .expect("worker");
-    let handle = spawn(worker, clock, Duration::from_secs(10));
+    );
     let refused = handle.submit_resync("apps", vec![put("../escape", "x"), put("a", "1")]);
     let refused = tokio::time::timeout(HANG, refused)
         .await
