@@ -380,7 +380,7 @@ enum Write {
     Apply,
     /// Git changed it, but it was edited live after the flush: left alone.
     Deferred,
-    /// Missing live and not changed by Git since the last apply (a catch-up): not re-created.
+    /// Missing live during a catch-up: not re-created (the delete may not be published yet).
     Absent,
     /// Another applier owns it: two appliers applying one object fight, so it is left alone.
     Foreign,
@@ -391,6 +391,17 @@ enum Write {
     Protected,
     /// Out of a push's reach, and Git declares something else: refused, reported.
     Refused(Protection),
+}
+
+/// What an apply judges each object by besides its content.
+#[derive(Clone, Copy)]
+struct Judging<'a> {
+    /// The flush's second: an object edited then or later is left to the next apply.
+    cutoff: u64,
+    /// Objects whose live edit is not in Git yet (a file blocked it): left as they are.
+    spare: &'a BTreeSet<ObjectKey>,
+    /// A catch-up: stamps what is live, creates nothing.
+    stamp_only: bool,
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -576,7 +587,11 @@ impl NativeApplier {
                 && (retry.contains(&object.identity)
                     || before.get(&object.identity).map(|o| &o.value) != Some(&object.value))
         };
-        let judging = (cutoff, &spare);
+        let judging = Judging {
+            cutoff,
+            spare: &spare,
+            stamp_only,
+        };
         let mut inventory = self
             .apply_all(declared.objects, changed, judging, &mut kinds, &mut report)
             .await;
@@ -612,7 +627,7 @@ impl NativeApplier {
         &self,
         objects: Vec<DeclaredObject>,
         changed: impl Fn(&DeclaredObject) -> bool,
-        judging: (u64, &BTreeSet<ObjectKey>),
+        judging: Judging<'_>,
         kinds: &mut Kinds,
         report: &mut ApplyReport,
     ) -> Vec<InventoryEntry> {
@@ -840,7 +855,7 @@ impl NativeApplier {
         &self,
         object: &DeclaredObject,
         changed: bool,
-        (cutoff, spare): (u64, &BTreeSet<ObjectKey>),
+        judging: Judging<'_>,
         kinds: &mut Kinds,
         reads: &LiveReads,
     ) -> Result<(InventoryEntry, Write), String> {
@@ -886,10 +901,20 @@ impl NativeApplier {
             return Ok((entry, write));
         }
         let owner = live.as_ref().and_then(owned_by);
+        let Judging {
+            cutoff,
+            spare,
+            stamp_only,
+        } = judging;
         let write = match live {
             Some(_) if changed && spare.contains(&key) => Write::Spared(key),
+            // A delete that is not in Git yet (its file blocked it) is not undone either.
+            None if spare.contains(&key) => Write::Spared(key),
             _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
-            None if !changed => Write::Absent,
+            // Missing live although Git declares it, "changed" or not: after the flush a live
+            // delete is in Git or older than Git's word (a revert, a force-push); a delete
+            // made since collides in the apply's window. Only a catch-up leaves it.
+            None if stamp_only => Write::Absent,
             None => Write::Apply,
             Some(live) if changed && !holds(&content, &live) => {
                 if edited_since(&live, cutoff) {

@@ -384,9 +384,11 @@ impl World {
         if history.len() < 2 {
             return self.tick();
         }
-        let to = Some(history[self.rng.random_range(1..history.len())]);
-        if let Some(commit) = to {
-            self.log(format!("somebody force-pushes the branch back to {commit}"));
+        let deleted = self.variant == Variant::WithDeletes && self.rng.random_range(0..4) == 0;
+        let to = (!deleted).then(|| history[self.rng.random_range(1..history.len())]);
+        match to {
+            Some(commit) => self.log(format!("somebody force-pushes the branch back to {commit}")),
+            None => self.log("somebody deletes the branch".into()),
         }
         let files = self.branch.remote.files(to);
         self.branch.remote.force_push(to);
@@ -775,10 +777,13 @@ impl World {
             // file went away since the last apply is removed even if it was never applied (the
             // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
+            let live = &self.live[name];
+            // What Git declares and the live side lacks is created whether Git changed it or
+            // not (a revert or a force-push back to what was last applied).
             let changed = !same(before.get(&path).unwrap_or(&gone), want)
                 || (absent(want) && left.contains(&path))
+                || (absent(&live.value) && !absent(want))
                 || self.deferred.contains(name);
-            let live = &self.live[name];
             if catch_up_only {
                 // Only stamps: what an earlier apply deferred stays deferred (the runner's).
                 continue;

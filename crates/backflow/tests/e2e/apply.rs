@@ -762,6 +762,38 @@ fn a_file_pushed_back_right_after_its_removal_was_applied_stays() {
     assert_eq!(cm_value(&w, "back", "v").as_deref(), Some("two"));
 }
 
+/// `git revert` of the commit backflow made for a live delete brings the object back. The
+/// revert declares the object exactly as the last applied commit did (backflow's own commit
+/// is not applied), so the object was judged unchanged since the last apply and, missing live,
+/// not re-created: Git and the live side stayed apart for good.
+#[test]
+fn reverting_the_commit_of_a_live_delete_brings_the_object_back() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    let path = "live/default/configmaps/undo.yaml";
+    let clone = w.clone_origin("erin");
+    std::fs::create_dir_all(clone.join("live/default/configmaps")).expect("folder");
+    let file = configmap("default", "undo", &[("greeting", "hello")]);
+    std::fs::write(clone.join(path), file).expect("write");
+    let pushed = w.commit_all_and_push_rebasing(&clone, "erin adds undo");
+    wait_applied(&w, &pushed);
+    wait_value(&w, "undo", "greeting", "hello");
+    w.kubectl(&["delete", "configmap", "undo"]);
+    wait_for("the delete to reach Git", String::new, || {
+        w.show(path).is_none().then_some(())
+    });
+    w.wait_settled();
+    w.git_in(Some(&clone), &["pull", "-q", "--rebase", "origin", "main"]);
+    let removal = w.git_in(Some(&clone), &["log", "-1", "--format=%H", "--", path]);
+    w.git_in(Some(&clone), &["revert", "--no-edit", removal.trim()]);
+    w.git_in(Some(&clone), &["push", "-q", "origin", "HEAD:main"]);
+    let revert = w.git_in(Some(&clone), &["rev-parse", "HEAD"]);
+    wait_applied(&w, revert.trim());
+    wait_value(&w, "undo", "greeting", "hello");
+    assert_quiescent(&w, Duration::from_secs(2));
+    assert!(w.show(path).is_some(), "Git keeps the reverted file");
+}
+
 /// Runs the apply of the foreign commit `push` makes with its flush held (the remote's branch
 /// is locked, so the flush's push fails and is retried), and `during` while it is held: what
 /// `during` does is decided after the flush's mark. Returns the foreign commit.
