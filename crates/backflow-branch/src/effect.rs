@@ -56,6 +56,10 @@ pub struct DurableTips {
     pub seen: Option<CommitId>,
     /// The last commit the worker pushed (or found it had pushed).
     pub pushed: Option<CommitId>,
+    /// The last commit the worker sent to the remote, kept before the push goes out: a process
+    /// killed before it heard the answer still knows, on start, that a tip holding it is its
+    /// own commit, not somebody else's.
+    pub sending: Option<CommitId>,
 }
 
 /// Something the owner of a worker may care about.

@@ -272,8 +272,8 @@ impl BranchCore {
     #[must_use]
     pub fn new(cfg: CoreConfig, durable: DurableTips, now: Moment) -> Self {
         let mut own = OwnCommits::default();
-        if let Some(pushed) = durable.pushed {
-            own.insert(pushed);
+        for commit in durable.pushed.into_iter().chain(durable.sending) {
+            own.insert(commit);
         }
         Self {
             window: CommitWindow::new(cfg.window, cfg.max_window_age),
@@ -676,6 +676,7 @@ impl BranchCore {
             .head
             .into_iter()
             .chain(self.durable.pushed)
+            .chain(self.durable.sending)
             .collect()
     }
 
@@ -725,6 +726,10 @@ impl BranchCore {
         };
         self.io_after = self.last_seq;
         let expected = self.remote_tip;
+        if self.durable.sending != Some(head) {
+            self.durable.sending = Some(head);
+            out.push(Effect::Persist(self.durable));
+        }
         self.phase = Phase::Pushing {
             head,
             expected,
@@ -878,6 +883,13 @@ impl BranchCore {
             self.durable.pushed = Some(head);
             self.publish_chain(tip, out);
         }
+        // A push sent by a process that died before it heard the answer landed.
+        if let Some(sent) = self.durable.sending
+            && self.durable.pushed != Some(sent)
+            && fetched.contains.contains(&sent)
+        {
+            self.durable.pushed = Some(sent);
+        }
         let diverged = match self.durable.pushed {
             Some(lost) if tip.commit() != Some(lost) && !fetched.contains.contains(&lost) => {
                 // The new tip is the baseline from now on: the owner's resync restores what was
@@ -980,6 +992,7 @@ impl BranchCore {
                 self.durable = DurableTips {
                     seen: Some(head),
                     pushed: Some(head),
+                    sending: Some(head),
                 };
                 out.push(Effect::Persist(self.durable));
                 self.publish_chain(Tip::At(head), out);

@@ -110,10 +110,11 @@ pub enum WorkerEvent {
 }
 
 /// The refs of the cache that keep [`DurableTips`] for `branch`.
-fn durable_refs(branch: &str) -> [String; 2] {
+fn durable_refs(branch: &str) -> [String; 3] {
     [
         format!("refs/backflow/seen/{branch}"),
         format!("refs/backflow/pushed/{branch}"),
+        crate::repo::outgoing_ref(branch),
     ]
 }
 
@@ -679,8 +680,14 @@ impl BranchWorker {
     /// pushed equal) is written at most once per [`REF_PACE`]: a ref update costs about as much
     /// as the rest of a commit, and a record that lags a moment behind is still an ancestor of
     /// the real last push (a divergence past it is still seen; the start-up resync restores the
-    /// rest). Anything else is written at once.
+    /// rest). Anything else is written at once, and so is the commit about to be sent (before
+    /// it goes out: one ref per push).
     fn persist(&mut self, tips: DurableTips) {
+        if tips.sending != self.stored_refs.sending {
+            let [_, _, sending_ref] = durable_refs(&self.cfg.branch);
+            self.write_ref(&sending_ref, tips.sending);
+            self.stored_refs.sending = tips.sending;
+        }
         let routine = tips.seen == tips.pushed;
         if routine && self.within_ref_pace() {
             self.deferred_refs = Some(tips);
@@ -709,29 +716,31 @@ impl BranchWorker {
     /// Writes what changed: `pushed` always, `seen` only while it differs from `pushed`.
     fn write_refs(&mut self, tips: DurableTips) {
         self.deferred_refs = None;
-        self.refs_written_at = Some(self.now());
-        let [seen_ref, pushed_ref] = durable_refs(&self.cfg.branch);
+        let [seen_ref, pushed_ref, _] = durable_refs(&self.cfg.branch);
         let seen_apart = tips.seen.filter(|_| tips.seen != tips.pushed);
         let wanted = [(pushed_ref, tips.pushed), (seen_ref, seen_apart)];
         let stored = [self.stored_refs.pushed, self.stored_refs.seen];
         for ((name, tip), stored) in wanted.into_iter().zip(stored) {
-            if tip == stored {
-                continue;
-            }
-            let result = match tip {
-                Some(id) => self.repo.set_ref(&name, oid(id)),
-                None => self.repo.remove_ref(&name),
-            };
-            if let Err(e) = result {
-                // The next run then reports a foreign commit twice or misses a divergence
-                // the mirror's start-up resync repairs anyway; nothing acknowledged is lost.
-                tracing::error!(branch = %self.cfg.branch, error = %e, "cannot record the branch's tips in the cache");
+            if tip != stored {
+                self.write_ref(&name, tip);
+                self.refs_written_at = Some(self.now());
             }
         }
-        self.stored_refs = DurableTips {
-            seen: seen_apart,
-            pushed: tips.pushed,
+        self.stored_refs.seen = seen_apart;
+        self.stored_refs.pushed = tips.pushed;
+    }
+
+    /// Points `name` at `tip` (removes it for none).
+    fn write_ref(&self, name: &str, tip: Option<CommitId>) {
+        let result = match tip {
+            Some(id) => self.repo.set_ref(name, oid(id)),
+            None => self.repo.remove_ref(name),
         };
+        if let Err(e) = result {
+            // The next run then reports a foreign commit twice or misses a divergence the
+            // mirror's start-up resync repairs anyway; nothing acknowledged is lost.
+            tracing::error!(branch = %self.cfg.branch, error = %e, "cannot record the branch's tips in the cache");
+        }
     }
 
     fn fetch(&mut self, check: &BTreeSet<CommitId>) -> Result<FetchedTip, IoFailure> {
@@ -965,7 +974,7 @@ impl BranchWorker {
 /// is its own ref only while it differs from the last push; a cache written before these refs
 /// existed falls back to its tracking ref.
 fn read_durable(repo: &LocalRepo, branch: &str) -> (DurableTips, DurableTips) {
-    let [seen, pushed] = durable_refs(branch);
+    let [seen, pushed, sending] = durable_refs(branch);
     let read = |name: &str| match repo.read_ref(name) {
         Ok(tip) => tip.map(commit_id),
         Err(e) => {
@@ -976,6 +985,7 @@ fn read_durable(repo: &LocalRepo, branch: &str) -> (DurableTips, DurableTips) {
     let stored = DurableTips {
         seen: read(&seen),
         pushed: read(&pushed),
+        sending: read(&sending),
     };
     let durable = DurableTips {
         seen: stored
@@ -983,6 +993,7 @@ fn read_durable(repo: &LocalRepo, branch: &str) -> (DurableTips, DurableTips) {
             .or(stored.pushed)
             .or_else(|| read(&tracking_ref(branch))),
         pushed: stored.pushed,
+        sending: stored.sending,
     };
     (durable, stored)
 }

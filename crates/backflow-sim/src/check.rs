@@ -32,6 +32,8 @@ pub enum Violation {
     AppliedBeforeSnapshot,
     /// The system never settled.
     NeverQuiet(String),
+    /// 8: backflow's own push reported as somebody else's commit.
+    OwnCommitForeign(String),
     /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
     CoreCheck(String),
 }
@@ -45,6 +47,7 @@ impl fmt::Display for Violation {
             Self::NotQuiescent(m) => write!(f, "(6) not quiescent: {m}"),
             Self::AppliedBeforeSnapshot => write!(f, "(7) applied before the initial snapshot"),
             Self::NeverQuiet(m) => write!(f, "never quiet: {m}"),
+            Self::OwnCommitForeign(c) => write!(f, "(8) backflow's own commit {c} reported foreign"),
             Self::CoreCheck(m) => write!(f, "a core broke its own check: {m}"),
         }
     }

@@ -247,6 +247,12 @@ impl World {
     /// events, the decision's state, an apply being carried out); the live store, the remote,
     /// what the worker persisted and the claim's status are kept.
     fn crash(&mut self) {
+        let pushing = matches!(self.branch.in_flight, Some(Effect::Push { .. }));
+        if pushing && !self.quiescing && self.rng.random_range(0..2) == 0 {
+            // Killed between the push landing and its answer.
+            self.branch.run_unanswered();
+            self.log("the push lands; the process dies before it hears so".into());
+        }
         self.log("--- the process is killed and starts again ---".into());
         let shell = std::mem::replace(&mut self.branch, Shell::new(CoreConfig::default()));
         self.branch = shell.restart(CoreConfig::default());
@@ -649,6 +655,19 @@ impl World {
             }
             Event::Foreign(foreign) => {
                 self.log(format!("the worker saw a foreign commit {}", foreign.tip));
+                // Backflow's own commit is foreign only when somebody else moved the branch
+                // to it (a force-push back).
+                let remote = &self.branch.remote;
+                let by = remote.commits.get(&foreign.tip).map(|c| c.by.as_str());
+                let moved_by_push = remote
+                    .tips
+                    .iter()
+                    .rev()
+                    .find(|(tip, _)| *tip == Some(foreign.tip))
+                    .is_some_and(|(_, forced)| !forced);
+                if self.found.is_none() && by == Some("backflow") && moved_by_push {
+                    self.found = Some(Violation::OwnCommitForeign(foreign.tip.to_string()));
+                }
                 self.applier_input(ApplyInput::Foreign(foreign.tip));
             }
             Event::Diverged(divergence) => {

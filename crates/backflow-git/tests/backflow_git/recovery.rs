@@ -53,6 +53,36 @@ fn a_push_made_while_stopped_is_reported_foreign_on_start_once() {
     );
 }
 
+/// A process killed after its push landed and before it recorded the push (its answer never
+/// heard, or the record still held back by its pace) finds its own commit at the tip on start:
+/// the commit it was sending was kept before the push went out, so it is not reported foreign.
+#[test]
+fn a_push_the_process_died_before_recording_is_not_foreign_on_start() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let first = bare.tip().expect("pushed");
+    w.submit(put("a", "2"));
+    w.poll();
+    let second = bare.tip().expect("pushed");
+    assert_ne!(first, second);
+    drop(w);
+    // What a kill -9 right after the second push leaves: the record names the first.
+    let repo = cache.path().join("cache.git");
+    git(&repo, &["update-ref", "refs/backflow/pushed/main", &first]);
+    git(&repo, &["update-ref", "refs/remotes/origin/main", &first]);
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.poll();
+    let events = w.take_events();
+    assert!(foreign(&events).is_empty(), "{events:?}");
+    assert_eq!(diverged(&events), None);
+    w.submit(put("b", "1"));
+    w.poll();
+    assert!(bare.contains(&second), "the next push builds on it");
+}
+
 #[test]
 fn a_force_push_that_drops_backflows_commit_holds_publication_until_the_resync() {
     let bare = Bare::new();
