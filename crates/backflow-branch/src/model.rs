@@ -8,7 +8,7 @@ use std::time::Duration;
 use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
-    BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
+    Attribution, BranchCore, ChangedBy, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
     FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin, PlanError,
     PushAnswer, RefusedIntent, Tip,
 };
@@ -27,6 +27,9 @@ pub struct ModelCommit {
     pub files: Files,
     /// Who wrote it: "backflow" or a foreign pusher's name.
     pub by: String,
+    /// The `Changed-by:` names of the intents it changed the tree for, as backflow's commit
+    /// message names them (a manager's attribution).
+    pub changed_by: BTreeSet<String>,
 }
 
 /// The remote, and the cache the shell writes commits into before pushing them (one object
@@ -59,6 +62,7 @@ impl ModelRemote {
                 parent,
                 files,
                 by: by.to_string(),
+                changed_by: BTreeSet::new(),
             },
         );
         id
@@ -479,6 +483,7 @@ impl Shell {
         for write in writes {
             let mut built = BuiltWrite::default();
             let mut next = files.clone();
+            let mut changed_by = BTreeSet::new();
             let first_base = self
                 .first_bases
                 .entry(write.through)
@@ -493,11 +498,20 @@ impl Shell {
                     });
                     continue;
                 }
+                let named = match &intent.attribution {
+                    Some(Attribution {
+                        by: ChangedBy::Manager(name),
+                        ..
+                    }) => Some(name.to_string()),
+                    _ => None,
+                };
                 if let ObjectState::Sweep(scope) = &intent.state {
                     // As the git shell: a sweep that removes nothing is unchanged, judged on a
                     // tip that must be confirmed current before it counts (a push made since
                     // may have added a file it removes).
-                    if !sweep(&mut next, &intent.target, scope) && !write.is_screened() {
+                    if sweep(&mut next, &intent.target, scope) {
+                        changed_by.extend(named);
+                    } else if !write.is_screened() {
                         built.unchanged.push(slot.clone());
                     }
                     continue;
@@ -521,6 +535,7 @@ impl Shell {
                     built.unchanged.push(slot.clone());
                     continue;
                 }
+                changed_by.extend(named);
                 match content {
                     Some(c) => next.insert(path, c),
                     None => next.remove(&path),
@@ -528,6 +543,9 @@ impl Shell {
             }
             if next != files {
                 let id = self.remote.write_commit(parent, next.clone(), "backflow");
+                if let Some(commit) = self.remote.commits.get_mut(&id) {
+                    commit.changed_by = changed_by;
+                }
                 self.built.push(id);
                 built.commit = Some(id);
                 parent = Some(id);

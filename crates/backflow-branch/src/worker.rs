@@ -179,6 +179,8 @@ struct Chain {
     base: Tip,
     built: usize,
     head: Option<CommitId>,
+    /// Every commit built on `base`, in order (`head` last).
+    commits: Vec<CommitId>,
     through: IntentSeq,
     /// Whether some intent was judged unchanged against `base` while `base` was not read since
     /// that intent was decided: the judgement holds only once `base` is confirmed current.
@@ -191,6 +193,7 @@ impl Chain {
             base,
             built: 0,
             head: None,
+            commits: Vec::new(),
             through,
             provisional: false,
         }
@@ -673,8 +676,9 @@ impl BranchCore {
 
     fn checks(&self) -> BTreeSet<CommitId> {
         self.chain
-            .head
-            .into_iter()
+            .commits
+            .iter()
+            .copied()
             .chain(self.durable.pushed)
             .chain(self.durable.sending)
             .collect()
@@ -877,11 +881,17 @@ impl BranchCore {
         self.durable.seen = tip.commit();
         // A push whose answer was lost may have landed: if the tip contains the chain, the
         // writes in it are published and must not be replayed (never twice).
-        if let Some(head) = self.chain.head
-            && fetched.contains.contains(&head)
-        {
-            self.durable.pushed = Some(head);
-            self.publish_chain(tip, out);
+        if let Some(head) = self.chain.head {
+            if fetched.contains.contains(&head) {
+                self.durable.pushed = Some(head);
+                self.publish_chain(tip, out);
+            } else if self.chain.commits.iter().any(|c| fetched.contains.contains(c)) {
+                // Part of the chain is on the branch, its head is not: the push landed and the
+                // branch lost backflow's commits since (a force-push back into the chain). Its
+                // writes are built again on the new tip after the owner's resync.
+                self.durable.pushed = Some(head);
+                self.chain = Chain::on(tip, self.published_through);
+            }
         }
         // A push sent by a process that died before it heard the answer landed.
         if let Some(sent) = self.durable.sending
@@ -962,6 +972,7 @@ impl BranchCore {
             if let Some(commit) = write.commit {
                 self.own.insert(commit);
                 self.chain.head = Some(commit);
+                self.chain.commits.push(commit);
                 self.stats.commits += 1;
             }
             self.chain.through = self.chain.through.max(pending.through);

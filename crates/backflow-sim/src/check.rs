@@ -12,8 +12,7 @@
 
 use std::fmt;
 
-use backflow_branch::IntentSeq;
-use backflow_branch::model;
+use backflow_branch::model::{self, ModelRemote};
 
 use crate::world::{ABSENT, NAMES, World, same};
 
@@ -29,7 +28,7 @@ pub enum Violation {
     /// 6: a quiescent system committed or asked for an apply.
     NotQuiescent(String),
     /// 7: an apply asked before the initial snapshot was published.
-    AppliedBeforeSnapshot,
+    AppliedBeforeSnapshot(String),
     /// The system never settled.
     NeverQuiet(String),
     /// 8: backflow's own push reported as somebody else's commit.
@@ -45,9 +44,13 @@ impl fmt::Display for Violation {
             Self::WrongFinalValue(m) => write!(f, "(2-4) wrong final value: {m}"),
             Self::LostCommit(m) => write!(f, "(5) lost commit: {m}"),
             Self::NotQuiescent(m) => write!(f, "(6) not quiescent: {m}"),
-            Self::AppliedBeforeSnapshot => write!(f, "(7) applied before the initial snapshot"),
+            Self::AppliedBeforeSnapshot(m) => {
+                write!(f, "(7) applied before the initial snapshot: {m}")
+            }
             Self::NeverQuiet(m) => write!(f, "never quiet: {m}"),
-            Self::OwnCommitForeign(c) => write!(f, "(8) backflow's own commit {c} reported foreign"),
+            Self::OwnCommitForeign(c) => {
+                write!(f, "(8) backflow's own commit {c} reported foreign")
+            }
             Self::CoreCheck(m) => write!(f, "a core broke its own check: {m}"),
         }
     }
@@ -55,17 +58,17 @@ impl fmt::Display for Violation {
 
 /// What one object may end with, following the last edit on each side.
 ///
-/// An API edit (or a snapshot of the live state) wins over a push made after it was
-/// published; over a push made while it was still on its way, either may win (the API side
-/// wins the replay unless its intent was dropped as unchanged, judged against a tip read after
-/// the edit, which depends on when the push landed), so both are accepted — but nothing older
-/// ever is.
+/// An API edit (or a snapshot of the live state) wins over a push made after Git held it; over
+/// a push made while it was still on its way, either may win (the API side wins the replay
+/// unless its intent was dropped as unchanged, judged against a tip read after the edit, which
+/// depends on when the push landed), so both are accepted — but nothing older ever is. Whether
+/// Git held it is read from the remote's history, not from the branch worker.
 #[derive(Debug, Clone)]
 pub(crate) struct Expected {
     /// The values the object may end with.
     pub candidates: Vec<String>,
-    /// The newest API edit, and its intent once the mirror submitted it.
-    person: Option<(String, Option<IntentSeq>)>,
+    /// The newest API edit, and its submission once the mirror made it.
+    person: Option<(String, Option<Submitted>)>,
 }
 
 impl Expected {
@@ -81,17 +84,42 @@ impl Expected {
         self.person = Some((value, None));
     }
 
-    pub(crate) fn submitted(&mut self, value: &str, seq: IntentSeq) {
+    /// The mirror submitted `value`, named `tag` in its commit.
+    pub(crate) fn submitted(&mut self, value: &str, tag: &str) {
         if let Some(p) = self.person.as_mut().filter(|p| p.0 == value) {
-            p.1 = Some(seq);
+            p.1 = Some(Submitted {
+                tag: tag.to_string(),
+            });
         }
     }
 
-    /// Somebody pushed `value`, when the worker had published through `published`.
-    pub(crate) fn foreign_push(&mut self, value: String, published: IntentSeq) {
+    /// Whether the newest API edit is in a commit the branch holds.
+    pub(crate) fn edit_in_git(&self, remote: &ModelRemote) -> bool {
+        self.person
+            .as_ref()
+            .and_then(|(_, submitted)| submitted.as_ref())
+            .is_some_and(|s| s.pushed(remote))
+    }
+
+    /// Somebody force-pushed the branch to a commit holding `value` (`was_in_git`: whether the
+    /// newest API edit was in the branch before). When that dropped the edit's commit, the
+    /// worker publishes the edit again — as a replay when it did not know the commit landed,
+    /// or in the resync after it saw its commits go — so the edit may win again.
+    pub(crate) fn force_pushed(&mut self, value: String, was_in_git: bool, remote: &ModelRemote) {
+        self.foreign_push(value, remote);
+        if was_in_git
+            && !self.edit_in_git(remote)
+            && let Some((edit, _)) = &self.person
+        {
+            self.candidates.push(edit.clone());
+        }
+    }
+
+    /// Somebody pushed `value` (already on `remote`).
+    pub(crate) fn foreign_push(&mut self, value: String, remote: &ModelRemote) {
         let settled = match &self.person {
             None => true,
-            Some((_, seq)) => seq.is_some_and(|s| s <= published),
+            Some((_, submitted)) => submitted.as_ref().is_some_and(|s| s.pushed(remote)),
         };
         if settled {
             self.candidates = vec![value];
@@ -101,21 +129,25 @@ impl Expected {
     }
 }
 
-/// Invariant 1, at the moment an apply is asked: no edit decided up to the flush's mark is
-/// still unpublished.
-pub(crate) fn flushed_before_asking(world: &World, mark: IntentSeq) -> Option<Violation> {
-    let stale: Vec<String> = world
-        .unpublished()
-        .into_iter()
-        .filter(|(seq, _)| *seq <= mark)
-        .map(|(seq, intent)| format!("intent {} ({})", seq.0, intent.key.name))
-        .collect();
-    (!stale.is_empty()).then(|| {
-        Violation::AppliedUnflushed(format!(
-            "{} decided before the flush but not published",
-            stale.join(", ")
-        ))
-    })
+/// An API edit's submission to the branch worker.
+#[derive(Debug, Clone)]
+struct Submitted {
+    /// The `Changed-by:` name of its intent.
+    tag: String,
+}
+
+impl Submitted {
+    /// Whether the branch holds a commit that carries it (names it in its `Changed-by:`). An
+    /// edit Git held already changes no file: when it counts as published is the worker's
+    /// business, which the remote's history does not show, so until then either side may win.
+    fn pushed(&self, remote: &ModelRemote) -> bool {
+        remote.history().iter().any(|c| {
+            remote
+                .commits
+                .get(c)
+                .is_some_and(|m| m.changed_by.contains(&self.tag))
+        })
+    }
 }
 
 impl World {

@@ -17,6 +17,7 @@
 
 mod check;
 mod live;
+mod oracle;
 mod world;
 
 pub use check::Violation;

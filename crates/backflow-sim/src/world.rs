@@ -5,9 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use backflow_api::config::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
-    CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase, SweepScope,
+    Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase,
+    SweepScope,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
@@ -18,6 +20,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::check::{Expected, Violation};
 pub(crate) use crate::live::{ABSENT, LiveObject, Pruned, WatchEvent, Writer, absent, same};
+use crate::oracle::Ledger;
 
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -105,6 +108,8 @@ pub struct World {
     trace: Vec<String>,
     /// A violation found inside an effect (the flush-before-apply check runs at the ask).
     pub(crate) found: Option<Violation>,
+    /// What this process submitted and flushed, for the outside oracle.
+    ledger: Ledger,
 }
 
 impl World {
@@ -145,6 +150,7 @@ impl World {
             counter: 0,
             trace: Vec::new(),
             found: None,
+            ledger: Ledger::default(),
         };
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
@@ -197,11 +203,12 @@ impl World {
     /// The mirror publishes the live state as a resync (its initial list, or a resync of every
     /// target after the branch lost backflow's commits).
     fn publish_live_state(&mut self) {
+        let tag = self.fresh("snapshot-");
         let mut intents: Vec<Intent> = self
             .live
             .iter()
             .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, o)| model::put(name, &o.value))
+            .map(|(name, o)| changed_by(model::put(name, &o.value), &tag))
             .collect();
         // Files of objects the snapshot does not hold go (prune: Always).
         let keep = self
@@ -210,7 +217,7 @@ impl World {
             .filter(|(_, o)| !absent(&o.value))
             .map(|(name, _)| ("web".to_string(), name.clone()))
             .collect();
-        intents.push(Intent::sweep(
+        let sweep = Intent::sweep(
             "apps",
             SweepScope {
                 resource: model::key("a").resource,
@@ -218,7 +225,8 @@ impl World {
                 keep,
                 removable: None,
             },
-        ));
+        );
+        intents.push(changed_by(sweep, &tag));
         // As the real stream: each listed object's next event is judged against its writers.
         self.writers_seen = self
             .live
@@ -231,14 +239,15 @@ impl World {
             target: "apps".into(),
             intents,
         });
+        let listed = self.live.iter().map(|(name, o)| (name, o.value.as_str()));
+        self.ledger.snapshot(listed, &self.branch.remote);
         // The snapshot is the API side: until it is published, a push does not win over it
         // (nothing is applied before it, so a push made meanwhile meets the live values).
-        let seq = self.branch.core.last_seq();
-        self.snapshot_seq = Some(seq);
+        self.snapshot_seq = Some(self.branch.core.last_seq());
         for (name, e) in &mut self.expected {
             let value = self.live[name].value.clone();
             e.person_edits(value.clone());
-            e.submitted(&value, seq);
+            e.submitted(&value, &tag);
         }
         self.pump();
     }
@@ -254,6 +263,7 @@ impl World {
             self.log("the push lands; the process dies before it hears so".into());
         }
         self.log("--- the process is killed and starts again ---".into());
+        self.ledger.restarted();
         let shell = std::mem::replace(&mut self.branch, Shell::new(CoreConfig::default()));
         self.branch = shell.restart(CoreConfig::default());
         self.applier = ApplierCore::new(ApplierConfig::default());
@@ -376,9 +386,8 @@ impl World {
                 .foreign_push(&model::file(&name), Some(&value));
             value
         };
-        let published = self.branch.core.published_through();
         if let Some(e) = self.expected.get_mut(&name) {
-            e.foreign_push(value, published);
+            e.foreign_push(value, &self.branch.remote);
         }
     }
 
@@ -397,15 +406,19 @@ impl World {
             None => self.log("somebody deletes the branch".into()),
         }
         let files = self.branch.remote.files(to);
+        let in_git: BTreeMap<String, bool> = self
+            .expected
+            .iter()
+            .map(|(name, e)| (name.clone(), e.edit_in_git(&self.branch.remote)))
+            .collect();
         self.branch.remote.force_push(to);
-        let published = self.branch.core.published_through();
         for name in NAMES {
             let value = files
                 .get(&model::file(name))
                 .cloned()
                 .unwrap_or_else(|| self.fresh("-g"));
             if let Some(e) = self.expected.get_mut(name) {
-                e.foreign_push(value, published);
+                e.force_pushed(value, in_git[name], &self.branch.remote);
             }
         }
     }
@@ -470,6 +483,8 @@ impl World {
         };
         self.log(what.to_string());
         self.branch.answer();
+        // A fault is this answer's only (a push refused as stale keeps no lost answer armed).
+        self.branch.faults = model::Faults::default();
         self.pump();
     }
 
@@ -508,16 +523,21 @@ impl World {
             "the mirror submits {} = {} ({:?})",
             event.name, event.value, event.by
         ));
+        let echo = !absent(&event.value)
+            && (verdict == Verdict::Late
+                || event.writes.looks_like_applier(seen.and_then(|w| w.others)));
         let intent = if absent(&event.value) {
             Intent::delete("apps", model::key(&event.name))
-        } else if verdict == Verdict::Late
-            || event.writes.looks_like_applier(seen.and_then(|w| w.others))
-        {
+        } else if echo {
             model::put(&event.name, &event.value).echo()
         } else {
             model::put(&event.name, &event.value)
         };
-        self.branch.step(Input::Submit(intent));
+        let tag = self.fresh("edit-");
+        self.branch.step(Input::Submit(changed_by(intent, &tag)));
+        let remote = &self.branch.remote;
+        self.ledger
+            .submitted(&event.name, &event.value, echo, remote);
         let windows = self.windows.spans(self.branch.now.0.as_nanos());
         self.window_edits.submitted(&event.name, &windows);
         if event.by == Writer::Person && self.rng.random_range(0..3) == 0 {
@@ -525,11 +545,10 @@ impl World {
             self.log(format!("{}'s writer waits for the push", event.name));
             self.branch.step(Input::Hurry);
         }
-        let seq = self.branch.core.last_seq();
         if event.by == Writer::Person
             && let Some(e) = self.expected.get_mut(&event.name)
         {
-            e.submitted(&event.value, seq);
+            e.submitted(&event.value, &tag);
         }
         self.pump();
     }
@@ -678,6 +697,8 @@ impl World {
                 ));
                 self.watch.clear();
                 self.echoes_queued = 0;
+                // The new list replaces one still under way.
+                self.listing = false;
                 // The claim is held again until the new snapshots are published.
                 self.snapshot_published = false;
                 self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
@@ -717,6 +738,7 @@ impl World {
     fn flush(&mut self) {
         self.flushed_at = self.branch.now;
         self.windows.open(self.flushed_at.0.as_nanos());
+        self.ledger.flushed();
         if self.variant == Variant::ApplyWithoutFlush {
             self.flush_mark = self.branch.core.last_seq();
             let tip = self.branch.remote.tip;
@@ -740,8 +762,7 @@ impl World {
         ));
         // A followed operation (found in flight after a restart) was asked before the crash.
         if self.found.is_none() && self.followed != Some(operation.id) {
-            self.found = crate::check::flushed_before_asking(self, self.flush_mark)
-                .or_else(|| (!self.snapshot_published).then_some(Violation::AppliedBeforeSnapshot));
+            self.found = self.ledger.asked(operation.commit, &self.branch.remote);
         }
         let id = operation.id;
         if self.followed.take() == Some(id) {
@@ -963,14 +984,13 @@ impl World {
             }
         }
     }
+}
 
-    /// The intents the branch worker has not published yet, with their sequence numbers.
-    pub(crate) fn unpublished(&self) -> Vec<(IntentSeq, Intent)> {
-        self.branch
-            .core
-            .pending_writes()
-            .iter()
-            .flat_map(|w| w.intents.values().cloned())
-            .collect()
-    }
+/// `intent`, named in its commit's `Changed-by:` as `tag`: how the checker tells from the
+/// remote's history which submission a commit carries.
+fn changed_by(intent: Intent, tag: &str) -> Intent {
+    intent.attributed(Some(Attribution {
+        by: ChangedBy::Manager(tag.into()),
+        commits: CommitAuthors::CoAuthored,
+    }))
 }

@@ -874,3 +874,53 @@ fn a_waited_write_does_not_sit_out_the_window_and_waiting_writes_share_a_commit(
     let pushes = s.effects.iter().filter(|e| e.starts_with("Push")).count();
     assert_eq!(pushes, 1);
 }
+
+/// A push of two commits lands with its answer lost, and before the worker looks somebody
+/// force-pushes the branch back to the first and pushes on top. The head is gone, so the push
+/// looks as if it never landed; replayed, the first commit's write went over the later push.
+/// The first commit on the branch shows the push landed: backflow's head was dropped, a
+/// divergence, and nothing is published until the owner's resync.
+#[test]
+fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
+    let mut s = Shell::new(zero_window());
+    s.deferred_io = true;
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "1")],
+    });
+    s.submit(put("b", "1"));
+    for _ in 0..20 {
+        if matches!(s.in_flight, Some(Effect::Push { .. })) {
+            break;
+        }
+        if !s.answer() {
+            s.tick_at_wake();
+        }
+    }
+    assert!(
+        matches!(s.in_flight, Some(Effect::Push { .. })),
+        "the cycle reaches its push"
+    );
+    s.faults.lose_answer = 1;
+    assert!(s.answer());
+    let history = s.remote.history();
+    let (head, first) = (history[0], history[1]);
+    assert_eq!(
+        s.remote.commits[&first].by, "backflow",
+        "two commits of backflow's were pushed"
+    );
+    s.remote.force_push(Some(first));
+    s.remote.foreign_push(&file("a"), Some("edited by a person"));
+    while s.answer() {}
+    let events = s.take_events();
+    assert_eq!(
+        diverged(&events).map(|d| d.lost),
+        Some(head),
+        "{events:?}"
+    );
+    assert_eq!(
+        s.remote.tip_files().get(&file("a")).map(String::as_str),
+        Some("edited by a person"),
+        "the first commit's write is not replayed over the later push"
+    );
+}
