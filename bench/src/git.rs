@@ -26,10 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use backflow_api::{GroupResource, ObjectKey, SystemClock};
+use backflow_branch::{FilePerObjectPlanner, Intent};
 use backflow_git::BranchMetrics;
-use backflow_git::{
-    BranchWorker, FilePerObjectPlanner, Intent, RemoteSpec, WorkerConfig, WorkerEvent,
-};
+use backflow_git::{BranchWorker, RemoteSpec, WorkerConfig, WorkerEvent};
 use git2::{Oid, PushOptions, RemoteCallbacks, Repository, Signature};
 use serde_json::{Value, json};
 

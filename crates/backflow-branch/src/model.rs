@@ -8,9 +8,9 @@ use std::time::Duration;
 use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
-    Attribution, BranchCore, ChangedBy, BuiltChain, BuiltWrite, CommitId, CoreConfig, DurableTips, Effect, Event,
-    FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin, PlanError,
-    PushAnswer, RefusedIntent, Tip,
+    Attribution, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig, DurableTips,
+    Effect, Event, FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin,
+    PlanError, PushAnswer, RefusedIntent, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;

@@ -885,7 +885,12 @@ impl BranchCore {
             if fetched.contains.contains(&head) {
                 self.durable.pushed = Some(head);
                 self.publish_chain(tip, out);
-            } else if self.chain.commits.iter().any(|c| fetched.contains.contains(c)) {
+            } else if self
+                .chain
+                .commits
+                .iter()
+                .any(|c| fetched.contains.contains(c))
+            {
                 // Part of the chain is on the branch, its head is not: the push landed and the
                 // branch lost backflow's commits since (a force-push back into the chain). Its
                 // writes are built again on the new tip after the owner's resync.

@@ -57,7 +57,7 @@ impl StoreError {
     }
 }
 
-pub use backflow_branch::TreeError;
+pub(crate) use backflow_branch::TreeError;
 
 impl From<RepoError> for backflow_branch::IoFailure {
     fn from(e: RepoError) -> Self {

@@ -7,7 +7,7 @@
 //!   `file://` ([`FileRemote`]), smart HTTP(S) ([`Libgit2Remote`]) and the `git` program
 //!   ([`CliRemote`], SSH) transports.
 //! - `tree.rs`: [`Overlay`], the planner's view of a tree in the cache (the planner seam itself,
-//!   [`Planner`] and [`TreeView`], is in `backflow-branch`, free of Git).
+//!   `Planner` and `TreeView`, is in `backflow-branch`, free of Git).
 //! - `message.rs`: commit message templates.
 //! - `worker.rs`: the branch worker's shell. Every decision is made by the pure core
 //!   ([`backflow_branch::BranchCore`]); the shell runs its effects (fetch, build, push, keep
@@ -21,8 +21,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use backflow_api::{GroupResource, ObjectKey, SystemClock};
-//! use backflow_git::{BranchMetrics, BranchWorker, Intent, RemoteSpec, WorkerConfig};
-//! use backflow_branch::FilePerObjectPlanner; // a planner for examples and tests
+//! use backflow_branch::{FilePerObjectPlanner, Intent}; // a planner for examples and tests
+//! use backflow_git::{BranchMetrics, BranchWorker, RemoteSpec, WorkerConfig};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let clock = Arc::new(SystemClock);
@@ -71,20 +71,11 @@ mod tip_order;
 mod tree;
 mod worker;
 
-#[cfg(feature = "testing")]
-pub use backflow_branch::FilePerObjectPlanner;
-pub use backflow_branch::Planner;
-pub use backflow_branch::{
-    Attribution, BackoffPolicy, Baseline, ChangedBy, CommitId, CommitWindow, CoreConfig,
-    CycleFailure, Divergence, FlushMark, ForeignCommit, Intent, IntentSeq, ObjectJson, ObjectState,
-    PendingWrite, PlanError, SweepScope, Tip, WorkerStats, WriteKind,
-};
 pub use driver::{
     BranchNotice, Pushed, ShutdownError, WorkerHandle, WorkerStopped, WriteError, spawn,
     spawn_with_notices,
 };
-pub use error::{RepoError, StoreError, TreeError};
-pub use git2::Oid;
+pub use error::{RepoError, StoreError};
 pub use health::{RemoteHealth, RemoteProblem};
 pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};
 pub use metrics::{BranchMetrics, GitMetrics};
@@ -93,5 +84,5 @@ pub use remote::{
     RemoteError, RemoteErrorKind, RemoteSpec, TransportChoice, open_remote,
 };
 pub use repo::{Identity, LocalRepo, OBJECT_CACHE_BYTES, set_object_cache_limit};
-pub use tree::{LayeredView, Overlay, PathUpdate, TreeView, blob_id};
+pub use tree::Overlay;
 pub use worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use backflow_branch::IoFailure;
 use git2::Oid;
 
-pub use backflow_branch::{LayeredView, PathUpdate, TreeView, blob_id};
+pub(crate) use backflow_branch::{PathUpdate, TreeView, blob_id};
 use backflow_branch::{changes_in, dir_prefix, files_with_changes};
 
 use crate::error::RepoError;
@@ -173,6 +173,7 @@ impl TreeView for Overlay<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backflow_branch::LayeredView;
 
     /// A view answering `files` with the trait's default, to compare the walks against.
     struct DefaultFiles<'a>(&'a dyn TreeView);

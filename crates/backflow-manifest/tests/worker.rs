@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{GroupResource, ManualClock, ObjectKey};
+use backflow_branch::{Intent, SweepScope};
 use backflow_git::BranchMetrics;
-use backflow_git::{
-    BranchWorker, FileRemote, Identity, Intent, LocalRepo, SweepScope, WorkerConfig, WorkerEvent,
-};
+use backflow_git::{BranchWorker, FileRemote, Identity, LocalRepo, WorkerConfig, WorkerEvent};
 use backflow_manifest::{KindMap, YamlPlanner, render};
 use serde_json::{Value, json};
 
@@ -379,7 +378,7 @@ fn a_resync_since_a_commit_keeps_what_git_gained_after_it() {
         cm_key("web", "conf"),
         cm("web", "conf", json!({"a": "1", "b": "1"})),
     ));
-    let held: backflow_git::CommitId = git(s.remote(), &["rev-parse", "main"])
+    let held: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
         .trim()
         .parse()
         .unwrap();

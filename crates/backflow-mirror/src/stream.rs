@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use backflow_api::config::PruneMode;
 use backflow_api::config::{ClaimStatus, FirstContact, claim_resource};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
-use backflow_git::{
-    Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, Pushed, SweepScope,
-    WorkerHandle, WriteError,
+use backflow_branch::{
+    Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, SweepScope,
 };
+use backflow_git::{Pushed, WorkerHandle, WriteError};
 use backflow_manifest::Identity;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
@@ -328,7 +328,7 @@ type Fingerprint = String;
 fn fingerprint(value: &Value) -> Fingerprint {
     let mut bytes = Vec::new();
     canonical(value, &mut bytes);
-    backflow_git::blob_id(&bytes)
+    backflow_branch::blob_id(&bytes)
 }
 
 /// `value`'s JSON with object keys sorted: the API may send the same object with its keys in
@@ -1136,11 +1136,11 @@ mod tests {
         let b = SnapshotBaseline::of(true, Submitted::new(), Some(start));
         assert_eq!(
             b.of_object(put("a", "1"), &cm_key("a")).baseline,
-            Some(backflow_git::Baseline::Commit(commit))
+            Some(backflow_branch::Baseline::Commit(commit))
         );
         assert_eq!(
             b.of_sweep(sweep()).baseline,
-            Some(backflow_git::Baseline::Commit(commit))
+            Some(backflow_branch::Baseline::Commit(commit))
         );
         // A folder no claim coordinates: whole objects, a sweep of everything not kept.
         let whole = SnapshotBaseline::of(false, seen("a", "0"), None);
@@ -1155,7 +1155,7 @@ mod tests {
         assert_eq!(
             edit.baseline
                 .as_ref()
-                .and_then(backflow_git::Baseline::value),
+                .and_then(backflow_branch::Baseline::value),
             Some(&ObjectJson::new(&serde_json::json!({"v": "0"})))
         );
         assert_eq!(b.of_object(put("new", "1"), &cm_key("new")).baseline, None);
@@ -1180,7 +1180,7 @@ mod tests {
         let before = intent
             .baseline
             .as_ref()
-            .and_then(backflow_git::Baseline::value);
+            .and_then(backflow_branch::Baseline::value);
         assert_eq!(
             before,
             Some(&ObjectJson::new(&serde_json::json!({"v": "live"})))

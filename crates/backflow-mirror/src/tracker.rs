@@ -332,10 +332,8 @@ mod tests {
     use std::task::Poll;
 
     use backflow_api::SystemClock;
-    use backflow_git::{
-        BranchMetrics, BranchWorker, FilePerObjectPlanner, Identity, Intent, RemoteSpec,
-        WorkerConfig,
-    };
+    use backflow_branch::{FilePerObjectPlanner, Intent};
+    use backflow_git::{BranchMetrics, BranchWorker, Identity, RemoteSpec, WorkerConfig};
 
     use super::*;
 

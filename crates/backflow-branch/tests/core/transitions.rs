@@ -910,14 +910,11 @@ fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
         "two commits of backflow's were pushed"
     );
     s.remote.force_push(Some(first));
-    s.remote.foreign_push(&file("a"), Some("edited by a person"));
+    s.remote
+        .foreign_push(&file("a"), Some("edited by a person"));
     while s.answer() {}
     let events = s.take_events();
-    assert_eq!(
-        diverged(&events).map(|d| d.lost),
-        Some(head),
-        "{events:?}"
-    );
+    assert_eq!(diverged(&events).map(|d| d.lost), Some(head), "{events:?}");
     assert_eq!(
         s.remote.tip_files().get(&file("a")).map(String::as_str),
         Some("edited by a person"),

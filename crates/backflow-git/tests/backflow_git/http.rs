@@ -1,8 +1,9 @@
 //! Smart HTTP through `git http-backend` on loopback, with basic authentication, for the
 //! libgit2 transport and the `git` program.
 
+use backflow_branch::IntentSeq;
 use backflow_git::{
-    Credentials, IntentSeq, RemoteErrorKind, RemoteSpec, TransportChoice, WorkerEvent, open_remote,
+    Credentials, RemoteErrorKind, RemoteSpec, TransportChoice, WorkerEvent, open_remote,
 };
 use backflow_testkit::HttpAuth;
 

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use backflow_git::{FileRemote, IntentSeq, RemoteSpec, WorkerEvent, open_remote};
+use backflow_branch::IntentSeq;
+use backflow_git::{FileRemote, RemoteSpec, WorkerEvent, open_remote};
 
 use crate::support::*;
 

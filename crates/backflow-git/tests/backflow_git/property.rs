@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use backflow_git::{FileRemote, IntentSeq, LocalRepo, Oid};
+use backflow_branch::IntentSeq;
+use backflow_git::{FileRemote, LocalRepo};
+use git2::Oid;
 use proptest::prelude::*;
 
 use crate::support::*;
@@ -165,7 +167,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let intent = if is_put {
                     put(&name, &value)
                 } else {
-                    backflow_git::Intent::delete("apps", key(&name))
+                    backflow_branch::Intent::delete("apps", key(&name))
                 };
                 last_seq = w.submit(intent);
                 submitted += 1;

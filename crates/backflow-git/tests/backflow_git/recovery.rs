@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use backflow_git::{FileRemote, Tip, WorkerEvent};
+use backflow_branch::Tip;
+use backflow_git::{FileRemote, WorkerEvent};
 
 use crate::support::*;
 
@@ -233,7 +234,7 @@ fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
     w.flush();
     w.poll();
     assert!(bare.files("main").contains_key(&path_of("a")));
-    w.submit(backflow_git::Intent::delete("apps", key("a")));
+    w.submit(backflow_branch::Intent::delete("apps", key("a")));
     w.poll();
     assert!(journal.exists(), "the delete is journaled when it is taken");
     // The process dies with the delete in the open window: nothing of it reached Git.

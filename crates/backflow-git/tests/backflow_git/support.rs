@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use backflow_api::{GroupResource, ManualClock, ObjectKey};
 use backflow_branch::FilePerObjectPlanner;
+use backflow_branch::Intent;
 use backflow_git::BranchMetrics;
-use backflow_git::{BranchWorker, GitRemote, Identity, Intent, LocalRepo, WorkerConfig};
+use backflow_git::{BranchWorker, GitRemote, Identity, LocalRepo, WorkerConfig};
 pub use backflow_testkit::HttpServer;
 pub use backflow_testkit::{git as git_cmd, git_ok, git_out as git};
 

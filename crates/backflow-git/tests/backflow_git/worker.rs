@@ -2,10 +2,8 @@
 
 use std::time::Duration;
 
-use backflow_git::{
-    CliRemote, Credentials, FileRemote, Intent, IntentSeq, RemoteSpec, Tip, WorkerEvent,
-    open_remote,
-};
+use backflow_branch::{Intent, IntentSeq, Tip};
+use backflow_git::{CliRemote, Credentials, FileRemote, RemoteSpec, WorkerEvent, open_remote};
 
 use crate::support::*;
 
