@@ -11,6 +11,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
+
 use crate::ObjectKey;
 
 /// The users of the most recent writes of an API server.
@@ -94,5 +96,26 @@ mod tests {
         }
         assert_eq!(authors.user_of(&key("a"), 7), None, "forgotten");
         assert_eq!(authors.user_of(&key("b"), 0).as_deref(), Some("bob"));
+    }
+}
+
+/// How commits name the users who changed a folder's objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "kinds", derive(schemars::JsonSchema))]
+pub enum CommitAuthors {
+    /// Each user's changes in a commit window become a commit authored by them.
+    #[default]
+    PerAuthor,
+    /// One commit per window, with a `Co-authored-by:` trailer for each user but its author.
+    CoAuthored,
+}
+
+impl CommitAuthors {
+    #[allow(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's skip_serializing_if hands a reference"
+    )]
+    pub(crate) fn is_per_author(&self) -> bool {
+        *self == Self::PerAuthor
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use backflow_api::config::CommitAuthors;
+use backflow_api::CommitAuthors;
 use backflow_api::{GroupResource, ObjectKey};
 
 use crate::commit::CommitId;

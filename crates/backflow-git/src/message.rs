@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn users_author_and_co_author_and_managers_are_named_in_trailers() {
-        use backflow_api::config::CommitAuthors;
+        use backflow_api::CommitAuthors;
         use backflow_branch::Attribution;
         let by = |b: ChangedBy| {
             Some(Attribution {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use backflow_api::config::CommitAuthors;
+use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
     Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase,

@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::authors::CommitAuthors;
 use super::LocalReference;
 use super::condition::Condition;
 
@@ -132,26 +133,6 @@ pub struct GitTargetSpec {
     /// `Co-authored-by:` trailer for each other.
     #[serde(default, skip_serializing_if = "CommitAuthors::is_per_author")]
     pub commit_authors: CommitAuthors,
-}
-
-/// How commits name the users who changed a folder's objects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum CommitAuthors {
-    /// Each user's changes in a commit window become a commit authored by them.
-    #[default]
-    PerAuthor,
-    /// One commit per window, with a `Co-authored-by:` trailer for each user but its author.
-    CoAuthored,
-}
-
-impl CommitAuthors {
-    #[allow(
-        clippy::trivially_copy_pass_by_ref,
-        reason = "serde's skip_serializing_if hands a reference"
-    )]
-    fn is_per_author(&self) -> bool {
-        *self == Self::PerAuthor
-    }
 }
 
 /// What to do with a refused live edit.

@@ -1,5 +1,6 @@
 //! The pure crates link no Git library and no Kubernetes client: the core must run under a
-//! simulator, and the YAML planner must plan against any tree view.
+//! simulator, and the YAML planner must plan against any tree view. The decision cores build
+//! without the Kubernetes types at all (`backflow-api` without its `kinds` feature).
 
 use std::process::Command;
 
@@ -30,11 +31,12 @@ fn dependencies(manifest: &str) -> Vec<String> {
         .collect()
 }
 
-fn assert_pure(crate_dir: &str, name: &str) {
+fn assert_pure(crate_dir: &str, name: &str, also: &[&str]) {
     let manifest = format!("{}/../{crate_dir}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
     let names = dependencies(&manifest);
     assert!(names.iter().any(|n| n == name), "{names:?}");
-    for forbidden in ["git2", "libgit2-sys", "kube-client", "hyper", "tokio"] {
+    let always = ["git2", "libgit2-sys", "kube-client", "hyper", "tokio"];
+    for forbidden in always.iter().chain(also) {
         assert!(
             !names.iter().any(|n| n == forbidden),
             "{name} must not depend on {forbidden}: {names:?}"
@@ -42,12 +44,20 @@ fn assert_pure(crate_dir: &str, name: &str) {
     }
 }
 
+/// What a decision core must not even compile.
+const KUBERNETES_TYPES: &[&str] = &["k8s-openapi", "kube", "kube-core", "schemars"];
+
 #[test]
 fn the_core_depends_on_no_git_library_and_no_kubernetes_client() {
-    assert_pure("backflow-branch", "backflow-branch");
+    assert_pure("backflow-branch", "backflow-branch", KUBERNETES_TYPES);
+}
+
+#[test]
+fn the_apply_decision_depends_on_no_git_library_and_no_kubernetes_types() {
+    assert_pure("backflow-decision", "backflow-decision", KUBERNETES_TYPES);
 }
 
 #[test]
 fn the_yaml_planner_depends_on_no_git_library() {
-    assert_pure("backflow-manifest", "backflow-manifest");
+    assert_pure("backflow-manifest", "backflow-manifest", &[]);
 }

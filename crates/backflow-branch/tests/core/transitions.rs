@@ -793,7 +793,7 @@ fn a_long_commit_window_does_not_hold_back_a_resync() {
 
 #[test]
 fn a_window_of_several_users_becomes_one_commit_per_user_in_one_push() {
-    use backflow_api::config::CommitAuthors;
+    use backflow_api::CommitAuthors;
     use backflow_branch::{Attribution, ChangedBy};
     let by = |user: &str, commits| {
         Some(Attribution {
