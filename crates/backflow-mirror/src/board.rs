@@ -161,6 +161,10 @@ pub struct Board {
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
     /// so its `GitBranch` shows it at once rather than at the next status tick.
     branch_news: tokio::sync::Notify,
+    /// Signalled when something an applier claim acts on changed (a stream's state, a branch's
+    /// tip, a reason to apply, an edit to apply Git over), so the claims look at once instead
+    /// of polling.
+    apply_news: tokio::sync::Notify,
 }
 
 impl Board {
@@ -170,6 +174,7 @@ impl Board {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(spec.clone(), state);
+        self.apply_news.notify_one();
     }
 
     /// Forgets a stopped stream.
@@ -178,6 +183,7 @@ impl Board {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(spec);
+        self.apply_news.notify_one();
     }
 
     /// A stream's state, if it is running.
@@ -338,6 +344,7 @@ impl Board {
                 .entry(target.clone())
                 .or_default(),
         );
+        self.apply_news.notify_one();
     }
 
     /// A refused live edit of `object` in `target`, whose applier is to apply Git over it.
@@ -348,6 +355,7 @@ impl Board {
             .entry(target.clone())
             .or_default()
             .insert(object);
+        self.apply_news.notify_one();
     }
 
     /// Takes the objects `target`'s applier is to apply Git over.
@@ -447,6 +455,8 @@ impl Board {
             && b.learn(report.sha.clone(), report.order)
         {
             b.last_push_time = Some(report.at.clone());
+            drop(branches);
+            self.apply_news.notify_one();
         }
     }
 
@@ -460,6 +470,7 @@ impl Board {
             .or_default()
             .learn(sha, order);
         self.branch_news.notify_one();
+        self.apply_news.notify_one();
     }
 
     /// Records that a push webhook named the branch at `at` (RFC 3339).
@@ -471,6 +482,12 @@ impl Board {
             .or_default()
             .last_push_notice_at = Some(at);
         self.branch_news.notify_one();
+    }
+
+    /// Resolves when something an applier claim acts on changed since the last call (one
+    /// listener: the claims' coordinator).
+    pub async fn apply_news(&self) {
+        self.apply_news.notified().await;
     }
 
     /// Resolves when a branch learned something from outside since the last call.

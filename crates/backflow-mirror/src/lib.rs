@@ -262,6 +262,12 @@ impl MirrorBranches {
         self.workers.board().windows.clone()
     }
 
+    /// Resolves when something an applier claim acts on changed since the last call: a
+    /// stream's state, a branch's tip, a reason to apply, an edit to apply Git over.
+    pub async fn apply_news(&self) {
+        self.workers.board().apply_news().await;
+    }
+
     /// The worker of (url, branch), if one runs.
     #[must_use]
     pub fn worker(&self, url: &str, branch: &str) -> Option<backflow_git::WorkerHandle> {

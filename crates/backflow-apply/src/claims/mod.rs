@@ -148,16 +148,21 @@ impl Coordinator {
             )),
         ];
         let mut config_tick = tokio::time::interval(Duration::from_secs(10));
-        let mut gate_tick = tokio::time::interval(Duration::from_millis(200));
+        // What the claims act on is pushed by the mirror (`apply_news`), not polled.
+        let mirror = self.mirror.clone();
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
                 Some(()) = rx.recv() => {
                     while rx.try_recv().is_ok() {}
                     self.reconcile().await;
+                    self.refresh_gates().await;
                 }
-                _ = config_tick.tick() => self.reconcile().await,
-                _ = gate_tick.tick() => self.refresh_gates().await,
+                _ = config_tick.tick() => {
+                    self.reconcile().await;
+                    self.refresh_gates().await;
+                }
+                () = mirror.apply_news() => self.refresh_gates().await,
             }
         }
         for t in triggers {
