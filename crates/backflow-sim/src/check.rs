@@ -177,11 +177,33 @@ impl World {
             }
         }
         let (tip, asks) = (self.branch.remote.tip, self.asks);
+        let effects = self.branch.effects.len();
         self.idle_for(40);
         if self.branch.remote.tip != tip || self.asks != asks {
             return Err(Violation::NotQuiescent(format!(
                 "tip {tip:?} -> {:?}, applies asked {asks} -> {}",
                 self.branch.remote.tip, self.asks
+            )));
+        }
+        // Ten quiet seconds, far inside the refresh interval: at most one read of the remote
+        // (a refresh that fell due), nothing built, pushed or reported.
+        let io = |prefix: &str| {
+            self.branch.effects[effects..]
+                .iter()
+                .filter(|e| e.starts_with(prefix))
+                .count()
+        };
+        let (fetches, builds, pushes) = (io("Fetch"), io("Build"), io("Push"));
+        let events = io("Emit");
+        if self.branch.wake <= self.branch.now {
+            return Err(Violation::NotQuiescent(
+                "idle, the worker asks to be woken at once".into(),
+            ));
+        }
+        if fetches > 1 || builds > 0 || pushes > 0 || events > 0 {
+            return Err(Violation::NotQuiescent(format!(
+                "idle, the worker read the remote {fetches} times, built {builds}, pushed \
+                 {pushes}, reported {events} events"
             )));
         }
         self.check_step()
