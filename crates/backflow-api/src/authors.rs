@@ -110,6 +110,7 @@ pub enum CommitAuthors {
     CoAuthored,
 }
 
+#[cfg(feature = "kinds")]
 impl CommitAuthors {
     #[allow(
         clippy::trivially_copy_pass_by_ref,

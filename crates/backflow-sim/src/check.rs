@@ -33,6 +33,8 @@ pub enum Violation {
     NeverQuiet(String),
     /// 8: backflow's own push reported as somebody else's commit.
     OwnCommitForeign(String),
+    /// 9: an operation asked anew beside one found in flight, or under a number used before.
+    Operations(String),
     /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
     CoreCheck(String),
 }
@@ -48,6 +50,7 @@ impl fmt::Display for Violation {
                 write!(f, "(7) applied before the initial snapshot: {m}")
             }
             Self::NeverQuiet(m) => write!(f, "never quiet: {m}"),
+            Self::Operations(m) => write!(f, "(9) operations: {m}"),
             Self::OwnCommitForeign(c) => {
                 write!(f, "(8) backflow's own commit {c} reported foreign")
             }

@@ -13,7 +13,7 @@ use backflow_branch::{
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
-    OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
+    OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -102,7 +102,7 @@ pub struct World {
     recorded: Option<Operation>,
     recorded_applied: Option<CommitId>,
     /// An operation a restart found in flight: followed, not newly asked.
-    followed: Option<backflow_decision::OperationId>,
+    followed: Option<OperationId>,
     pub(crate) asks: usize,
     counter: u64,
     trace: Vec<String>,
@@ -110,6 +110,8 @@ pub struct World {
     pub(crate) found: Option<Violation>,
     /// What this process submitted and flushed, for the outside oracle.
     ledger: Ledger,
+    /// The newest operation asked of the applier, in any process.
+    last_asked: Option<OperationId>,
 }
 
 impl World {
@@ -151,6 +153,7 @@ impl World {
             trace: Vec::new(),
             found: None,
             ledger: Ledger::default(),
+            last_asked: None,
         };
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
@@ -765,6 +768,9 @@ impl World {
             self.found = self.ledger.asked(operation.commit, &self.branch.remote);
         }
         let id = operation.id;
+        if self.found.is_none() {
+            self.found = self.numbered(id);
+        }
         if self.followed.take() == Some(id) {
             // The native applier ran in the process that died: its operation ended with it.
             self.log(format!("apply {} was interrupted by the restart", id.0));
@@ -786,6 +792,29 @@ impl World {
             phase: OperationPhase::Running,
             message: String::new(),
         });
+    }
+
+    /// An operation found in flight after a restart is followed, never asked anew beside it,
+    /// and a new operation never reuses the number of one asked before, in any process (the
+    /// claim's status names operations by number).
+    fn numbered(&mut self, id: OperationId) -> Option<Violation> {
+        if let Some(followed) = self.followed.filter(|f| *f != id) {
+            return Some(Violation::Operations(format!(
+                "operation {} asked while {} found in flight was not followed",
+                id.0, followed.0
+            )));
+        }
+        if self.followed != Some(id) {
+            if self.last_asked.is_some_and(|last| id <= last) {
+                return Some(Violation::Operations(format!(
+                    "operation {} asked after operation {}",
+                    id.0,
+                    self.last_asked.map_or(0, |l| l.0)
+                )));
+            }
+            self.last_asked = Some(id);
+        }
+        None
     }
 
     /// The applier finishes: it writes what Git changed since the last applied commit, over
