@@ -70,3 +70,42 @@ pub struct Operation {
     /// When it was requested (monotonic; a restored operation counts from its restore).
     pub requested_at: Moment,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OperationPhase;
+
+    const ALL: [OperationPhase; 5] = [
+        OperationPhase::Requested,
+        OperationPhase::Running,
+        OperationPhase::Succeeded,
+        OperationPhase::Failed,
+        OperationPhase::Unresolved,
+    ];
+
+    /// A status written by one process reads back as the same phase in the next one.
+    #[test]
+    fn every_phase_reads_back_as_written_and_nothing_else_reads() {
+        for phase in ALL {
+            assert_eq!(OperationPhase::parse(phase.as_str()), Some(phase));
+        }
+        let names: std::collections::BTreeSet<&str> = ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(names.len(), ALL.len(), "every phase has a name of its own");
+        assert_eq!(OperationPhase::parse("Pending"), None);
+        assert_eq!(OperationPhase::parse(""), None);
+    }
+
+    /// What a restart finds in flight is followed; what ended is not.
+    #[test]
+    fn requested_running_and_unresolved_are_in_flight() {
+        let in_flight: Vec<OperationPhase> = ALL.into_iter().filter(|p| p.in_flight()).collect();
+        assert_eq!(
+            in_flight,
+            [
+                OperationPhase::Requested,
+                OperationPhase::Running,
+                OperationPhase::Unresolved
+            ]
+        );
+    }
+}

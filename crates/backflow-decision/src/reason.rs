@@ -119,3 +119,28 @@ impl FromIterator<Reason> for Reasons {
         Self(iter.into_iter().collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// A status written by one process reads back in the next one; `CatchUp` reads as an
+    /// adopt, which is never skipped as already applied.
+    #[test]
+    fn every_reason_reads_back_from_its_name() {
+        let all = [
+            Reason::ForeignCommit,
+            Reason::CatchUpAdopt,
+            Reason::CatchUpConverge,
+            Reason::Refusal,
+            Reason::Repair,
+        ];
+        for reason in all {
+            let read = Reason::parse(&reason.to_string()).expect("a name it wrote");
+            assert_eq!(read.as_str(), reason.as_str());
+            assert_eq!(reason.to_string(), reason.as_str());
+        }
+        assert_eq!(Reason::parse("CatchUp"), Some(Reason::CatchUpAdopt));
+        assert_eq!(Reason::parse("Converge"), None);
+    }
+}
