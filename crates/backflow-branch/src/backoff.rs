@@ -99,6 +99,26 @@ mod tests {
         assert!(d <= Duration::from_secs(1));
     }
 
+    /// Workers failing together spread their retries over the upper half of the step, and the
+    /// count of failures in a row is what the worker reports.
+    #[test]
+    fn retries_are_spread_and_failures_counted() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let policy = BackoffPolicy {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(1),
+        };
+        let mut b = Backoff::new(policy);
+        assert_eq!(b.failures(), 0);
+        let delays: std::collections::BTreeSet<Duration> =
+            (0..20).map(|_| b.next_delay(&mut rng)).collect();
+        assert!(delays.len() > 10, "jittered, not in lockstep: {delays:?}");
+        assert!(delays.iter().any(|d| *d > Duration::from_millis(500)));
+        assert_eq!(b.failures(), 20);
+        b.reset();
+        assert_eq!(b.failures(), 0);
+    }
+
     #[test]
     fn same_seed_same_delays() {
         let run = || {
