@@ -16,11 +16,11 @@ cd "$(dirname "$0")/.."
 
 FILES=(
   crates/backflow-decision/src/core.rs
-  crates/backflow-decision/src/window.rs
+  crates/backflow-decision/src/apply_window.rs
   crates/backflow-decision/src/operation.rs
   crates/backflow-decision/src/reason.rs
   crates/backflow-branch/src/worker.rs
-  crates/backflow-branch/src/window.rs
+  crates/backflow-branch/src/commit_window.rs
   crates/backflow-branch/src/backoff.rs
 )
 file_args=()

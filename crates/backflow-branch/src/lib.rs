@@ -9,7 +9,7 @@
 //!
 //! - `intent.rs`: intents ("this object should now read X in target T"), the pending writes they
 //!   are decided into, flush marks.
-//! - `window.rs`: when the commit window closes (rolling silence, maximum age).
+//! - `commit_window.rs`: when the commit window closes (rolling silence, maximum age).
 //! - `backoff.rs`: how long to wait after a failure (jittered exponential backoff).
 //! - `worker.rs`: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
@@ -35,7 +35,7 @@ pub mod model;
 mod moment;
 mod planner;
 mod tree;
-mod window;
+mod commit_window;
 mod worker;
 
 pub use backoff::{Backoff, BackoffPolicy};
@@ -54,5 +54,5 @@ pub use planner::{Held, Planner};
 pub use tree::{
     LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
 };
-pub use window::CommitWindow;
+pub use commit_window::CommitWindow;
 pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

@@ -42,7 +42,7 @@ use crate::error::{CycleFailure, IoFailure};
 use crate::input::{BuiltChain, FetchedTip, Input, PushAnswer};
 use crate::intent::{FlushMark, Intent, IntentSeq, Origin, PendingWrite, Slot, WriteKind};
 use crate::moment::Moment;
-use crate::window::CommitWindow;
+use crate::commit_window::CommitWindow;
 
 /// The timing of a branch worker. [`CoreConfig::default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,17 +8,17 @@
 //! - `reason.rs`: why an apply is asked for.
 //! - `operation.rs`: one apply as the claim's `status.operation` records it.
 //! - `core.rs`: the state machine (one [`ApplyPhase`] enum).
-//! - `window.rs`: which write seen during an apply is the apply's own ([`WindowEdits`]).
+//! - `apply_window.rs`: which write seen during an apply is the apply's own ([`WindowEdits`]).
 
 mod core;
 mod operation;
 mod reason;
-mod window;
+mod apply_window;
 
 pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
 pub use operation::{Operation, OperationId, OperationPhase};
 pub use reason::{Reason, Reasons};
-pub use window::{
+pub use apply_window::{
     APPLIER_MANAGERS, ManagedWrite, Verdict, WindowEdits, WindowHistory, WindowSpan, Writers,
     Writes,
 };

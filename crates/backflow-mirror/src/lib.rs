@@ -27,7 +27,7 @@ mod status;
 mod stream;
 mod tracker;
 mod watched;
-mod window;
+mod apply_windows;
 mod workers;
 
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ use tokio::task::JoinHandle;
 pub use board::{ApplyAsks, RefusedEdit};
 pub use owner::this_backflow;
 pub use tracker::{Tracker, TrackerWaiter};
-pub use window::{ApplyWindows, Pruned};
+pub use apply_windows::{ApplyWindows, Pruned};
 
 /// How often a branch worker reads its remote when nothing told it the branch moved, unless
 /// configured (`--git-refresh-interval`, `GitProvider.spec.refreshInterval`).

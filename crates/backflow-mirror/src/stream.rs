@@ -31,7 +31,7 @@ use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
-use crate::window::Pruned;
+use crate::apply_windows::Pruned;
 use backflow_decision::{Verdict, WindowEdits, WindowSpan, Writers, Writes};
 
 /// Everything a stream needs.
