@@ -112,6 +112,8 @@ pub struct World {
     ledger: Ledger,
     /// The newest operation asked of the applier, in any process.
     last_asked: Option<OperationId>,
+    /// The phase the claim's status last recorded for each operation.
+    phases: BTreeMap<OperationId, OperationPhase>,
 }
 
 impl World {
@@ -154,6 +156,7 @@ impl World {
             found: None,
             ledger: Ledger::default(),
             last_asked: None,
+            phases: BTreeMap::new(),
         };
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
@@ -731,6 +734,9 @@ impl World {
                 {
                     self.recorded_applied = Some(operation.commit);
                 }
+                if self.found.is_none() {
+                    self.found = self.recorded_phase(&operation);
+                }
                 self.recorded = Some(operation);
             }
             ApplyEffect::Emit(event) => self.log(format!("apply decision: {event:?}")),
@@ -794,6 +800,32 @@ impl World {
         });
     }
 
+    /// The claim's status moves an operation forward only: requested, running, unresolved,
+    /// then succeeded or failed, and nothing after that.
+    fn recorded_phase(&mut self, operation: &Operation) -> Option<Violation> {
+        use OperationPhase::{Failed, Requested, Running, Succeeded, Unresolved};
+        let rank = |phase: OperationPhase| match phase {
+            Requested => 0,
+            Running => 1,
+            Unresolved => 2,
+            Succeeded | Failed => 3,
+        };
+        let before = self.phases.insert(operation.id, operation.phase);
+        let backwards = before.is_some_and(|b| {
+            rank(operation.phase) < rank(b)
+                || (rank(b) == 3)
+                || (b == operation.phase && b != Requested)
+        });
+        backwards.then(|| {
+            Violation::Operations(format!(
+                "operation {} recorded {:?} after {:?}",
+                operation.id.0,
+                operation.phase,
+                before.unwrap_or(Requested)
+            ))
+        })
+    }
+
     /// An operation found in flight after a restart is followed, never asked anew beside it,
     /// and a new operation never reuses the number of one asked before, in any process (the
     /// claim's status names operations by number).
@@ -831,6 +863,20 @@ impl World {
         let Some(op) = self.asked.take() else {
             return;
         };
+        // The applier said it was working when asked: the status says so by now.
+        if self.found.is_none() && self.phases.get(&op.id) == Some(&OperationPhase::Requested) {
+            self.found = Some(Violation::Operations(format!(
+                "operation {} is running, its status still says Requested",
+                op.id.0
+            )));
+        }
+        // A controller reports its progress more than once (nothing changes in the status).
+        self.applier_input(ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        });
+        self.pump();
         if self.rng.random_range(0..10) == 0 {
             return self.fail_apply(&op);
         }
