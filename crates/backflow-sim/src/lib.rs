@@ -10,7 +10,9 @@
 //!
 //! - `world.rs`: the simulated system and one step of it.
 //! - `live.rs`: the live store's objects, with the managedFields the mirror judges them by.
-//! - `check.rs`: the invariants.
+//! - `oracle.rs`: the outside oracle's ledgers: what was submitted and flushed, which commit
+//!   an apply must hold; which operations were asked and what the status recorded.
+//! - `check.rs`: the invariants and what each object may end with.
 //!
 //! Deliberately broken [`Variant`]s (an apply asked without a flush, the apply's own writes
 //! mirrored back) show the checker bites.

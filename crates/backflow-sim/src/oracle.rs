@@ -1,12 +1,14 @@
 //! The outside oracle of "flush, then apply" and "nothing before the snapshot": what the world
 //! handed the branch worker, and which of it the applied commit must hold — judged from the
 //! remote's history, never from the cores' variables (their flush mark, their pending writes,
-//! their `Published` reports).
+//! their `Published` reports). And of the operations: what was asked of the applier and what
+//! the claim's status recorded, across processes.
 
 use std::collections::BTreeMap;
 
 use backflow_branch::CommitId;
 use backflow_branch::model::{self, ModelRemote};
+use backflow_decision::{Operation, OperationId, OperationPhase};
 
 use crate::check::Violation;
 use crate::live::{ABSENT, same};
@@ -141,4 +143,74 @@ fn held_since(remote: &ModelRemote, commit: CommitId, name: &str, sub: &Submissi
         let forced_since = tips[at + 1..].iter().any(|(_, forced)| *forced);
         holds(*tip) && (forced_since || tip.is_none_or(|t| remote.contains(Some(commit), t)))
     })
+}
+
+/// The operations asked of the applier and the phases the claim's status recorded for them, in
+/// every process (invariant 9).
+#[derive(Debug, Default)]
+pub(crate) struct OperationLog {
+    /// The newest operation asked anew.
+    last_asked: Option<OperationId>,
+    /// The phase last recorded for each operation.
+    phases: BTreeMap<OperationId, OperationPhase>,
+}
+
+impl OperationLog {
+    /// The applier is asked for `id` (`followed`: an operation a restart found in flight). It
+    /// is followed, never asked anew beside it, and a new operation never reuses the number of
+    /// one asked before (the claim's status names operations by number).
+    pub(crate) fn asked(
+        &mut self,
+        id: OperationId,
+        followed: Option<OperationId>,
+    ) -> Option<Violation> {
+        if let Some(followed) = followed.filter(|f| *f != id) {
+            return Some(Violation::Operations(format!(
+                "operation {} asked while {} found in flight was not followed",
+                id.0, followed.0
+            )));
+        }
+        if followed == Some(id) {
+            return None;
+        }
+        if let Some(last) = self.last_asked.filter(|last| id <= *last) {
+            return Some(Violation::Operations(format!(
+                "operation {} asked after operation {}",
+                id.0, last.0
+            )));
+        }
+        self.last_asked = Some(id);
+        None
+    }
+
+    /// The status recorded `operation`: it moves forward only (requested, running, unresolved,
+    /// then succeeded or failed, and nothing after that).
+    pub(crate) fn recorded(&mut self, operation: &Operation) -> Option<Violation> {
+        use OperationPhase::{Failed, Requested, Running, Succeeded, Unresolved};
+        let rank = |phase: OperationPhase| match phase {
+            Requested => 0,
+            Running => 1,
+            Unresolved => 2,
+            Succeeded | Failed => 3,
+        };
+        let before = self.phases.insert(operation.id, operation.phase)?;
+        let ended = rank(before) == 3;
+        let again = before == operation.phase && before != Requested;
+        (rank(operation.phase) < rank(before) || ended || again).then(|| {
+            Violation::Operations(format!(
+                "operation {} recorded {:?} after {:?}",
+                operation.id.0, operation.phase, before
+            ))
+        })
+    }
+
+    /// The applier said it was working on `id` when asked: the status says so by now.
+    pub(crate) fn running(&self, id: OperationId) -> Option<Violation> {
+        (self.phases.get(&id) == Some(&OperationPhase::Requested)).then(|| {
+            Violation::Operations(format!(
+                "operation {} is running, its status still says Requested",
+                id.0
+            ))
+        })
+    }
 }

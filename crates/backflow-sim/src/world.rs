@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::check::{Expected, Violation};
 pub(crate) use crate::live::{ABSENT, LiveObject, Pruned, WatchEvent, Writer, absent, same};
-use crate::oracle::Ledger;
+use crate::oracle::{Ledger, OperationLog};
 
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -110,10 +110,8 @@ pub struct World {
     pub(crate) found: Option<Violation>,
     /// What this process submitted and flushed, for the outside oracle.
     ledger: Ledger,
-    /// The newest operation asked of the applier, in any process.
-    last_asked: Option<OperationId>,
-    /// The phase the claim's status last recorded for each operation.
-    phases: BTreeMap<OperationId, OperationPhase>,
+    /// The operations asked and recorded, in every process, for the outside oracle.
+    operations: OperationLog,
 }
 
 impl World {
@@ -155,8 +153,7 @@ impl World {
             trace: Vec::new(),
             found: None,
             ledger: Ledger::default(),
-            last_asked: None,
-            phases: BTreeMap::new(),
+            operations: OperationLog::default(),
         };
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
@@ -735,7 +732,7 @@ impl World {
                     self.recorded_applied = Some(operation.commit);
                 }
                 if self.found.is_none() {
-                    self.found = self.recorded_phase(&operation);
+                    self.found = self.operations.recorded(&operation);
                 }
                 self.recorded = Some(operation);
             }
@@ -775,7 +772,7 @@ impl World {
         }
         let id = operation.id;
         if self.found.is_none() {
-            self.found = self.numbered(id);
+            self.found = self.operations.asked(id, self.followed);
         }
         if self.followed.take() == Some(id) {
             // The native applier ran in the process that died: its operation ended with it.
@@ -800,55 +797,6 @@ impl World {
         });
     }
 
-    /// The claim's status moves an operation forward only: requested, running, unresolved,
-    /// then succeeded or failed, and nothing after that.
-    fn recorded_phase(&mut self, operation: &Operation) -> Option<Violation> {
-        use OperationPhase::{Failed, Requested, Running, Succeeded, Unresolved};
-        let rank = |phase: OperationPhase| match phase {
-            Requested => 0,
-            Running => 1,
-            Unresolved => 2,
-            Succeeded | Failed => 3,
-        };
-        let before = self.phases.insert(operation.id, operation.phase);
-        let backwards = before.is_some_and(|b| {
-            rank(operation.phase) < rank(b)
-                || (rank(b) == 3)
-                || (b == operation.phase && b != Requested)
-        });
-        backwards.then(|| {
-            Violation::Operations(format!(
-                "operation {} recorded {:?} after {:?}",
-                operation.id.0,
-                operation.phase,
-                before.unwrap_or(Requested)
-            ))
-        })
-    }
-
-    /// An operation found in flight after a restart is followed, never asked anew beside it,
-    /// and a new operation never reuses the number of one asked before, in any process (the
-    /// claim's status names operations by number).
-    fn numbered(&mut self, id: OperationId) -> Option<Violation> {
-        if let Some(followed) = self.followed.filter(|f| *f != id) {
-            return Some(Violation::Operations(format!(
-                "operation {} asked while {} found in flight was not followed",
-                id.0, followed.0
-            )));
-        }
-        if self.followed != Some(id) {
-            if self.last_asked.is_some_and(|last| id <= last) {
-                return Some(Violation::Operations(format!(
-                    "operation {} asked after operation {}",
-                    id.0,
-                    self.last_asked.map_or(0, |l| l.0)
-                )));
-            }
-            self.last_asked = Some(id);
-        }
-        None
-    }
-
     /// The applier finishes: it writes what Git changed since the last applied commit, over
     /// nothing a person edited after the flush (that is left for a Repair).
     fn finish_apply(&mut self) {
@@ -864,11 +812,8 @@ impl World {
             return;
         };
         // The applier said it was working when asked: the status says so by now.
-        if self.found.is_none() && self.phases.get(&op.id) == Some(&OperationPhase::Requested) {
-            self.found = Some(Violation::Operations(format!(
-                "operation {} is running, its status still says Requested",
-                op.id.0
-            )));
+        if self.found.is_none() {
+            self.found = self.operations.running(op.id);
         }
         // A controller reports its progress more than once (nothing changes in the status).
         self.applier_input(ApplyInput::Progress {
