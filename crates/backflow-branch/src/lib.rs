@@ -24,6 +24,7 @@
 
 mod backoff;
 mod commit;
+mod commit_window;
 mod effect;
 mod error;
 #[cfg(feature = "testing")]
@@ -35,11 +36,11 @@ pub mod model;
 mod moment;
 mod planner;
 mod tree;
-mod commit_window;
 mod worker;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use commit::{CommitId, ParseCommitIdError, Tip};
+pub use commit_window::CommitWindow;
 pub use effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
 pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
 #[cfg(feature = "testing")]
@@ -54,5 +55,4 @@ pub use planner::{Held, Planner};
 pub use tree::{
     LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
 };
-pub use commit_window::CommitWindow;
 pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

@@ -37,12 +37,12 @@ use rand::Rng;
 
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::commit::{CommitId, Tip};
+use crate::commit_window::CommitWindow;
 use crate::effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
 use crate::error::{CycleFailure, IoFailure};
 use crate::input::{BuiltChain, FetchedTip, Input, PushAnswer};
 use crate::intent::{FlushMark, Intent, IntentSeq, Origin, PendingWrite, Slot, WriteKind};
 use crate::moment::Moment;
-use crate::commit_window::CommitWindow;
 
 /// The timing of a branch worker. [`CoreConfig::default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

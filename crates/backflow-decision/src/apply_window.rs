@@ -297,6 +297,34 @@ pub enum Verdict {
     OverCollided,
 }
 
+/// How a mirrored write goes to Git.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mirrored {
+    /// Somebody's edit: it wins over a push made while it was on its way.
+    Edit,
+    /// An applier's write of what Git held: never written over a push made since.
+    Echo,
+}
+
+impl Verdict {
+    /// Whether and how a write judged `self` goes to Git (`writes`: its managedFields;
+    /// `previous`: who its object's previous event showed wrote it): not at all (the landing,
+    /// a withheld write), as an edit, or as an echo — made in no window's span, or, by all the
+    /// seconds can tell, an applier's (acting on its own, or in the second of a create it
+    /// cannot be told from).
+    #[must_use]
+    pub fn mirrored_as(self, writes: &Writes, previous: Option<Writers>) -> Option<Mirrored> {
+        match self {
+            Self::Landing | Self::Collision | Self::OverCollided => None,
+            Self::Late => Some(Mirrored::Echo),
+            Self::Edit if writes.looks_like_applier(previous.and_then(|p| p.others)) => {
+                Some(Mirrored::Echo)
+            }
+            Self::Edit => Some(Mirrored::Edit),
+        }
+    }
+}
+
 /// The live edits one watch stream saw inside each kept window, captured from their own watch
 /// events, by object key `K`.
 ///
@@ -552,6 +580,37 @@ mod tests {
 
     fn judge(entries: &[(&str, i64)], windows: &[WindowSpan]) -> Verdict {
         WindowEdits::default().judge(&"a", &writes(entries), None, windows)
+    }
+
+    /// What goes to Git: not the landing nor a withheld write; an applier's write made in no
+    /// window, or one only its managedFields tell apart, as an echo; an edit as an edit.
+    #[test]
+    fn a_verdict_says_whether_and_how_a_write_is_mirrored() {
+        let person = writes(&[("backflow-applier", 90), ("kubectl-edit", 120)]);
+        let applier = writes(&[("kubectl-edit", 50), ("backflow-applier", 120)]);
+        for withheld in [Verdict::Landing, Verdict::Collision, Verdict::OverCollided] {
+            assert_eq!(withheld.mirrored_as(&person, None), None);
+        }
+        assert_eq!(
+            Verdict::Late.mirrored_as(&person, None),
+            Some(Mirrored::Echo)
+        );
+        assert_eq!(
+            Verdict::Edit.mirrored_as(&person, None),
+            Some(Mirrored::Edit)
+        );
+        let seen = Some(writes(&[("kubectl-edit", 50)]).writers());
+        assert_eq!(
+            Verdict::Edit.mirrored_as(&applier, seen),
+            Some(Mirrored::Echo),
+            "an applier wrote last and nobody else since the previous event"
+        );
+        let edited_since = Some(writes(&[("kubectl-edit", 40)]).writers());
+        assert_eq!(
+            Verdict::Edit.mirrored_as(&applier, edited_since),
+            Some(Mirrored::Edit),
+            "another manager wrote since the previous event"
+        );
     }
 
     #[test]

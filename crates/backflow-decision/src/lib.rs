@@ -10,17 +10,17 @@
 //! - `core.rs`: the state machine (one [`ApplyPhase`] enum).
 //! - `apply_window.rs`: which write seen during an apply is the apply's own ([`WindowEdits`]).
 
+mod apply_window;
 mod core;
 mod operation;
 mod reason;
-mod apply_window;
 
+pub use apply_window::{
+    APPLIER_MANAGERS, ManagedWrite, Mirrored, Verdict, WindowEdits, WindowHistory, WindowSpan,
+    Writers, Writes,
+};
 pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
 pub use operation::{Operation, OperationId, OperationPhase};
 pub use reason::{Reason, Reasons};
-pub use apply_window::{
-    APPLIER_MANAGERS, ManagedWrite, Verdict, WindowEdits, WindowHistory, WindowSpan, Writers,
-    Writes,
-};
 
 pub use backflow_branch::{CommitId, Moment};

@@ -13,6 +13,7 @@
 //! - `tracker.rs`: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
 
+mod apply_windows;
 mod board;
 mod controller;
 mod credentials;
@@ -27,7 +28,6 @@ mod status;
 mod stream;
 mod tracker;
 mod watched;
-mod apply_windows;
 mod workers;
 
 use std::path::PathBuf;
@@ -44,10 +44,10 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use apply_windows::{ApplyWindows, Pruned};
 pub use board::{ApplyAsks, RefusedEdit};
 pub use owner::this_backflow;
 pub use tracker::{Tracker, TrackerWaiter};
-pub use apply_windows::{ApplyWindows, Pruned};
 
 /// How often a branch worker reads its remote when nothing told it the branch moved, unless
 /// configured (`--git-refresh-interval`, `GitProvider.spec.refreshInterval`).

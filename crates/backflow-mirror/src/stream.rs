@@ -25,14 +25,14 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::apply_windows::Pruned;
 use crate::board::{Board, PushReport, RefusedEdit, StreamState, WriteScope};
 use crate::managers::writes_of;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
-use crate::apply_windows::Pruned;
-use backflow_decision::{Verdict, WindowEdits, WindowSpan, Writers, Writes};
+use backflow_decision::{Mirrored, Verdict, WindowEdits, WindowSpan, Writers, Writes};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -777,9 +777,7 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     memory.submitted.insert(key.clone(), seen);
     let mut intent =
         Intent::put_json(ctx.path.clone(), key.clone(), json).attributed(ctx.attribution(by));
-    if verdict == Verdict::Late || writes.looks_like_applier(previous.and_then(|p| p.others)) {
-        // An applier applied what Git held (acting on its own, or in the second of a create it
-        // cannot be told from): never written over a push made since.
+    if verdict.mirrored_as(&writes, previous) == Some(Mirrored::Echo) {
         intent = intent.echo();
     } else if let Some(before) = before {
         intent = intent.edit_of(before);

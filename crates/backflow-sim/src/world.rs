@@ -12,8 +12,8 @@ use backflow_branch::{
     SweepScope,
 };
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Operation,
-    OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
+    Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -519,16 +519,15 @@ impl World {
         } else {
             self.judge(&event, seen)
         };
-        if !matches!(verdict, Verdict::Edit | Verdict::Late) {
+        // The mirror's own decision (`Verdict::mirrored_as`), as the watch stream makes it.
+        let Some(mirrored) = verdict.mirrored_as(&event.writes, seen) else {
             return;
-        }
+        };
         self.log(format!(
             "the mirror submits {} = {} ({:?})",
             event.name, event.value, event.by
         ));
-        let echo = !absent(&event.value)
-            && (verdict == Verdict::Late
-                || event.writes.looks_like_applier(seen.and_then(|w| w.others)));
+        let echo = !absent(&event.value) && mirrored == Mirrored::Echo;
         let intent = if absent(&event.value) {
             Intent::delete("apps", model::key(&event.name))
         } else if echo {

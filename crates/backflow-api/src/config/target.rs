@@ -6,9 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::authors::CommitAuthors;
 use super::LocalReference;
 use super::condition::Condition;
+pub use crate::authors::CommitAuthors;
 
 /// What happens to documents whose objects are gone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
