@@ -13,6 +13,7 @@
 //! - `backoff.rs`: how long to wait after a failure (jittered exponential backoff).
 //! - `worker.rs`: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
+//! - `waiters.rs`: which writers and flushes a publication (or a refusal) answers.
 //! - `input.rs` and `effect.rs`: the core's vocabulary with its shell and its owner.
 //! - `tree.rs` and `planner.rs`: the planner seam — how intents become path updates against a
 //!   read-only view of a tree — which the shell runs for [`Effect::Build`]; the YAML planner
@@ -36,6 +37,7 @@ pub mod model;
 mod moment;
 mod planner;
 mod tree;
+mod waiters;
 mod worker;
 
 pub use backoff::{Backoff, BackoffPolicy};
@@ -55,4 +57,5 @@ pub use planner::{Held, Planner};
 pub use tree::{
     LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
 };
+pub use waiters::{Answered, Waiters};
 pub use worker::{BranchCore, CoreConfig, FetchPurpose, Phase, WorkerStats};

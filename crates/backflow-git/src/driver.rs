@@ -6,7 +6,6 @@
 //! Commands that queue up while a push is in flight are all taken before the next poll, so a
 //! burst of intents goes out in one push even with a zero window (still one commit each).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use backflow_api::Clock;
-use backflow_branch::{CommitId, Divergence, ForeignCommit, Intent, IntentSeq, PlanError};
+use backflow_branch::{CommitId, Divergence, ForeignCommit, Intent, PlanError, Waiters};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::error::RepoError;
@@ -288,9 +287,7 @@ pub fn spawn_with_notices(
         shutdown_timeout,
         tips: tips.clone(),
         notices: notices.clone(),
-        intents: BTreeMap::new(),
-        resyncs: BTreeMap::new(),
-        flushes: Vec::new(),
+        waiters: Waiters::default(),
     };
     let spawned = std::thread::Builder::new()
         .name(name)
@@ -317,11 +314,15 @@ struct Driver {
     /// Numbered before anyone hears of a tip, so a report made after an answer finds it.
     tips: TipOrder,
     notices: broadcast::Sender<BranchNotice>,
-    intents: BTreeMap<IntentSeq, Vec<TipReply>>,
-    /// Per resync still waiting, its last intent's number (where its reply waits) and its
-    /// first's: each of its intents is numbered, and a refusal of any of them is the resync's.
-    resyncs: BTreeMap<IntentSeq, IntentSeq>,
-    flushes: Vec<(IntentSeq, oneshot::Sender<Option<CommitId>>)>,
+    /// Who waits for what (which of them an event answers is the core's rule).
+    waiters: Waiters<Reply>,
+}
+
+/// A reply waiting on the worker: a write's (the tip that published it, or why not) or a
+/// flush's (the tip).
+enum Reply {
+    Write(TipReply),
+    Flush(oneshot::Sender<Option<CommitId>>),
 }
 
 impl Driver {
@@ -368,23 +369,20 @@ impl Driver {
         match cmd {
             Command::Submit(intent, reply) => {
                 let seq = self.worker.submit(intent);
-                self.intents.entry(seq).or_default().push(reply);
+                self.waiters.intent(seq, Reply::Write(reply));
             }
             Command::Resync(target, intents, reply) => {
                 let count = intents.len() as u64;
                 let seq = self.worker.submit_resync(target, intents);
-                if count > 1 {
-                    self.resyncs.insert(seq, IntentSeq(seq.0 + 1 - count));
-                }
-                self.intents.entry(seq).or_default().push(reply);
+                self.waiters.resync(seq, count, Reply::Write(reply));
             }
             Command::Flush(reply) => {
                 let mark = self.worker.flush();
-                self.flushes.push((mark.0, reply));
+                self.waiters.flush(mark.0, Reply::Flush(reply));
             }
             Command::CommitRequest(message, reply) => {
                 let mark = self.worker.commit_request(message);
-                self.flushes.push((mark.0, reply));
+                self.waiters.flush(mark.0, Reply::Flush(reply));
             }
             Command::RemoteMoved => self.worker.notify_remote_moved(),
             Command::Hurry => self.worker.hurry(),
@@ -412,31 +410,24 @@ impl Driver {
                     if let Some(tip) = tip {
                         self.tips.learn(tip);
                     }
-                    self.resyncs = self.resyncs.split_off(&IntentSeq(through.0 + 1));
-                    let later = self.intents.split_off(&IntentSeq(through.0 + 1));
-                    for reply in std::mem::replace(&mut self.intents, later)
-                        .into_values()
-                        .flatten()
-                    {
-                        let _ = reply.send(Ok(tip));
-                    }
-                    let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flushes)
-                        .into_iter()
-                        .partition(|(mark, _)| *mark <= through);
-                    self.flushes = waiting;
-                    for (_, reply) in done {
-                        let _ = reply.send(tip);
+                    let answered = self.waiters.published(through);
+                    for reply in answered.writes.into_iter().chain(answered.flushes) {
+                        match reply {
+                            Reply::Write(reply) => {
+                                let _ = reply.send(Ok(tip));
+                            }
+                            Reply::Flush(reply) => {
+                                let _ = reply.send(tip);
+                            }
+                        }
                     }
                 }
                 WorkerEvent::Refused { seq, error, .. } => {
                     // An intent of a resync answers the resync's reply, which waits at its last.
-                    let answered = match self.resyncs.range(seq..).next() {
-                        Some((last, first)) if *first <= seq => *last,
-                        _ => seq,
-                    };
-                    self.resyncs.remove(&answered);
-                    for reply in self.intents.remove(&answered).into_iter().flatten() {
-                        let _ = reply.send(Err(WriteError::Refused(error.clone())));
+                    for reply in self.waiters.refused(seq) {
+                        if let Reply::Write(reply) = reply {
+                            let _ = reply.send(Err(WriteError::Refused(error.clone())));
+                        }
                     }
                 }
                 // No subscriber is fine.

@@ -9,7 +9,7 @@ use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
     Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase,
-    SweepScope,
+    SweepScope, Waiters,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
@@ -79,9 +79,9 @@ pub struct World {
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
-    /// A flush waiting for its answer: the branch's `Published` event reaching its mark, as the
-    /// worker's driver answers it in production.
-    flush_waiting: Option<IntentSeq>,
+    /// A flush waiting for its answer, answered by the branch's `Published` event by the rule
+    /// the worker's driver follows in production (`Waiters`).
+    flush_waiting: Waiters<()>,
     last_applied: Option<CommitId>,
     /// Objects the last apply left to a newer live edit, and when they are looked at again
     /// (the native applier's 1.5 s retry).
@@ -136,7 +136,7 @@ impl World {
             writers_seen: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
-            flush_waiting: None,
+            flush_waiting: Waiters::default(),
             last_applied: None,
             deferred: BTreeSet::new(),
             retry_at: None,
@@ -272,7 +272,7 @@ impl World {
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
-        self.flush_waiting = None;
+        self.flush_waiting = Waiters::default();
         self.watch.clear();
         self.asked = None;
         self.stalled_until = None;
@@ -665,8 +665,7 @@ impl World {
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
-                if self.flush_waiting.is_some_and(|mark| through >= mark) {
-                    self.flush_waiting = None;
+                if !self.flush_waiting.published(through).flushes.is_empty() {
                     self.log(format!(
                         "the flush is answered: published through {}",
                         through.0
@@ -753,7 +752,7 @@ impl World {
         self.branch.step(Input::Flush);
         self.flush_mark = self.branch.core.decided_through();
         self.log(format!("flush through intent {}", self.flush_mark.0));
-        self.flush_waiting = Some(self.flush_mark);
+        self.flush_waiting.flush(self.flush_mark, ());
     }
 
     /// The applier is asked: every edit decided before the flush must be in what it applies.
@@ -970,7 +969,7 @@ impl World {
     pub(crate) fn is_quiet(&self) -> bool {
         !self.listing
             && self.branch.in_flight.is_none()
-            && self.flush_waiting.is_none()
+            && !self.flush_waiting.flush_waiting()
             && self.watch.is_empty()
             && self.asked.is_none()
             && self.echoes_queued == 0
