@@ -901,23 +901,19 @@ impl NativeApplier {
             return Ok((entry, write));
         }
         let owner = live.as_ref().and_then(owned_by);
-        let Judging {
-            cutoff,
-            spare,
-            stamp_only,
-        } = judging;
+        let spared = judging.spare.contains(&key);
         let write = match live {
-            Some(_) if changed && spare.contains(&key) => Write::Spared(key),
+            Some(_) if changed && spared => Write::Spared(key),
             // A delete that is not in Git yet (its file blocked it) is not undone either.
-            None if spare.contains(&key) => Write::Spared(key),
+            None if spared => Write::Spared(key),
             _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
             // Missing live although Git declares it, "changed" or not: after the flush a live
             // delete is in Git or older than Git's word (a revert, a force-push); a delete
             // made since collides in the apply's window. Only a catch-up leaves it.
-            None if stamp_only => Write::Absent,
+            None if judging.stamp_only => Write::Absent,
             None => Write::Apply,
             Some(live) if changed && !holds(&content, &live) => {
-                if edited_since(&live, cutoff) {
+                if edited_since(&live, judging.cutoff) {
                     Write::Deferred
                 } else {
                     // Applied only over the version judged: an edit landing meanwhile is kept.

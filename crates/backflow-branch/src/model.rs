@@ -177,6 +177,17 @@ pub struct Faults {
     pub after_landing: Option<(String, String)>,
 }
 
+/// The `Changed-by:` name an intent's commit carries (a manager's attribution).
+fn changed_by_name(intent: &Intent) -> Option<String> {
+    match &intent.attribution {
+        Some(Attribution {
+            by: ChangedBy::Manager(name),
+            ..
+        }) => Some(name.to_string()),
+        _ => None,
+    }
+}
+
 /// Where a model file for an intent lives.
 #[must_use]
 pub fn path_of(intent: &Intent) -> String {
@@ -498,13 +509,7 @@ impl Shell {
                     });
                     continue;
                 }
-                let named = match &intent.attribution {
-                    Some(Attribution {
-                        by: ChangedBy::Manager(name),
-                        ..
-                    }) => Some(name.to_string()),
-                    _ => None,
-                };
+                let named = changed_by_name(intent);
                 if let ObjectState::Sweep(scope) = &intent.state {
                     // As the git shell: a sweep that removes nothing is unchanged, judged on a
                     // tip that must be confirmed current before it counts (a push made since
@@ -524,13 +529,7 @@ impl Shell {
                     // The patch does not apply: the foreign commit changed this file too.
                     continue;
                 }
-                // As the git shell: an echo is also judged against the commit it repeats.
-                let echo_held = match intent.origin {
-                    Origin::Echo { of: Some(of) } => {
-                        self.remote.files(Some(of)).get(&path) == content.as_ref()
-                    }
-                    _ => false,
-                };
+                let echo_held = self.echo_held(intent, &path, content.as_ref());
                 if !write.is_screened() && (next.get(&path) == content.as_ref() || echo_held) {
                     built.unchanged.push(slot.clone());
                     continue;
@@ -554,6 +553,14 @@ impl Shell {
             chain.writes.push(built);
         }
         Ok(chain)
+    }
+
+    /// As the git shell: an echo is also judged against the commit it repeats.
+    fn echo_held(&self, intent: &Intent, path: &str, content: Option<&String>) -> bool {
+        match intent.origin {
+            Origin::Echo { of: Some(of) } => self.remote.files(Some(of)).get(path) == content,
+            _ => false,
+        }
     }
 
     fn push(&mut self, head: CommitId, expected: Tip) -> PushAnswer {

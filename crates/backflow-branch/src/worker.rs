@@ -179,8 +179,9 @@ struct Chain {
     base: Tip,
     built: usize,
     head: Option<CommitId>,
-    /// Every commit built on `base`, in order (`head` last).
-    commits: Vec<CommitId>,
+    /// The first commit built on `base`: every other one descends from it, so a tip holding
+    /// any of them holds this one.
+    first: Option<CommitId>,
     through: IntentSeq,
     /// Whether some intent was judged unchanged against `base` while `base` was not read since
     /// that intent was decided: the judgement holds only once `base` is confirmed current.
@@ -193,7 +194,7 @@ impl Chain {
             base,
             built: 0,
             head: None,
-            commits: Vec::new(),
+            first: None,
             through,
             provisional: false,
         }
@@ -676,9 +677,9 @@ impl BranchCore {
 
     fn checks(&self) -> BTreeSet<CommitId> {
         self.chain
-            .commits
-            .iter()
-            .copied()
+            .first
+            .into_iter()
+            .chain(self.chain.head)
             .chain(self.durable.pushed)
             .chain(self.durable.sending)
             .collect()
@@ -887,9 +888,8 @@ impl BranchCore {
                 self.publish_chain(tip, out);
             } else if self
                 .chain
-                .commits
-                .iter()
-                .any(|c| fetched.contains.contains(c))
+                .first
+                .is_some_and(|c| fetched.contains.contains(&c))
             {
                 // Part of the chain is on the branch, its head is not: the push landed and the
                 // branch lost backflow's commits since (a force-push back into the chain). Its
@@ -977,7 +977,7 @@ impl BranchCore {
             if let Some(commit) = write.commit {
                 self.own.insert(commit);
                 self.chain.head = Some(commit);
-                self.chain.commits.push(commit);
+                self.chain.first.get_or_insert(commit);
                 self.stats.commits += 1;
             }
             self.chain.through = self.chain.through.max(pending.through);

@@ -81,7 +81,7 @@ pub struct World {
     flush_mark: IntentSeq,
     /// A flush waiting for its answer, answered by the branch's `Published` event by the rule
     /// the worker's driver follows in production (`Waiters`).
-    flush_waiting: Waiters<()>,
+    flushes: Waiters<()>,
     last_applied: Option<CommitId>,
     /// Objects the last apply left to a newer live edit, and when they are looked at again
     /// (the native applier's 1.5 s retry).
@@ -136,7 +136,7 @@ impl World {
             writers_seen: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
-            flush_waiting: Waiters::default(),
+            flushes: Waiters::default(),
             last_applied: None,
             deferred: BTreeSet::new(),
             retry_at: None,
@@ -272,7 +272,7 @@ impl World {
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
-        self.flush_waiting = Waiters::default();
+        self.flushes = Waiters::default();
         self.watch.clear();
         self.asked = None;
         self.stalled_until = None;
@@ -665,7 +665,7 @@ impl World {
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
-                if !self.flush_waiting.published(through).flushes.is_empty() {
+                if !self.flushes.published(through).flushes.is_empty() {
                     self.log(format!(
                         "the flush is answered: published through {}",
                         through.0
@@ -752,7 +752,7 @@ impl World {
         self.branch.step(Input::Flush);
         self.flush_mark = self.branch.core.decided_through();
         self.log(format!("flush through intent {}", self.flush_mark.0));
-        self.flush_waiting.flush(self.flush_mark, ());
+        self.flushes.flush(self.flush_mark, ());
     }
 
     /// The applier is asked: every edit decided before the flush must be in what it applies.
@@ -809,17 +809,7 @@ impl World {
         let Some(op) = self.asked.take() else {
             return;
         };
-        // The applier said it was working when asked: the status says so by now.
-        if self.found.is_none() {
-            self.found = self.operations.running(op.id);
-        }
-        // A controller reports its progress more than once (nothing changes in the status).
-        self.applier_input(ApplyInput::Progress {
-            id: op.id,
-            phase: OperationPhase::Running,
-            message: String::new(),
-        });
-        self.pump();
+        self.reports_running_again(op.id);
         if self.rng.random_range(0..10) == 0 {
             return self.fail_apply(&op);
         }
@@ -879,6 +869,20 @@ impl World {
             self.retry_at = Some(now + Duration::from_millis(1500));
         }
         self.close_window();
+        self.pump();
+    }
+
+    /// The applier said it was working when asked, so the status says so by now; and it
+    /// reports its progress once more, as controllers do (nothing changes in the status).
+    fn reports_running_again(&mut self, id: OperationId) {
+        if self.found.is_none() {
+            self.found = self.operations.running(id);
+        }
+        self.applier_input(ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        });
         self.pump();
     }
 
@@ -969,7 +973,7 @@ impl World {
     pub(crate) fn is_quiet(&self) -> bool {
         !self.listing
             && self.branch.in_flight.is_none()
-            && !self.flush_waiting.flush_waiting()
+            && !self.flushes.flush_waiting()
             && self.watch.is_empty()
             && self.asked.is_none()
             && self.echoes_queued == 0
