@@ -230,6 +230,22 @@ fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
         && !scope.keeps(namespace, name)
 }
 
+/// The bootstrap file of a folder the model writes when the folder holds no file.
+#[must_use]
+pub fn bootstrap_file(target: &str) -> String {
+    format!("{target}/README")
+}
+
+/// Writes `target`'s bootstrap file into `files` when the folder holds none; whether it did.
+fn bootstrap(files: &mut Files, target: &str) -> bool {
+    let prefix = format!("{target}/");
+    if files.keys().any(|p| p.starts_with(&prefix)) {
+        return false;
+    }
+    files.insert(bootstrap_file(target), "bootstrapped".into());
+    true
+}
+
 fn render(intent: &Intent) -> Option<String> {
     match &intent.state {
         ObjectState::Present(v) => Some(v.value().as_str().unwrap_or_default().to_string()),
@@ -515,6 +531,15 @@ impl Shell {
                     // tip that must be confirmed current before it counts (a push made since
                     // may have added a file it removes).
                     if sweep(&mut next, &intent.target, scope) {
+                        changed_by.extend(named);
+                    } else if !write.is_screened() {
+                        built.unchanged.push(slot.clone());
+                    }
+                    continue;
+                }
+                if matches!(intent.state, ObjectState::Bootstrap) {
+                    // As the manifest planner: a folder with no file gets its bootstrap file.
+                    if bootstrap(&mut next, &intent.target) {
                         changed_by.extend(named);
                     } else if !write.is_screened() {
                         built.unchanged.push(slot.clone());

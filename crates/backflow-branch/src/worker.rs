@@ -29,7 +29,7 @@
 //! does not contain the last push means the branch lost acknowledged writes: the core emits
 //! [`Event::Diverged`] and publishes nothing until its owner resubmitted every target.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,33 +210,6 @@ struct Confirmed {
     after: IntentSeq,
 }
 
-/// Commits this worker wrote, to recognise its own pushes by SHA. Bounded; the oldest are
-/// forgotten first (a tip that old is long superseded).
-#[derive(Debug, Default)]
-struct OwnCommits {
-    set: BTreeSet<CommitId>,
-    order: VecDeque<CommitId>,
-}
-
-impl OwnCommits {
-    const CAPACITY: usize = 16_384;
-
-    fn insert(&mut self, id: CommitId) {
-        if self.set.insert(id) {
-            self.order.push_back(id);
-            if self.order.len() > Self::CAPACITY
-                && let Some(old) = self.order.pop_front()
-            {
-                self.set.remove(&old);
-            }
-        }
-    }
-
-    fn contains(&self, id: CommitId) -> bool {
-        self.set.contains(&id)
-    }
-}
-
 /// The branch worker's state machine. See the module documentation.
 #[derive(Debug)]
 pub struct BranchCore {
@@ -255,7 +228,6 @@ pub struct BranchCore {
     /// The last intent submitted when the fetch or push in flight started.
     io_after: IntentSeq,
     durable: DurableTips,
-    own: OwnCommits,
     last_seq: IntentSeq,
     decided_through: IntentSeq,
     published_through: IntentSeq,
@@ -275,10 +247,6 @@ impl BranchCore {
     /// remote.
     #[must_use]
     pub fn new(cfg: CoreConfig, durable: DurableTips, now: Moment) -> Self {
-        let mut own = OwnCommits::default();
-        for commit in durable.pushed.into_iter().chain(durable.sending) {
-            own.insert(commit);
-        }
         Self {
             window: CommitWindow::new(cfg.window, cfg.max_window_age),
             backoff: Backoff::new(cfg.backoff),
@@ -293,7 +261,6 @@ impl BranchCore {
             },
             io_after: IntentSeq(0),
             durable,
-            own,
             last_seq: IntentSeq(0),
             decided_through: IntentSeq(0),
             published_through: IntentSeq(0),
@@ -859,6 +826,15 @@ impl BranchCore {
     }
 
     /// Takes note of the remote tip as just read. Returns whether the branch diverged.
+    /// Whether `id` is backflow's own push whose landing it has not seen yet: the chain it is
+    /// sending, or the commit a process that died was sending. Any other tip it did not see
+    /// before is somebody's move — its own older commit too (a force-push back to it, after
+    /// backflow saw the branch move past it).
+    fn landing(&self, id: CommitId) -> bool {
+        self.chain.head == Some(id)
+            || (self.durable.sending == Some(id) && self.durable.pushed != Some(id))
+    }
+
     fn observe(&mut self, fetched: &FetchedTip, out: &mut Vec<Effect>) -> bool {
         let before = self.durable;
         let tip = fetched.tip;
@@ -869,7 +845,7 @@ impl BranchCore {
             self.remote_tip == Tip::Unknown && seen.is_none() && self.durable.pushed.is_none();
         if let Tip::At(id) = tip
             && Some(id) != seen
-            && !self.own.contains(id)
+            && !self.landing(id)
             && !first_ever
         {
             self.stats.foreign_commits += 1;
@@ -975,7 +951,6 @@ impl BranchCore {
                 pending.refuse(refused.chain(echoes));
             }
             if let Some(commit) = write.commit {
-                self.own.insert(commit);
                 self.chain.head = Some(commit);
                 self.chain.first.get_or_insert(commit);
                 self.stats.commits += 1;

@@ -166,8 +166,9 @@ pub struct ApplierCore {
     hold: Option<Hold>,
     /// The remote has no branch: nothing to apply until a tip is seen.
     no_branch: bool,
-    /// A foreign commit arrived while a flush was being answered: its answer may predate it.
-    moved_while_flushing: bool,
+    /// A foreign commit arrived or the gate closed while a flush was being answered: its answer
+    /// may predate it.
+    changed_while_flushing: bool,
     /// The newest tip seen (published or foreign).
     tip: Option<CommitId>,
     last_applied: Option<CommitId>,
@@ -188,7 +189,7 @@ impl ApplierCore {
             pending: Reasons::default(),
             hold: Some(Hold::Snapshots("not evaluated yet".into())),
             no_branch: false,
-            moved_while_flushing: false,
+            changed_while_flushing: false,
             tip: None,
             last_applied: None,
             first_contact: false,
@@ -237,12 +238,19 @@ impl ApplierCore {
                     last_applied.is_none() && last_operation.is_none() && in_flight.is_none();
                 self.restore(last_applied, in_flight, now);
             }
-            ApplyInput::Gate(hold) => self.hold = hold,
+            ApplyInput::Gate(hold) => {
+                // Closed even for a moment (a stream relisting after the branch lost
+                // backflow's commits): the flush may predate what it held back.
+                if hold.is_some() && matches!(self.phase, ApplyPhase::Flushing(_)) {
+                    self.changed_while_flushing = true;
+                }
+                self.hold = hold;
+            }
             ApplyInput::Foreign(tip) => {
                 self.seen(tip);
                 self.pending.insert(Reason::ForeignCommit);
                 if matches!(self.phase, ApplyPhase::Flushing(_)) {
-                    self.moved_while_flushing = true;
+                    self.changed_while_flushing = true;
                 }
             }
             ApplyInput::Published(tip) => self.seen(tip),
@@ -339,7 +347,7 @@ impl ApplierCore {
             return;
         }
         self.phase = ApplyPhase::Flushing(self.pending.take());
-        self.moved_while_flushing = false;
+        self.changed_while_flushing = false;
         out.push(ApplyEffect::Flush);
     }
 
@@ -356,7 +364,7 @@ impl ApplierCore {
             self.no_branch = true;
             return;
         };
-        let moved = std::mem::take(&mut self.moved_while_flushing);
+        let moved = std::mem::take(&mut self.changed_while_flushing);
         if self.hold.is_some() || moved {
             // The gate closed or the branch moved while flushing: decide again, after a new
             // flush, never asking for something weaker than what was due.

@@ -118,6 +118,26 @@ fn a_gate_that_closes_during_the_flush_means_deciding_again() {
     assert!(flushes(&effects), "a new flush, not the old answer");
 }
 
+/// A gate that closed and opened again while the flush was answered (a stream relisting after
+/// the branch lost backflow's commits) held back what the flush cannot have covered: decided
+/// again, after a new flush. Found by the simulator once its gate opened, as the board's does,
+/// when the lists are read rather than published.
+#[test]
+fn a_gate_that_closes_and_opens_during_the_flush_means_a_new_flush() {
+    let mut core = open();
+    assert!(flushes(&core.step(ApplyInput::Foreign(commit(1)), at(1))));
+    core.step(
+        ApplyInput::Gate(Some(Hold::Snapshots("relisting".into()))),
+        at(1),
+    );
+    core.step(ApplyInput::Gate(None), at(1));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(1))), at(1));
+    assert_eq!(asked(&effects), None, "the old answer is not applied");
+    assert!(flushes(&effects), "a new flush at once");
+    let effects = core.step(ApplyInput::Flushed(Some(commit(2))), at(1));
+    assert_eq!(asked(&effects).unwrap().commit, commit(2));
+}
+
 #[test]
 fn a_tip_that_moves_before_the_request_means_a_new_flush() {
     let mut core = open();

@@ -53,6 +53,22 @@ impl ApplyWindows {
         }
     }
 
+    /// Opens the window of each target (namespace, name) that has none open, from `since`: a
+    /// restart found its claim's operation in flight with a held applier (Flux, Argo CD), which
+    /// may write any moment, and whose flush was in the process that died. The claim and the
+    /// folder's watch streams each open it when they read the status, whichever comes first,
+    /// so a stream's first list is read inside it.
+    pub fn open_restored(&self, targets: &[(String, String)], since: SystemTime) {
+        let at = nanos(since);
+        let mut windows = self.lock();
+        for t in targets {
+            let history = windows.entry(t.clone()).or_default();
+            if !history.spans(at).iter().any(|w| w.open && w.until.is_none()) {
+                history.open(at);
+            }
+        }
+    }
+
     /// The operation of each target ended at `at`: its window closes after the grace.
     pub fn close(&self, targets: &[(String, String)], at: SystemTime) {
         let mut windows = self.lock();
@@ -132,5 +148,25 @@ mod tests {
         );
         let other = ("web".to_string(), "other".to_string());
         assert!(windows.spans(&other, at(103_000)).is_empty());
+    }
+
+    /// The claim and the folder's streams both open a restored operation's window: one
+    /// window, from whichever came first; one whose operation ended opens anew.
+    #[test]
+    fn a_restored_window_opens_once() {
+        let windows = ApplyWindows::default();
+        let target = ("web".to_string(), "apps".to_string());
+        let targets = std::slice::from_ref(&target);
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        windows.open_restored(targets, at(100_000));
+        windows.open_restored(targets, at(101_000));
+        let spans = windows.spans(&target, at(101_500));
+        assert_eq!(spans.len(), 1);
+        assert_eq!((spans[0].since, spans[0].until), (100, None));
+        windows.close(targets, at(102_000));
+        windows.open_restored(targets, at(102_500));
+        let spans = windows.spans(&target, at(102_600));
+        assert_eq!(spans.len(), 2, "the ended one is kept, a new one opens");
+        assert_eq!(spans[1].since, 102);
     }
 }

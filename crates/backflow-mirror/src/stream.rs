@@ -32,7 +32,9 @@ use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
-use backflow_decision::{Mirrored, Verdict, WindowEdits, WindowSpan, Writers, Writes};
+use backflow_decision::{
+    Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
+};
 
 /// Everything a stream needs.
 #[derive(Clone)]
@@ -933,6 +935,12 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
         Ok(Some(found)) => {
             let status: ClaimStatus =
                 serde_json::from_value(found.data["status"].clone()).unwrap_or_default();
+            if claim.kind != "NativeClaim" && operation_in_flight(&status) {
+                // A held applier goes on with it, and may write before this list is read.
+                ctx.board
+                    .windows
+                    .open_restored(std::slice::from_ref(&ctx.spec.target), ctx.clock.now());
+            }
             let since = status
                 .in_step_commit
                 .or(status.last_applied_commit)
@@ -952,6 +960,15 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
             ClaimStart::default()
         }
     }
+}
+
+/// Whether the claim's status records an operation that had not ended.
+fn operation_in_flight(status: &ClaimStatus) -> bool {
+    status
+        .operation
+        .as_ref()
+        .and_then(|op| OperationPhase::parse(&op.phase))
+        .is_some_and(OperationPhase::in_flight)
 }
 
 /// Judges a write against the apply window, counting what the verdict means: the apply landing

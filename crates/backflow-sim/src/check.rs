@@ -118,6 +118,13 @@ impl Expected {
         }
     }
 
+    /// A held applier wrote `value` over the newest API edit while backflow was down, before
+    /// the edit reached Git: the edit is lost as it would be without backflow.
+    pub(crate) fn lost_to_applier(&mut self, value: String) {
+        self.candidates = vec![value];
+        self.person = None;
+    }
+
     /// Somebody pushed `value` (already on `remote`).
     pub(crate) fn foreign_push(&mut self, value: String, remote: &ModelRemote) {
         let settled = match &self.person {
@@ -170,6 +177,9 @@ impl World {
         self.check_step()?;
         let git = self.branch.remote.tip_files();
         for name in NAMES {
+            if self.left_by_contract(name) {
+                continue;
+            }
             let allowed = &self.expected[name].candidates;
             let live = &self.live[name].value;
             let in_git = git.get(&model::file(name)).map_or(ABSENT, String::as_str);

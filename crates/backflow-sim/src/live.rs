@@ -8,6 +8,13 @@ use backflow_decision::{ManagedWrite, Writes};
 const PERSON_MANAGER: &str = "kubectl-edit";
 /// The native applier's field manager.
 const APPLIER_MANAGER: &str = "backflow-applier";
+/// The field managers a held applier writes as: Flux's kustomize-controller, Argo CD's
+/// application controller with server-side apply, and with client-side apply (its default).
+pub(crate) const HELD_MANAGERS: [&str; 3] = [
+    "kustomize-controller",
+    "argocd-controller",
+    "argocd-application-controller",
+];
 
 /// The value of an object that does not exist: a tombstone, `-` followed by the edit that
 /// removed it (`-p12` deleted through the API, `-g7` removed from Git), so each removal is an
@@ -34,7 +41,18 @@ pub(crate) fn second(at: Moment) -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Writer {
     Person,
+    /// backflow's own applier.
     Applier,
+    /// A held applier (Flux's kustomize-controller, Argo CD's application controller), by
+    /// its field manager.
+    Held(&'static str),
+}
+
+impl Writer {
+    /// Whether an applier wrote (its own write's watch event is an echo on its way).
+    pub(crate) fn is_applier(self) -> bool {
+        matches!(self, Self::Applier | Self::Held(_))
+    }
 }
 
 /// A live object: its value, who wrote it, its uid and its managedFields.
@@ -69,6 +87,7 @@ impl LiveObject {
             let manager = match by {
                 Writer::Person => PERSON_MANAGER,
                 Writer::Applier => APPLIER_MANAGER,
+                Writer::Held(manager) => manager,
             };
             if let Some(p) = existing {
                 managed.extend(p.managed.iter().filter(|w| w.manager != manager).cloned());

@@ -19,7 +19,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::check::{Expected, Violation};
-pub(crate) use crate::live::{ABSENT, LiveObject, Pruned, WatchEvent, Writer, absent, same};
+pub(crate) use crate::live::{
+    ABSENT, HELD_MANAGERS, LiveObject, Pruned, WatchEvent, Writer, absent, same,
+};
 use crate::oracle::{Ledger, OperationLog};
 
 /// The objects of the simulated folder.
@@ -31,6 +33,11 @@ const WINDOW_GRACE: Duration = Duration::from_secs(2);
 /// How long a stalled applier takes: past the 5 minutes after which the apply decision reports
 /// an operation `Unresolved` (and keeps following it).
 const STALL: Duration = Duration::from_secs(360);
+
+/// How long a held applier takes at least: resumed, it fetches its source and reconciles (Flux's
+/// source- and kustomize-controller; seconds in practice). So two of its applies never write in
+/// one second, which managedFields' second precision could not tell apart.
+const RECONCILE: Duration = Duration::from_secs(1);
 
 /// Which system is simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +54,11 @@ pub enum Variant {
     /// backflow as designed, with deletes on both sides: people delete objects through the API
     /// and pushes remove files.
     WithDeletes,
+    /// backflow holding a Flux-like applier, with deletes on both sides: it applies the whole
+    /// commit asked, over edits made after the flush too (the mirror's window judges those),
+    /// prunes what it applied before and Git no longer holds, and goes on through backflow's
+    /// restarts (a restart follows its operation).
+    HeldApplier,
 }
 
 /// The simulated system. See the module documentation.
@@ -61,9 +73,16 @@ pub struct World {
     watch: VecDeque<WatchEvent>,
     /// The operation the applier is carrying out.
     asked: Option<Operation>,
+    /// An operation a held applier ended while no process followed it (backflow restarted):
+    /// reported when the restart follows it.
+    ended: Option<(Operation, OperationPhase)>,
     /// Until when the applier is stalled on it (past the decision's 5 minutes before it reports
     /// the operation `Unresolved`), when it is.
     stalled_until: Option<Moment>,
+    /// The field manager a held applier writes as (Flux's, or Argo CD's by either apply).
+    held_manager: &'static str,
+    /// Until when a held applier reconciles the operation it was asked (it writes no sooner).
+    reconciles_until: Option<Moment>,
     /// The applier's own watch events not delivered yet.
     echoes_queued: usize,
     /// The apply windows (the real bookkeeping the claims and the mirror share): each open from
@@ -91,13 +110,10 @@ pub struct World {
     /// The mirror's initial list is under way: the decision started, no snapshot is submitted
     /// yet, and people's edits meanwhile reach it through the list (no watch event).
     listing: bool,
+    /// The streams' lists are submitted and the claim has not heard so yet.
+    gate_opening: bool,
     /// The world stopped: no more edits, pushes or faults.
     quiescing: bool,
-    /// The last intent of the initial snapshot, once it is submitted.
-    snapshot_seq: Option<IntentSeq>,
-    /// Whether the branch published through `snapshot_seq` (said by the remote's `Published`
-    /// events, not by the decision): what invariant 7 is judged by.
-    snapshot_published: bool,
     /// The claim's status as the apply decision recorded it (what a restart reads back).
     recorded: Option<Operation>,
     recorded_applied: Option<CommitId>,
@@ -129,7 +145,10 @@ impl World {
             live: BTreeMap::new(),
             watch: VecDeque::new(),
             asked: None,
+            ended: None,
             stalled_until: None,
+            reconciles_until: None,
+            held_manager: HELD_MANAGERS[0],
             echoes_queued: 0,
             windows: WindowHistory::default(),
             window_edits: WindowEdits::default(),
@@ -142,9 +161,8 @@ impl World {
             retry_at: None,
             expected: BTreeMap::new(),
             listing: false,
+            gate_opening: false,
             quiescing: false,
-            snapshot_seq: None,
-            snapshot_published: false,
             recorded: None,
             recorded_applied: None,
             followed: None,
@@ -155,6 +173,10 @@ impl World {
             ledger: Ledger::default(),
             operations: OperationLog::default(),
         };
+        if variant == Variant::HeldApplier {
+            // Flux's or Argo CD's, whose managedFields name it differently.
+            world.held_manager = HELD_MANAGERS[world.rng.random_range(0..HELD_MANAGERS.len())];
+        }
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
         }
@@ -192,7 +214,7 @@ impl World {
         ))));
         self.applier_input(ApplyInput::Reason(Reason::CatchUpConverge));
         self.listing = true;
-        self.snapshot_seq = None;
+        self.gate_opening = false;
         self.log("the mirror starts listing the live objects".into());
         self.pump();
     }
@@ -230,6 +252,8 @@ impl World {
             },
         );
         intents.push(changed_by(sweep, &tag));
+        // As the stream of a coordinated folder: it exists before it is applied, even empty.
+        intents.push(changed_by(Intent::bootstrap("apps"), &tag));
         // As the real stream: each listed object's next event is judged against its writers.
         self.writers_seen = self
             .live
@@ -244,9 +268,11 @@ impl World {
         });
         let listed = self.live.iter().map(|(name, o)| (name, o.value.as_str()));
         self.ledger.snapshot(listed, &self.branch.remote);
-        // The snapshot is the API side: until it is published, a push does not win over it
-        // (nothing is applied before it, so a push made meanwhile meets the live values).
-        self.snapshot_seq = Some(self.branch.core.last_seq());
+        // As the board: the stream streams once its list is submitted, and the claim hears
+        // so at a later step (the coordinator is woken, then steps the claim); an apply's
+        // flush publishes the list before anything is asked.
+        self.log("the snapshot is submitted: the streams stream".into());
+        self.gate_opening = true;
         for (name, e) in &mut self.expected {
             let value = self.live[name].value.clone();
             e.person_edits(value.clone());
@@ -274,22 +300,31 @@ impl World {
         self.apply_inputs.clear();
         self.flushes = Waiters::default();
         self.watch.clear();
-        self.asked = None;
-        self.stalled_until = None;
+        if !self.held() {
+            // backflow's own applier dies with the process.
+            self.asked = None;
+            self.stalled_until = None;
+            self.last_applied = self.recorded_applied;
+        }
         self.echoes_queued = 0;
         self.windows = WindowHistory::default();
         self.window_edits = WindowEdits::default();
         self.writers_seen.clear();
         self.deferred.clear();
         self.retry_at = None;
-        self.snapshot_published = false;
-        self.last_applied = self.recorded_applied;
         let in_flight = self
             .recorded
             .as_ref()
             .filter(|op| op.phase.in_flight())
             .map(|op| (op.id, op.commit, op.reasons.clone(), op.phase));
         self.followed = in_flight.as_ref().map(|(id, ..)| *id);
+        if self.held() && in_flight.is_some() {
+            // As the claim's restore: the held applier may write any time now, and the
+            // operation's flush was in the process that died.
+            self.flushed_at = self.branch.now;
+            self.windows.open(self.flushed_at.0.as_nanos());
+            self.log("the operation found in flight opens its window at start".into());
+        }
         let last_operation = self.recorded.as_ref().map(|op| op.id);
         self.snapshot(ApplyInput::Restored {
             last_applied: self.recorded_applied,
@@ -320,10 +355,21 @@ impl World {
         format!("{prefix}{}", self.counter)
     }
 
+    /// The claim hears the streams stream: its gate opens.
+    fn open_gate(&mut self) {
+        self.gate_opening = false;
+        self.log("the claim hears the snapshots are read: the gate opens".into());
+        self.applier_input(ApplyInput::Gate(None));
+        self.pump();
+    }
+
     /// One scheduled action, run to its end.
     pub fn step(&mut self) {
         if self.listing && self.rng.random_range(0..4) == 0 {
             return self.list();
+        }
+        if self.gate_opening && self.rng.random_range(0..3) == 0 {
+            return self.open_gate();
         }
         if self.branch.in_flight.is_some() && self.rng.random_range(0..3) == 0 {
             return self.io_answers();
@@ -341,10 +387,20 @@ impl World {
         }
     }
 
+    /// Whether people delete objects and pushes remove files.
+    fn deletes(&self) -> bool {
+        matches!(self.variant, Variant::WithDeletes | Variant::HeldApplier)
+    }
+
+    /// Whether backflow holds a Flux-like applier rather than running its own.
+    fn held(&self) -> bool {
+        self.variant == Variant::HeldApplier
+    }
+
     /// A person edits an object through the API.
     fn person_edits(&mut self) {
         let name = NAMES[self.rng.random_range(0..NAMES.len())].to_string();
-        let deletes = self.variant == Variant::WithDeletes && self.rng.random_range(0..5) == 0;
+        let deletes = self.deletes() && self.rng.random_range(0..5) == 0;
         if deletes && absent(&self.live[&name].value) {
             // Nothing to delete (the API answers 404).
             return self.tick();
@@ -375,7 +431,7 @@ impl World {
     /// Somebody else pushes a change of one object to the branch.
     fn foreign_push(&mut self) {
         let name = NAMES[self.rng.random_range(0..NAMES.len())].to_string();
-        let value = if self.variant == Variant::WithDeletes && self.rng.random_range(0..5) == 0 {
+        let value = if self.deletes() && self.rng.random_range(0..5) == 0 {
             self.log(format!(
                 "somebody pushes the removal of {name} to the branch"
             ));
@@ -402,7 +458,7 @@ impl World {
         if history.len() < 2 {
             return self.tick();
         }
-        let deleted = self.variant == Variant::WithDeletes && self.rng.random_range(0..4) == 0;
+        let deleted = self.deletes() && self.rng.random_range(0..4) == 0;
         let to = (!deleted).then(|| history[self.rng.random_range(1..history.len())]);
         match to {
             Some(commit) => self.log(format!("somebody force-pushes the branch back to {commit}")),
@@ -503,7 +559,7 @@ impl World {
         let Some(event) = self.watch.pop_front() else {
             return self.tick();
         };
-        if event.by == Writer::Applier {
+        if event.by.is_applier() {
             self.echoes_queued = self.echoes_queued.saturating_sub(1);
         }
         // As the real stream: what the object's previous event showed of people's writes.
@@ -607,6 +663,7 @@ impl World {
             self.apply_wake,
             self.retry_at,
             self.stalled_until,
+            self.reconciles_until,
         ];
         // While the applier is stalled, time jumps to the next thing due (minutes pass in a
         // few steps); otherwise it moves by at most a quarter of a second.
@@ -657,11 +714,6 @@ impl World {
     fn branch_event(&mut self, event: Event) {
         match event {
             Event::Published { tip, through } => {
-                if !self.snapshot_published && self.snapshot_seq.is_some_and(|s| through >= s) {
-                    self.snapshot_published = true;
-                    self.log("the initial snapshot is published: applies may be asked".into());
-                    self.applier_input(ApplyInput::Gate(None));
-                }
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
@@ -700,8 +752,7 @@ impl World {
                 self.echoes_queued = 0;
                 // The new list replaces one still under way.
                 self.listing = false;
-                // The claim is held again until the new snapshots are published.
-                self.snapshot_published = false;
+                // The claim is held while the streams read their new lists.
                 self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
                     "the branch is resynced after it lost backflow's commits".into(),
                 ))));
@@ -710,6 +761,9 @@ impl World {
                 if let Some(tip) = divergence.tip {
                     self.applier_input(ApplyInput::Foreign(tip));
                 }
+                // As the claim: a Git-side change, applied once the resync is published (an
+                // apply in flight may write the commit the branch lost over the resync).
+                self.applier_input(ApplyInput::Reason(Reason::ForeignCommit));
             }
             other => self.log(format!("branch event {other:?}")),
         }
@@ -773,6 +827,9 @@ impl World {
             self.found = self.operations.asked(id, self.followed);
         }
         if self.followed.take() == Some(id) {
+            if self.held() {
+                return self.follow_held(operation);
+            }
             // The native applier ran in the process that died: its operation ended with it.
             self.log(format!("apply {} was interrupted by the restart", id.0));
             return self.applier_input(ApplyInput::Progress {
@@ -782,7 +839,10 @@ impl World {
             });
         }
         self.asked = Some(operation);
-        if self.rng.random_range(0..8) == 0 {
+        if self.held() {
+            self.reconciles_until = Some(self.branch.now + RECONCILE);
+        }
+        if !self.quiescing && self.rng.random_range(0..8) == 0 {
             // The applier stalls past the decision's patience (a controller that hangs).
             let until = self.branch.now + STALL;
             self.log(format!("apply {} stalls for {}s", id.0, STALL.as_secs()));
@@ -795,23 +855,81 @@ impl World {
         });
     }
 
-    /// The applier finishes: it writes what Git changed since the last applied commit, over
-    /// nothing a person edited after the flush (that is left for a Repair).
+    /// A restart follows the operation its held applier carries on with: the applier ended
+    /// it meanwhile, is still at it, or never heard of it (the process died before asking) and
+    /// is asked now. Its window opened at the restart.
+    fn follow_held(&mut self, operation: Operation) {
+        let id = operation.id;
+        let running = ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        };
+        match self.ended.take() {
+            Some((ended, phase)) if ended.id == id => {
+                self.log(format!("apply {} ended while backflow was down", id.0));
+                self.applier_input(running);
+                self.applier_input(ApplyInput::Progress {
+                    id,
+                    phase,
+                    message: String::new(),
+                });
+                self.close_window();
+            }
+            _ if self.asked.as_ref().is_some_and(|a| a.id == id) => {
+                self.log(format!("apply {} is followed: the applier is still at it", id.0));
+                self.applier_input(running);
+            }
+            _ => {
+                self.log(format!("apply {} never reached the applier: asked now", id.0));
+                self.asked = Some(operation);
+                self.reconciles_until = Some(self.branch.now + RECONCILE);
+                self.applier_input(running);
+            }
+        }
+    }
+
+    /// The applier finishes: backflow's own writes what Git changed since the last applied
+    /// commit, over nothing a person edited after the flush (that is left for a Repair); a
+    /// held one writes the whole commit. A held applier that ends while backflow restarts is
+    /// heard of when the restart follows it.
     fn finish_apply(&mut self) {
-        if self
-            .stalled_until
-            .is_some_and(|until| until > self.branch.now)
+        let now = self.branch.now;
+        if [self.stalled_until, self.reconciles_until]
+            .into_iter()
+            .flatten()
+            .any(|until| until > now)
         {
             // Still stalled: time goes on without it.
             return self.tick();
         }
         self.stalled_until = None;
+        self.reconciles_until = None;
         let Some(op) = self.asked.take() else {
             return;
         };
-        self.reports_running_again(op.id);
-        if self.rng.random_range(0..10) == 0 {
+        let heard = self.followed.is_none();
+        if heard {
+            self.reports_running_again(op.id);
+        }
+        // Once the world stops, the applier stops failing too.
+        if !self.quiescing && self.rng.random_range(0..10) == 0 {
+            if !heard {
+                self.log(format!("apply {} fails while backflow is down", op.id.0));
+                self.ended = Some((op, OperationPhase::Failed));
+                return;
+            }
             return self.fail_apply(&op);
+        }
+        if self.held() {
+            self.held_writes(&op);
+            self.last_applied = Some(op.commit);
+            if !heard {
+                self.log(format!("apply {} ends while backflow is down", op.id.0));
+                self.ended = Some((op, OperationPhase::Succeeded));
+                return;
+            }
+            return self.succeeded(&op);
         }
         let files = self.branch.remote.files(Some(op.commit));
         let before = self.branch.remote.files(self.last_applied);
@@ -860,16 +978,38 @@ impl World {
         if !catch_up_only {
             self.last_applied = Some(op.commit);
         }
+        if !self.deferred.is_empty() {
+            self.retry_at = Some(now + Duration::from_millis(1500));
+        }
+        self.succeeded(&op);
+    }
+
+    fn succeeded(&mut self, op: &Operation) {
         self.applier_input(ApplyInput::Progress {
             id: op.id,
             phase: OperationPhase::Succeeded,
             message: String::new(),
         });
-        if !self.deferred.is_empty() {
-            self.retry_at = Some(now + Duration::from_millis(1500));
-        }
         self.close_window();
         self.pump();
+    }
+
+    /// A held applier (Flux's kustomize-controller) applies `op`'s commit whole, edits made
+    /// after the flush or not, and prunes what its last apply applied that the commit lacks.
+    fn held_writes(&mut self, op: &Operation) {
+        let files = self.branch.remote.files(Some(op.commit));
+        let inventory = self.branch.remote.files(self.last_applied);
+        let now = self.branch.now;
+        let gone = ABSENT.to_string();
+        for name in NAMES {
+            let path = model::file(name);
+            let want = files.get(&path).unwrap_or(&gone).clone();
+            if same(&self.live[name].value, &want) || (absent(&want) && !inventory.contains_key(&path)) {
+                continue;
+            }
+            self.log(format!("apply {} writes {name} = {want}", op.id.0));
+            self.applier_writes(name, &want, now);
+        }
     }
 
     /// The applier said it was working when asked, so the status says so by now; and it
@@ -898,9 +1038,26 @@ impl World {
         }
         let uid = self.uid();
         let previous = self.live.get(name);
-        let object = LiveObject::written(previous, value.to_string(), Writer::Applier, now, uid);
-        self.echoes_queued += 1;
-        self.watch.push_back(object.event(name));
+        let writer = if self.held() {
+            Writer::Held(self.held_manager)
+        } else {
+            Writer::Applier
+        };
+        if self.listing
+            && previous.is_some_and(|p| p.by == Writer::Person)
+            && let Some(e) = self.expected.get_mut(name)
+            && !e.edit_in_git(&self.branch.remote)
+        {
+            // A held applier writes over an edit while backflow is down (its list not back
+            // yet): nobody sees the edit, as nobody would without backflow.
+            e.lost_to_applier(value.to_string());
+        }
+        let object = LiveObject::written(previous, value.to_string(), writer, now, uid);
+        if !self.listing {
+            // While the mirror lists, the list reads the write.
+            self.echoes_queued += 1;
+            self.watch.push_back(object.event(name));
+        }
         self.live.insert(name.to_string(), object);
     }
 
@@ -951,6 +1108,8 @@ impl World {
             }
             if self.listing {
                 self.list();
+            } else if self.gate_opening {
+                self.open_gate();
             } else if self.branch.in_flight.is_some() {
                 self.io_answers();
             } else if !self.watch.is_empty() {
@@ -972,10 +1131,12 @@ impl World {
 
     pub(crate) fn is_quiet(&self) -> bool {
         !self.listing
+            && !self.gate_opening
             && self.branch.in_flight.is_none()
             && !self.flushes.flush_waiting()
             && self.watch.is_empty()
             && self.asked.is_none()
+            && self.ended.is_none()
             && self.echoes_queued == 0
             && !self.branch.core.has_unpublished()
             && matches!(self.branch.core.phase(), Phase::Idle)
@@ -984,6 +1145,21 @@ impl World {
             && (self.applier.pending().is_empty() || self.branch.remote.tip.is_none())
             && self.retry_at.is_none()
             && self.branch.remote.tip == self.known_tip()
+    }
+
+    /// Whether `name` is live while Git dropped it, and it is a held applier's to leave: Flux
+    /// prunes only its inventory (what its last successful apply applied), so an object Git
+    /// dropped before it ever applied it stays live (as it would without backflow).
+    pub(crate) fn left_by_contract(&self, name: &str) -> bool {
+        let path = model::file(name);
+        self.held()
+            && !absent(&self.live[name].value)
+            && !self.branch.remote.tip_files().contains_key(&path)
+            && !self
+                .branch
+                .remote
+                .files(self.last_applied)
+                .contains_key(&path)
     }
 
     /// The tip the branch worker last saw, as a commit.

@@ -136,3 +136,14 @@ fn io_faults_and_work_during_a_push_are_reached() {
     assert_eq!(seen.len(), wanted.len(), "reached only {seen:?}");
     assert!(during_a_push, "no edit or push while a push was in flight");
 }
+
+/// backflow holding a Flux-like applier: it applies whole commits, goes on through restarts
+/// and is followed by the process that starts again.
+#[test]
+fn a_held_applier_keeps_every_invariant() {
+    for seed in seeds() {
+        if let Err(failure) = run(seed, Variant::HeldApplier) {
+            panic!("{failure}");
+        }
+    }
+}

@@ -283,7 +283,11 @@ impl Runner {
                 },
                 notice = notices.recv() => match notice {
                     Ok(BranchNotice::Foreign(commit)) => ApplyInput::Foreign(commit.tip),
-                    Ok(BranchNotice::Diverged(_)) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    // The branch lost backflow's commits: a Git-side change, applied once the
+                    // resync that rebuilds it is published (an apply in flight may still write
+                    // the commit the branch lost).
+                    Ok(BranchNotice::Diverged(_)) => ApplyInput::Reason(Reason::ForeignCommit),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
                 Some(answer) = done.recv() => match answer {
@@ -471,6 +475,16 @@ impl Runner {
             Some((OperationId(op.id), commit, reasons, phase))
         });
         self.interrupted = in_flight.as_ref().map(|(id, ..)| *id);
+        if in_flight.is_some() && self.plan.holds != Holds::Native {
+            // The held applier goes on with it and may write any moment; its flush was in the
+            // process that died. The window opens now (or joins the one a stream opened), so
+            // its writes are judged and a list read meanwhile captures the edits it shows.
+            let now = self.clock.now();
+            self.mirror
+                .apply_windows()
+                .open_restored(&self.plan.targets, now);
+            self.flushed_at = Some(now);
+        }
         self.first_contact = match status.first_contact.clone() {
             Some(report) => FirstContactState::Reported(report),
             // The decision core's rule for first contact, reported with the first operation.
@@ -559,9 +573,12 @@ impl Runner {
             };
         }
         let flushed_at = self.flushed_at.unwrap_or_else(|| {
-            // A restored operation had its flush in another process: the window opens now.
+            // Every ask follows a flush or a restore, which opened the window; should one not,
+            // the window opens now.
             let now = self.clock.now();
-            self.mirror.apply_windows().open(&self.plan.targets, now);
+            self.mirror
+                .apply_windows()
+                .open_restored(&self.plan.targets, now);
             now
         });
         self.reapplying = std::mem::take(&mut self.reapply);

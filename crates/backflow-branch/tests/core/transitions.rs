@@ -287,6 +287,38 @@ fn a_push_that_landed_with_its_answer_lost_is_published_once() {
     assert_eq!(s.durable.pushed, s.remote.tip);
 }
 
+/// Somebody force-pushes the branch back to a commit of backflow's after a foreign commit
+/// moved it on: the live side holds the foreign commit's values, so the move is a foreign
+/// commit like any other, to be applied. It was taken for backflow's own push and never
+/// applied (the simulator's held-applier schedule, seed 402923 of a million). Backflow's push
+/// whose answer was lost, found at the tip, stays its own.
+#[test]
+fn a_force_push_back_to_an_older_commit_of_backflows_is_foreign() {
+    for lost in [false, true] {
+        let mut s = Shell::new(zero_window());
+        s.faults.lose_answer = u32::from(lost);
+        s.submit(put("a", "1"));
+        s.tick();
+        let own = s.remote.tip.unwrap();
+        assert_eq!(foreign(&s.take_events()), 0, "its own push (lost answer: {lost})");
+        s.remote.foreign_push(&file("a"), Some("2"));
+        s.step(Input::RemoteMoved);
+        s.tick();
+        assert_eq!(foreign(&s.take_events()), 1, "the push on top");
+        s.remote.force_push(Some(own));
+        s.step(Input::RemoteMoved);
+        s.tick();
+        let events = s.take_events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Foreign(f) if f.tip == own)),
+            "the force-push back to {own} (lost answer: {lost}): {events:?}"
+        );
+        assert!(diverged(&events).is_none(), "nothing of backflow's was lost");
+    }
+}
+
 #[test]
 fn a_landed_push_with_a_lost_answer_never_overwrites_a_later_foreign_edit() {
     let mut s = Shell::new(zero_window());

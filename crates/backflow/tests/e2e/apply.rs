@@ -794,6 +794,70 @@ fn reverting_the_commit_of_a_live_delete_brings_the_object_back() {
     assert!(w.show(path).is_some(), "Git keeps the reverted file");
 }
 
+/// Somebody force-pushes the branch back to a commit backflow made, undoing a push that was
+/// applied since: the live side follows. The move was taken for backflow's own push (the
+/// commit is its own) and never applied, leaving the live side at the undone push for good.
+#[test]
+fn a_force_push_back_to_a_commit_of_backflows_is_applied() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "rollback", "live");
+    let path = "live/default/configmaps/rollback.yaml";
+    w.wait_file(path, |t| t.contains("live"));
+    w.wait_settled();
+    let own = w.tip().expect("backflow's commit");
+    let clone = w.clone_origin("frank");
+    let text = std::fs::read_to_string(clone.join(path)).expect("the file");
+    std::fs::write(clone.join(path), text.replace("live", "pushed")).expect("write");
+    let pushed = w.commit_all_and_push_rebasing(&clone, "frank changes rollback");
+    wait_applied(&w, &pushed);
+    wait_value(&w, "rollback", "v", "pushed");
+    w.git_in(
+        Some(&clone),
+        &["push", "-q", "--force", "origin", &format!("{own}:refs/heads/main")],
+    );
+    wait_applied(&w, &own);
+    wait_value(&w, "rollback", "v", "live");
+    assert_quiescent(&w, Duration::from_secs(2));
+    assert_eq!(w.tip().as_deref(), Some(own.as_str()), "nothing committed over it");
+}
+
+/// The branch deleted: the worker rebuilds it from the live state, and the claim then applies
+/// the rebuilt tip, so its status names a commit on the branch as what the live side holds
+/// (before, it kept naming the deleted branch's last commit; and an apply still running when
+/// the branch went could leave the live side at that lost commit, as the simulator found).
+#[test]
+fn a_deleted_branch_is_rebuilt_and_its_new_tip_applied() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "kept", "one");
+    w.wait_file("live/default/configmaps/kept.yaml", |t| t.contains("one"));
+    w.wait_settled();
+    let before = w.tip().expect("a tip");
+    wait_applied(&w, &before);
+    w.git(&["config", "receive.denyDeleteCurrent", "ignore"]);
+    let clone = w.clone_origin("gina");
+    w.git_in(Some(&clone), &["push", "-q", "origin", "--delete", "main"]);
+    let rebuilt = wait_for(
+        "the deleted branch to be rebuilt from the live state",
+        || format!("{:?}", w.tip()),
+        || w.tip().filter(|t| *t != before),
+    );
+    let op = wait_applied(&w, &rebuilt);
+    assert_eq!(op["commit"], rebuilt.as_str(), "{op:#}");
+    wait_for(
+        "the claim to say the live side holds the rebuilt tip",
+        || format!("{:#}", claim(&w)),
+        || (claim(&w)["lastAppliedCommit"] == rebuilt.as_str()).then_some(()),
+    );
+    assert_eq!(cm_value(&w, "kept", "v").as_deref(), Some("one"));
+    assert!(
+        w.show("live/default/configmaps/kept.yaml")
+            .is_some_and(|t| t.contains("one")),
+        "the rebuilt branch holds the live object"
+    );
+}
+
 /// Runs the apply of the foreign commit `push` makes with its flush held (the remote's branch
 /// is locked, so the flush's push fails and is retried), and `during` while it is held: what
 /// `during` does is decided after the flush's mark. Returns the foreign commit.

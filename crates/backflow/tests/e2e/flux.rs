@@ -115,6 +115,25 @@ pub(crate) async fn client(kubeconfig: &Path) -> Client {
 }
 
 pub(crate) async fn reconcile_all(client: &Client) {
+    reconcile_fetched(client, &Fetched::default()).await;
+}
+
+/// A revision the source fetched earlier, applied by the next reconcile that applies anything
+/// (then the branch's tip again): source-controller fetched it before backflow restarted, and
+/// kustomize-controller applies that artifact after.
+#[derive(Clone, Default)]
+pub(crate) struct Fetched(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Fetched {
+    fn take(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+async fn reconcile_fetched(client: &Client, fetched: &Fetched) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &kustomizations());
     let Ok(list) = api.list(&ListParams::default()).await else {
         return;
@@ -145,7 +164,7 @@ pub(crate) async fn reconcile_all(client: &Client) {
                 .await;
             continue;
         }
-        let status = apply_kustomization(client, &ks, &ns).await;
+        let status = apply_kustomization(client, &ks, &ns, fetched.take()).await;
         let mut status = status;
         status["observedGeneration"] = json!(generation);
         status["lastHandledReconcileAt"] = json!(requested);
@@ -161,7 +180,12 @@ pub(crate) async fn reconcile_all(client: &Client) {
 
 /// One reconcile: the source's revision, the path's objects applied with Flux's manager and
 /// labels, the previous inventory pruned; the status Flux writes.
-async fn apply_kustomization(client: &Client, ks: &DynamicObject, ns: &str) -> Value {
+async fn apply_kustomization(
+    client: &Client,
+    ks: &DynamicObject,
+    ns: &str,
+    fetched: Option<String>,
+) -> Value {
     let source = &ks.data["spec"]["sourceRef"];
     let repos: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &git_repositories());
     let Ok(repo) = repos.get(source["name"].as_str().unwrap_or_default()).await else {
@@ -172,7 +196,9 @@ async fn apply_kustomization(client: &Client, ks: &DynamicObject, ns: &str) -> V
         .as_str()
         .unwrap_or("main");
     let git_dir = PathBuf::from(url.trim_start_matches("file://"));
-    let sha = git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")]);
+    let sha = fetched.unwrap_or_else(|| {
+        git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")])
+    });
     let revision = format!("{branch}@sha1:{}", sha.trim());
     let path = ks.data["spec"]["path"].as_str().unwrap_or(".");
     let stamp = |object: &mut Value| {
@@ -755,6 +781,70 @@ fn an_operation_in_flight_at_a_crash_is_followed_and_not_asked_again() {
         || format!("{:#}", kustomization(&w)["spec"]),
         || (kustomization(&w)["spec"]["suspend"] == true).then_some(()),
     );
+}
+
+/// backflow killed while Flux works on its request, after a live edit made past that apply's
+/// flush reached Git; the restarted process cannot push (the branch is locked), so its
+/// snapshot is not published, and Flux applies the artifact its source fetched before the
+/// edit, over the edit. The restarted process judges that write in the operation's window,
+/// opened as it started (a write judged in no window would be mirrored as Flux's echo, over the
+/// edit), and the catch-up after the operation applies back the edit Git holds: it ends live
+/// and in Git.
+#[test]
+fn an_edit_flux_writes_over_after_a_restart_is_applied_back() {
+    let mut w = World::start(&[]);
+    let push = an_apply_in_flight(&w);
+    let path = "apps/shop/configmaps/demo.yaml";
+    let asked = flux_claim(&w)["operation"]["commit"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    w.apply(&configmap("shop", "demo", &[("greeting", "edited-live")]));
+    w.wait_file(path, |t| t.contains("edited-live"));
+    w.lock_branch();
+    w.crash_and_restart(&[]);
+    wait_for(
+        "the restarted mirror to read its lists",
+        || w.metrics(),
+        || {
+            let m = w.metrics();
+            let streams = metric_sum(&m, "backflow_mirror_streams", &[]);
+            let resyncs = metric_sum(&m, "backflow_mirror_resyncs_total", &[]);
+            (streams > 0.0 && resyncs >= streams).then_some(())
+        },
+    );
+    let fetched = Fetched(Arc::new(std::sync::Mutex::new(Some(asked))));
+    let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), move |client| {
+        let fetched = fetched.clone();
+        async move { reconcile_fetched(&client, &fetched).await }
+    });
+    wait_for(
+        "Flux to write the artifact it fetched over the edit",
+        || format!("{:#}", kustomization(&w)["status"]),
+        || {
+            let live = w.get_json(&["configmap", "demo", "-n", "shop"]);
+            (live["data"]["greeting"] == "hello").then_some(())
+        },
+    );
+    // The mirror sees the write before the branch opens again.
+    std::thread::sleep(Duration::from_secs(1));
+    w.unlock_branch();
+    wait_operation(&w, &push, "Succeeded");
+    wait_for(
+        "the edit Flux wrote over to be applied back",
+        || format!("{:#}\n{}", flux_claim(&w), w.describe_remote()),
+        || {
+            let live = w.get_json(&["configmap", "demo", "-n", "shop"]);
+            (live["data"]["greeting"] == "edited-live").then_some(())
+        },
+    );
+    w.wait_settled();
+    assert!(
+        w.show(path).is_some_and(|t| t.contains("edited-live")),
+        "Git keeps the edit: {:?}",
+        w.show(path)
+    );
+    assert_eq!(fresh_greeting(&w).as_deref(), Some("in-flight"));
 }
 
 /// A claim deleted while its apply is in flight hands the Kustomization back as it was found
