@@ -8,7 +8,8 @@
 //! to the branch, push webhooks and the passing of time, and the invariants are checked after
 //! every step and at quiescence. A failing seed reproduces exactly and comes with its trace.
 //!
-//! - `world.rs`: the simulated system and one step of it.
+//! - `world.rs`: the simulated system and one step of it; `world/applier.rs`: the model
+//!   appliers (backflow's own, and a held, Flux-like one that goes on through restarts).
 //! - `live.rs`: the live store's objects, with the managedFields the mirror judges them by.
 //! - `oracle.rs`: the outside oracle's ledgers: what was submitted and flushed, which commit
 //!   an apply must hold; which operations were asked and what the status recorded.

@@ -1,0 +1,310 @@
+//! The model appliers: backflow's own (it dies with the process) and a held one, Flux-like
+//! (it goes on through backflow's restarts and is followed by the next process); how each is
+//! asked, writes, fails, stalls and reports.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use backflow_branch::Moment;
+use backflow_branch::model;
+use backflow_decision::{ApplyInput, CommitId, Operation, OperationId, OperationPhase};
+use rand::Rng;
+
+use super::{ABSENT, LiveObject, NAMES, Pruned, RECONCILE, STALL, World, Writer, absent, same};
+
+impl World {
+    /// The applier is asked: every edit decided before the flush must be in what it applies.
+    pub(super) fn ask(&mut self, operation: Operation) {
+        self.asks += 1;
+        self.log(format!(
+            "apply {} asked for {} ({:?})",
+            operation.id.0,
+            operation.commit,
+            operation.reasons.names()
+        ));
+        // A followed operation (found in flight after a restart) was asked before the crash.
+        if self.found.is_none() && self.followed != Some(operation.id) {
+            self.found = self.ledger.asked(operation.commit, &self.branch.remote);
+        }
+        let id = operation.id;
+        if self.found.is_none() {
+            self.found = self.operations.asked(id, self.followed);
+        }
+        if self.followed.take() == Some(id) {
+            if self.held() {
+                return self.follow_held(operation);
+            }
+            // The native applier ran in the process that died: its operation ended with it.
+            self.log(format!("apply {} was interrupted by the restart", id.0));
+            return self.applier_input(ApplyInput::Progress {
+                id,
+                phase: OperationPhase::Failed,
+                message: "interrupted".into(),
+            });
+        }
+        self.asked = Some(operation);
+        if self.held() {
+            self.reconciles_until = Some(self.branch.now + RECONCILE);
+        }
+        if !self.quiescing && self.rng.random_range(0..8) == 0 {
+            // The applier stalls past the decision's patience (a controller that hangs).
+            let until = self.branch.now + STALL;
+            self.log(format!("apply {} stalls for {}s", id.0, STALL.as_secs()));
+            self.stalled_until = Some(until);
+        }
+        self.applier_input(ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        });
+    }
+
+    /// A restart follows the operation its held applier carries on with: the applier ended
+    /// it meanwhile, is still at it, or never heard of it (the process died before asking) and
+    /// is asked now. Its window opened at the restart.
+    fn follow_held(&mut self, operation: Operation) {
+        let id = operation.id;
+        let running = ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        };
+        match self.ended.take() {
+            Some((ended, phase)) if ended.id == id => {
+                self.log(format!("apply {} ended while backflow was down", id.0));
+                self.applier_input(running);
+                self.applier_input(ApplyInput::Progress {
+                    id,
+                    phase,
+                    message: String::new(),
+                });
+                self.close_window();
+            }
+            _ if self.asked.as_ref().is_some_and(|a| a.id == id) => {
+                self.log(format!("apply {} is followed: the applier is still at it", id.0));
+                self.applier_input(running);
+            }
+            _ => {
+                self.log(format!("apply {} never reached the applier: asked now", id.0));
+                self.asked = Some(operation);
+                self.reconciles_until = Some(self.branch.now + RECONCILE);
+                self.applier_input(running);
+            }
+        }
+    }
+
+    /// The applier finishes: backflow's own writes what Git changed since the last applied
+    /// commit, over nothing a person edited after the flush (that is left for a Repair); a
+    /// held one writes the whole commit. A held applier that ends while backflow restarts is
+    /// heard of when the restart follows it.
+    pub(super) fn finish_apply(&mut self) {
+        let now = self.branch.now;
+        if [self.stalled_until, self.reconciles_until]
+            .into_iter()
+            .flatten()
+            .any(|until| until > now)
+        {
+            // Still stalled: time goes on without it.
+            return self.tick();
+        }
+        self.stalled_until = None;
+        self.reconciles_until = None;
+        let Some(op) = self.asked.take() else {
+            return;
+        };
+        let heard = self.followed.is_none();
+        if heard {
+            self.reports_running_again(op.id);
+        }
+        // Once the world stops, the applier stops failing too.
+        if !self.quiescing && self.rng.random_range(0..10) == 0 {
+            if !heard {
+                self.log(format!("apply {} fails while backflow is down", op.id.0));
+                self.ended = Some((op, OperationPhase::Failed));
+                return;
+            }
+            return self.fail_apply(&op);
+        }
+        if self.held() {
+            self.held_writes(&op);
+            self.last_applied = Some(op.commit);
+            if !heard {
+                self.log(format!("apply {} ends while backflow is down", op.id.0));
+                self.ended = Some((op, OperationPhase::Succeeded));
+                return;
+            }
+            return self.succeeded(&op);
+        }
+        self.native_writes(&op);
+        self.succeeded(&op);
+    }
+
+    /// backflow's own applier writes what Git changed since the last applied commit and
+    /// creates what Git declares and the live side lacks, over nothing a person edited after
+    /// the flush (left, and looked at again after 1.5 s).
+    fn native_writes(&mut self, op: &Operation) {
+        let files = self.branch.remote.files(Some(op.commit));
+        let before = self.branch.remote.files(self.last_applied);
+        let catch_up_only = op.reasons.catch_up_only();
+        let now = self.branch.now;
+        let gone = ABSENT.to_string();
+        let left = self.left_since(self.last_applied, op.commit);
+        for name in NAMES {
+            let path = model::file(name);
+            // A file Git does not hold is an object the applier removes (prunes); one whose
+            // file went away since the last apply is removed even if it was never applied (the
+            // native applier's `prune_gone`).
+            let want = files.get(&path).unwrap_or(&gone);
+            let live = &self.live[name];
+            // What Git declares and the live side lacks is created whether Git changed it or
+            // not (a revert or a force-push back to what was last applied).
+            let changed = !same(before.get(&path).unwrap_or(&gone), want)
+                || (absent(want) && left.contains(&path))
+                || (absent(&live.value) && !absent(want))
+                || self.deferred.contains(name);
+            if catch_up_only {
+                // Only stamps: what an earlier apply deferred stays deferred (the runner's).
+                continue;
+            }
+            if !changed || same(&live.value, want) {
+                self.deferred.remove(name);
+                continue;
+            }
+            // As the native applier: it leaves an object somebody wrote in the flush's second or
+            // later (`edited_since`), whether it would write or prune it, and re-creates what
+            // somebody deleted (a delete leaves nothing to read): the mirror's window judges
+            // that.
+            if live.edited_since(self.flushed_at) {
+                self.log(format!(
+                    "apply {}: {name} was edited after the flush: left",
+                    op.id.0
+                ));
+                self.deferred.insert(name.to_string());
+                continue;
+            }
+            self.deferred.remove(name);
+            self.log(format!("apply {} writes {name} = {want}", op.id.0));
+            self.applier_writes(name, want, now);
+        }
+        // A catch-up only stamps: it is not what the next apply's "changed since" starts from.
+        if !catch_up_only {
+            self.last_applied = Some(op.commit);
+        }
+        if !self.deferred.is_empty() {
+            self.retry_at = Some(now + Duration::from_millis(1500));
+        }
+    }
+
+    fn succeeded(&mut self, op: &Operation) {
+        self.applier_input(ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Succeeded,
+            message: String::new(),
+        });
+        self.close_window();
+        self.pump();
+    }
+
+    /// A held applier (Flux's kustomize-controller) applies `op`'s commit whole, edits made
+    /// after the flush or not, and prunes what its last apply applied that the commit lacks.
+    fn held_writes(&mut self, op: &Operation) {
+        let files = self.branch.remote.files(Some(op.commit));
+        let inventory = self.branch.remote.files(self.last_applied);
+        let now = self.branch.now;
+        let gone = ABSENT.to_string();
+        for name in NAMES {
+            let path = model::file(name);
+            let want = files.get(&path).unwrap_or(&gone).clone();
+            if same(&self.live[name].value, &want) || (absent(&want) && !inventory.contains_key(&path)) {
+                continue;
+            }
+            self.log(format!("apply {} writes {name} = {want}", op.id.0));
+            self.applier_writes(name, &want, now);
+        }
+    }
+
+    /// The applier said it was working when asked, so the status says so by now; and it
+    /// reports its progress once more, as controllers do (nothing changes in the status).
+    fn reports_running_again(&mut self, id: OperationId) {
+        if self.found.is_none() {
+            self.found = self.operations.running(id);
+        }
+        self.applier_input(ApplyInput::Progress {
+            id,
+            phase: OperationPhase::Running,
+            message: String::new(),
+        });
+        self.pump();
+    }
+
+    /// The applier writes `value` to `name` (a prune when it is a tombstone, announced to the
+    /// window first as the native applier does).
+    fn applier_writes(&mut self, name: &str, value: &str, now: Moment) {
+        if absent(value) {
+            let uid = self.live.get(name).map_or(0, |o| o.uid);
+            self.windows.note_prune(Pruned {
+                name: name.to_string(),
+                uid,
+            });
+        }
+        let uid = self.uid();
+        let previous = self.live.get(name);
+        let writer = if self.held() {
+            Writer::Held(self.held_manager)
+        } else {
+            Writer::Applier
+        };
+        if self.listing
+            && previous.is_some_and(|p| p.by == Writer::Person)
+            && let Some(e) = self.expected.get_mut(name)
+            && !e.edit_in_git(&self.branch.remote)
+        {
+            // A held applier writes over an edit while backflow is down (its list not back
+            // yet): nobody sees the edit, as nobody would without backflow.
+            e.lost_to_applier(value.to_string());
+        }
+        let object = LiveObject::written(previous, value.to_string(), writer, now, uid);
+        if !self.listing {
+            // While the mirror lists, the list reads the write.
+            self.echoes_queued += 1;
+            self.watch.push_back(object.event(name));
+        }
+        self.live.insert(name.to_string(), object);
+    }
+
+    /// The applier fails (an object the API refuses): nothing written, decided again after the
+    /// backoff.
+    fn fail_apply(&mut self, op: &Operation) {
+        self.log(format!("apply {} fails", op.id.0));
+        self.applier_input(ApplyInput::Progress {
+            id: op.id,
+            phase: OperationPhase::Failed,
+            message: "the applier failed".into(),
+        });
+        self.close_window();
+        self.pump();
+    }
+
+    /// The files some commit on `commit`'s first-parent history back to `since` (included; 256
+    /// commits back without one) held that `commit` does not, as the native applier finds them.
+    fn left_since(&self, since: Option<CommitId>, commit: CommitId) -> BTreeSet<String> {
+        let remote = &self.branch.remote;
+        let now = remote.files(Some(commit));
+        let mut left = BTreeSet::new();
+        let mut at = remote.commits.get(&commit).and_then(|c| c.parent);
+        for _ in 0..256 {
+            let Some(c) = at else { break };
+            left.extend(
+                remote
+                    .files(Some(c))
+                    .into_keys()
+                    .filter(|p| !now.contains_key(p)),
+            );
+            if since == Some(c) {
+                break;
+            }
+            at = remote.commits.get(&c).and_then(|m| m.parent);
+        }
+        left
+    }
+}
