@@ -477,8 +477,8 @@ impl Runner {
         self.interrupted = in_flight.as_ref().map(|(id, ..)| *id);
         if in_flight.is_some() && self.plan.holds != Holds::Native {
             // The held applier goes on with it and may write any moment; its flush was in the
-            // process that died. The window opens now (or joins the one a stream opened), so
-            // its writes are judged and a list read meanwhile captures the edits it shows.
+            // process that died. The window opens now (or joins the one a stream opened
+            // before its first list), so its writes are judged from the start.
             let now = self.clock.now();
             self.mirror
                 .apply_windows()
