@@ -63,7 +63,11 @@ impl ApplyWindows {
         let mut windows = self.lock();
         for t in targets {
             let history = windows.entry(t.clone()).or_default();
-            if !history.spans(at).iter().any(|w| w.open && w.until.is_none()) {
+            if !history
+                .spans(at)
+                .iter()
+                .any(|w| w.open && w.until.is_none())
+            {
                 history.open(at);
             }
         }

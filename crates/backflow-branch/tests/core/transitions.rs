@@ -300,7 +300,11 @@ fn a_force_push_back_to_an_older_commit_of_backflows_is_foreign() {
         s.submit(put("a", "1"));
         s.tick();
         let own = s.remote.tip.unwrap();
-        assert_eq!(foreign(&s.take_events()), 0, "its own push (lost answer: {lost})");
+        assert_eq!(
+            foreign(&s.take_events()),
+            0,
+            "its own push (lost answer: {lost})"
+        );
         s.remote.foreign_push(&file("a"), Some("2"));
         s.step(Input::RemoteMoved);
         s.tick();
@@ -315,7 +319,10 @@ fn a_force_push_back_to_an_older_commit_of_backflows_is_foreign() {
                 .any(|e| matches!(e, Event::Foreign(f) if f.tip == own)),
             "the force-push back to {own} (lost answer: {lost}): {events:?}"
         );
-        assert!(diverged(&events).is_none(), "nothing of backflow's was lost");
+        assert!(
+            diverged(&events).is_none(),
+            "nothing of backflow's was lost"
+        );
     }
 }
 

@@ -81,11 +81,17 @@ impl World {
                 self.close_window();
             }
             _ if self.asked.as_ref().is_some_and(|a| a.id == id) => {
-                self.log(format!("apply {} is followed: the applier is still at it", id.0));
+                self.log(format!(
+                    "apply {} is followed: the applier is still at it",
+                    id.0
+                ));
                 self.applier_input(running);
             }
             _ => {
-                self.log(format!("apply {} never reached the applier: asked now", id.0));
+                self.log(format!(
+                    "apply {} never reached the applier: asked now",
+                    id.0
+                ));
                 self.asked = Some(operation);
                 self.reconciles_until = Some(self.branch.now + RECONCILE);
                 self.applier_input(running);
@@ -215,7 +221,9 @@ impl World {
         for name in NAMES {
             let path = model::file(name);
             let want = files.get(&path).unwrap_or(&gone).clone();
-            if same(&self.live[name].value, &want) || (absent(&want) && !inventory.contains_key(&path)) {
+            if same(&self.live[name].value, &want)
+                || (absent(&want) && !inventory.contains_key(&path))
+            {
                 continue;
             }
             self.log(format!("apply {} writes {name} = {want}", op.id.0));

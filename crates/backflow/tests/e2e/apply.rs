@@ -814,12 +814,22 @@ fn a_force_push_back_to_a_commit_of_backflows_is_applied() {
     wait_value(&w, "rollback", "v", "pushed");
     w.git_in(
         Some(&clone),
-        &["push", "-q", "--force", "origin", &format!("{own}:refs/heads/main")],
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("{own}:refs/heads/main"),
+        ],
     );
     wait_applied(&w, &own);
     wait_value(&w, "rollback", "v", "live");
     assert_quiescent(&w, Duration::from_secs(2));
-    assert_eq!(w.tip().as_deref(), Some(own.as_str()), "nothing committed over it");
+    assert_eq!(
+        w.tip().as_deref(),
+        Some(own.as_str()),
+        "nothing committed over it"
+    );
 }
 
 /// The branch deleted: the worker rebuilds it from the live state, and the claim then applies

@@ -196,9 +196,8 @@ async fn apply_kustomization(
         .as_str()
         .unwrap_or("main");
     let git_dir = PathBuf::from(url.trim_start_matches("file://"));
-    let sha = fetched.unwrap_or_else(|| {
-        git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")])
-    });
+    let sha = fetched
+        .unwrap_or_else(|| git_out(&git_dir, &["rev-parse", &format!("refs/heads/{branch}")]));
     let revision = format!("{branch}@sha1:{}", sha.trim());
     let path = ks.data["spec"]["path"].as_str().unwrap_or(".");
     let stamp = |object: &mut Value| {
