@@ -10,7 +10,7 @@ use backflow_api::{GroupResource, ObjectKey};
 use crate::{
     Attribution, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig, DurableTips,
     Effect, Event, FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin,
-    PlanError, PushAnswer, RefusedIntent, Tip,
+    PlanError, PushAnswer, RefusedIntent, Slot, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -228,6 +228,15 @@ fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
     resource == scope.resource.resource
         && scope.namespace.as_deref().is_none_or(|ns| ns == namespace)
         && !scope.keeps(namespace, name)
+}
+
+/// The model planner's refusal of `intent`: names starting with `bad`.
+fn refusal(slot: &Slot, seq: IntentSeq, intent: &Intent) -> Option<RefusedIntent> {
+    intent.key.name.starts_with("bad").then(|| RefusedIntent {
+        slot: slot.clone(),
+        seq,
+        error: PlanError::new("names starting with bad are refused"),
+    })
 }
 
 /// The bootstrap file of a folder the model writes when the folder holds no file.
@@ -517,29 +526,22 @@ impl Shell {
                 .or_insert_with(|| files.clone())
                 .clone();
             for (slot, (seq, intent)) in &write.intents {
-                if intent.key.name.starts_with("bad") {
-                    built.refused.push(RefusedIntent {
-                        slot: slot.clone(),
-                        seq: *seq,
-                        error: PlanError::new("names starting with bad are refused"),
-                    });
+                if let Some(refused) = refusal(slot, *seq, intent) {
+                    built.refused.push(refused);
                     continue;
                 }
                 let named = changed_by_name(intent);
-                if let ObjectState::Sweep(scope) = &intent.state {
-                    // As the git shell: a sweep that removes nothing is unchanged, judged on a
-                    // tip that must be confirmed current before it counts (a push made since
-                    // may have added a file it removes).
-                    if sweep(&mut next, &intent.target, scope) {
-                        changed_by.extend(named);
-                    } else if !write.is_screened() {
-                        built.unchanged.push(slot.clone());
-                    }
-                    continue;
-                }
-                if matches!(intent.state, ObjectState::Bootstrap) {
-                    // As the manifest planner: a folder with no file gets its bootstrap file.
-                    if bootstrap(&mut next, &intent.target) {
+                // A sweep, or a bootstrap (as the manifest planner: a folder with no file gets
+                // its bootstrap file). As the git shell: one that changes nothing is unchanged,
+                // judged on a tip that must be confirmed current before it counts (a push made
+                // since may have added a file a sweep removes).
+                let folder_changed = match &intent.state {
+                    ObjectState::Sweep(scope) => Some(sweep(&mut next, &intent.target, scope)),
+                    ObjectState::Bootstrap => Some(bootstrap(&mut next, &intent.target)),
+                    ObjectState::Present(_) | ObjectState::Absent => None,
+                };
+                if let Some(changed) = folder_changed {
+                    if changed {
                         changed_by.extend(named);
                     } else if !write.is_screened() {
                         built.unchanged.push(slot.clone());
@@ -566,11 +568,7 @@ impl Shell {
                 };
             }
             if next != files {
-                let id = self.remote.write_commit(parent, next.clone(), "backflow");
-                if let Some(commit) = self.remote.commits.get_mut(&id) {
-                    commit.changed_by = changed_by;
-                }
-                self.built.push(id);
+                let id = self.write_commit(parent, next.clone(), changed_by);
                 built.commit = Some(id);
                 parent = Some(id);
                 files = next;
@@ -578,6 +576,21 @@ impl Shell {
             chain.writes.push(built);
         }
         Ok(chain)
+    }
+
+    /// Writes backflow's commit of `files` on `parent`, naming who changed what in it.
+    fn write_commit(
+        &mut self,
+        parent: Option<CommitId>,
+        files: Files,
+        changed_by: BTreeSet<String>,
+    ) -> CommitId {
+        let id = self.remote.write_commit(parent, files, "backflow");
+        if let Some(commit) = self.remote.commits.get_mut(&id) {
+            commit.changed_by = changed_by;
+        }
+        self.built.push(id);
+        id
     }
 
     /// As the git shell: an echo is also judged against the commit it repeats.

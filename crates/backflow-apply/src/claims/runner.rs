@@ -290,19 +290,7 @@ impl Runner {
                     Err(broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                Some(answer) = done.recv() => match answer {
-                    Done::Flushed(tip) => {
-                        self.recheck().await;
-                        self.handle(ApplyInput::Gate(self.gate())).await;
-                        ApplyInput::Flushed(tip)
-                    }
-                    Done::Recheck => {
-                        self.recheck().await;
-                        ApplyInput::Gate(self.gate())
-                    }
-                    Done::Applied(id, report) => self.applied(id, *report),
-                    Done::Retry => ApplyInput::Reason(Reason::Repair),
-                },
+                Some(answer) = done.recv() => self.answered(answer).await,
                 () = tokio::time::sleep(sleep), if self.wake.is_some() => ApplyInput::Tick,
             };
             self.handle(input).await;
@@ -310,6 +298,24 @@ impl Runner {
         // A graceful stop leaves the applier held (a Kustomization suspended).
         self.keep_held().await;
         tracing::info!(claim = %self.claim_name(), "claim stopped acting");
+    }
+
+    /// What the answer of a task the claim started (a flush, a recheck, an apply, a retry)
+    /// tells the core.
+    async fn answered(&mut self, answer: Done) -> ApplyInput {
+        match answer {
+            Done::Flushed(tip) => {
+                self.recheck().await;
+                self.handle(ApplyInput::Gate(self.gate())).await;
+                ApplyInput::Flushed(tip)
+            }
+            Done::Recheck => {
+                self.recheck().await;
+                ApplyInput::Gate(self.gate())
+            }
+            Done::Applied(id, report) => self.applied(id, *report),
+            Done::Retry => ApplyInput::Reason(Reason::Repair),
+        }
     }
 
     /// What the claim does when it starts acting: restores its status, holds the applier, and

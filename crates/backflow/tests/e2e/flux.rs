@@ -802,16 +802,7 @@ fn an_edit_flux_writes_over_after_a_restart_is_applied_back() {
     w.wait_file(path, |t| t.contains("edited-live"));
     w.lock_branch();
     w.crash_and_restart(&[]);
-    wait_for(
-        "the restarted mirror to read its lists",
-        || w.metrics(),
-        || {
-            let m = w.metrics();
-            let streams = metric_sum(&m, "backflow_mirror_streams", &[]);
-            let resyncs = metric_sum(&m, "backflow_mirror_resyncs_total", &[]);
-            (streams > 0.0 && resyncs >= streams).then_some(())
-        },
-    );
+    w.wait_lists_read();
     let fetched = Fetched(Arc::new(std::sync::Mutex::new(Some(asked))));
     let _flux = SimulatedController::start(&w.dirs.data.join("kubeconfig"), move |client| {
         let fetched = fetched.clone();

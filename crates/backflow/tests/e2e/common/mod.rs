@@ -895,15 +895,28 @@ impl World {
     /// Waits until every watch stream of the mirror has published its initial snapshot and
     /// nothing submitted is still unpublished.
     pub fn wait_settled(&self) {
+        self.wait_mirror("the mirror settling", true);
+    }
+
+    /// Waits until every watch stream of the mirror has read its list and submitted it (it may
+    /// not be published yet).
+    pub fn wait_lists_read(&self) {
+        self.wait_mirror("the mirror's streams to read their lists", false);
+    }
+
+    /// Waits until every stream submitted its list and, when `published`, nothing submitted is
+    /// still unpublished.
+    fn wait_mirror(&self, what: &str, published: bool) {
         wait_for(
-            "the mirror settling",
+            what,
             || self.metrics(),
             || {
                 let m = self.metrics();
                 let streams = metric_sum(&m, "backflow_mirror_streams", &[]);
                 let resyncs = metric_sum(&m, "backflow_mirror_resyncs_total", &[]);
                 let in_flight = metric_sum(&m, "backflow_mirror_in_flight", &[]);
-                (streams > 0.0 && resyncs >= streams && in_flight == 0.0).then_some(())
+                let settled = !published || in_flight == 0.0;
+                (streams > 0.0 && resyncs >= streams && settled).then_some(())
             },
         );
     }
