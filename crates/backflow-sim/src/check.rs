@@ -9,6 +9,7 @@
 //! 5. No commit is lost and no push is forced: every tip descends from the one before.
 //! 6. A quiescent system makes no commit and asks for no apply.
 //! 7. Nothing is applied before the initial snapshot is published.
+//! 10. The branch worker keeps its timing (`pace.rs`).
 
 use std::fmt;
 
@@ -35,6 +36,9 @@ pub enum Violation {
     OwnCommitForeign(String),
     /// 9: an operation asked anew beside one found in flight, or under a number used before.
     Operations(String),
+    /// 10: the branch worker kept an edit waiting past its window, retried later than its
+    /// backoff allows, or pushed inside its cooldown.
+    Late(String),
     /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
     CoreCheck(String),
 }
@@ -54,6 +58,7 @@ impl fmt::Display for Violation {
             Self::OwnCommitForeign(c) => {
                 write!(f, "(8) backflow's own commit {c} reported foreign")
             }
+            Self::Late(m) => write!(f, "(10) timing: {m}"),
             Self::CoreCheck(m) => write!(f, "a core broke its own check: {m}"),
         }
     }

@@ -14,6 +14,8 @@
 //! - `oracle.rs`: the outside oracle's ledgers: what was submitted and flushed, which commit
 //!   an apply must hold; which operations were asked and what the status recorded.
 //! - `check.rs`: the invariants and what each object may end with.
+//! - `pace.rs`: time as a yardstick — what the branch worker was seen doing when, against the
+//!   timing its configuration promises.
 //!
 //! Deliberately broken [`Variant`]s (an apply asked without a flush, the apply's own writes
 //! mirrored back) show the checker bites.
@@ -21,6 +23,7 @@
 mod check;
 mod live;
 mod oracle;
+mod pace;
 mod world;
 
 pub use check::Violation;

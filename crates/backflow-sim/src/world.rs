@@ -23,6 +23,7 @@ pub(crate) use crate::live::{
     ABSENT, HELD_MANAGERS, LiveObject, Pruned, WatchEvent, Writer, absent, same,
 };
 use crate::oracle::{Ledger, OperationLog};
+use crate::pace::{COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
 
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -130,6 +131,10 @@ pub struct World {
     ledger: Ledger,
     /// The operations asked and recorded, in every process, for the outside oracle.
     operations: OperationLog,
+    /// What the worker was seen doing when, against the timing it promises.
+    pace: Pace,
+    /// The cooldown hold last written to the trace.
+    cooling_logged: Option<Held>,
 }
 
 impl World {
@@ -137,10 +142,17 @@ impl World {
     /// publishing that snapshot.
     #[must_use]
     pub fn new(seed: u64, variant: Variant) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        // The provider's timing: a push cooldown, a short longest window, or the defaults.
+        let config = CoreConfig {
+            push_cooldown: COOLDOWNS[rng.random_range(0..COOLDOWNS.len())],
+            max_window_age: MAX_WINDOW_AGES[rng.random_range(0..MAX_WINDOW_AGES.len())],
+            ..CoreConfig::default()
+        };
         let mut world = Self {
             variant,
-            rng: StdRng::seed_from_u64(seed),
-            branch: Shell::new(CoreConfig::default()),
+            rng,
+            branch: Shell::new(config),
             applier: ApplierCore::new(ApplierConfig::default()),
             apply_wake: None,
             apply_inputs: VecDeque::new(),
@@ -174,6 +186,8 @@ impl World {
             found: None,
             ledger: Ledger::default(),
             operations: OperationLog::default(),
+            pace: Pace::default(),
+            cooling_logged: None,
         };
         if variant == Variant::HeldApplier {
             // Flux's or Argo CD's, whose managedFields name it differently.
@@ -268,6 +282,8 @@ impl World {
             target: "apps".into(),
             intents,
         });
+        let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
+        self.pace.resynced(receipt, now, self.branch.core.config());
         let listed = self.live.iter().map(|(name, o)| (name, o.value.as_str()));
         self.ledger.snapshot(listed, &self.branch.remote);
         // As the board: the stream streams once its list is submitted, and the claim hears
@@ -295,8 +311,11 @@ impl World {
         }
         self.log("--- the process is killed and starts again ---".into());
         self.ledger.restarted();
-        let shell = std::mem::replace(&mut self.branch, Shell::new(CoreConfig::default()));
-        self.branch = shell.restart(CoreConfig::default());
+        self.pace.restarted();
+        // The provider's settings are what they were last set to.
+        let config = self.branch.core.config().clone();
+        let shell = std::mem::replace(&mut self.branch, Shell::new(config.clone()));
+        self.branch = shell.restart(config);
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
@@ -488,16 +507,25 @@ impl World {
     /// the default and zero (one commit per change).
     fn reconfigure(&mut self) {
         let mut cfg = self.branch.core.config().clone();
-        cfg.window = if cfg.window.is_zero() {
-            CoreConfig::default().window
+        if self.rng.random_range(0..3) == 0 {
+            cfg.push_cooldown = COOLDOWNS[self.rng.random_range(0..COOLDOWNS.len())];
+            self.log(format!(
+                "the provider's push cooldown becomes {:?}",
+                cfg.push_cooldown
+            ));
         } else {
-            std::time::Duration::ZERO
-        };
-        self.log(format!(
-            "the provider's commit window becomes {:?}",
-            cfg.window
-        ));
-        self.branch.step(Input::Reconfigure(cfg));
+            cfg.window = if cfg.window.is_zero() {
+                CoreConfig::default().window
+            } else {
+                std::time::Duration::ZERO
+            };
+            self.log(format!(
+                "the provider's commit window becomes {:?}",
+                cfg.window
+            ));
+        }
+        self.branch.step(Input::Reconfigure(cfg.clone()));
+        self.pace.reconfigured(self.branch.now, &cfg);
         self.pump();
     }
 
@@ -543,7 +571,17 @@ impl World {
             },
         };
         self.log(what.to_string());
+        let (before, lost) = (self.branch.remote.tip, self.branch.faults.lose_answer > 0);
         self.branch.answer();
+        let (now, cfg) = (self.branch.now, self.branch.core.config());
+        let remote = &self.branch.remote;
+        if fetch {
+            let landed = self.pace.unheard_landing();
+            let learned = !faulty && landed.is_some_and(|head| remote.contains(remote.tip, head));
+            self.pace.fetch_answered(now, learned, cfg);
+        } else if !build && let Some(head) = remote.tip.filter(|tip| Some(*tip) != before) {
+            self.pace.push_landed(head, now, !lost, cfg);
+        }
         // A fault is this answer's only (a push refused as stale keeps no lost answer armed).
         self.branch.faults = model::Faults::default();
         self.pump();
@@ -595,6 +633,8 @@ impl World {
         };
         let tag = self.fresh("edit-");
         self.branch.step(Input::Submit(changed_by(intent, &tag)));
+        let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
+        self.pace.submitted(receipt, now);
         let remote = &self.branch.remote;
         self.ledger
             .submitted(&event.name, &event.value, echo, remote);
@@ -604,6 +644,7 @@ impl World {
             // The person's client waits for the push (`X-Backflow-Wait`): group commit.
             self.log(format!("{}'s writer waits for the push", event.name));
             self.branch.step(Input::Hurry);
+            self.pace.hurried(receipt, now);
         }
         if event.by == Writer::Person
             && let Some(e) = self.expected.get_mut(&event.name)
@@ -659,6 +700,16 @@ impl World {
 
     /// Time moves to the next wake-up of either core (or a little), and both look at it.
     fn tick(&mut self) {
+        // The worker asked to act now (requests start no I/O; the tick after them does): as
+        // its driver, tick it before time moves on — again if what that set off (a flush)
+        // asks once more; a worker that asks for ever is caught as idle or never quiet.
+        for _ in 0..3 {
+            if self.branch.wake > self.branch.now || self.branch.in_flight.is_some() {
+                break;
+            }
+            self.branch.tick();
+            self.pump();
+        }
         let now = self.branch.now;
         let wakes = [
             Some(self.branch.wake),
@@ -677,6 +728,26 @@ impl World {
         for wake in wakes.into_iter().flatten() {
             if wake > now && wake < next {
                 next = wake;
+            }
+        }
+        if self.branch.in_flight.is_none() && self.found.is_none() {
+            let urgent = self.flushes.flush_waiting();
+            let cfg = self.branch.core.config();
+            match self.pace.idle_until(now, next, cfg, urgent) {
+                Ok(Some(held)) if self.cooling_logged != Some(held) => {
+                    let until = held.until.0.as_millis();
+                    self.log(format!(
+                        "the worker holds its push for the cooldown until {until} ms"
+                    ));
+                    self.cooling_logged = Some(held);
+                }
+                Ok(_) => {}
+                Err(late) => {
+                    let (phase, wake) = (self.branch.core.phase(), self.branch.wake.0.as_millis());
+                    self.found = Some(Violation::Late(format!(
+                        "{late} (the worker is {phase:?}, asks to be woken at {wake} ms)"
+                    )));
+                }
             }
         }
         self.branch.now = next;
@@ -700,6 +771,11 @@ impl World {
                 self.branch_event(event);
             }
             let Some(input) = self.apply_inputs.pop_front() else {
+                let (now, urgent) = (self.branch.now, self.flushes.flush_waiting());
+                let pushed = self.pace.effects(&self.branch.effects, now, urgent);
+                if self.found.is_none() {
+                    self.found = pushed.err();
+                }
                 return;
             };
             let now = self.branch.now;
@@ -716,6 +792,7 @@ impl World {
     fn branch_event(&mut self, event: Event) {
         match event {
             Event::Published { tip, through } => {
+                self.pace.published(through);
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
@@ -767,7 +844,17 @@ impl World {
                 // apply in flight may write the commit the branch lost over the resync).
                 self.applier_input(ApplyInput::Reason(Reason::ForeignCommit));
             }
-            other => self.log(format!("branch event {other:?}")),
+            Event::Failed { error, retry_at } => {
+                self.log(format!(
+                    "the cycle failed ({error}); retried at {retry_at:?}"
+                ));
+                let (now, cfg) = (self.branch.now, self.branch.core.config());
+                let paced = self.pace.failed(now, retry_at, cfg);
+                if self.found.is_none() {
+                    self.found = paced.err();
+                }
+            }
+            other @ Event::Refused { .. } => self.log(format!("branch event {other:?}")),
         }
     }
 
@@ -807,6 +894,7 @@ impl World {
         }
         self.branch.step(Input::Flush);
         self.flush_mark = self.branch.core.decided_through();
+        self.pace.flushed(self.flush_mark, self.flushed_at);
         self.log(format!("flush through intent {}", self.flush_mark.0));
         self.flushes.flush(self.flush_mark, ());
     }
