@@ -911,6 +911,11 @@ impl BranchWorker {
     /// The write's intents, each whose baseline is a commit ([`Baseline::Commit`]) with what
     /// that commit holds of its object read in. A commit the cache cannot read leaves its
     /// intents whole (as before baselines existed), logged.
+    ///
+    /// The live side also held what backflow's last push carried of the objects it wrote: an
+    /// object that reads as that push held it did not change live since, even when the commit
+    /// the live side last applied is older. So a push made over backflow's commit of a live
+    /// edit while backflow was down is Git's change, not overwritten by the start-up resync.
     fn with_baselines<'w>(
         &self,
         write: &'w PendingWrite,
@@ -931,26 +936,54 @@ impl BranchWorker {
             let at: Vec<usize> = (0..intents.len())
                 .filter(|&n| intents[n].baseline == Some(Baseline::Commit(commit)))
                 .collect();
-            let held = match self.repo.commit_tree(oid(commit)) {
-                Ok(tree) => {
-                    let view = Overlay::new(&self.repo, tree);
-                    let asked: Vec<&Intent> = at.iter().map(|&n| intents[n].as_ref()).collect();
-                    match self.planner.held(&view, &asked) {
-                        Ok(held) => held,
-                        Err(TreeError::Read(e)) => return Err(e),
-                        Err(TreeError::Plan(_)) => vec![Held::Nothing; at.len()],
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(branch = %self.cfg.branch, %commit, error = %e, "cannot read the commit the live side last held; its objects are written whole");
+            let asked: Vec<&Intent> = at.iter().map(|&n| intents[n].as_ref()).collect();
+            let held = match self.held_at(commit, &asked)? {
+                Some(held) => held,
+                None => {
+                    tracing::warn!(branch = %self.cfg.branch, %commit, "cannot read the commit the live side last held; its objects are written whole");
                     vec![Held::Nothing; at.len()]
                 }
             };
+            let pushed = self.last_push_after(commit)?;
+            let held_pushed = match pushed {
+                Some(pushed) => self.held_at(pushed, &asked)?,
+                None => None,
+            };
+            let mut held_pushed = held_pushed.map(Vec::into_iter);
             for (n, held) in at.into_iter().zip(held) {
+                let since_push = held_pushed.as_mut().and_then(Iterator::next);
+                let held = match since_push {
+                    Some(p) if reads_as(&intents[n], &p) => p,
+                    _ => held,
+                };
                 intents[n] = Cow::Owned(intents[n].with_held(held));
             }
         }
         Ok(intents)
+    }
+
+    /// What `commit` holds of the objects `asked` names; `None` when the cache cannot read it.
+    fn held_at(&self, commit: CommitId, asked: &[&Intent]) -> Result<Option<Vec<Held>>, IoFailure> {
+        let Ok(tree) = self.repo.commit_tree(oid(commit)) else {
+            return Ok(None);
+        };
+        let view = Overlay::new(&self.repo, tree);
+        match self.planner.held(&view, asked) {
+            Ok(held) => Ok(Some(held)),
+            Err(TreeError::Read(e)) => Err(e),
+            Err(TreeError::Plan(_)) => Ok(Some(vec![Held::Nothing; asked.len()])),
+        }
+    }
+
+    /// Backflow's last push, when it came after `commit` (descends from it).
+    fn last_push_after(&self, commit: CommitId) -> Result<Option<CommitId>, IoFailure> {
+        let Some(pushed) = self.core.durable().pushed.filter(|p| *p != commit) else {
+            return Ok(None);
+        };
+        let after = self
+            .tip_contains(oid(pushed), oid(commit))
+            .map_err(IoFailure::new)?;
+        Ok(after.then_some(pushed))
     }
 
     /// Whether `intent` is an applier's echo of what the commit it is judged against held (see
@@ -967,6 +1000,14 @@ impl BranchWorker {
         self.planner
             .plan(&view, intent)
             .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
+    }
+}
+
+/// Whether the object `intent` writes reads exactly as `held` (what a commit held of it).
+fn reads_as(intent: &Intent, held: &Held) -> bool {
+    match (&intent.state, held) {
+        (ObjectState::Present(value), Held::Object(Some(held))) => value.value() == *held,
+        _ => false,
     }
 }
 

@@ -121,6 +121,45 @@ fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
     );
 }
 
+/// A live edit mirrored into Git, then a push on top of it changing the same field while
+/// backflow was stopped: the pusher saw the live edit in Git and changed it, so the push is the
+/// newer edit and wins on both sides. (The start-up resync reads the live value against the
+/// commit the live side last applied, which predates backflow's own commit of the edit: it took
+/// the edit for a change made while down, and wrote it back over the push.)
+#[test]
+fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
+    let path = "live/default/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_adopted(&w, "demo");
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "demo",
+        "-p",
+        r#"{"data":{"greeting":"edited-live"}}"#,
+    ]);
+    w.wait_file(path, |t| t.contains("edited-live"));
+    w.wait_settled();
+    w.stop();
+    w.push_edit(path, "edited-live", "edited-in-git");
+    w.restart(&[]);
+    wait_live(&w, "default", "demo", "greeting", "edited-in-git");
+    w.wait_settled();
+    let file = w.show(path).expect("the file");
+    assert!(
+        file.contains("edited-in-git"),
+        "Git keeps the push:\n{file}"
+    );
+    let data = live_data(&w, "default", "demo");
+    assert_eq!(
+        data.as_ref().map(|d| d["greeting"].clone()),
+        Some("edited-in-git".into())
+    );
+}
+
 /// Issue case 3: an apply cut short. A push changed every file of a folder; the applier had
 /// written half of them when the process was killed (its operation still `Running`). The
 /// restart's resync must not write the other half's older live values over the push, and the
