@@ -937,13 +937,10 @@ impl BranchWorker {
                 .filter(|&n| intents[n].baseline == Some(Baseline::Commit(commit)))
                 .collect();
             let asked: Vec<&Intent> = at.iter().map(|&n| intents[n].as_ref()).collect();
-            let held = match self.held_at(commit, &asked)? {
-                Some(held) => held,
-                None => {
-                    tracing::warn!(branch = %self.cfg.branch, %commit, "cannot read the commit the live side last held; its objects are written whole");
-                    vec![Held::Nothing; at.len()]
-                }
-            };
+            let held = self.held_at(commit, &asked)?.unwrap_or_else(|| {
+                tracing::warn!(branch = %self.cfg.branch, %commit, "cannot read the commit the live side last held; its objects are written whole");
+                vec![Held::Nothing; at.len()]
+            });
             let pushed = self.last_push_after(commit)?;
             let held_pushed = match pushed {
                 Some(pushed) => self.held_at(pushed, &asked)?,
