@@ -8,9 +8,9 @@ use std::time::Duration;
 use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
-    Attribution, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig, DurableTips,
-    Effect, Event, FetchedTip, Input, Intent, IntentSeq, IoFailure, Moment, ObjectState, Origin,
-    PlanError, PushAnswer, RefusedIntent, Slot, Tip,
+    Attribution, Baseline, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig,
+    DurableTips, Effect, Event, FetchedTip, Held, Input, Intent, IntentSeq, IoFailure, Moment,
+    ObjectState, Origin, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -215,19 +215,24 @@ pub fn file(name: &str) -> String {
     format!("apps/web/configmaps/{name}")
 }
 
-/// Whether the model file `path` (`target/namespace/resource/name`) is one `scope` removes.
-fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
-    let Some(rest) = path.strip_prefix(target).and_then(|r| r.strip_prefix('/')) else {
-        return false;
-    };
+/// The namespace and name of the model file `path` (`target/namespace/resource/name`) when it
+/// is an object of `scope`'s type and namespace.
+fn in_scope<'p>(
+    path: &'p str,
+    target: &str,
+    scope: &crate::SweepScope,
+) -> Option<(&'p str, &'p str)> {
+    let rest = path.strip_prefix(target)?.strip_prefix('/')?;
     let mut parts = rest.splitn(3, '/');
-    let (Some(namespace), Some(resource), Some(name)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    resource == scope.resource.resource
-        && scope.namespace.as_deref().is_none_or(|ns| ns == namespace)
-        && !scope.keeps(namespace, name)
+    let (namespace, resource, name) = (parts.next()?, parts.next()?, parts.next()?);
+    (resource == scope.resource.resource
+        && scope.namespace.as_deref().is_none_or(|ns| ns == namespace))
+    .then_some((namespace, name))
+}
+
+/// Whether the model file `path` is one `scope` removes.
+fn swept(path: &str, target: &str, scope: &crate::SweepScope) -> bool {
+    in_scope(path, target, scope).is_some_and(|(namespace, name)| !scope.keeps(namespace, name))
 }
 
 /// The model planner's refusal of `intent`: names starting with `bad`.
@@ -253,6 +258,22 @@ fn bootstrap(files: &mut Files, target: &str) -> bool {
     }
     files.insert(bootstrap_file(target), "bootstrapped".into());
     true
+}
+
+/// What `intent` makes of a file that reads `current`: its value, or — when the object reads
+/// as its baseline (nothing changed live since) — the file as it is (the three-way replay of
+/// one-value objects).
+fn merged(intent: &Intent, current: Option<&String>) -> Option<String> {
+    let ours = render(intent);
+    let base = intent
+        .baseline
+        .as_ref()
+        .and_then(Baseline::value)
+        .and_then(|v| v.value().as_str().map(str::to_string));
+    match base {
+        Some(base) if ours.as_ref() == Some(&base) => current.cloned(),
+        _ => ours,
+    }
 }
 
 fn render(intent: &Intent) -> Option<String> {
@@ -526,6 +547,8 @@ impl Shell {
                 .or_insert_with(|| files.clone())
                 .clone();
             for (slot, (seq, intent)) in &write.intents {
+                let resolved = self.with_baseline(intent);
+                let intent = &resolved;
                 if let Some(refused) = refusal(slot, *seq, intent) {
                     built.refused.push(refused);
                     continue;
@@ -549,7 +572,7 @@ impl Shell {
                     continue;
                 }
                 let path = path_of(intent);
-                let content = render(intent);
+                let content = merged(intent, next.get(&path));
                 if self.replay == Replay::FromTextualDiff
                     && first_base.get(&path) != files.get(&path)
                 {
@@ -591,6 +614,36 @@ impl Shell {
         }
         self.built.push(id);
         id
+    }
+
+    /// As the git shell: an intent whose baseline is a commit reads what that commit held of
+    /// its object — or what backflow's last push after it held, when the object reads as that
+    /// — and a sweep's removes only what the commit held.
+    fn with_baseline(&self, intent: &Intent) -> Intent {
+        let Some(Baseline::Commit(commit)) = intent.baseline else {
+            return intent.clone();
+        };
+        let files = self.remote.files(Some(commit));
+        if let ObjectState::Sweep(scope) = &intent.state {
+            let held = files
+                .keys()
+                .filter_map(|path| in_scope(path, &intent.target, scope))
+                .map(|(namespace, name)| (namespace.to_string(), name.to_string()))
+                .collect();
+            return intent.with_held(Held::Objects(held));
+        }
+        let path = path_of(intent);
+        let pushed = self
+            .core
+            .durable()
+            .pushed
+            .filter(|p| *p != commit && self.remote.contains(Some(*p), commit));
+        let since_push = pushed.and_then(|p| self.remote.files(Some(p)).get(&path).cloned());
+        let held = match since_push {
+            Some(value) if render(intent).as_ref() == Some(&value) => Some(value),
+            _ => files.get(&path).cloned(),
+        };
+        intent.with_held(Held::Object(held.map(serde_json::Value::String)))
     }
 
     /// As the git shell: an echo is also judged against the commit it repeats.

@@ -180,6 +180,14 @@ struct LiveChange<'a> {
     baseline: Option<&'a ObjectJson>,
 }
 
+impl LiveChange<'_> {
+    /// Whether the live object reads as its baseline: nothing changed live since.
+    fn unchanged_since_baseline(&self) -> bool {
+        self.baseline
+            .is_some_and(|before| sanitize(&before.value()) == *self.object)
+    }
+}
+
 /// The report, and what it was told: a write is planned again on every replay, and an override
 /// is reported once.
 #[derive(Clone)]
@@ -315,6 +323,10 @@ impl YamlPlanner {
                 return Ok(Vec::new());
             };
             updates.push(edited);
+        } else if change.unchanged_since_baseline() {
+            // Git removed the document of an object the live side holds as it was: Git's
+            // removal (a push made while backflow was down) stands, as any field Git changed.
+            return Ok(Vec::new());
         } else {
             let object = self.omit_defaults(object, None);
             updates.push(self.place_new(tree, index, target, key, &object)?);
@@ -464,6 +476,10 @@ impl YamlPlanner {
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
+        if previous.is_none() && plaintext.is_none() && sensitive.unchanged_since_baseline() {
+            // Git removed the file of an object the live side holds as it was: that stands.
+            return Ok(Vec::new());
+        }
         // A document Git holds in plain text is what Git holds: merged with, then moved.
         let plaintext_value = match &plaintext {
             Some(found) => document_value(tree, found)?,
@@ -1813,6 +1829,21 @@ mod tests {
         let whole = Intent::put("live", cm_key("web", "conf"), obj("live", "1"));
         tree.apply(planner.plan(&tree, &whole).expect("planned"));
         assert!(tree.text(path).contains("b: \"1\""), "{}", tree.text(path));
+    }
+
+    #[test]
+    fn a_document_git_removed_stays_removed_when_the_live_object_reads_as_its_baseline() {
+        let planner = configmap_planner();
+        let tree = MemTree::default();
+        let obj = |a: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}});
+        let before = Arc::new(ObjectJson::new(&obj("1")));
+        // Unchanged live since the baseline: Git's removal stands.
+        let unchanged =
+            Intent::put("live", cm_key("web", "conf"), obj("1")).edit_of(before.clone());
+        assert!(planner.plan(&tree, &unchanged).expect("planned").is_empty());
+        // Changed live: the live side wins, and the document is written again.
+        let changed = Intent::put("live", cm_key("web", "conf"), obj("live")).edit_of(before);
+        assert!(!planner.plan(&tree, &changed).expect("planned").is_empty());
     }
 
     /// What a [`MergeReport`] was told.

@@ -160,6 +160,31 @@ fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
     );
 }
 
+/// A file removed by a push while backflow was stopped stays removed, and its object goes from
+/// the live side: the start-up resync reads the unchanged live object as Git's to decide.
+#[test]
+fn a_removal_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
+    let path = "live/default/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    wait_adopted(&w, "demo");
+    w.wait_settled();
+    w.stop();
+    let clone = w.clone_origin("remover");
+    w.git_in(Some(&clone), &["rm", "-q", path]);
+    w.commit_all_and_push_rebasing(&clone, "remove demo");
+    w.restart(&[]);
+    wait_for(
+        "ConfigMap default/demo deleted live",
+        || format!("{:?}", live_data(&w, "default", "demo")),
+        || live_data(&w, "default", "demo").is_none().then_some(()),
+    );
+    w.wait_settled();
+    assert_eq!(w.show(path), None, "Git keeps the removal");
+}
+
 /// Issue case 3: an apply cut short. A push changed every file of a folder; the applier had
 /// written half of them when the process was killed (its operation still `Running`). The
 /// restart's resync must not write the other half's older live values over the push, and the
