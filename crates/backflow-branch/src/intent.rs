@@ -138,6 +138,10 @@ pub enum Baseline {
     /// documents that commit held: a file added in Git since is Git's change, not a live
     /// removal.
     Commit(CommitId),
+    /// What the commit the live side held (a [`Baseline::Commit`], resolved by the shell) held
+    /// of the object: merged as a [`Baseline::Value`], and a document Git removed since stays
+    /// removed when the object still reads as this (Git's change, made while backflow was down).
+    Held(Arc<ObjectJson>),
 }
 
 impl Baseline {
@@ -145,9 +149,15 @@ impl Baseline {
     #[must_use]
     pub fn value(&self) -> Option<&ObjectJson> {
         match self {
-            Baseline::Value(v) => Some(v),
+            Baseline::Value(v) | Baseline::Held(v) => Some(v),
             Baseline::Commit(_) => None,
         }
+    }
+
+    /// Whether a document Git removed since stays removed when the object reads as this.
+    #[must_use]
+    pub fn keeps_git_removal(&self) -> bool {
+        matches!(self, Baseline::Held(_))
     }
 }
 
@@ -253,7 +263,7 @@ impl Intent {
         out.baseline = None;
         match (held, &mut out.state) {
             (Held::Object(Some(value)), ObjectState::Present(_)) => {
-                out.baseline = Some(Baseline::Value(Arc::new(ObjectJson::new(&value))));
+                out.baseline = Some(Baseline::Held(Arc::new(ObjectJson::new(&value))));
             }
             (Held::Objects(held), ObjectState::Sweep(_)) => return out.removing_only(held),
             _ => {}

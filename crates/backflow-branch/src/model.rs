@@ -262,16 +262,19 @@ fn bootstrap(files: &mut Files, target: &str) -> bool {
 
 /// What `intent` makes of a file that reads `current`: its value, or — when the object reads
 /// as its baseline (nothing changed live since) — the file as it is (the three-way replay of
-/// one-value objects).
+/// one-value objects): a file Git removed is written back, unless the baseline is what the
+/// commit the live side held held ([`Baseline::keeps_git_removal`]).
 fn merged(intent: &Intent, current: Option<&String>) -> Option<String> {
     let ours = render(intent);
-    let base = intent
-        .baseline
-        .as_ref()
-        .and_then(Baseline::value)
+    let Some(baseline) = &intent.baseline else {
+        return ours;
+    };
+    let base = baseline
+        .value()
         .and_then(|v| v.value().as_str().map(str::to_string));
-    match base {
-        Some(base) if ours.as_ref() == Some(&base) => current.cloned(),
+    match (base, current) {
+        (Some(base), Some(current)) if ours.as_ref() == Some(&base) => Some(current.clone()),
+        (Some(base), None) if ours.as_ref() == Some(&base) && baseline.keeps_git_removal() => None,
         _ => ours,
     }
 }
@@ -322,6 +325,9 @@ pub struct Shell {
     pub deferred_io: bool,
     /// The fetch, build or push waiting for its answer (with `deferred_io`).
     pub in_flight: Option<Effect>,
+    /// As the git shell's journal: deletes submitted and not yet published, kept through a
+    /// restart (the live store keeps no trace of a deleted object) and submitted again.
+    pub journal: BTreeMap<IntentSeq, Intent>,
 }
 
 /// How a refused write is planned again onto the new tip.
@@ -361,6 +367,7 @@ impl Shell {
             first_bases: BTreeMap::new(),
             deferred_io: false,
             in_flight: None,
+            journal: BTreeMap::new(),
         }
     }
 
@@ -373,6 +380,10 @@ impl Shell {
         next.replay = self.replay;
         // An I/O in flight dies with the process (a push it made never landed).
         next.deferred_io = self.deferred_io;
+        // The journal's deletes are submitted again, first.
+        for intent in self.journal.into_values() {
+            next.submit(intent);
+        }
         next
     }
 
@@ -381,7 +392,28 @@ impl Shell {
     pub fn step_budget(&mut self, input: Input, budget: &mut Option<usize>) -> bool {
         let mut next = Some(input);
         while let Some(input) = next.take() {
+            let delete = match &input {
+                Input::Submit(intent) if matches!(intent.state, ObjectState::Absent) => {
+                    Some(intent.clone())
+                }
+                _ => None,
+            };
+            // As the git shell's journal: a later write of an object supersedes its deletes.
+            let written: Vec<&Intent> = match &input {
+                Input::Submit(intent) => vec![intent],
+                Input::Resync { intents, .. } => intents.iter().collect(),
+                _ => Vec::new(),
+            };
+            for intent in written {
+                if let ObjectState::Present(_) = intent.state {
+                    self.journal
+                        .retain(|_, d| !(d.target == intent.target && d.key == intent.key));
+                }
+            }
             let effects = self.core.step(input, self.now, &mut self.rng);
+            if let Some(delete) = delete {
+                self.journal.insert(self.core.last_seq(), delete);
+            }
             for effect in effects {
                 if let Some(left) = budget {
                     if *left == 0 {
@@ -494,6 +526,13 @@ impl Shell {
                 None
             }
             Effect::Emit(event) => {
+                match &event {
+                    Event::Published { through, .. } => self.journal.retain(|seq, _| seq > through),
+                    Event::Refused { seq, .. } => {
+                        self.journal.remove(seq);
+                    }
+                    _ => {}
+                }
                 self.events.push(event);
                 None
             }

@@ -338,14 +338,8 @@ impl ApplierCore {
         {
             return;
         }
-        if let Some(tip) = self
-            .tip
-            .filter(|t| self.pending.only_converge() && Some(*t) == self.last_applied)
-        {
-            self.pending = Reasons::default();
-            out.push(ApplyEffect::Emit(ApplyEvent::AlreadyApplied(tip)));
-            return;
-        }
+        // Even a converge that finds the last applied commit at the tip flushes first: what the
+        // mirror has not published yet (a restart's snapshot) may move the tip past it.
         self.phase = ApplyPhase::Flushing(self.pending.take());
         self.changed_while_flushing = false;
         out.push(ApplyEffect::Flush);

@@ -194,8 +194,13 @@ fn a_converge_of_the_commit_already_applied_asks_nothing_but_an_adopt_always_ask
     );
     core.step(ApplyInput::Published(commit(7)), at(0));
     core.step(ApplyInput::Gate(None), at(0));
-    let effects = core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(1));
-    assert!(!flushes(&effects));
+    // It flushes first (what the mirror has not published yet may move the tip), and asks
+    // nothing when the flush finds the commit already applied.
+    assert!(flushes(
+        &core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(1))
+    ));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(7))), at(1));
+    assert!(asked(&effects).is_none());
     assert!(effects.contains(&ApplyEffect::Emit(ApplyEvent::AlreadyApplied(commit(7)))));
     assert!(core.pending().is_empty());
     // Adopting stamps objects, which only an apply does: never skipped.
@@ -209,9 +214,49 @@ fn a_converge_of_the_commit_already_applied_asks_nothing_but_an_adopt_always_ask
     core.step(ApplyInput::Foreign(commit(8)), at(4));
     let op = asked(&core.step(ApplyInput::Flushed(Some(commit(8))), at(4))).unwrap();
     done(&mut core, &op, 5);
-    assert!(!flushes(
+    assert!(flushes(
         &core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(6))
     ));
+    assert!(asked(&core.step(ApplyInput::Flushed(Some(commit(8))), at(6))).is_none());
+}
+
+/// A restart that follows its held applier's operation submits its snapshot meanwhile: the
+/// converge due after the operation ends flushes, and applies the snapshot's commit when it
+/// moved the tip past the one applied (before, the tip last heard equalled the applied
+/// commit and nothing was asked, leaving the applier's older write over a live edit).
+#[test]
+fn a_converge_after_a_followed_operation_applies_what_the_restart_published() {
+    let mut core = ApplierCore::new(ApplierConfig::default());
+    let op = Operation {
+        id: OperationId(2),
+        commit: commit(6),
+        reasons: Reasons::from_iter([Reason::ForeignCommit]),
+        phase: OperationPhase::Running,
+        requested_at: at(0),
+    };
+    core.step(
+        ApplyInput::Restored {
+            last_applied: Some(commit(5)),
+            in_flight: Some((op.id, op.commit, op.reasons.clone(), op.phase)),
+            last_operation: Some(op.id),
+        },
+        at(0),
+    );
+    core.step(ApplyInput::Reason(Reason::CatchUpConverge), at(0));
+    core.step(ApplyInput::Published(commit(6)), at(0));
+    let followed = asked(&core.step(ApplyInput::Gate(None), at(0))).expect("followed");
+    assert_eq!(followed.id, OperationId(2));
+    let effects = core.step(
+        ApplyInput::Progress {
+            id: followed.id,
+            phase: OperationPhase::Succeeded,
+            message: String::new(),
+        },
+        at(1),
+    );
+    assert!(flushes(&effects), "{effects:?}");
+    let next = asked(&core.step(ApplyInput::Flushed(Some(commit(9))), at(1)));
+    assert_eq!(next.map(|op| op.commit), Some(commit(9)));
 }
 
 #[test]

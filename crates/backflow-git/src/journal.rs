@@ -79,6 +79,17 @@ impl DeleteJournal {
         }
     }
 
+    /// Forgets the deletes of `key` in `target`: a later write of the object supersedes them
+    /// (after a crash the live store gives that object back, and the start-up resync reads it).
+    pub fn superseded(&mut self, target: &str, key: &ObjectKey) {
+        let before = self.entries.len();
+        self.entries
+            .retain(|_, d| !(d.target == target && d.key == *key));
+        if self.entries.len() != before {
+            self.save();
+        }
+    }
+
     /// Forgets a delete the planner refused (it will never be published).
     pub fn refused(&mut self, seq: IntentSeq) {
         if self.entries.remove(&seq).is_some() {

@@ -331,6 +331,9 @@ impl BranchWorker {
             target: intent.target.clone(),
             key: intent.key.clone(),
         });
+        if let ObjectState::Present(_) = intent.state {
+            self.journal.superseded(&intent.target, &intent.key);
+        }
         self.run(Input::Submit(intent));
         let seq = self.core.last_seq();
         if let Some(delete) = delete {
@@ -344,6 +347,11 @@ impl BranchWorker {
     /// snapshots of every type become one commit). Returns the sequence number that, once
     /// published, covers it.
     pub fn submit_resync(&mut self, target: impl Into<String>, intents: Vec<Intent>) -> IntentSeq {
+        for intent in &intents {
+            if let ObjectState::Present(_) = intent.state {
+                self.journal.superseded(&intent.target, &intent.key);
+            }
+        }
         self.run(Input::Resync {
             target: target.into(),
             intents,

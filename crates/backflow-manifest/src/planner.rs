@@ -178,13 +178,19 @@ struct LiveChange<'a> {
     object: &'a Value,
     identity: &'a Identity,
     baseline: Option<&'a ObjectJson>,
+    /// Whether a document Git removed stays removed when the object reads as `baseline`
+    /// ([`Baseline::keeps_git_removal`]).
+    keeps_git_removal: bool,
 }
 
 impl LiveChange<'_> {
-    /// Whether the live object reads as its baseline: nothing changed live since.
-    fn unchanged_since_baseline(&self) -> bool {
-        self.baseline
-            .is_some_and(|before| sanitize(&before.value()) == *self.object)
+    /// Whether Git's removal of the object's document stands: the live object reads as the
+    /// commit the live side held held it (nothing changed live since).
+    fn git_removal_stands(&self) -> bool {
+        self.keeps_git_removal
+            && self
+                .baseline
+                .is_some_and(|before| sanitize(&before.value()) == *self.object)
     }
 }
 
@@ -285,7 +291,7 @@ impl YamlPlanner {
         target: &str,
         key: &ObjectKey,
         object: &Value,
-        baseline: Option<&ObjectJson>,
+        baseline: Option<&Baseline>,
     ) -> Result<Vec<PathUpdate>, TreeError> {
         // Intents carry sanitized objects already; sanitizing again is idempotent and keeps
         // bookkeeping out of Git whoever built the intent.
@@ -312,7 +318,8 @@ impl YamlPlanner {
             key,
             object: &object,
             identity: &identity,
-            baseline,
+            baseline: baseline.and_then(Baseline::value),
+            keeps_git_removal: baseline.is_some_and(Baseline::keeps_git_removal),
         };
         if sensitive {
             return self.present_sensitive(tree, target, &change, index);
@@ -323,7 +330,7 @@ impl YamlPlanner {
                 return Ok(Vec::new());
             };
             updates.push(edited);
-        } else if change.unchanged_since_baseline() {
+        } else if change.git_removal_stands() {
             // Git removed the document of an object the live side holds as it was: Git's
             // removal (a push made while backflow was down) stands, as any field Git changed.
             return Ok(Vec::new());
@@ -462,6 +469,7 @@ impl YamlPlanner {
             object,
             identity,
             baseline,
+            ..
         } = *sensitive;
         let unavailable = || ManifestError::EncryptionUnavailable {
             object: key.to_string(),
@@ -476,7 +484,7 @@ impl YamlPlanner {
         let previous_text = previous
             .as_deref()
             .and_then(|b| std::str::from_utf8(b).ok());
-        if previous.is_none() && plaintext.is_none() && sensitive.unchanged_since_baseline() {
+        if previous.is_none() && plaintext.is_none() && sensitive.git_removal_stands() {
             // Git removed the file of an object the live side holds as it was: that stands.
             return Ok(Vec::new());
         }
@@ -756,7 +764,7 @@ impl YamlPlanner {
                 target,
                 &intent.key,
                 &object.value(),
-                intent.baseline.as_ref().and_then(Baseline::value),
+                intent.baseline.as_ref(),
             ),
             ObjectState::Absent => self.absent(tree, index, target, &intent.key),
             ObjectState::Sweep(scope) => self.sweep(tree, index, scope),
@@ -1832,18 +1840,28 @@ mod tests {
     }
 
     #[test]
-    fn a_document_git_removed_stays_removed_when_the_live_object_reads_as_its_baseline() {
+    fn a_document_git_removed_stays_removed_when_the_live_object_reads_as_the_commit_it_held() {
         let planner = configmap_planner();
         let tree = MemTree::default();
         let obj = |a: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}});
-        let before = Arc::new(ObjectJson::new(&obj("1")));
-        // Unchanged live since the baseline: Git's removal stands.
-        let unchanged =
-            Intent::put("live", cm_key("web", "conf"), obj("1")).edit_of(before.clone());
-        assert!(planner.plan(&tree, &unchanged).expect("planned").is_empty());
+        let held = |live: &str| {
+            let mut intent = Intent::put("live", cm_key("web", "conf"), obj(live));
+            intent.baseline = Some(Baseline::Held(Arc::new(ObjectJson::new(&obj("1")))));
+            intent
+        };
+        // Unchanged live since the commit the live side held: Git's removal stands.
+        assert!(planner.plan(&tree, &held("1")).expect("planned").is_empty());
         // Changed live: the live side wins, and the document is written again.
-        let changed = Intent::put("live", cm_key("web", "conf"), obj("live")).edit_of(before);
-        assert!(!planner.plan(&tree, &changed).expect("planned").is_empty());
+        assert!(
+            !planner
+                .plan(&tree, &held("live"))
+                .expect("planned")
+                .is_empty()
+        );
+        // What the stream last saw (a relist) is no such commit: the object is written back.
+        let seen = Intent::put("live", cm_key("web", "conf"), obj("1"))
+            .edit_of(Arc::new(ObjectJson::new(&obj("1"))));
+        assert!(!planner.plan(&tree, &seen).expect("planned").is_empty());
     }
 
     /// What a [`MergeReport`] was told.

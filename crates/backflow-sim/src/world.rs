@@ -120,12 +120,6 @@ pub struct World {
     /// The claim's status as the apply decision recorded it (what a restart reads back).
     recorded: Option<Operation>,
     recorded_applied: Option<CommitId>,
-    /// The claim's `status.inStepCommit`: the commit of its last operation that succeeded in
-    /// full (a catch-up's too), what a restart's first snapshot is read against.
-    recorded_in_step: Option<CommitId>,
-    /// What this process's watch stream last submitted of each object (its memory): what a
-    /// relist is read against.
-    stream_seen: BTreeMap<String, String>,
     /// An operation a restart found in flight: followed, not newly asked.
     followed: Option<OperationId>,
     pub(crate) asks: usize,
@@ -185,8 +179,6 @@ impl World {
             quiescing: false,
             recorded: None,
             recorded_applied: None,
-            recorded_in_step: None,
-            stream_seen: BTreeMap::new(),
             followed: None,
             asks: 0,
             counter: 0,
@@ -243,29 +235,21 @@ impl World {
         self.pump();
     }
 
-    /// The mirror's list returns: it publishes the live state as a resync, read against what
-    /// the claim says the live side last held.
+    /// The mirror's list returns: it publishes the live state as a resync.
     fn list(&mut self) {
         self.listing = false;
-        let baseline = match self.recorded_in_step.or(self.recorded_applied) {
-            Some(commit) => SnapshotBaseline::Applied(commit),
-            // No operation recorded: the claim's first contact with its branch (live wins).
-            None if self.recorded.is_none() => SnapshotBaseline::FirstContact,
-            None => SnapshotBaseline::Whole,
-        };
-        self.publish_live_state(&baseline);
+        self.publish_live_state();
     }
 
     /// The mirror publishes the live state as a resync (its initial list, or a resync of every
-    /// target after the branch lost backflow's commits), each object read against `baseline`
-    /// as the stream reads it.
-    fn publish_live_state(&mut self, baseline: &SnapshotBaseline) {
+    /// target after the branch lost backflow's commits).
+    fn publish_live_state(&mut self) {
         let tag = self.fresh("snapshot-");
         let mut intents: Vec<Intent> = self
             .live
             .iter()
             .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, o)| changed_by(baseline.of_object(name, &o.value), &tag))
+            .map(|(name, o)| changed_by(model::put(name, &o.value), &tag))
             .collect();
         // Files of objects the snapshot does not hold go (prune: Always).
         let keep = self
@@ -283,7 +267,7 @@ impl World {
                 removable: None,
             },
         );
-        intents.push(changed_by(baseline.of_sweep(sweep), &tag));
+        intents.push(changed_by(sweep, &tag));
         // As the stream of a coordinated folder: it exists before it is applied, even empty.
         intents.push(changed_by(Intent::bootstrap("apps"), &tag));
         // As the real stream: each listed object's next event is judged against its writers.
@@ -300,33 +284,17 @@ impl World {
         });
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.resynced(receipt, now, self.branch.core.config());
-        // What the snapshot says changed live: the rest reads as Git held it and is no edit.
-        let changed: BTreeMap<String, String> = self
-            .live
-            .iter()
-            .filter(|(name, o)| baseline.changed(name, &o.value, &self.branch))
-            .map(|(name, o)| (name.clone(), o.value.clone()))
-            .collect();
-        self.ledger.snapshot(
-            changed.iter().map(|(n, v)| (n, v.as_str())),
-            &self.branch.remote,
-        );
-        self.stream_seen = self
-            .live
-            .iter()
-            .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, o)| (name.clone(), o.value.clone()))
-            .collect();
+        let listed = self.live.iter().map(|(name, o)| (name, o.value.as_str()));
+        self.ledger.snapshot(listed, &self.branch.remote);
         // As the board: the stream streams once its list is submitted, and the claim hears
         // so at a later step (the coordinator is woken, then steps the claim); an apply's
         // flush publishes the list before anything is asked.
         self.log("the snapshot is submitted: the streams stream".into());
         self.gate_opening = true;
-        for (name, value) in &changed {
-            if let Some(e) = self.expected.get_mut(name) {
-                e.person_edits(value.clone());
-                e.submitted(value, &tag);
-            }
+        for (name, e) in &mut self.expected {
+            let value = self.live[name].value.clone();
+            e.person_edits(value.clone());
+            e.submitted(&value, &tag);
         }
         self.pump();
     }
@@ -348,6 +316,7 @@ impl World {
         let config = self.branch.core.config().clone();
         let shell = std::mem::replace(&mut self.branch, Shell::new(config.clone()));
         self.branch = shell.restart(config);
+        self.journal_resubmitted();
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
@@ -384,6 +353,25 @@ impl World {
             in_flight,
             last_operation,
         });
+    }
+
+    /// The new process submitted the journal's deletes again (the live store keeps no trace of
+    /// a deleted object): each is an API edit of this process, on its way.
+    fn journal_resubmitted(&mut self) {
+        let now = self.branch.now;
+        let deletes: Vec<(IntentSeq, String)> = (self.branch.journal.iter())
+            .map(|(seq, d)| (*seq, d.key.name.clone()))
+            .collect();
+        for (seq, name) in deletes {
+            let value = self.fresh("-j");
+            self.log(format!("the journal's delete of {name} is submitted again"));
+            self.ledger
+                .submitted(&name, &value, false, &self.branch.remote);
+            self.pace.submitted(seq, now);
+            if let Some(e) = self.expected.get_mut(&name) {
+                e.person_edits(value);
+            }
+        }
     }
 
     /// Every step and effect so far.
@@ -664,12 +652,6 @@ impl World {
             model::put(&event.name, &event.value)
         };
         let tag = self.fresh("edit-");
-        if absent(&event.value) {
-            self.stream_seen.remove(&event.name);
-        } else {
-            self.stream_seen
-                .insert(event.name.clone(), event.value.clone());
-        }
         self.branch.step(Input::Submit(changed_by(intent, &tag)));
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.submitted(receipt, now);
@@ -873,8 +855,7 @@ impl World {
                 self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
                     "the branch is resynced after it lost backflow's commits".into(),
                 ))));
-                let seen = SnapshotBaseline::Seen(self.stream_seen.clone());
-                self.publish_live_state(&seen);
+                self.publish_live_state();
                 self.branch.step(Input::Recovered);
                 if let Some(tip) = divergence.tip {
                     self.applier_input(ApplyInput::Foreign(tip));
@@ -905,13 +886,11 @@ impl World {
             ApplyEffect::Record { operation, .. } => {
                 // As the runner: an operation that left objects to a newer live edit is not
                 // the live side's in full, so a restart applies its commit again.
-                if operation.phase == OperationPhase::Succeeded && self.deferred.is_empty() {
-                    // A catch-up only stamps: not what the next apply's "changed since" starts
-                    // from, but the live side holds its commit in full.
-                    if !operation.reasons.catch_up_only() {
-                        self.recorded_applied = Some(operation.commit);
-                    }
-                    self.recorded_in_step = Some(operation.commit);
+                if operation.phase == OperationPhase::Succeeded
+                    && !operation.reasons.catch_up_only()
+                    && self.deferred.is_empty()
+                {
+                    self.recorded_applied = Some(operation.commit);
                 }
                 if self.found.is_none() {
                     self.found = self.operations.recorded(&operation);
@@ -1034,74 +1013,4 @@ fn changed_by(intent: Intent, tag: &str) -> Intent {
         by: ChangedBy::Manager(tag.into()),
         commits: CommitAuthors::CoAuthored,
     }))
-}
-
-/// What a snapshot's objects are read against, as the watch stream reads them
-/// (`SnapshotBaseline` in the mirror's stream).
-pub(crate) enum SnapshotBaseline {
-    /// Whole objects; the sweep removes every file not listed.
-    Whole,
-    /// A process's first list: changes of the commit the live side last held in full; the
-    /// sweep removes only what that commit held.
-    Applied(CommitId),
-    /// The first list of a folder no claim applied yet (live wins): whole objects, and the
-    /// sweep removes none of Git's files (they are the applier's to create).
-    FirstContact,
-    /// A relist: changes of what the stream last submitted; the sweep removes only those.
-    Seen(BTreeMap<String, String>),
-}
-
-impl SnapshotBaseline {
-    /// The intent of listed object `name` reading `value`.
-    fn of_object(&self, name: &str, value: &str) -> Intent {
-        let put = model::put(name, value);
-        match self {
-            Self::Whole | Self::FirstContact => put,
-            Self::Applied(commit) => put.since(*commit),
-            Self::Seen(seen) => match seen.get(name) {
-                Some(before) => put.edit_of(std::sync::Arc::new(backflow_branch::ObjectJson::new(
-                    &serde_json::json!(before),
-                ))),
-                None => put,
-            },
-        }
-    }
-
-    /// The snapshot's sweep.
-    fn of_sweep(&self, sweep: Intent) -> Intent {
-        let only = |names: &mut dyn Iterator<Item = &String>| {
-            names.map(|n| ("web".to_string(), n.clone())).collect()
-        };
-        match self {
-            Self::Whole => sweep,
-            Self::Applied(commit) => sweep.since(*commit),
-            Self::FirstContact => sweep.removing_only(BTreeSet::new()),
-            Self::Seen(seen) => sweep.removing_only(only(&mut seen.keys())),
-        }
-    }
-
-    /// Whether listed object `name`, live as `value` (a tombstone when absent), changed live
-    /// by this baseline's rule: Git's value of an object that did not wins.
-    fn changed(&self, name: &str, value: &str, branch: &Shell) -> bool {
-        let path = model::file(name);
-        match self {
-            Self::Whole => true,
-            Self::FirstContact => !absent(value),
-            Self::Seen(seen) => match seen.get(name) {
-                Some(before) => absent(value) || before != value,
-                None => !absent(value),
-            },
-            Self::Applied(commit) => {
-                let held = branch.remote.files(Some(*commit)).get(&path).cloned();
-                if absent(value) {
-                    return held.is_some();
-                }
-                let pushed = (branch.core.durable().pushed)
-                    .filter(|p| *p != *commit && branch.remote.contains(Some(*p), *commit));
-                let since_push =
-                    pushed.and_then(|p| branch.remote.files(Some(p)).get(&path).cloned());
-                held.as_deref() != Some(value) && since_push.as_deref() != Some(value)
-            }
-        }
-    }
 }

@@ -258,3 +258,44 @@ fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
     assert!(!journal.exists(), "and forgotten once pushed");
     let _ = clock;
 }
+
+/// A delete taken and then superseded by a new write of the object (created again live) before
+/// a crash is not submitted again after it: the new process's resync reads the object back,
+/// and a stale delete would remove it from Git (and the applier then from the live side).
+#[test]
+fn a_delete_superseded_by_a_later_write_is_forgotten_by_the_journal() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let journal = cache
+        .path()
+        .join("cache.git/backflow/pending-deletes-main.json");
+    let one_second = |c: &mut backflow_git::WorkerConfig| c.timing.window = Duration::from_secs(1);
+    let (mut w, _clock) = worker(
+        cache.path(),
+        Box::new(FileRemote::new(&bare.url())),
+        one_second,
+    );
+    w.submit(put("a", "1"));
+    w.flush();
+    w.poll();
+    w.submit(backflow_branch::Intent::delete("apps", key("a")));
+    assert!(journal.exists(), "the delete is journaled when it is taken");
+    w.submit(put("a", "2"));
+    assert!(
+        !journal.exists(),
+        "a later write of the object supersedes its journaled delete"
+    );
+    drop(w);
+    let (mut w, clock) = worker(
+        cache.path(),
+        Box::new(FileRemote::new(&bare.url())),
+        one_second,
+    );
+    w.poll();
+    clock.advance(Duration::from_secs(1));
+    w.poll();
+    assert!(
+        bare.files("main").contains_key(&path_of("a")),
+        "no stale delete removes the object"
+    );
+}
