@@ -328,6 +328,9 @@ pub struct Shell {
     /// As the git shell's journal: deletes submitted and not yet published, kept through a
     /// restart (the live store keeps no trace of a deleted object) and submitted again.
     pub journal: BTreeMap<IntentSeq, Intent>,
+    /// The journal's deletes this process submitted again: judged against backflow's last push
+    /// as the worker knows it when it builds, as the git shell judges them.
+    pub resubmitted: BTreeSet<IntentSeq>,
 }
 
 /// How a refused write is planned again onto the new tip.
@@ -368,6 +371,7 @@ impl Shell {
             deferred_io: false,
             in_flight: None,
             journal: BTreeMap::new(),
+            resubmitted: BTreeSet::new(),
         }
     }
 
@@ -383,6 +387,8 @@ impl Shell {
         // The journal's deletes are submitted again, first.
         for intent in self.journal.into_values() {
             next.submit(intent);
+            let seq = next.core.last_seq();
+            next.resubmitted.insert(seq);
         }
         next
     }
@@ -618,7 +624,8 @@ impl Shell {
                     // The patch does not apply: the foreign commit changed this file too.
                     continue;
                 }
-                let echo_held = self.echo_held(intent, &path, content.as_ref());
+                let echo_held = self.echo_held(intent, &path, content.as_ref())
+                    || self.resubmitted_held(*seq, &path, content.as_ref());
                 if !write.is_screened() && (next.get(&path) == content.as_ref() || echo_held) {
                     built.unchanged.push(slot.clone());
                     continue;
@@ -683,6 +690,14 @@ impl Shell {
             _ => files.get(&path).cloned(),
         };
         intent.with_held(Held::Object(held.map(serde_json::Value::String)))
+    }
+
+    /// As the git shell: a delete the journal kept and this process submitted again is held
+    /// when backflow's last push, as the worker knows it now, reads like it.
+    fn resubmitted_held(&self, seq: IntentSeq, path: &str, content: Option<&String>) -> bool {
+        self.resubmitted.contains(&seq)
+            && (self.core.durable().pushed)
+                .is_some_and(|p| self.remote.files(Some(p)).get(path) == content)
     }
 
     /// As the git shell: an echo is also judged against the commit it repeats.

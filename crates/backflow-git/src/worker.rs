@@ -164,6 +164,9 @@ pub struct BranchWorker {
     refs_written_at: Option<Moment>,
     /// Deletes taken and not yet pushed, on disk (see `journal.rs`).
     journal: DeleteJournal,
+    /// The journal's deletes this run submitted again at start: each is judged against
+    /// backflow's last push as the worker knows it when it builds (see [`Self::resubmitted_held`]).
+    resubmitted: BTreeSet<IntentSeq>,
     /// Why the last cycle failed, until the remote answers again.
     health: RemoteHealth,
     /// Rolls the cache's and a `file://` remote's small packs up on a thread of its own
@@ -220,6 +223,7 @@ impl BranchWorker {
             deferred_refs: None,
             refs_written_at: None,
             journal,
+            resubmitted: BTreeSet::new(),
             health: RemoteHealth::default(),
             housekeeper: Housekeeper::spawn(&cfg.branch),
             cfg,
@@ -228,7 +232,8 @@ impl BranchWorker {
             tracing::info!(branch = %worker.cfg.branch, deletes = left.len(), "resubmitting deletes a previous run took but did not push");
         }
         for delete in left {
-            worker.submit(Intent::delete(delete.target, delete.key));
+            let seq = worker.submit(Intent::delete(delete.target, delete.key));
+            worker.resubmitted.insert(seq);
         }
         worker
     }
@@ -895,7 +900,9 @@ impl BranchWorker {
             match planned {
                 Ok(updates) => {
                     let unchanged = !write.is_screened()
-                        && (!overlay.would_change(&updates)? || self.echo_held(intent));
+                        && (!overlay.would_change(&updates)?
+                            || self.echo_held(intent)
+                            || self.resubmitted_held(*seq, intent));
                     if unchanged {
                         // Git already reads like this: the intent is dropped for good, so it
                         // can never overwrite a later foreign change on replay.
@@ -994,6 +1001,29 @@ impl BranchWorker {
     /// Whether `intent` is an applier's echo of what the commit it is judged against held (see
     /// [`Origin::Echo`]): then it repeats Git, whatever the build's base says since. A commit
     /// the cache cannot read answers no (the echo is judged on the base alone, as before).
+    /// Whether `intent`, a delete the journal kept and this run submitted again (`seq`), is
+    /// held by backflow's last push as the worker knows it now — after its first fetch, which
+    /// finds whether the push a dying process was sending landed. Then the delete reached Git
+    /// already, and a file there now is a push made since (the object created again in Git):
+    /// the delete must not remove it.
+    fn resubmitted_held(&self, seq: IntentSeq, intent: &Intent) -> bool {
+        let Some(pushed) = self
+            .core
+            .durable()
+            .pushed
+            .filter(|_| self.resubmitted.contains(&seq))
+        else {
+            return false;
+        };
+        let Ok(tree) = self.repo.commit_tree(oid(pushed)) else {
+            return false;
+        };
+        let view = Overlay::new(&self.repo, tree);
+        self.planner
+            .plan(&view, intent)
+            .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
+    }
+
     fn echo_held(&self, intent: &Intent) -> bool {
         let Origin::Echo { of: Some(of) } = intent.origin else {
             return false;

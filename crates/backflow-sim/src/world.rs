@@ -356,7 +356,10 @@ impl World {
     }
 
     /// The new process submitted the journal's deletes again (the live store keeps no trace of
-    /// a deleted object): each is an API edit of this process, on its way.
+    /// a deleted object). Each is the person's delete the oracle already holds: on its way, or
+    /// in Git already when the push carrying it landed with its answer lost — then the worker
+    /// drops it (judged against its last push once its first fetch found that push), so it is
+    /// owed to no flush, and a push made since wins.
     fn journal_resubmitted(&mut self) {
         let now = self.branch.now;
         let deletes: Vec<(IntentSeq, String)> = (self.branch.journal.iter())
@@ -366,11 +369,8 @@ impl World {
             let value = self.fresh("-j");
             self.log(format!("the journal's delete of {name} is submitted again"));
             self.ledger
-                .submitted(&name, &value, false, &self.branch.remote);
+                .submitted(&name, &value, true, &self.branch.remote);
             self.pace.submitted(seq, now);
-            if let Some(e) = self.expected.get_mut(&name) {
-                e.person_edits(value);
-            }
         }
     }
 

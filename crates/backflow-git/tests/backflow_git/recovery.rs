@@ -299,3 +299,46 @@ fn a_delete_superseded_by_a_later_write_is_forgotten_by_the_journal() {
         "no stale delete removes the object"
     );
 }
+
+/// A delete whose push landed while the process died before hearing so is still in the
+/// journal at start, and is submitted again; a push made meanwhile created the object again
+/// in Git. The delete reached Git already (the worker's first fetch finds the push it was
+/// sending): it must not remove the file the later push made.
+#[test]
+fn a_journaled_delete_that_landed_unheard_does_not_remove_a_file_pushed_since() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let journal = cache
+        .path()
+        .join("cache.git/backflow/pending-deletes-main.json");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let before = bare.tip().expect("pushed");
+    w.submit(backflow_branch::Intent::delete("apps", key("a")));
+    let journaled = std::fs::read(&journal).expect("the delete is journaled");
+    w.poll();
+    assert!(
+        !bare.files("main").contains_key(&path_of("a")),
+        "the delete landed"
+    );
+    drop(w);
+    // What a kill -9 right after the push leaves: the record names the push before, and the
+    // journal still holds the delete.
+    let repo = cache.path().join("cache.git");
+    git(&repo, &["update-ref", "refs/backflow/pushed/main", &before]);
+    git(&repo, &["update-ref", "refs/remotes/origin/main", &before]);
+    std::fs::write(&journal, journaled).expect("restore the journal");
+    // Somebody creates the object again in Git meanwhile.
+    let person = ForeignClone::new(&bare.url());
+    person.commit_and_push(&[(&path_of("a"), Some("value: again\n"))], "a again");
+    let (mut w, clock) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.poll();
+    clock.advance(Duration::from_secs(2));
+    w.poll();
+    assert_eq!(
+        bare.files("main").get(&path_of("a")).map(String::as_str),
+        Some("value: again\n"),
+        "the push made since the delete landed stays"
+    );
+}
