@@ -13,6 +13,7 @@
 //! - `live.rs`: the live store's objects, with the managedFields the mirror judges them by.
 //! - `oracle.rs`: the outside oracle's ledgers: what was submitted and flushed, which commit
 //!   an apply must hold; which operations were asked and what the status recorded.
+//! - `world/script.rs`: scripted schedules, the world's actions named rather than drawn.
 //! - `check.rs`: the invariants and what each object may end with.
 //! - `pace.rs`: time as a yardstick — what the branch worker was seen doing when, against the
 //!   timing its configuration promises.
@@ -27,7 +28,7 @@ mod pace;
 mod world;
 
 pub use check::Violation;
-pub use world::{Variant, World};
+pub use world::{Action, IoFault, Variant, World};
 
 /// How many steps one schedule runs before it drains to quiescence.
 pub const STEPS: usize = 60;
@@ -55,14 +56,41 @@ pub fn run(seed: u64, variant: Variant) -> Result<(), Failure> {
     }));
     match schedule {
         Ok(result) => result.map_err(|v| fail(&world, v)),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                .unwrap_or_else(|| "a panic without a message".into());
-            Err(fail(&world, Violation::CoreCheck(message)))
+        Err(panic) => Err(fail(&world, Violation::CoreCheck(panic_message(&panic)))),
+    }
+}
+
+/// What a core's failed check (a panic) said.
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Runs a scripted schedule of `variant`: `actions` in order, each followed by the invariants
+/// of a step, then quiescence and its invariants. The world comes back for the script's own
+/// checks of what it was about (that the case was reached).
+pub fn run_script(variant: Variant, actions: &[Action]) -> Result<World, Failure> {
+    let mut world = World::scripted(variant);
+    let fail = |world: &World, violation: Violation| Failure {
+        seed: 0,
+        violation,
+        trace: world.trace().join("\n"),
+    };
+    let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for action in actions {
+            world.act(*action)?;
+            world.check_step()?;
         }
+        world.quiesce()?;
+        world.check_quiescent()
+    }));
+    match schedule {
+        Ok(Ok(())) => Ok(world),
+        Ok(Err(v)) => Err(fail(&world, v)),
+        Err(panic) => Err(fail(&world, Violation::CoreCheck(panic_message(&panic)))),
     }
 }
 

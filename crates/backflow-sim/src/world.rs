@@ -63,6 +63,18 @@ pub enum Variant {
 }
 
 mod applier;
+mod script;
+
+pub use script::{Action, IoFault};
+
+/// How the world's actions come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// Drawn from the seed, faults included.
+    Drawn,
+    /// Named by a script ([`World::act`]); nothing else happens.
+    Scripted,
+}
 
 /// The simulated system. See the module documentation.
 pub struct World {
@@ -133,6 +145,9 @@ pub struct World {
     operations: OperationLog,
     /// What the worker was seen doing when, against the timing it promises.
     pace: Pace,
+    /// Whether the schedule is drawn or scripted (nothing drawn: no fault, stall or failed
+    /// apply unless an action names it).
+    schedule: Schedule,
     /// The cooldown hold last written to the trace.
     cooling_logged: Option<Held>,
 }
@@ -188,6 +203,7 @@ impl World {
             operations: OperationLog::default(),
             pace: Pace::default(),
             cooling_logged: None,
+            schedule: Schedule::Drawn,
         };
         if variant == Variant::HeldApplier {
             // Flux's or Argo CD's, whose managedFields name it differently.
@@ -304,9 +320,14 @@ impl World {
     /// what the worker persisted and the claim's status are kept.
     fn crash(&mut self) {
         let pushing = matches!(self.branch.in_flight, Some(Effect::Push { .. }));
-        if pushing && !self.quiescing && self.rng.random_range(0..2) == 0 {
-            // Killed between the push landing and its answer.
-            self.branch.run_unanswered();
+        let lands = pushing && !self.quiescing && self.rng.random_range(0..2) == 0;
+        self.restart(lands);
+    }
+
+    /// [`World::crash`], killed between a push in flight landing and its answer (`lands`) or
+    /// with the I/O in flight dying unanswered.
+    fn restart(&mut self, lands: bool) {
+        if lands && self.branch.run_unanswered() {
             self.log("the push lands; the process dies before it hears so".into());
         }
         self.log("--- the process is killed and starts again ---".into());
@@ -446,6 +467,11 @@ impl World {
             // Nothing to delete (the API answers 404).
             return self.tick();
         }
+        self.person_writes(name, deletes);
+    }
+
+    /// A person sets `name` to a new value, or (`deletes`) deletes it, through the API.
+    fn person_writes(&mut self, name: String, deletes: bool) {
         let value = if deletes {
             self.fresh("-p")
         } else {
@@ -472,7 +498,13 @@ impl World {
     /// Somebody else pushes a change of one object to the branch.
     fn foreign_push(&mut self) {
         let name = NAMES[self.rng.random_range(0..NAMES.len())].to_string();
-        let value = if self.deletes() && self.rng.random_range(0..5) == 0 {
+        let removal = self.deletes() && self.rng.random_range(0..5) == 0;
+        self.git_writes(name, removal);
+    }
+
+    /// Somebody pushes a change of `name`, or (`removal`) the removal of its file.
+    fn git_writes(&mut self, name: String, removal: bool) {
+        let value = if removal {
             self.log(format!(
                 "somebody pushes the removal of {name} to the branch"
             ));
@@ -560,35 +592,58 @@ impl World {
                 matches!(effect, Effect::Build { .. }),
             ),
         };
-        let faults = &mut self.branch.faults;
         // Once the world stops, the remote stops failing too.
-        let faulty = !self.quiescing && self.rng.random_range(0..6) == 0;
-        let what = match (faulty, fetch, build) {
-            (false, true, _) => "the fetch is answered",
-            (false, _, true) => "the build is answered",
-            (false, ..) => "the push is answered",
-            (true, true, _) => {
+        let faulty =
+            !self.quiescing && self.schedule == Schedule::Drawn && self.rng.random_range(0..6) == 0;
+        let fault = match (faulty, fetch || build) {
+            (false, _) => None,
+            (true, true) => Some(IoFault::Fails),
+            (true, false) => Some(match self.rng.random_range(0..3) {
+                0 => IoFault::Fails,
+                1 => IoFault::AnswerLost,
+                _ => IoFault::HookRefuses,
+            }),
+        };
+        self.answer_io(fault);
+    }
+
+    /// The fetch, build or push in flight is answered, against the remote as it is now, or
+    /// fails by `fault`: a fetch or build fails; a push never reaches the remote, lands with
+    /// its answer lost, or is refused by a hook (for a fetch or a build, any fault fails it).
+    fn answer_io(&mut self, fault: Option<IoFault>) {
+        let (fetch, build) = match &self.branch.in_flight {
+            None => return,
+            Some(effect) => (
+                matches!(effect, Effect::Fetch { .. }),
+                matches!(effect, Effect::Build { .. }),
+            ),
+        };
+        let faulty = fault.is_some();
+        let faults = &mut self.branch.faults;
+        let what = match (fault, fetch, build) {
+            (None, true, _) => "the fetch is answered",
+            (None, _, true) => "the build is answered",
+            (None, ..) => "the push is answered",
+            (Some(_), true, _) => {
                 faults.fail_fetch = 1;
                 "the fetch fails"
             }
-            (true, _, true) => {
+            (Some(_), _, true) => {
                 faults.fail_build = 1;
                 "the build fails"
             }
-            (true, ..) => match self.rng.random_range(0..3) {
-                0 => {
-                    faults.fail_push = 1;
-                    "the push never reaches the remote"
-                }
-                1 => {
-                    faults.lose_answer = 1;
-                    "the push lands, its answer is lost"
-                }
-                _ => {
-                    faults.hook_refuses = 1;
-                    "a hook refuses the push"
-                }
-            },
+            (Some(IoFault::Fails), ..) => {
+                faults.fail_push = 1;
+                "the push never reaches the remote"
+            }
+            (Some(IoFault::AnswerLost), ..) => {
+                faults.lose_answer = 1;
+                "the push lands, its answer is lost"
+            }
+            (Some(IoFault::HookRefuses), ..) => {
+                faults.hook_refuses = 1;
+                "a hook refuses the push"
+            }
         };
         self.log(what.to_string());
         let (before, lost) = (self.branch.remote.tip, self.branch.faults.lose_answer > 0);
@@ -924,6 +979,11 @@ impl World {
     pub fn quiesce(&mut self) -> Result<(), Violation> {
         self.log("--- quiescence: no more edits or pushes ---".into());
         self.quiescing = true;
+        self.run_out()
+    }
+
+    /// Runs what is in flight until the system is quiet (or never gets there).
+    fn run_out(&mut self) -> Result<(), Violation> {
         for _ in 0..2_000 {
             if self.is_quiet() {
                 return Ok(());

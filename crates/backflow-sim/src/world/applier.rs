@@ -46,7 +46,10 @@ impl World {
         if self.held() {
             self.reconciles_until = Some(self.branch.now + RECONCILE);
         }
-        if !self.quiescing && self.rng.random_range(0..8) == 0 {
+        if !self.quiescing
+            && self.schedule == super::Schedule::Drawn
+            && self.rng.random_range(0..8) == 0
+        {
             // The applier stalls past the decision's patience (a controller that hangs).
             let until = self.branch.now + STALL;
             self.log(format!("apply {} stalls for {}s", id.0, STALL.as_secs()));
@@ -123,7 +126,10 @@ impl World {
             self.reports_running_again(op.id);
         }
         // Once the world stops, the applier stops failing too.
-        if !self.quiescing && self.rng.random_range(0..10) == 0 {
+        if !self.quiescing
+            && self.schedule == super::Schedule::Drawn
+            && self.rng.random_range(0..10) == 0
+        {
             if !heard {
                 self.log(format!("apply {} fails while backflow is down", op.id.0));
                 self.ended = Some((op, OperationPhase::Failed));
