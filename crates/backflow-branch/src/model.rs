@@ -592,7 +592,7 @@ impl Shell {
                 .or_insert_with(|| files.clone())
                 .clone();
             for (slot, (seq, intent)) in &write.intents {
-                let resolved = self.with_baseline(intent);
+                let resolved = self.with_baseline(intent, parent);
                 let intent = &resolved;
                 if let Some(refused) = refusal(slot, *seq, intent) {
                     built.refused.push(refused);
@@ -665,7 +665,7 @@ impl Shell {
     /// As the git shell: an intent whose baseline is a commit reads what that commit held of
     /// its object — or what backflow's last push after it held, when the object reads as that
     /// — and a sweep's removes only what the commit held.
-    fn with_baseline(&self, intent: &Intent) -> Intent {
+    fn with_baseline(&self, intent: &Intent, parent: Option<CommitId>) -> Intent {
         let Some(Baseline::Commit(commit)) = intent.baseline else {
             return intent.clone();
         };
@@ -689,7 +689,16 @@ impl Shell {
             Some(value) if render(intent).as_ref() == Some(&value) => Some(value),
             _ => files.get(&path).cloned(),
         };
-        intent.with_held(Held::Object(held.map(serde_json::Value::String)))
+        let mut resolved = intent.with_held(Held::Object(held.map(serde_json::Value::String)));
+        // As the git shell: on a branch rewritten past that commit, what Git lacks is written
+        // back (a relist's baseline), not a removal that stands.
+        if !self.remote.contains(parent, commit) {
+            resolved.baseline = match resolved.baseline {
+                Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
+                other => other,
+            };
+        }
+        resolved
     }
 
     /// As the git shell: a delete the journal kept and this process submitted again is held

@@ -859,7 +859,7 @@ impl BranchWorker {
             .get(from..from + count)
             .unwrap_or_default();
         for write in writes {
-            let (built, new_tree) = self.build_write(write, tree)?;
+            let (built, new_tree) = self.build_write(write, tree, parent)?;
             let mut built = built;
             if new_tree != tree {
                 let people = CommitPeople::of(write, &self.cfg.author_email);
@@ -888,12 +888,17 @@ impl BranchWorker {
     }
 
     /// Plans one write on `tree`: what it drops, what the planner refuses, the tree it makes.
-    fn build_write(&self, write: &PendingWrite, tree: Oid) -> Result<(BuiltWrite, Oid), IoFailure> {
+    fn build_write(
+        &self,
+        write: &PendingWrite,
+        tree: Oid,
+        parent: Option<Oid>,
+    ) -> Result<(BuiltWrite, Oid), IoFailure> {
         let mut overlay = Overlay::new(&self.repo, tree);
         let mut built = BuiltWrite::default();
         // The planner sees the whole write at once, so per-tree work (indexing the folder) is
         // done once per write rather than once per intent.
-        let resolved = self.with_baselines(write)?;
+        let resolved = self.with_baselines(write, parent)?;
         let intents: Vec<&Intent> = resolved.iter().map(AsRef::as_ref).collect();
         let planned = self.planner.plan_all(&overlay, &intents);
         for ((slot, (seq, intent)), planned) in write.intents.iter().zip(planned) {
@@ -934,6 +939,7 @@ impl BranchWorker {
     fn with_baselines<'w>(
         &self,
         write: &'w PendingWrite,
+        parent: Option<Oid>,
     ) -> Result<Vec<Cow<'w, Intent>>, IoFailure> {
         let mut intents: Vec<Cow<'w, Intent>> = write
             .intents
@@ -962,13 +968,29 @@ impl BranchWorker {
                 None => None,
             };
             let mut held_pushed = held_pushed.map(Vec::into_iter);
+            // A removal stands only where Git removed the document since that commit: on a
+            // branch rewritten past it (a force-push, a deleted branch) the live side is
+            // published again, so what Git lacks is written back.
+            let descends = match parent {
+                Some(parent) => self
+                    .tip_contains(parent, oid(commit))
+                    .map_err(IoFailure::new)?,
+                None => false,
+            };
             for (n, held) in at.into_iter().zip(held) {
                 let since_push = held_pushed.as_mut().and_then(Iterator::next);
                 let held = match since_push {
                     Some(p) if reads_as(&intents[n], &p) => p,
                     _ => held,
                 };
-                intents[n] = Cow::Owned(intents[n].with_held(held));
+                let mut resolved = intents[n].with_held(held);
+                if !descends {
+                    resolved.baseline = match resolved.baseline {
+                        Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
+                        other => other,
+                    };
+                }
+                intents[n] = Cow::Owned(resolved);
             }
         }
         Ok(intents)
