@@ -1023,34 +1023,30 @@ impl BranchWorker {
     /// Whether `intent` is an applier's echo of what the commit it is judged against held (see
     /// [`Origin::Echo`]): then it repeats Git, whatever the build's base says since. A commit
     /// the cache cannot read answers no (the echo is judged on the base alone, as before).
+    fn echo_held(&self, intent: &Intent) -> bool {
+        let Origin::Echo { of: Some(of) } = intent.origin else {
+            return false;
+        };
+        self.reads_like(of, intent)
+    }
+
     /// Whether `intent`, a delete the journal kept and this run submitted again (`seq`), is
     /// held by backflow's last push as the worker knows it now — after its first fetch, which
     /// finds whether the push a dying process was sending landed. Then the delete reached Git
     /// already, and a file there now is a push made since (the object created again in Git):
     /// the delete must not remove it.
     fn resubmitted_held(&self, seq: IntentSeq, intent: &Intent) -> bool {
-        let Some(pushed) = self
-            .core
-            .durable()
-            .pushed
-            .filter(|_| self.resubmitted.contains(&seq))
-        else {
-            return false;
-        };
-        let Ok(tree) = self.repo.commit_tree(oid(pushed)) else {
-            return false;
-        };
-        let view = Overlay::new(&self.repo, tree);
-        self.planner
-            .plan(&view, intent)
-            .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
+        let pushed = self.core.durable().pushed;
+        match pushed.filter(|_| self.resubmitted.contains(&seq)) {
+            Some(pushed) => self.reads_like(pushed, intent),
+            None => false,
+        }
     }
 
-    fn echo_held(&self, intent: &Intent) -> bool {
-        let Origin::Echo { of: Some(of) } = intent.origin else {
-            return false;
-        };
-        let Ok(tree) = self.repo.commit_tree(oid(of)) else {
+    /// Whether `commit` already reads as `intent` would make it; a commit the cache cannot
+    /// read answers no.
+    fn reads_like(&self, commit: CommitId, intent: &Intent) -> bool {
+        let Ok(tree) = self.repo.commit_tree(oid(commit)) else {
             return false;
         };
         let view = Overlay::new(&self.repo, tree);

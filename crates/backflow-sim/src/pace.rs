@@ -96,6 +96,8 @@ impl Pace {
         retry_at: Moment,
         cfg: &CoreConfig,
     ) -> Result<(), Violation> {
+        // The documented policy, computed here rather than asked of `Backoff`: the oracle
+        // must not share the code it judges.
         let factor = 1u32.checked_shl(self.failures.min(20)).unwrap_or(u32::MAX);
         let step = cfg
             .backoff

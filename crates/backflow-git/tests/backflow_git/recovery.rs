@@ -220,9 +220,7 @@ fn the_last_push_is_recorded_at_most_once_a_second_and_always_when_the_worker_go
 fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
-    let journal = cache
-        .path()
-        .join("cache.git/backflow/pending-deletes-main.json");
+    let journal = journal_of(cache.path());
     let one_second = |c: &mut backflow_git::WorkerConfig| c.timing.window = Duration::from_secs(1);
     let (mut w, clock) = worker(
         cache.path(),
@@ -266,9 +264,7 @@ fn a_delete_taken_but_not_pushed_before_a_crash_reaches_git_after_restart() {
 fn a_delete_superseded_by_a_later_write_is_forgotten_by_the_journal() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
-    let journal = cache
-        .path()
-        .join("cache.git/backflow/pending-deletes-main.json");
+    let journal = journal_of(cache.path());
     let one_second = |c: &mut backflow_git::WorkerConfig| c.timing.window = Duration::from_secs(1);
     let (mut w, _clock) = worker(
         cache.path(),
@@ -308,9 +304,7 @@ fn a_delete_superseded_by_a_later_write_is_forgotten_by_the_journal() {
 fn a_journaled_delete_that_landed_unheard_does_not_remove_a_file_pushed_since() {
     let bare = Bare::new();
     let cache = tempfile::tempdir().expect("tempdir");
-    let journal = cache
-        .path()
-        .join("cache.git/backflow/pending-deletes-main.json");
+    let journal = journal_of(cache.path());
     let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
     w.submit(put("a", "1"));
     w.poll();
@@ -341,4 +335,9 @@ fn a_journaled_delete_that_landed_unheard_does_not_remove_a_file_pushed_since() 
         Some("value: again\n"),
         "the push made since the delete landed stays"
     );
+}
+
+/// The delete journal of branch `main` in the worker cache under `cache`.
+fn journal_of(cache: &std::path::Path) -> std::path::PathBuf {
+    cache.join("cache.git/backflow/pending-deletes-main.json")
 }

@@ -96,17 +96,24 @@ fn a_file_pushed_while_backflow_was_stopped_is_created_at_start() {
     wait_live(&w, "default", "fresh", "greeting", "pushed-while-down");
 }
 
-/// Issue case 2: an edit of an existing file and a new file, pushed while backflow was stopped,
-/// both reach the live side when it starts, and the edit stays in Git: the start-up resync does
-/// not write the live side's older value over it.
-#[test]
-fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
-    let mut w = World::start(&[]);
+/// A started world where `ConfigMap` `default/demo` (`greeting: hello`) was created live,
+/// mirrored and adopted by the default claim; and the path of its file.
+fn a_demo_adopted() -> (World, &'static str) {
+    let w = World::start(&[]);
     wait_acting(&w);
     w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
     let path = "live/default/configmaps/demo.yaml";
     w.wait_file(path, |t| t.contains("hello"));
     wait_adopted(&w, "demo");
+    (w, path)
+}
+
+/// Issue case 2: an edit of an existing file and a new file, pushed while backflow was stopped,
+/// both reach the live side when it starts, and the edit stays in Git: the start-up resync does
+/// not write the live side's older value over it.
+#[test]
+fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
+    let (mut w, path) = a_demo_adopted();
     w.stop();
     w.push_edit(path, "hello", "edited-while-down");
     w.push_new_configmap("live", "default", "fresh", "pushed-while-down");
@@ -128,12 +135,7 @@ fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
 /// the edit for a change made while down, and wrote it back over the push.)
 #[test]
 fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
-    let mut w = World::start(&[]);
-    wait_acting(&w);
-    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
-    let path = "live/default/configmaps/demo.yaml";
-    w.wait_file(path, |t| t.contains("hello"));
-    wait_adopted(&w, "demo");
+    let (mut w, path) = a_demo_adopted();
     w.kubectl(&[
         "patch",
         "configmap",
@@ -164,12 +166,7 @@ fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
 /// the live side: the start-up resync reads the unchanged live object as Git's to decide.
 #[test]
 fn a_removal_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
-    let mut w = World::start(&[]);
-    wait_acting(&w);
-    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
-    let path = "live/default/configmaps/demo.yaml";
-    w.wait_file(path, |t| t.contains("hello"));
-    wait_adopted(&w, "demo");
+    let (mut w, path) = a_demo_adopted();
     w.wait_settled();
     w.stop();
     let clone = w.clone_origin("remover");
