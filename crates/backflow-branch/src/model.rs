@@ -10,7 +10,7 @@ use backflow_api::{GroupResource, ObjectKey};
 use crate::{
     Attribution, Baseline, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig,
     DurableTips, Effect, Event, FetchedTip, Held, Input, Intent, IntentSeq, IoFailure, Moment,
-    ObjectState, Origin, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
+    ObjectState, Origin, PendingWrite, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -284,6 +284,14 @@ fn render(intent: &Intent) -> Option<String> {
         ObjectState::Present(v) => Some(v.value().as_str().unwrap_or_default().to_string()),
         ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => None,
     }
+}
+
+/// One write planned by the model shell: the build's answer for it, the files it makes, and
+/// the `Changed-by:` names its commit carries.
+struct PlannedWrite {
+    built: BuiltWrite,
+    files: Files,
+    changed_by: BTreeSet<String>,
 }
 
 /// The error a fault produces.
@@ -583,68 +591,85 @@ impl Shell {
             .retain(|through, _| pending.iter().any(|w| w.through == *through));
         let writes: Vec<_> = pending[from..from + count].to_vec();
         for write in writes {
-            let mut built = BuiltWrite::default();
-            let mut next = files.clone();
-            let mut changed_by = BTreeSet::new();
             let first_base = self
                 .first_bases
                 .entry(write.through)
                 .or_insert_with(|| files.clone())
                 .clone();
-            for (slot, (seq, intent)) in &write.intents {
-                let resolved = self.with_baseline(intent, parent);
-                let intent = &resolved;
-                if let Some(refused) = refusal(slot, *seq, intent) {
-                    built.refused.push(refused);
-                    continue;
-                }
-                let named = changed_by_name(intent);
-                // A sweep, or a bootstrap (as the manifest planner: a folder with no file gets
-                // its bootstrap file). As the git shell: one that changes nothing is unchanged,
-                // judged on a tip that must be confirmed current before it counts (a push made
-                // since may have added a file a sweep removes).
-                let folder_changed = match &intent.state {
-                    ObjectState::Sweep(scope) => Some(sweep(&mut next, &intent.target, scope)),
-                    ObjectState::Bootstrap => Some(bootstrap(&mut next, &intent.target)),
-                    ObjectState::Present(_) | ObjectState::Absent => None,
-                };
-                if let Some(changed) = folder_changed {
-                    if changed {
-                        changed_by.extend(named);
-                    } else if !write.is_screened() {
-                        built.unchanged.push(slot.clone());
-                    }
-                    continue;
-                }
-                let path = path_of(intent);
-                let content = merged(intent, next.get(&path));
-                if self.replay == Replay::FromTextualDiff
-                    && first_base.get(&path) != files.get(&path)
-                {
-                    // The patch does not apply: the foreign commit changed this file too.
-                    continue;
-                }
-                let echo_held = self.echo_held(intent, &path, content.as_ref())
-                    || self.resubmitted_held(*seq, &path, content.as_ref());
-                if !write.is_screened() && (next.get(&path) == content.as_ref() || echo_held) {
-                    built.unchanged.push(slot.clone());
-                    continue;
-                }
-                changed_by.extend(named);
-                match content {
-                    Some(c) => next.insert(path, c),
-                    None => next.remove(&path),
-                };
-            }
-            if next != files {
-                let id = self.write_commit(parent, next.clone(), changed_by);
+            let planned = self.plan_write(&write, parent, &files, &first_base);
+            let mut built = planned.built;
+            if planned.files != files {
+                let id = self.write_commit(parent, planned.files.clone(), planned.changed_by);
                 built.commit = Some(id);
                 parent = Some(id);
-                files = next;
+                files = planned.files;
             }
             chain.writes.push(built);
         }
         Ok(chain)
+    }
+
+    /// Plans `write` on `files` (the tree of `parent`), as the git shell plans a write: what it
+    /// refuses, what it drops as unchanged, the files it makes and who changed them.
+    /// `first_base`: the files the write was first built on (for [`Replay::FromTextualDiff`]).
+    fn plan_write(
+        &self,
+        write: &PendingWrite,
+        parent: Option<CommitId>,
+        files: &Files,
+        first_base: &Files,
+    ) -> PlannedWrite {
+        let mut built = BuiltWrite::default();
+        let mut next = files.clone();
+        let mut changed_by = BTreeSet::new();
+        for (slot, (seq, intent)) in &write.intents {
+            let resolved = self.with_baseline(intent, parent);
+            let intent = &resolved;
+            if let Some(refused) = refusal(slot, *seq, intent) {
+                built.refused.push(refused);
+                continue;
+            }
+            let named = changed_by_name(intent);
+            // A sweep, or a bootstrap (as the manifest planner: a folder with no file gets
+            // its bootstrap file). As the git shell: one that changes nothing is unchanged,
+            // judged on a tip that must be confirmed current before it counts (a push made
+            // since may have added a file a sweep removes).
+            let folder_changed = match &intent.state {
+                ObjectState::Sweep(scope) => Some(sweep(&mut next, &intent.target, scope)),
+                ObjectState::Bootstrap => Some(bootstrap(&mut next, &intent.target)),
+                ObjectState::Present(_) | ObjectState::Absent => None,
+            };
+            if let Some(changed) = folder_changed {
+                if changed {
+                    changed_by.extend(named);
+                } else if !write.is_screened() {
+                    built.unchanged.push(slot.clone());
+                }
+                continue;
+            }
+            let path = path_of(intent);
+            let content = merged(intent, next.get(&path));
+            if self.replay == Replay::FromTextualDiff && first_base.get(&path) != files.get(&path) {
+                // The patch does not apply: the foreign commit changed this file too.
+                continue;
+            }
+            let echo_held = self.echo_held(intent, &path, content.as_ref())
+                || self.resubmitted_held(*seq, &path, content.as_ref());
+            if !write.is_screened() && (next.get(&path) == content.as_ref() || echo_held) {
+                built.unchanged.push(slot.clone());
+                continue;
+            }
+            changed_by.extend(named);
+            match content {
+                Some(c) => next.insert(path, c),
+                None => next.remove(&path),
+            };
+        }
+        PlannedWrite {
+            built,
+            files: next,
+            changed_by,
+        }
     }
 
     /// Writes backflow's commit of `files` on `parent`, naming who changed what in it.

@@ -11,7 +11,7 @@
 //! [`crate::driver`] wraps it.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -962,12 +962,22 @@ impl BranchWorker {
                 tracing::warn!(branch = %self.cfg.branch, %commit, "cannot read the commit the live side last held; its objects are written whole");
                 vec![Held::Nothing; at.len()]
             });
-            let pushed = self.last_push_after(commit)?;
-            let held_pushed = match pushed {
-                Some(pushed) => self.held_at(pushed, &asked)?,
-                None => None,
-            };
-            let mut held_pushed = held_pushed.map(Vec::into_iter);
+            // Only objects that do not read as that commit held them may read as the last push
+            // did (most objects did not change: no second tree read for them).
+            let changed: Vec<usize> = (0..at.len())
+                .filter(|&i| !reads_as(&intents[at[i]], &held[i]))
+                .collect();
+            let mut since_push: BTreeMap<usize, Held> = BTreeMap::new();
+            if let Some(pushed) = self
+                .last_push_after(commit)?
+                .filter(|_| !changed.is_empty())
+            {
+                let asked: Vec<&Intent> =
+                    changed.iter().map(|&i| intents[at[i]].as_ref()).collect();
+                if let Some(held) = self.held_at(pushed, &asked)? {
+                    since_push.extend(changed.into_iter().zip(held));
+                }
+            }
             // A removal stands only where Git removed the document since that commit: on a
             // branch rewritten past it (a force-push, a deleted branch) the live side is
             // published again, so what Git lacks is written back.
@@ -977,9 +987,8 @@ impl BranchWorker {
                     .map_err(IoFailure::new)?,
                 None => false,
             };
-            for (n, held) in at.into_iter().zip(held) {
-                let since_push = held_pushed.as_mut().and_then(Iterator::next);
-                let held = match since_push {
+            for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
+                let held = match since_push.remove(&i) {
                     Some(p) if reads_as(&intents[n], &p) => p,
                     _ => held,
                 };
