@@ -21,12 +21,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use backflow_api::config::InventoryEntry;
 use backflow_api::config::NativeClaim;
 use backflow_api::{AppliedBy, GroupResource, ObjectKey};
+use backflow_board::{ApplyWindows, Pruned};
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
 use backflow_manifest::{
     DeclarationProblem, DeclaredObject, Identity, declared_objects, object_path, sops_object_path,
 };
-use backflow_mirror::{ApplyWindows, Pruned};
 
 use crate::guard::{CONFIRM_PRUNE, Protection, PruneGuard, PruneHold, confirms, protection};
 use crate::live_reads::{LIST_FROM, LiveReads, Wanted};

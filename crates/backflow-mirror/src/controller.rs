@@ -23,7 +23,6 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::board::{Board, BranchKey, StreamState};
 use crate::discovery::served_types;
 use crate::error::MirrorError;
 use crate::metrics::{MirrorMetrics, PlacementLabels};
@@ -36,6 +35,7 @@ use crate::stream::{self, StreamContext};
 use crate::tracker::Tracker;
 use crate::workers::Workers;
 use backflow_api::config::condition::summary;
+use backflow_board::{Board, BranchKey, StreamState};
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "backflow-mirror";
@@ -1133,7 +1133,7 @@ where
         + Send
         + 'static,
 {
-    tokio::spawn(crate::watch_changes(Api::<K>::all(client), tx))
+    tokio::spawn(backflow_board::watch_changes(Api::<K>::all(client), tx))
 }
 
 /// The `GitBranch` name for a provider's branch: `{provider}-{branch}`, made a DNS subdomain.

@@ -13,8 +13,6 @@
 //! - `tracker.rs`: which commit holds which write (`X-Backflow-Wait: pushed`).
 //! - [`defaults`]: the configuration `backflow serve` creates.
 
-mod apply_windows;
-mod board;
 mod controller;
 mod credentials;
 pub mod defaults;
@@ -34,9 +32,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::collections::BTreeSet;
-
-use backflow_api::{Clock, GroupResource, ObjectKey};
+use backflow_api::Clock;
+use backflow_board::{Board, BranchRegistry};
 use backflow_git::GitMetrics;
 use backflow_manifest::KindMap;
 use kube::Client;
@@ -44,8 +41,6 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use apply_windows::{ApplyWindows, Pruned};
-pub use board::{ApplyAsks, RefusedEdit};
 pub use owner::this_backflow;
 pub use tracker::{Tracker, TrackerWaiter};
 
@@ -102,7 +97,7 @@ impl Mirror {
         let git_metrics = GitMetrics::register(&mut registry);
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
-        let board = Arc::new(board::Board::default());
+        let board = Arc::new(Board::default());
         let workers = Arc::new(
             Workers::new(
                 options.data_dir,
@@ -149,11 +144,13 @@ impl Mirror {
 
     /// The branches the mirror's workers write, for push notices.
     #[must_use]
-    pub fn branches(&self) -> MirrorBranches {
-        MirrorBranches {
-            workers: self.workers.clone(),
-            clock: self.clock.clone(),
-        }
+    pub fn branches(&self) -> BranchRegistry {
+        BranchRegistry::new(
+            self.workers.running(),
+            self.workers.board(),
+            self.workers.owner(),
+            self.clock.clone(),
+        )
     }
 
     /// Registers more metrics beside the mirror's, rendered by [`Mirror::metrics_renderer`].
@@ -186,196 +183,5 @@ impl Mirror {
         self.stop.send_replace(true);
         let _ = self.task.await;
         self.workers.shutdown().await;
-    }
-}
-
-/// The branches the mirror's workers write, and how far each target's snapshots are: what a
-/// push webhook can wake, and what an applier's decision is gated on.
-#[derive(Clone)]
-pub struct MirrorBranches {
-    workers: Arc<Workers>,
-    clock: Arc<dyn Clock>,
-}
-
-/// Whether the applier claim a `GitTarget` names can act: its `ApplierClaimReady` condition,
-/// written by the mirror with the rest of the target's status (one writer of the list).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimReadiness {
-    /// Whether the claim can act.
-    pub ready: bool,
-    /// CamelCase reason (`Claimed`, `ClaimNotFound`, `TargetsDisagree`, …).
-    pub reason: String,
-    /// For a person.
-    pub message: String,
-}
-
-/// How far the watch streams of one `GitTarget` are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetSnapshots {
-    /// Every planned stream has published its initial snapshot and follows live changes.
-    Settled,
-    /// Not yet, and why (no stream planned, one replaying, one blocked).
-    Pending(String),
-}
-
-impl std::fmt::Debug for MirrorBranches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MirrorBranches").finish_non_exhaustive()
-    }
-}
-
-impl MirrorBranches {
-    /// This backflow as folders' owner files name it, when it claims folders: an applier
-    /// applies nothing from a folder another backflow holds.
-    #[must_use]
-    pub fn owner(&self) -> Option<backflow_manifest::FolderOwner> {
-        self.workers.owner()
-    }
-
-    /// Every (repository URL as its `GitProvider` names it, branch) a worker writes.
-    #[must_use]
-    pub fn list(&self) -> Vec<(String, String)> {
-        self.workers.branches()
-    }
-
-    /// Reports (or with `None` clears) the `ApplierClaimReady` of `GitTarget` `namespace/name`.
-    pub fn report_claim(&self, namespace: &str, name: &str, readiness: Option<ClaimReadiness>) {
-        self.workers
-            .board()
-            .set_claim(&(namespace.to_string(), name.to_string()), readiness);
-    }
-
-    /// Fields a live edit in `GitTarget` `namespace/name`'s folder kept over a push's value,
-    /// counted, and the last of them (see [`board::TargetActivity::merge_overrides`]).
-    #[must_use]
-    pub fn merge_overrides(&self, namespace: &str, name: &str) -> (u64, Option<String>) {
-        let activity = self
-            .workers
-            .board()
-            .activity(&(namespace.to_string(), name.to_string()));
-        (activity.merge_overrides, activity.last_merge_override)
-    }
-
-    /// The apply windows the watch streams consult.
-    #[must_use]
-    pub fn apply_windows(&self) -> ApplyWindows {
-        self.workers.board().windows.clone()
-    }
-
-    /// Resolves when something an applier claim acts on changed since the last call: a
-    /// stream's state, a branch's tip, a reason to apply, an edit to apply Git over.
-    pub async fn apply_news(&self) {
-        self.workers.board().apply_news().await;
-    }
-
-    /// The worker of (url, branch), if one runs.
-    #[must_use]
-    pub fn worker(&self, url: &str, branch: &str) -> Option<backflow_git::WorkerHandle> {
-        self.workers.get(url, branch)
-    }
-
-    /// The remote tip the mirror last saw for (url, branch) (its own push or a foreign one).
-    #[must_use]
-    pub fn tip(&self, url: &str, branch: &str) -> Option<String> {
-        self.workers
-            .board()
-            .branch(&(url.to_string(), branch.to_string()))
-            .tip
-    }
-
-    /// The reasons the mirror gave `GitTarget` `namespace/name`'s applier so far: objects that
-    /// appeared without an applier's stamp (adopt), applier writes withheld over a newer live
-    /// edit (repair). A counter that grew asks once.
-    #[must_use]
-    pub fn apply_asks(&self, namespace: &str, name: &str) -> ApplyAsks {
-        self.workers
-            .board()
-            .asks(&(namespace.to_string(), name.to_string()))
-    }
-
-    /// Takes the objects of `GitTarget` `namespace/name` (`onRefusal: Reapply`) whose live edit
-    /// was refused: its applier is to apply Git over them.
-    #[must_use]
-    pub fn take_reapply(&self, namespace: &str, name: &str) -> BTreeSet<RefusedEdit> {
-        self.workers
-            .board()
-            .take_reapply(&(namespace.to_string(), name.to_string()))
-    }
-
-    /// The objects of `GitTarget` `namespace/name` whose live write its folder refused and
-    /// that no later write superseded: an apply leaves them as they are (the edit is not in
-    /// Git; it is published once the block clears).
-    #[must_use]
-    pub fn refused_objects(&self, namespace: &str, name: &str) -> BTreeSet<ObjectKey> {
-        self.workers
-            .board()
-            .refused_objects(&(namespace.to_string(), name.to_string()))
-    }
-
-    /// Asks for a fresh resync of `resources` in `GitTarget` `namespace/name`: a reverted
-    /// refused edit clears only with a resync covering it.
-    pub fn resync(&self, namespace: &str, name: &str, resources: BTreeSet<GroupResource>) {
-        self.workers
-            .board()
-            .ask_resync(&(namespace.to_string(), name.to_string()), resources);
-    }
-
-    /// Whether every watch stream of `GitTarget` `namespace/name` has published its snapshot.
-    #[must_use]
-    pub fn target_snapshots(&self, namespace: &str, name: &str) -> TargetSnapshots {
-        let streams = self
-            .workers
-            .board()
-            .streams_of(&(namespace.to_string(), name.to_string()));
-        if streams.is_empty() {
-            return TargetSnapshots::Pending(format!(
-                "GitTarget {namespace}/{name} has no watch stream yet (its rules are not resolved)"
-            ));
-        }
-        for (spec, state) in streams {
-            match state {
-                board::StreamState::Streaming => {}
-                board::StreamState::Replaying => {
-                    return TargetSnapshots::Pending(format!(
-                        "GitTarget {namespace}/{name}: {} is reading its snapshot",
-                        spec.describe()
-                    ));
-                }
-                board::StreamState::Blocked(why) => {
-                    return TargetSnapshots::Pending(format!(
-                        "GitTarget {namespace}/{name}: {} cannot watch: {why}",
-                        spec.describe()
-                    ));
-                }
-            }
-        }
-        TargetSnapshots::Settled
-    }
-
-    /// A push webhook named (url, branch): its `GitBranch` reports it in
-    /// `status.lastPushNoticeAt`, and unless `wake` is false (a redelivery of a push already
-    /// acted on) its worker reads the remote at once.
-    pub fn push_noticed(&self, url: &str, branch: &str, wake: bool) {
-        let at = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
-        self.workers.push_noticed(url, branch, at, wake);
-    }
-}
-
-/// Sends `()` on `tx` for every change a watch of `api` sees (dropped when `tx` is full: a
-/// level-triggered loop needs one tick, not every event), retrying a failed watch every second.
-/// Runs until the watch ends.
-pub async fn watch_changes<K>(api: kube::Api<K>, tx: tokio::sync::mpsc::Sender<()>)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    use futures::StreamExt as _;
-    let mut events =
-        kube::runtime::watcher::watcher(api, kube::runtime::watcher::Config::default()).boxed();
-    while let Some(e) = events.next().await {
-        if e.is_ok() {
-            let _ = tx.try_send(());
-        } else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
     }
 }

@@ -15,31 +15,6 @@ use backflow_manifest::validate_template;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-/// A type the live API serves (its preferred version, or each listed version).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ServedType {
-    /// API group ("" for core).
-    pub group: String,
-    /// Version.
-    pub version: String,
-    /// Plural resource.
-    pub plural: String,
-    /// Kind.
-    pub kind: String,
-    /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
-    /// Whether this is the group's preferred version.
-    pub preferred: bool,
-}
-
-impl ServedType {
-    /// The storage identity.
-    #[must_use]
-    pub fn group_resource(&self) -> GroupResource {
-        GroupResource::new(&self.group, &self.plural)
-    }
-}
-
 /// Types never mirrored by a wildcard: runtime noise, not intent. Naming one explicitly in a rule
 /// still mirrors it.
 pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
@@ -61,34 +36,7 @@ pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
 /// be resolved).
 pub use backflow_manifest::SENSITIVE;
 
-/// A `GitTarget`, by namespace and name.
-pub type TargetRef = (String, String);
-
-/// One watch: a type in one namespace (or all), for one target.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct StreamSpec {
-    /// The target it feeds.
-    pub target: TargetRef,
-    /// The type watched.
-    pub served: ServedType,
-    /// One namespace, or every namespace (and cluster-scoped types) with `None`.
-    pub namespace: Option<String>,
-}
-
-impl StreamSpec {
-    /// `configmaps in team-a`, `apps/deployments in every namespace`, for messages.
-    pub fn describe(&self) -> String {
-        let resource = if self.served.group.is_empty() {
-            self.served.plural.clone()
-        } else {
-            format!("{}/{}", self.served.group, self.served.plural)
-        };
-        match &self.namespace {
-            Some(ns) => format!("{resource} in {ns}"),
-            None => format!("{resource} in every namespace"),
-        }
-    }
-}
+pub use backflow_board::{ServedType, StreamSpec, TargetRef};
 
 /// Where a target's changes go and how.
 #[derive(Debug, Clone, PartialEq, Eq)]

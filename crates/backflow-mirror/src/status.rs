@@ -8,8 +8,8 @@ use backflow_api::config::{
     WatchRuleStatus,
 };
 
-use crate::board::{StreamState, TargetActivity};
 use crate::plan::{Problem, TargetRef};
+use backflow_board::{StreamState, TargetActivity};
 
 /// A `GitProvider`'s status: Ready when its settings parse, it names a URL, its credentials
 /// can be read and its remote answers (`problem`: why not, as the workers found).
@@ -169,7 +169,7 @@ pub(crate) struct TargetSnapshot {
     /// Its `EncryptionConfigured` condition, once encryption was resolved.
     pub encryption: Option<ConditionReport>,
     /// Its `ApplierClaimReady` condition, when it names an applier claim.
-    pub claim: Option<crate::ClaimReadiness>,
+    pub claim: Option<backflow_board::ClaimReadiness>,
 }
 
 /// The status of `t` as `snapshot` shows it at `now`.
@@ -280,7 +280,7 @@ fn refusal_message(activity: &TargetActivity) -> Option<String> {
 /// `ApplierClaimReady` as the claims reported it; removed when the target names no claim.
 fn set_claim_condition(
     conditions: &mut Vec<Condition>,
-    claim: Option<&crate::ClaimReadiness>,
+    claim: Option<&backflow_board::ClaimReadiness>,
     now: &str,
     generation: Option<i64>,
 ) {
@@ -461,7 +461,7 @@ mod tests {
             }),
             activity: TargetActivity {
                 refusals: [(
-                    crate::board::WriteScope::Resync(GroupResource::new("", "configmaps"), None),
+                    backflow_board::WriteScope::Resync(GroupResource::new("", "configmaps"), None),
                     "anchors in live/a.yaml".to_string(),
                 )]
                 .into(),
@@ -490,7 +490,7 @@ mod tests {
             ..TargetSnapshot::default()
         };
         snapshot.activity.refusals.insert(
-            crate::board::WriteScope::Object(backflow_api::ObjectKey::new(
+            backflow_board::WriteScope::Object(backflow_api::ObjectKey::new(
                 GroupResource::new("", "configmaps"),
                 "web",
                 "a",

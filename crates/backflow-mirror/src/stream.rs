@@ -25,13 +25,13 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::apply_windows::Pruned;
-use crate::board::{Board, PushReport, RefusedEdit, StreamState, WriteScope};
 use crate::managers::writes_of;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
+use backflow_board::Pruned;
+use backflow_board::{Board, PushReport, RefusedEdit, StreamState, WriteScope};
 use backflow_decision::{
     Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
 };
@@ -52,7 +52,7 @@ pub struct StreamContext {
     /// The branch worker of the target's branch.
     pub worker: WorkerHandle,
     /// The target's branch (repository URL, branch), for its `GitBranch` status.
-    pub branch: crate::board::BranchKey,
+    pub branch: backflow_board::BranchKey,
     /// Publication tracking for `X-Backflow-Wait`.
     pub tracker: Arc<Tracker>,
     /// Status board.

@@ -13,11 +13,11 @@ use backflow_git::{
 };
 use tokio::sync::{broadcast, mpsc};
 
-use crate::board::{Board, BranchKey};
 use crate::credentials::Access;
 use crate::error::MirrorError;
 use crate::metrics::TargetLabels;
 use backflow_api::ObjectKey;
+use backflow_board::{Board, BranchKey, RunningWorkers};
 use backflow_manifest::{EncryptionMap, FolderOwner, KindMap, PlacementMap, YamlPlanner};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -88,12 +88,6 @@ pub fn worker_config(
     Ok(cfg)
 }
 
-/// A running branch worker and the settings it was last given.
-struct RunningWorker {
-    handle: WorkerHandle,
-    settings: Settings,
-}
-
 /// What a worker is configured with, compared to tell when a provider or its Secret changed.
 /// The jitter seed is left out: it is drawn anew at every reconcile.
 #[derive(PartialEq)]
@@ -135,7 +129,10 @@ pub struct Workers {
     clock: Arc<dyn Clock>,
     metrics: WorkerMetrics,
     kinds: KindMap,
-    running: Mutex<BTreeMap<(String, String), RunningWorker>>,
+    /// The running workers' handles, shared with the appliers through the board's registry.
+    running: Arc<RunningWorkers>,
+    /// The settings each running worker was last given.
+    settings: Mutex<BTreeMap<BranchKey, Settings>>,
     encryption: Mutex<BTreeMap<(String, String), EncryptionMap>>,
     placement: Mutex<BTreeMap<(String, String), PlacementMap>>,
     diverged: mpsc::UnboundedSender<BranchKey>,
@@ -173,7 +170,8 @@ impl Workers {
             clock,
             metrics,
             kinds,
-            running: Mutex::new(BTreeMap::new()),
+            running: Arc::default(),
+            settings: Mutex::new(BTreeMap::new()),
             encryption: Mutex::new(BTreeMap::new()),
             placement: Mutex::new(BTreeMap::new()),
             diverged,
@@ -247,8 +245,9 @@ impl Workers {
         access: Access,
     ) -> Result<WorkerHandle, MirrorError> {
         let key = (provider.spec.url.clone(), branch.to_string());
+        // Held while a worker starts: two reconciles never start one branch twice.
         let mut running = self
-            .running
+            .settings
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cfg = worker_config(provider, branch, rand::random(), self.refresh_interval)?;
@@ -257,14 +256,16 @@ impl Workers {
             ca_file: access.ca_file,
             ..RemoteSpec::new(provider.spec.url.clone())
         };
-        if let Some(worker) = running.get_mut(&key) {
+        if let (Some(last), Some(handle)) =
+            (running.get_mut(&key), self.running.get(&key.0, branch))
+        {
             let settings = Settings::of(&cfg, &remote, access.secret_version);
-            if worker.settings != settings {
+            if *last != settings {
                 tracing::info!(url = %provider.spec.url, branch, "provider settings or credentials changed: the branch worker takes them now");
-                worker.handle.reconfigure(cfg, remote);
-                worker.settings = settings;
+                handle.reconfigure(cfg, remote);
+                *last = settings;
             }
-            return Ok(worker.handle.clone());
+            return Ok(handle);
         }
         let settings = Settings::of(&cfg, &remote, access.secret_version);
         // Data keys and IVs come from this generator: seeded from the OS, never from the
@@ -307,13 +308,8 @@ impl Workers {
             self.board.clone(),
         ));
         tracing::info!(url = %provider.spec.url, branch, "branch worker started");
-        running.insert(
-            key,
-            RunningWorker {
-                handle: handle.clone(),
-                settings,
-            },
-        );
+        self.running.insert(key.clone(), handle.clone());
+        running.insert(key, settings);
         Ok(handle)
     }
 
@@ -326,12 +322,7 @@ impl Workers {
     /// Why the last publication to `url` failed (any of its branches), while it keeps failing.
     #[must_use]
     pub fn remote_problem(&self, url: &str) -> Option<backflow_git::RemoteProblem> {
-        self.running
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .filter(|((u, _), _)| u == url)
-            .find_map(|(_, w)| w.handle.remote_problem())
+        self.running.remote_problem(url)
     }
 
     /// The status board the workers report remote tips on.
@@ -339,46 +330,23 @@ impl Workers {
         self.board.clone()
     }
 
-    /// Every branch a worker runs for.
-    pub fn branches(&self) -> Vec<BranchKey> {
-        self.running
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    /// A push webhook named (url, branch) at `at`: stamp it, and unless `wake` is false (a
-    /// redelivery) tell the worker to read the remote.
-    pub fn push_noticed(&self, url: &str, branch: &str, at: String, wake: bool) {
-        let key: BranchKey = (url.to_string(), branch.to_string());
-        self.board.push_noticed(&key, at);
-        if let Some(worker) = self.get(url, branch).filter(|_| wake) {
-            worker.notify_remote_moved();
-        }
+    /// The running workers' handles, for the board's registry.
+    pub fn running(&self) -> Arc<RunningWorkers> {
+        self.running.clone()
     }
 
     /// The worker of (url, branch), if running.
     pub fn get(&self, url: &str, branch: &str) -> Option<WorkerHandle> {
-        self.running
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(url.to_string(), branch.to_string()))
-            .map(|w| w.handle.clone())
+        self.running.get(url, branch)
     }
 
     /// Flushes and stops every worker.
     pub async fn shutdown(&self) {
-        let handles: Vec<((String, String), WorkerHandle)> = std::mem::take(
-            &mut *self
-                .running
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-        .into_iter()
-        .map(|(key, w)| (key, w.handle))
-        .collect();
+        self.settings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        let handles = self.running.take_all();
         // Together: the grace bounds the whole stop, not each branch in turn.
         let stops = handles.into_iter().map(|((url, branch), h)| async move {
             match h.shutdown().await {

@@ -28,7 +28,7 @@ use crate::pace::{COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
 
-/// How long a window stays open after its apply ended (the mirror's `ApplyWindows::GRACE`).
+/// How long a window stays open after its apply ended (the board's `ApplyWindows::GRACE`).
 const WINDOW_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a stalled applier takes: past the 5 minutes after which the apply decision reports

@@ -27,8 +27,8 @@ use backflow_api::config::{
     ApplierClaimReference, ArgoCDClaim, ClaimStatus, CommitRequest, ConditionStatus, FluxClaim,
     GitProvider, GitTarget, NativeClaim,
 };
+use backflow_board::{BranchRegistry, ClaimReadiness, TargetSnapshots, watch_changes};
 use backflow_decision::{CommitId, Hold, Reason};
-use backflow_mirror::{ClaimReadiness, MirrorBranches, TargetSnapshots, watch_changes};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
@@ -65,7 +65,7 @@ impl Claims {
     /// `mirror` writes. `identities` decrypt SOPS files besides each target's own.
     pub fn start(
         client: Client,
-        mirror: MirrorBranches,
+        registry: BranchRegistry,
         identities: Vec<backflow_sops::Identity>,
         metrics: ApplyMetrics,
         clock: Arc<dyn Clock>,
@@ -73,7 +73,7 @@ impl Claims {
         let (stop, stop_rx) = watch::channel(false);
         let coordinator = Coordinator {
             client,
-            mirror,
+            registry,
             identities,
             metrics,
             clock,
@@ -104,12 +104,12 @@ struct Running {
     gate: Option<Option<Hold>>,
     tip: Option<String>,
     /// Per target, the mirror's asks already turned into reasons.
-    asks: BTreeMap<(String, String), backflow_mirror::ApplyAsks>,
+    asks: BTreeMap<(String, String), backflow_board::ApplyAsks>,
 }
 
 struct Coordinator {
     client: Client,
-    mirror: MirrorBranches,
+    registry: BranchRegistry,
     identities: Vec<backflow_sops::Identity>,
     metrics: ApplyMetrics,
     clock: Arc<dyn Clock>,
@@ -149,7 +149,7 @@ impl Coordinator {
         ];
         let mut config_tick = tokio::time::interval(Duration::from_secs(10));
         // What the claims act on is pushed by the mirror (`apply_news`), not polled.
-        let mirror = self.mirror.clone();
+        let registry = self.registry.clone();
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
@@ -162,7 +162,7 @@ impl Coordinator {
                     self.reconcile().await;
                     self.refresh_gates().await;
                 }
-                () = mirror.apply_news() => self.refresh_gates().await,
+                () = registry.apply_news() => self.refresh_gates().await,
             }
         }
         for t in triggers {
@@ -253,19 +253,19 @@ impl Coordinator {
                 name: r.name.clone(),
             };
             let readiness = claim_readiness(r, &key, claims, plans);
-            self.mirror
+            self.registry
                 .report_claim(&ns, &t.name_any(), Some(readiness));
             reported.insert((ns, t.name_any()));
         }
         for gone in self.claim_reported.difference(&reported) {
-            self.mirror.report_claim(&gone.0, &gone.1, None);
+            self.registry.report_claim(&gone.0, &gone.1, None);
         }
         self.claim_reported = reported;
     }
 
     /// Starts the runner of a claim that can act, or hands it a changed plan.
     async fn act(&mut self, key: ClaimKey, plan: ClaimPlan) {
-        let Some(worker) = self.mirror.worker(&plan.url, &plan.branch) else {
+        let Some(worker) = self.registry.worker(&plan.url, &plan.branch) else {
             // The mirror starts the branch's worker once it serves the targets.
             return;
         };
@@ -297,7 +297,7 @@ impl Coordinator {
             client: self.client.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
-            mirror: self.mirror.clone(),
+            registry: self.registry.clone(),
         };
         let task = Runner::start(key.clone(), plan.clone(), applier, worker, shared, rx);
         self.running.insert(
@@ -321,7 +321,7 @@ impl Coordinator {
         worker: &backflow_git::WorkerHandle,
     ) -> Arc<dyn Applier> {
         let applier = self.held_applier(key, plan, worker).await;
-        match self.mirror.owner() {
+        match self.registry.owner() {
             Some(me) => Arc::new(OwnedFolders::new(
                 applier,
                 worker.clone(),
@@ -410,13 +410,13 @@ impl Coordinator {
             let hold = if running.plan.targets.iter().any(|t| self.saving.contains(t)) {
                 Some(Hold::CommitRequest)
             } else {
-                gate(&self.mirror, &running.plan)
+                gate(&self.registry, &running.plan)
             };
             if running.gate.as_ref() != Some(&hold) {
                 running.gate = Some(hold.clone());
                 let _ = running.commands.send(RunnerCommand::Gate(hold)).await;
             }
-            let tip = self.mirror.tip(&running.plan.url, &running.plan.branch);
+            let tip = self.registry.tip(&running.plan.url, &running.plan.branch);
             if tip.is_some() && tip != running.tip {
                 if let Some(commit) = tip.as_deref().and_then(|t| t.parse::<CommitId>().ok()) {
                     let _ = running
@@ -427,7 +427,7 @@ impl Coordinator {
                 running.tip = tip;
             }
             for (ns, name) in &running.plan.targets {
-                let seen = self.mirror.apply_asks(ns, name);
+                let seen = self.registry.apply_asks(ns, name);
                 let before = running
                     .asks
                     .insert((ns.clone(), name.clone()), seen)
@@ -444,7 +444,7 @@ impl Coordinator {
                         .send(RunnerCommand::Reason(Reason::Repair))
                         .await;
                 }
-                let edits = self.mirror.take_reapply(ns, name);
+                let edits = self.registry.take_reapply(ns, name);
                 if !edits.is_empty() {
                     let target = (ns.clone(), name.clone());
                     let _ = running
@@ -559,13 +559,13 @@ fn saving_targets(requests: &[CommitRequest]) -> BTreeSet<(String, String)> {
 
 /// What holds a claim's applies back now: a suspended claim, or a target whose snapshots are
 /// not all published.
-fn gate(mirror: &MirrorBranches, plan: &ClaimPlan) -> Option<Hold> {
+fn gate(registry: &BranchRegistry, plan: &ClaimPlan) -> Option<Hold> {
     if plan.suspended {
         return Some(Hold::Targets("spec.suspend is true".into()));
     }
     plan.targets
         .iter()
-        .find_map(|(ns, name)| match mirror.target_snapshots(ns, name) {
+        .find_map(|(ns, name)| match registry.target_snapshots(ns, name) {
             TargetSnapshots::Settled => None,
             TargetSnapshots::Pending(why) => Some(Hold::Snapshots(why)),
         })

@@ -11,12 +11,12 @@ use backflow_api::config::{
     ClaimStatus, FirstContact, FirstContactReport, GitProvider, GitTarget, HandBack,
     InventoryEntry, OperationStatus, PruneHeldStatus,
 };
+use backflow_board::{BranchRegistry, RefusedEdit};
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
     Moment, Operation, OperationId, OperationPhase, Reason, Reasons,
 };
 use backflow_git::{BranchNotice, WorkerHandle};
-use backflow_mirror::{MirrorBranches, RefusedEdit};
 use kube::{Api, Client};
 use tokio::sync::{broadcast, mpsc};
 
@@ -71,7 +71,7 @@ pub struct Shared {
     /// Metrics.
     pub metrics: ApplyMetrics,
     /// The mirror: its apply windows, and the resyncs a reapply asks for.
-    pub mirror: MirrorBranches,
+    pub registry: BranchRegistry,
 }
 
 /// A running claim.
@@ -84,7 +84,7 @@ pub struct Runner {
     worker: WorkerHandle,
     clock: Arc<dyn Clock>,
     metrics: ApplyMetrics,
-    mirror: MirrorBranches,
+    registry: BranchRegistry,
     inventory: Vec<InventoryEntry>,
     last_applied: Option<String>,
     /// `status.inStepCommit`: the commit of the last operation that succeeded.
@@ -189,7 +189,7 @@ impl Runner {
             worker,
             clock: shared.clock,
             metrics: shared.metrics,
-            mirror: shared.mirror,
+            registry: shared.registry,
             inventory: Vec::new(),
             last_applied: None,
             in_step: None,
@@ -486,7 +486,7 @@ impl Runner {
             // process that died. The window opens now (or joins the one a stream opened
             // before its first list), so its writes are judged from the start.
             let now = self.clock.now();
-            self.mirror
+            self.registry
                 .apply_windows()
                 .open_restored(&self.plan.targets, now);
             self.flushed_at = Some(now);
@@ -535,7 +535,7 @@ impl Runner {
                 self.flushed_at = Some(now);
                 // The window opens at the flush: an edit decided after its mark is not in
                 // the commit the apply will write.
-                self.mirror.apply_windows().open(&self.plan.targets, now);
+                self.registry.apply_windows().open(&self.plan.targets, now);
                 let (worker, done) = (self.worker.clone(), self.done.clone());
                 tokio::spawn(async move {
                     // A stopped worker answers nothing: the coordinator starts this claim again
@@ -582,7 +582,7 @@ impl Runner {
             // Every ask follows a flush or a restore, which opened the window; should one not,
             // the window opens now.
             let now = self.clock.now();
-            self.mirror
+            self.registry
                 .apply_windows()
                 .open_restored(&self.plan.targets, now);
             now
@@ -608,7 +608,7 @@ impl Runner {
             retry,
             stamp_only: operation.reasons.catch_up_only(),
             follow: restored,
-            prunes: PruneNotice::new(self.mirror.apply_windows(), self.plan.targets.clone()),
+            prunes: PruneNotice::new(self.registry.apply_windows(), self.plan.targets.clone()),
             spare: self.spared_objects(),
         };
         let id = operation.id;
@@ -625,7 +625,7 @@ impl Runner {
 
     /// An apply ended: close its window, keep its inventory and failures, and tell the core.
     fn applied(&mut self, id: OperationId, mut report: ApplyReport) -> ApplyInput {
-        self.mirror
+        self.registry
             .apply_windows()
             .close(&self.plan.targets, self.clock.now());
         self.reapplied(&report);
@@ -786,7 +786,7 @@ impl Runner {
         self.plan
             .targets
             .iter()
-            .flat_map(|(ns, name)| self.mirror.refused_objects(ns, name))
+            .flat_map(|(ns, name)| self.registry.refused_objects(ns, name))
             .filter(|key| !reverted.contains(key))
             .collect()
     }
@@ -798,8 +798,8 @@ impl Runner {
         if let Some(task) = self.publishing.take() {
             task.abort();
         }
-        let (mirror, targets, done) = (
-            self.mirror.clone(),
+        let (registry, targets, done) = (
+            self.registry.clone(),
             self.plan.targets.clone(),
             self.done.clone(),
         );
@@ -808,7 +808,7 @@ impl Runner {
                 tokio::time::sleep(CONFIRM_EVERY).await;
                 let standing: BTreeSet<ObjectKey> = targets
                     .iter()
-                    .flat_map(|(ns, name)| mirror.refused_objects(ns, name))
+                    .flat_map(|(ns, name)| registry.refused_objects(ns, name))
                     .collect();
                 if spared.iter().any(|k| !standing.contains(k)) {
                     let _ = done.send(Done::Retry).await;
@@ -868,7 +868,7 @@ impl Runner {
                 .partition(|e| !succeeded || report.deferred.contains(&e.object));
             if !done.is_empty() {
                 let resources = done.into_iter().map(|e| e.resource).collect();
-                self.mirror.resync(&target.0, &target.1, resources);
+                self.registry.resync(&target.0, &target.1, resources);
             }
             if !again.is_empty() {
                 self.reapply.entry(target).or_default().extend(again);
@@ -987,7 +987,7 @@ impl Runner {
         let mut total = 0;
         let mut last = None;
         for (ns, name) in &self.plan.targets {
-            let (count, shown) = self.mirror.merge_overrides(ns, name);
+            let (count, shown) = self.registry.merge_overrides(ns, name);
             total += count;
             last = shown.or(last);
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use backflow_api::Clock;
 use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
 use backflow_api::config::{ConditionStatus, GitReceiver, GitReceiverStatus};
-use backflow_mirror::watch_changes;
+use backflow_board::watch_changes;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};

@@ -23,7 +23,7 @@ mod signature;
 use std::sync::Arc;
 
 use backflow_api::Clock;
-use backflow_mirror::MirrorBranches;
+use backflow_board::BranchRegistry;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -149,7 +149,7 @@ async fn run_dispatch(
     }
 }
 
-impl PushTargets for MirrorBranches {
+impl PushTargets for BranchRegistry {
     fn branches(&self) -> Vec<WrittenBranch> {
         self.list()
             .into_iter()

@@ -61,3 +61,21 @@ fn the_apply_decision_depends_on_no_git_library_and_no_kubernetes_types() {
 fn the_yaml_planner_depends_on_no_git_library() {
     assert_pure("backflow-manifest", "backflow-manifest", &[]);
 }
+
+/// The two directions meet only on the board: Git → live (`backflow-apply`) does not build on
+/// live → Git (`backflow-mirror`), nor the other way round.
+#[test]
+fn the_directions_meet_only_on_the_board() {
+    for (crate_dir, other) in [
+        ("backflow-apply", "backflow-mirror"),
+        ("backflow-mirror", "backflow-apply"),
+    ] {
+        let manifest = format!("{}/../{crate_dir}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
+        let names = dependencies(&manifest);
+        assert!(names.iter().any(|n| n == "backflow-board"), "{names:?}");
+        assert!(
+            !names.iter().any(|n| n == other),
+            "{crate_dir} must not depend on {other}: {names:?}"
+        );
+    }
+}

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use backflow_api::{GroupResource, ObjectKey};
 use backflow_manifest::Identity;
 
-use crate::plan::{StreamSpec, TargetRef};
+use crate::{ApplyWindows, StreamSpec, TargetRef};
 
 /// Where a watch stream stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +134,18 @@ pub struct RefusedEdit {
     pub resource: GroupResource,
 }
 
+/// Whether the applier claim a `GitTarget` names can act: its `ApplierClaimReady` condition,
+/// written by the mirror with the rest of the target's status (one writer of the list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimReadiness {
+    /// Whether the claim can act.
+    pub ready: bool,
+    /// CamelCase reason (`Claimed`, `ClaimNotFound`, `TargetsDisagree`, …).
+    pub reason: String,
+    /// For a person.
+    pub message: String,
+}
+
 /// A branch: repository URL and branch name.
 pub type BranchKey = (String, String);
 
@@ -153,9 +165,9 @@ pub struct Board {
     /// Signalled when a resync is asked for.
     resync_news: tokio::sync::Notify,
     /// Apply windows, shared with the claims that open and close them.
-    pub windows: crate::ApplyWindows,
+    pub windows: ApplyWindows,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
-    claims: Mutex<BTreeMap<TargetRef, crate::ClaimReadiness>>,
+    claims: Mutex<BTreeMap<TargetRef, ClaimReadiness>>,
     /// Which target each folder of each branch belongs to, as its streams run.
     folders: Mutex<BTreeMap<(BranchKey, String), TargetRef>>,
     /// Signalled when a branch learns something from outside (a foreign tip, a push notice),
@@ -408,7 +420,7 @@ impl Board {
     }
 
     /// Sets (or with `None` clears) what `target`'s `ApplierClaimReady` says.
-    pub fn set_claim(&self, target: &TargetRef, readiness: Option<crate::ClaimReadiness>) {
+    pub fn set_claim(&self, target: &TargetRef, readiness: Option<ClaimReadiness>) {
         let mut claims = self
             .claims
             .lock()
@@ -424,7 +436,7 @@ impl Board {
     }
 
     /// What `target`'s `ApplierClaimReady` says, if it names a claim.
-    pub fn claim(&self, target: &TargetRef) -> Option<crate::ClaimReadiness> {
+    pub fn claim(&self, target: &TargetRef) -> Option<ClaimReadiness> {
         self.claims
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

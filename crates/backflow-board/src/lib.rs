@@ -1,0 +1,28 @@
+//! What the two directions share while they run, so neither depends on the other: the mirror
+//! (Live → Git) writes it, the appliers (Git → live) and the push receiver read it and are
+//! woken by it.
+//!
+//! - `board.rs`: the status board — each stream's state, each target's and branch's
+//!   activity, the reasons given to appliers, refused edits, claims' readiness — with the
+//!   notifications that wake its readers (no polling).
+//! - `apply_windows.rs`: each coordinated target's apply windows, opened and closed by its
+//!   claim, consulted by its watch streams.
+//! - `registry.rs`: the running branch workers by (repository, branch), and
+//!   [`BranchRegistry`], what an applier claim or a push webhook reads and tells.
+//! - `streams.rs`: what a watch stream is ([`StreamSpec`]).
+//! - `changes.rs`: [`watch_changes`], a watch that only wakes a level-triggered loop.
+
+mod apply_windows;
+mod board;
+mod changes;
+mod registry;
+mod streams;
+
+pub use apply_windows::{ApplyWindows, Pruned};
+pub use board::{
+    ApplyAsks, Board, BranchActivity, BranchKey, ClaimReadiness, PushReport, RefusedEdit,
+    StreamState, TargetActivity, WriteScope,
+};
+pub use changes::watch_changes;
+pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
+pub use streams::{ServedType, StreamSpec, TargetRef};
