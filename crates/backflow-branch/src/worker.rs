@@ -178,14 +178,22 @@ pub struct WorkerStats {
 struct Chain {
     base: Tip,
     built: usize,
-    head: Option<CommitId>,
-    /// The first commit built on `base`: every other one descends from it, so a tip holding
-    /// any of them holds this one.
-    first: Option<CommitId>,
+    /// The commits built, oldest first, each descending from the one before: a tip holding
+    /// one holds every one before it.
+    commits: Vec<ChainCommit>,
     through: IntentSeq,
     /// Whether some intent was judged unchanged against `base` while `base` was not read since
     /// that intent was decided: the judgement holds only once `base` is confirmed current.
     provisional: bool,
+}
+
+/// One commit of a [`Chain`]: what the chain's first `built` pending writes make, up to the
+/// writes' last intent `through`.
+#[derive(Debug, Clone, Copy)]
+struct ChainCommit {
+    id: CommitId,
+    built: usize,
+    through: IntentSeq,
 }
 
 impl Chain {
@@ -193,11 +201,24 @@ impl Chain {
         Self {
             base,
             built: 0,
-            head: None,
-            first: None,
+            commits: Vec::new(),
             through,
             provisional: false,
         }
+    }
+
+    /// The newest commit built: what a push sends.
+    fn head(&self) -> Option<CommitId> {
+        self.commits.last().map(|c| c.id)
+    }
+
+    /// The newest commit built that `tip` holds, by what a fetch found it contains.
+    fn newest_held(&self, contains: &BTreeSet<CommitId>) -> Option<ChainCommit> {
+        self.commits
+            .iter()
+            .rev()
+            .find(|c| contains.contains(&c.id))
+            .copied()
     }
 }
 
@@ -643,10 +664,7 @@ impl BranchCore {
     }
 
     fn checks(&self) -> BTreeSet<CommitId> {
-        self.chain
-            .first
-            .into_iter()
-            .chain(self.chain.head)
+        (self.chain.commits.iter().map(|c| c.id))
             .chain(self.durable.pushed)
             .chain(self.durable.sending)
             .collect()
@@ -679,14 +697,14 @@ impl BranchCore {
             attempt,
         };
         out.push(Effect::Build {
-            parent: self.chain.head.or(self.remote_tip.commit()),
+            parent: self.chain.head().or(self.remote_tip.commit()),
             from,
             count,
         });
     }
 
     fn try_push(&mut self, attempt: u32, out: &mut Vec<Effect>) {
-        let Some(head) = self.chain.head else {
+        let Some(head) = self.chain.head() else {
             if self.chain.provisional {
                 // Nothing changes the tree, judged against a tip that may have moved since the
                 // edits: look before calling them published.
@@ -711,6 +729,18 @@ impl BranchCore {
     }
 
     /// The chain (all built writes) is on the remote at `tip`.
+    /// The branch holds the chain up to `held` and lost the commits after it: the writes
+    /// `held` carries are published (a push made on top of them since is somebody's later
+    /// edit, never written over by building them again); the rest are built again on `tip`
+    /// after the owner's resync. Announced with the next publication: the divergence this
+    /// leads to holds the claims first.
+    fn lost_after(&mut self, held: ChainCommit, tip: Tip) {
+        let built = held.built.min(self.pending.len());
+        self.pending.drain(..built);
+        self.published_through = self.published_through.max(held.through);
+        self.chain = Chain::on(tip, self.published_through);
+    }
+
     fn publish_chain(&mut self, tip: Tip, out: &mut Vec<Effect>) {
         let built = self.chain.built.min(self.pending.len());
         self.pending.drain(..built);
@@ -831,7 +861,7 @@ impl BranchCore {
     /// before is somebody's move — its own older commit too (a force-push back to it, after
     /// backflow saw the branch move past it).
     fn landing(&self, id: CommitId) -> bool {
-        self.chain.head == Some(id)
+        self.chain.head() == Some(id)
             || (self.durable.sending == Some(id) && self.durable.pushed != Some(id))
     }
 
@@ -858,20 +888,15 @@ impl BranchCore {
         self.durable.seen = tip.commit();
         // A push whose answer was lost may have landed: if the tip contains the chain, the
         // writes in it are published and must not be replayed (never twice).
-        if let Some(head) = self.chain.head {
+        if let Some(head) = self.chain.head() {
             if fetched.contains.contains(&head) {
                 self.durable.pushed = Some(head);
                 self.publish_chain(tip, out);
-            } else if self
-                .chain
-                .first
-                .is_some_and(|c| fetched.contains.contains(&c))
-            {
+            } else if let Some(held) = self.chain.newest_held(&fetched.contains) {
                 // Part of the chain is on the branch, its head is not: the push landed and the
-                // branch lost backflow's commits since (a force-push back into the chain). Its
-                // writes are built again on the new tip after the owner's resync.
+                // branch lost backflow's commits since (a force-push back into the chain).
                 self.durable.pushed = Some(head);
-                self.chain = Chain::on(tip, self.published_through);
+                self.lost_after(held, tip);
             }
         }
         // A push sent by a process that died before it heard the answer landed.
@@ -950,13 +975,16 @@ impl BranchCore {
                 self.chain.provisional |= !edits.is_empty();
                 pending.refuse(refused.chain(echoes));
             }
-            if let Some(commit) = write.commit {
-                self.chain.head = Some(commit);
-                self.chain.first.get_or_insert(commit);
-                self.stats.commits += 1;
-            }
             self.chain.through = self.chain.through.max(pending.through);
             self.chain.built += 1;
+            if let Some(commit) = write.commit {
+                self.chain.commits.push(ChainCommit {
+                    id: commit,
+                    built: self.chain.built,
+                    through: self.chain.through,
+                });
+                self.stats.commits += 1;
+            }
         }
         if let Some(attempt) = attempt {
             self.try_push(attempt, out);

@@ -960,3 +960,51 @@ fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
         "the first commit's write is not replayed over the later push"
     );
 }
+
+/// As above, and the owner resyncs: the write the first commit carried is on the branch, so it
+/// is published, not built again over the push made on top of it since; only the lost head's
+/// write is (before, the whole chain was built again after the resync and the first commit's
+/// write went over the push — a person's later edit in Git lost; found by the simulator).
+#[test]
+fn after_a_force_push_into_a_chain_only_the_lost_commits_are_built_again() {
+    let mut s = Shell::new(zero_window());
+    s.deferred_io = true;
+    s.step(Input::Resync {
+        target: "apps".into(),
+        intents: vec![put("a", "1")],
+    });
+    s.submit(put("b", "1"));
+    for _ in 0..20 {
+        if matches!(s.in_flight, Some(Effect::Push { .. })) {
+            break;
+        }
+        if !s.answer() {
+            s.tick_at_wake();
+        }
+    }
+    s.faults.lose_answer = 1;
+    assert!(s.answer());
+    let first = s.remote.history()[1];
+    s.remote.force_push(Some(first));
+    s.remote
+        .foreign_push(&file("a"), Some("edited by a person"));
+    while s.answer() {}
+    assert!(diverged(&s.take_events()).is_some(), "a divergence");
+    s.step(Input::Recovered);
+    for _ in 0..40 {
+        if !s.answer() {
+            s.tick_at_wake();
+        }
+    }
+    let files = s.remote.tip_files();
+    assert_eq!(
+        files.get(&file("a")).map(String::as_str),
+        Some("edited by a person"),
+        "the published write is not built again over the later push"
+    );
+    assert_eq!(
+        files.get(&file("b")).map(String::as_str),
+        Some("1"),
+        "the lost head's write is built again"
+    );
+}
