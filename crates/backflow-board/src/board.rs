@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use backflow_api::{GroupResource, ObjectKey};
 use backflow_manifest::Identity;
 
-use crate::{ApplyWindows, StreamSpec, TargetRef};
+use crate::{ApplyWindows, CatchUps, StreamSpec, TargetRef};
 
 /// Where a watch stream stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +166,8 @@ pub struct Board {
     resync_news: tokio::sync::Notify,
     /// Apply windows, shared with the claims that open and close them.
     pub windows: ApplyWindows,
+    /// Where each running stream takes its catch-ups.
+    pub catch_ups: CatchUps,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
     claims: Mutex<BTreeMap<TargetRef, ClaimReadiness>>,
     /// Which target each folder of each branch belongs to, as its streams run.
@@ -195,6 +197,7 @@ impl Board {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(spec);
+        self.catch_ups.forget(spec);
         self.apply_news.notify_one();
     }
 

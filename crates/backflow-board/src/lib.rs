@@ -10,10 +10,13 @@
 //! - `registry.rs`: the running branch workers by (repository, branch), and
 //!   [`BranchRegistry`], what an applier claim or a push webhook reads and tells.
 //! - `streams.rs`: what a watch stream is ([`StreamSpec`]).
+//! - `catch_up.rs`: [`CatchUps`], each stream asked to decide what its scope holds now (before
+//!   an apply's flush, before a `CommitRequest`).
 //! - `changes.rs`: [`watch_changes`], a watch that only wakes a level-triggered loop.
 
 mod apply_windows;
 mod board;
+mod catch_up;
 mod changes;
 mod registry;
 mod streams;
@@ -23,6 +26,7 @@ pub use board::{
     ApplyAsks, Board, BranchActivity, BranchKey, ClaimReadiness, PushReport, RefusedEdit,
     StreamState, TargetActivity, WriteScope,
 };
+pub use catch_up::{Barrier, CatchUps, CaughtUp};
 pub use changes::watch_changes;
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
 pub use streams::{ServedType, StreamSpec, TargetRef};

@@ -3,13 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use backflow_api::{Clock, GroupResource, ObjectKey};
 use backflow_git::{RemoteProblem, WorkerHandle};
 use backflow_manifest::FolderOwner;
 
 use crate::board::{ApplyAsks, Board, BranchKey, ClaimReadiness, RefusedEdit, StreamState};
-use crate::{ApplyWindows, TargetRef};
+use crate::{ApplyWindows, CaughtUp, TargetRef};
 
 /// Every running branch worker's handle, by branch: the mirror starts and stops them, the
 /// appliers and the push receiver find them here.
@@ -135,6 +136,12 @@ impl BranchRegistry {
     #[must_use]
     pub fn apply_windows(&self) -> ApplyWindows {
         self.board.windows.clone()
+    }
+
+    /// Asks every watch stream of `targets` to decide what its scope holds now (see
+    /// [`crate::CatchUps`]) and waits, each for at most `limit`.
+    pub async fn catch_up(&self, targets: &[TargetRef], limit: Duration) -> CaughtUp {
+        self.board.catch_ups.of(targets, limit).await
     }
 
     /// Resolves when something an applier claim acts on changed since the last call: a

@@ -172,9 +172,6 @@ pub struct ApplierCore {
     /// The newest tip seen (published or foreign).
     tip: Option<CommitId>,
     last_applied: Option<CommitId>,
-    /// No operation was ever recorded for this claim and none succeeded since: the live side
-    /// has never been given the branch (first contact).
-    first_contact: bool,
     failures: u32,
     next_id: u64,
 }
@@ -192,7 +189,6 @@ impl ApplierCore {
             changed_while_flushing: false,
             tip: None,
             last_applied: None,
-            first_contact: false,
             failures: 0,
             next_id: 1,
         }
@@ -234,8 +230,6 @@ impl ApplierCore {
                 if let Some(last) = last_operation {
                     self.next_id = self.next_id.max(last.0 + 1);
                 }
-                self.first_contact =
-                    last_applied.is_none() && last_operation.is_none() && in_flight.is_none();
                 self.restore(last_applied, in_flight, now);
             }
             ApplyInput::Gate(hold) => {
@@ -393,13 +387,13 @@ impl ApplierCore {
 
     /// Whether the branch at `tip` holds commits the live side was never given: commits after
     /// the last applied one (pushed while backflow was down, or while an apply was cut short),
-    /// or, at first contact, the branch whole. A converge then applies them as a foreign commit
-    /// would (creating what the live side lacks), rather than only stamping what is live.
+    /// or, when no operation ever brought Git's changes to the live side (first contact, or
+    /// only stamps and applies that left objects to newer edits), the branch whole. A converge
+    /// then applies them as a foreign commit would (creating what the live side lacks), rather
+    /// than only stamping what is live: the snapshot published before it already carries what
+    /// changed live, so only Git's own changes remain to apply.
     fn git_moved_past_live(&self, tip: CommitId) -> bool {
-        match self.last_applied {
-            Some(applied) => applied != tip,
-            None => self.first_contact,
-        }
+        self.last_applied != Some(tip)
     }
 
     fn progress(
@@ -431,7 +425,6 @@ impl ApplierCore {
                     // An operation that only stamped brought none of Git's changes to the
                     // live side (as the claim's status records it).
                     self.last_applied = Some(operation.commit);
-                    self.first_contact = false;
                 }
                 self.failures = 0;
                 self.phase = ApplyPhase::Idle;

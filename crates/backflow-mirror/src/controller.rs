@@ -20,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::discovery::served_types;
@@ -43,7 +43,6 @@ pub const FIELD_MANAGER: &str = "backflow-mirror";
 /// A running stream and where it writes (a change restarts it).
 struct Running {
     placement: StreamPlacement,
-    barriers: mpsc::Sender<stream::Barrier>,
     task: JoinHandle<()>,
 }
 
@@ -518,10 +517,10 @@ impl Controller {
         };
         self.board.set_stream(s, StreamState::Replaying);
         let (barriers, barrier_rx) = mpsc::channel(8);
+        self.board.catch_ups.register(s, barriers);
         let task = tokio::spawn(stream::run(ctx, barrier_rx, countdown));
         Some(Running {
             placement: placement.clone(),
-            barriers,
             task,
         })
     }
@@ -998,21 +997,12 @@ impl Controller {
                 .message
                 .clone()
                 .unwrap_or_else(|| format!("Save requested by CommitRequest {ns}/{name}"));
-            let barriers: Vec<mpsc::Sender<stream::Barrier>> = self
-                .running
-                .iter()
-                .filter(|(s, _)| s.target == tref)
-                .map(|(_, r)| r.barriers.clone())
-                .collect();
+            let board = self.board.clone();
             tokio::spawn(async move {
                 // Every change stored before the request must be decided before the window closes,
                 // even if its watch event is still on its way.
-                for b in barriers {
-                    let (done, wait) = oneshot::channel();
-                    if b.send(done).await.is_ok() {
-                        let _ = tokio::time::timeout(Duration::from_secs(60), wait).await;
-                    }
-                }
+                let targets = [tref.clone()];
+                board.catch_ups.of(&targets, Duration::from_secs(60)).await;
                 let outcome = match (target, worker) {
                     (Some(t), Some(w)) => match w.commit_request(message).await {
                         Ok(Some(tip)) => CommitOutcome::Committed {

@@ -57,6 +57,9 @@ pub struct MirrorMetrics {
     pub ownership_conflicts: Family<TargetLabels, Counter>,
     /// Live edits laid onto a push that changed the same field: the live value was kept.
     pub merge_overrides: Family<TargetLabels, Counter>,
+    /// Catch-ups: a stream listed its scope to decide what its watch had not delivered yet
+    /// (before an apply's flush, before a `CommitRequest`).
+    pub catch_ups: Family<TargetLabels, Counter>,
 }
 
 /// Labels of an applier's write seen by a watch.
@@ -96,6 +99,11 @@ impl MirrorMetrics {
             "in_flight",
             "Submitted writes not yet published",
             m.in_flight.clone(),
+        );
+        r.register(
+            "catch_ups",
+            "Catch-ups: lists of a stream's scope deciding what its watch had not delivered yet, before an apply's flush or a CommitRequest",
+            m.catch_ups.clone(),
         );
         r.register(
             "merge_overrides",

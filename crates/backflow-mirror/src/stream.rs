@@ -23,7 +23,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::managers::writes_of;
 use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
@@ -31,7 +31,7 @@ use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
 use backflow_board::Pruned;
-use backflow_board::{Board, PushReport, RefusedEdit, StreamState, WriteScope};
+use backflow_board::{Barrier, Board, PushReport, RefusedEdit, StreamState, WriteScope};
 use backflow_decision::{
     Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
 };
@@ -366,9 +366,6 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// A request to catch up: every change stored before it is submitted when it is answered.
-pub type Barrier = oneshot::Sender<()>;
-
 /// The streams of one target started together, counting down their first snapshots: when the
 /// last is handed in, the branch worker is told, so the target's resync goes out at once
 /// instead of after the silence that gathers a target's snapshots into one commit. A stream
@@ -528,6 +525,12 @@ async fn catch_up(
     gr: &GroupResource,
     memory: &mut Memory,
 ) {
+    ctx.metrics
+        .catch_ups
+        .get_or_create(&TargetLabels {
+            target: ctx.target_label(),
+        })
+        .inc();
     let objects = match api.list(&kube::api::ListParams::default()).await {
         Ok(list) => list.items,
         Err(e) => {

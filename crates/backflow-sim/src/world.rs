@@ -150,6 +150,9 @@ pub struct World {
     schedule: Schedule,
     /// The cooldown hold last written to the trace.
     cooling_logged: Option<Held>,
+    /// How deep the world is in steps inside which nothing is pumped (the streams catching up
+    /// inside a flush): what they set off is pumped once the outer step is done.
+    pump_held: u32,
 }
 
 impl World {
@@ -203,6 +206,7 @@ impl World {
             operations: OperationLog::default(),
             pace: Pace::default(),
             cooling_logged: None,
+            pump_held: 0,
             schedule: Schedule::Drawn,
         };
         if variant == Variant::HeldApplier {
@@ -841,6 +845,9 @@ impl World {
     /// Hands the branch worker's events to the expectations and the apply decision, and runs
     /// the decision's effects until nothing is left to do.
     pub(crate) fn pump(&mut self) {
+        if self.pump_held > 0 {
+            return;
+        }
         loop {
             for event in self.branch.take_events() {
                 self.branch_event(event);
@@ -958,6 +965,12 @@ impl World {
 
     /// Closes the window and publishes everything decided so far, then answers with the tip.
     fn flush(&mut self) {
+        // As the claim's runner: the streams catch up first, then the window opens, then the
+        // mark is taken. What the catch-up decides is before the mark (in the commit), so it
+        // is judged before this apply's window is open, against the earlier ones alone.
+        if !self.listing {
+            self.catch_up();
+        }
         self.flushed_at = self.branch.now;
         self.windows.open(self.flushed_at.0.as_nanos());
         self.ledger.flushed();
@@ -972,6 +985,23 @@ impl World {
         self.pace.flushed(self.flush_mark, self.flushed_at);
         self.log(format!("flush through intent {}", self.flush_mark.0));
         self.flushes.flush(self.flush_mark, ());
+    }
+
+    /// As the claim's runner before a flush: every stream lists its scope and decides what its
+    /// watch has not delivered yet (the events, when they come, find nothing to do).
+    fn catch_up(&mut self) {
+        if !self.watch.is_empty() {
+            self.log(format!(
+                "the streams catch up: {} events on their way are decided",
+                self.watch.len()
+            ));
+        }
+        // Decided inside the flush's step: what they set off is pumped once the flush is done.
+        self.pump_held += 1;
+        while !self.watch.is_empty() {
+            self.deliver();
+        }
+        self.pump_held -= 1;
     }
 
     /// Runs until nothing is in flight anywhere: every event delivered, every apply finished,

@@ -37,9 +37,11 @@ fn an_apply_without_a_flush_is_caught() {
     eprintln!("caught at seed {}: {}", failure.seed, failure.violation);
 }
 
+/// Since the flush before an apply waits for the streams to catch up (session 26), fewer
+/// schedules show mirroring the apply's writes (the first at seed 1005).
 #[test]
 fn mirroring_the_apply_is_caught() {
-    let failure = first_failure(Variant::MirrorTheApply, 500)
+    let failure = first_failure(Variant::MirrorTheApply, 2000)
         .expect("mirroring the apply's own writes must break an invariant");
     eprintln!("caught at seed {}: {}", failure.seed, failure.violation);
 }

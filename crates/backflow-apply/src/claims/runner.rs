@@ -34,6 +34,10 @@ const HOLD_EVERY: Duration = Duration::from_secs(10);
 /// How often a held prune's confirmation is looked for on the claim.
 const CONFIRM_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a flush waits for each watch stream of the claim's targets to catch up (a list of
+/// its scope): a stream that does not answer by then is not waited for.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
+
 /// What the coordinator tells a runner.
 pub enum RunnerCommand {
     /// What holds applies back now.
@@ -537,7 +541,16 @@ impl Runner {
                 // the commit the apply will write.
                 self.registry.apply_windows().open(&self.plan.targets, now);
                 let (worker, done) = (self.worker.clone(), self.done.clone());
+                let (registry, targets) = (self.registry.clone(), self.plan.targets.clone());
+                let claim = self.claim_name();
                 tokio::spawn(async move {
+                    // Every edit stored before the flush is decided before its mark, even one
+                    // whose watch event is still on its way: the apply never writes over an
+                    // edit only that event remembers.
+                    let caught = registry.catch_up(&targets, CATCH_UP_LIMIT).await;
+                    if caught.unanswered > 0 {
+                        tracing::warn!(%claim, streams = caught.unanswered, "a watch stream did not catch up before the flush; an edit whose event is still on its way may be applied over and is repaired once its event arrives");
+                    }
                     // A stopped worker answers nothing: the coordinator starts this claim again
                     // with the worker that replaces it.
                     if let Ok(tip) = worker.flush().await {

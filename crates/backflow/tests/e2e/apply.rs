@@ -299,6 +299,34 @@ spec: {targetRef: {name: orphan}, rules: [{apiGroups: [""], resources: [configma
     assert_eq!(missing.state(), ("False", "ClaimNotFound"), "{missing:?}");
 }
 
+/// Before each apply's flush, every watch stream of the claim's targets lists its scope and
+/// decides what its watch has not delivered yet: the applier never writes over an edit that
+/// only a watch event still on its way remembers (were the process to die before that event
+/// arrived, the edit would be lost; found by the simulator).
+#[test]
+fn every_apply_flushes_after_the_claims_streams_caught_up() {
+    let w = World::start(&[]);
+    w.apply(&configmap("default", "demo", &[("greeting", "hello")]));
+    wait_acting(&w);
+    let path = "live/default/configmaps/demo.yaml";
+    w.wait_file(path, |t| t.contains("hello"));
+    let catch_ups = |w: &World| metric_sum(&w.metrics(), "backflow_mirror_catch_ups_total", &[]);
+    let before = catch_ups(&w);
+    assert!(before >= 1.0, "the first apply's flush caught up: {before}");
+    let clone = w.clone_origin("bob");
+    let file = clone.join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("hello", "from-git")).unwrap();
+    let bob = w.commit_all_and_push(&clone, "bob edits demo");
+    wait_applied(&w, &bob);
+    wait_value(&w, "demo", "greeting", "from-git");
+    assert!(
+        catch_ups(&w) > before,
+        "the push's apply caught up too: {} after {before}",
+        catch_ups(&w)
+    );
+}
+
 #[test]
 fn a_pending_edit_and_a_foreign_push_land_together_and_only_the_push_is_applied() {
     let w = World::start(&["--commit-window", "4s"]);
