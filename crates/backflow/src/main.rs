@@ -15,7 +15,11 @@ use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{RunningServer, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
+mod flags;
+mod output;
 mod receiver;
+
+use flags::{parse_bind_address, parse_bytes, parse_first_contact, parse_interval, parse_window};
 
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
 #[derive(Debug, Parser)]
@@ -23,6 +27,10 @@ mod receiver;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written to stderr: `text` (coloured only on a terminal) or `json`
+    /// (one object per line, for a log collector).
+    #[arg(long, global = true, default_value = "text", env = "BACKFLOW_LOG_FORMAT", value_parser = output::parse_log_format)]
+    log_format: output::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,14 +80,6 @@ struct SyncArgs {
     shutdown_grace: Duration,
 }
 
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if d.is_zero() => Err("must be more than 0s".into()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(format!("{s:?} is not a duration like 10m or 30s: {e}")),
-    }
-}
-
 #[allow(
     clippy::struct_excessive_bools,
     reason = "independent command-line switches, as the flags read"
@@ -92,7 +92,7 @@ struct ServeArgs {
     data_dir: PathBuf,
     /// Address to listen on. Any non-loopback address turns on TLS (a certificate is generated
     /// into the data dir unless --tls-cert-file is given) and bearer-token authentication.
-    #[arg(long, default_value = "127.0.0.1:6443", env = "BACKFLOW_LISTEN")]
+    #[arg(long, default_value = "127.0.0.1:6443", env = "BACKFLOW_LISTEN", value_parser = parse_bind_address)]
     listen: SocketAddr,
     /// File holding the bearer token clients must send. Required of clients whenever given (and
     /// then TLS is on: kubectl sends tokens only over TLS); on a non-loopback address without
@@ -150,7 +150,8 @@ struct ServeArgs {
     #[arg(
         long,
         default_value = "127.0.0.1:9292",
-        env = "BACKFLOW_RECEIVER_BIND_ADDRESS"
+        env = "BACKFLOW_RECEIVER_BIND_ADDRESS",
+        value_parser = parse_bind_address
     )]
     receiver_bind_address: SocketAddr,
     /// Run no push receiver: foreign pushes are seen at the periodic refresh or at the next
@@ -170,20 +171,6 @@ struct ServeArgs {
     first_contact: FirstContact,
     #[command(flatten)]
     sync: SyncArgs,
-}
-
-fn parse_first_contact(s: &str) -> Result<FirstContact, String> {
-    match s {
-        "live-wins" => Ok(FirstContact::LiveWins),
-        "git-wins" => Ok(FirstContact::GitWins),
-        other => Err(format!("{other:?}: expected live-wins or git-wins")),
-    }
-}
-
-fn parse_window(s: &str) -> Result<String, String> {
-    humantime::parse_duration(s)
-        .map(|_| s.to_string())
-        .map_err(|e| format!("{s:?} is not a duration like 1s or 500ms: {e}"))
 }
 
 #[derive(Debug, Args)]
@@ -212,7 +199,7 @@ struct OperatorArgs {
     /// Address of the push receiver (`GitReceiver` webhooks), e.g. :9292; off unless given.
     /// Plain HTTP unless --receiver-tls-cert-file is given: expose it through an Ingress that
     /// terminates TLS (deliveries are authenticated by their signatures either way).
-    #[arg(long, env = "BACKFLOW_RECEIVER_BIND_ADDRESS")]
+    #[arg(long, env = "BACKFLOW_RECEIVER_BIND_ADDRESS", value_parser = parse_bind_address)]
     receiver_bind_address: Option<SocketAddr>,
     /// Certificate chain (PEM) the receiver presents; needs --receiver-tls-private-key-file.
     #[arg(long, requires = "receiver_tls_private_key_file")]
@@ -222,15 +209,6 @@ struct OperatorArgs {
     receiver_tls_private_key_file: Option<PathBuf>,
     #[command(flatten)]
     sync: SyncArgs,
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BACKFLOW_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 async fn wait_for_signal() {
@@ -638,8 +616,11 @@ fn operator_receiver_tls(
     }
 }
 
-fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    init_logging();
+fn run(
+    log_format: output::LogFormat,
+    future: impl std::future::Future<Output = Result<(), String>>,
+) -> ExitCode {
+    output::init_logging(log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -657,30 +638,6 @@ fn run(future: impl std::future::Future<Output = Result<(), String>>) -> ExitCod
             ExitCode::from(1)
         }
     }
-}
-
-/// A size: bytes, or a number with `Ki`, `Mi` or `Gi`.
-fn parse_bytes(text: &str) -> Result<usize, String> {
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, ""),
-    };
-    let factor: usize = match unit {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?}: use bytes, Ki, Mi or Gi (like 128Mi)"
-            ));
-        }
-    };
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(factor))
-        .ok_or_else(|| format!("{text:?} is not a size like 128Mi"))
 }
 
 /// The server's kubeconfig, or one for `--user` with a client certificate issued now.
@@ -723,10 +680,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Kubeconfig(args) => match kubeconfig(&args) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
+            Ok(text) => output::print_out(&text),
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(1)
@@ -735,35 +689,18 @@ fn main() -> ExitCode {
         Command::Crds => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": backflow_api::config::crds()});
             match serde_json::to_string_pretty(&list) {
-                Ok(s) => {
-                    println!("{s}");
-                    ExitCode::SUCCESS
-                }
+                Ok(s) => output::print_out(&format!("{s}\n")),
                 Err(e) => {
                     eprintln!("error: cannot render the CRDs: {e}");
                     ExitCode::from(1)
                 }
             }
         }
-        Command::Operator(args) => run(run_operator(args)),
+        Command::Operator(args) => run(cli.log_format, run_operator(args)),
         Command::PushNotice(args) => {
             receiver::push_notice(&args.url, &args.token_file, &args.repository);
             ExitCode::SUCCESS
         }
-        Command::Serve(args) => run(run_serve(*args)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn sizes_read_as_kubernetes_writes_them() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("128Mi"), Ok(128 << 20));
-        assert_eq!(parse_bytes("2Gi"), Ok(2 << 30));
-        assert!(parse_bytes("12MB").is_err());
-        assert!(parse_bytes("Mi").is_err());
+        Command::Serve(args) => run(cli.log_format, run_serve(*args)),
     }
 }

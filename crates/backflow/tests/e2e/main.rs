@@ -6,7 +6,7 @@
 //! and the scenarios every applier passes (`drivers`), clients people use (`clients`), and
 //! commits authored by the users who made the changes (`authorship`), and what Git holds that
 //! the live side lacks when backflow starts (`restart`), and what a push may not do
-//! (`push_guard`).
+//! (`push_guard`), and what the command writes for people and programs (`cli`).
 
 #![allow(
     clippy::unwrap_used,
@@ -17,6 +17,7 @@ mod apply;
 mod argo;
 mod authorship;
 mod both_sides;
+mod cli;
 mod clients;
 mod common;
 mod drivers;
