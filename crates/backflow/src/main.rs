@@ -16,6 +16,8 @@ use backflow_server::{RunningServer, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
 mod flags;
+mod health;
+mod operator;
 mod output;
 mod receiver;
 
@@ -44,7 +46,7 @@ enum Command {
     Kubeconfig(KubeconfigArgs),
     /// Run the mirror against another Kubernetes API (a real cluster): installs the backflow.dev
     /// CRDs there if missing, then mirrors what its `GitTargets` and `WatchRules` select.
-    Operator(OperatorArgs),
+    Operator(Box<OperatorArgs>),
     /// Print the `CustomResourceDefinitions` of the configuration kinds as one JSON List, for
     /// `kubectl apply -f -`.
     Crds,
@@ -207,6 +209,31 @@ struct OperatorArgs {
     /// Private key (PEM) of --receiver-tls-cert-file.
     #[arg(long, requires = "receiver_tls_cert_file")]
     receiver_tls_private_key_file: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz on this address (`:8080` in a cluster, where the
+    /// kubelet probes the pod); off unless given.
+    #[arg(long, env = "BACKFLOW_METRICS_BIND_ADDRESS", value_parser = parse_bind_address)]
+    metrics_bind_address: Option<SocketAddr>,
+    /// Act only while holding the Lease --leader-election-namespace/--leader-election-id, so
+    /// replicas take turns: one acts, the others stand by (ready) and take over once it stops
+    /// or its Lease expires. `false`: act at once, as the only replica.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "BACKFLOW_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Namespace of the leader election's Lease (created if missing).
+    #[arg(long, default_value = "backflow-system")]
+    leader_election_namespace: String,
+    /// Name of the leader election's Lease.
+    #[arg(long, default_value = "backflow-operator")]
+    leader_election_id: String,
+    /// How long a replica that stopped renewing keeps the Lease.
+    #[arg(long, default_value = "15s", value_parser = parse_interval)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps acting without renewing the Lease (less than the lease
+    /// duration).
+    #[arg(long, default_value = "10s", value_parser = parse_interval)]
+    leader_elect_renew_deadline: Duration,
+    /// How often a standby tries for the Lease and the leader renews it.
+    #[arg(long, default_value = "2s", value_parser = parse_interval)]
+    leader_elect_retry_period: Duration,
     #[command(flatten)]
     sync: SyncArgs,
 }
@@ -515,68 +542,6 @@ fn print_banner(
     );
 }
 
-async fn run_operator(args: OperatorArgs) -> Result<(), String> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
-        .map_err(|e| format!("cannot read kubeconfig {}: {e}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| {
-        format!(
-            "kubeconfig {} is not usable: {e}",
-            args.kubeconfig.display()
-        )
-    })?;
-    let client =
-        kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-    backflow_mirror::defaults::install_crds(&client)
-        .await
-        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
-    let owner = backflow_mirror::this_backflow(&client, &args.data_dir)
-        .await
-        .map_err(|e| format!("cannot keep this backflow's instance id: {e}"))?;
-    let options = MirrorOptions {
-        data_dir: args.data_dir.join("git"),
-        refresh_interval: args.sync.git_refresh_interval,
-        identities: Vec::new(),
-        shutdown_grace: args.sync.shutdown_grace,
-        // A real cluster's watch does not say who wrote: commits name field managers.
-        authors: None,
-        owner: Some(owner),
-    };
-    let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
-    // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
-    let claims = start_claims(client.clone(), &mirror, Vec::new());
-    let receiver = match args.receiver_bind_address {
-        Some(addr) => {
-            let tls = operator_receiver_tls(&args)?;
-            if tls.is_none() && !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "the push receiver speaks plain HTTP beyond loopback: terminate TLS in front of it (an Ingress), or give --receiver-tls-cert-file");
-            }
-            Some(receiver::start(client, &mirror, addr, tls.as_ref()).await?)
-        }
-        None => None,
-    };
-    println!(
-        "backflow operator mirroring the API of {}",
-        args.kubeconfig.display()
-    );
-    if let Some(r) = &receiver {
-        println!(
-            "  receiver:   {} (push webhooks: kubectl get gitreceivers -A)",
-            r.base_url()
-        );
-    }
-    wait_for_signal().await;
-    if let Some(r) = receiver {
-        r.shutdown().await;
-    }
-    stop_mirror(mirror, Some(claims), args.sync.shutdown_grace).await;
-    Ok(())
-}
-
 /// Stops the claims and the mirror, pushing what is pending for at most `grace` (each worker
 /// gives up after it; this bounds a push stuck in the network too).
 async fn stop_mirror(mirror: Mirror, claims: Option<Claims>, grace: Duration) {
@@ -696,7 +661,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Operator(args) => run(cli.log_format, run_operator(args)),
+        Command::Operator(args) => run(cli.log_format, operator::run(*args)),
         Command::PushNotice(args) => {
             receiver::push_notice(&args.url, &args.token_file, &args.repository);
             ExitCode::SUCCESS

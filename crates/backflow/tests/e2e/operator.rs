@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{HANG_GUARD, Out, Sandbox, Server, run_bounded, wait_for};
+use crate::common::{HANG_GUARD, Out, Sandbox, Server, http, ready, run_bounded, wait_for};
 
 /// The operator process, stopped by its own PID.
 struct Operator(Child);
@@ -26,6 +26,50 @@ impl Drop for Operator {
 }
 
 impl Operator {
+    /// A replica as the install's HA Deployment runs it (probes on a free port; the Lease's
+    /// timings short, so a test sees a takeover within seconds), keeping its data in `data`;
+    /// with where its probes answer.
+    fn replica(sandbox: &Sandbox, kubeconfig: &Path, data: &Path) -> (Self, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
+            .args(["operator", "--kubeconfig"])
+            .arg(kubeconfig)
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(["--leader-elect-lease-duration", "4s"])
+            .args(["--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", "1s"])
+            .env("HOME", &sandbox.home)
+            .env("BACKFLOW_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn backflow operator");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.trim().strip_prefix("probes:") {
+                    let addr = url.trim().trim_start_matches("http://");
+                    let addr = addr.split('/').next().unwrap_or_default().to_string();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let probes = rx
+            .recv_timeout(HANG_GUARD)
+            .expect("the operator reports where its probes answer");
+        (Self(child), probes)
+    }
+
+    /// Kills it with SIGKILL, as a node lost or an OOM kill does.
+    fn kill_9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
     /// `backflow operator` against the API `kubeconfig` names, keeping its data in `data`.
     fn start(sandbox: &Sandbox, kubeconfig: &Path, data: &Path) -> Self {
         Self(
@@ -326,5 +370,163 @@ fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_change
         || (live() == serde_json::json!({"a": "live", "b": "git"})).then_some(()),
     );
     drop(operator);
+    f.stop();
+}
+
+/// `backflow_leader` on a replica's `/metrics`: 1 while it acts, 0 while it stands by.
+fn leads(probes: &str) -> Option<bool> {
+    let answer = http(probes, "GET", "/metrics", &[], "");
+    (answer.status == 200).then_some(())?;
+    let line = answer
+        .body
+        .lines()
+        .find(|l| l.starts_with("backflow_leader "))?;
+    Some(line.ends_with(" 1"))
+}
+
+/// Two replicas with the HA Deployment's flags: one acts, the other stands by (both ready).
+/// The leader is killed with SIGKILL in the middle of a stream of API writes and a Git push:
+/// the standby takes over once the Lease expires, every acknowledged write reaches Git, the
+/// push reaches the API, no object is committed twice, and the Lease shows the transition.
+#[test]
+fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
+    let f = Fixture::new();
+    let (mut first, first_probes) =
+        Operator::replica(&f.sandbox, &f.kubeconfig, &f.operator_data.join("first"));
+    wait_for("the first replica to lead", String::new, || {
+        leads(&first_probes).filter(|l| *l)
+    });
+    let (mut second, second_probes) =
+        Operator::replica(&f.sandbox, &f.kubeconfig, &f.operator_data.join("second"));
+    wait_for("the second replica to stand by, ready", String::new, || {
+        (ready(&second_probes) && leads(&second_probes) == Some(false)).then_some(())
+    });
+    assert!(ready(&first_probes), "the leader is ready");
+    assert_eq!(leads(&first_probes), Some(true), "one leader at a time");
+    let lease = |field: &str| {
+        f.kubectl(&[
+            "get",
+            "lease",
+            "backflow-operator",
+            "-n",
+            "backflow-system",
+            "-o",
+            &format!("jsonpath={{.spec.{field}}}"),
+        ])
+        .stdout
+    };
+    let first_holder = lease("holderIdentity");
+    assert!(!first_holder.is_empty(), "the Lease names its holder");
+
+    f.apply(&team_config(
+        &f,
+        "{providerRef: {name: git}, branch: main, path: clusters/dev, applierClaimRef: {kind: NativeClaim, name: apply}}",
+        "---\napiVersion: backflow.dev/v1alpha1\nkind: NativeClaim\nmetadata: {name: apply, namespace: team}\nspec: {}\n",
+    ));
+    let create = |i: usize| {
+        let created = f.kubectl(&[
+            "create",
+            "configmap",
+            &format!("cm-{i}"),
+            "-n",
+            "team",
+            &format!("--from-literal=n={i}"),
+        ]);
+        assert_eq!(created.code, Some(0), "{created}");
+    };
+    for i in 0..8 {
+        create(i);
+    }
+    first.kill_9();
+    for i in 8..16 {
+        create(i);
+    }
+    // A push while nobody leads: applied by the replica that takes over.
+    let clone = f.sandbox.work.join("clone");
+    wait_for("the first writes to reach Git", String::new, || {
+        f.show("clusters/dev/team/configmaps/cm-0.yaml")
+    });
+    git(&["clone", "-q", &f.origin, &clone.to_string_lossy()]).expect("git clone");
+    let pushed = clone.join("clusters/dev/team/configmaps/from-git.yaml");
+    std::fs::write(
+        &pushed,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-git\n  namespace: team\ndata:\n  by: git\n",
+    )
+    .expect("write the pushed file");
+    let in_clone = |args: &[&str]| {
+        let mut all = vec!["-C", clone.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        git(&all)
+    };
+    in_clone(&["add", "-A"]).expect("git add");
+    in_clone(&[
+        "-c",
+        "user.name=bob",
+        "-c",
+        "user.email=bob@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "bob adds from-git",
+    ])
+    .expect("git commit");
+    // The replica that takes over may push first: rebase onto it, never force.
+    wait_for("bob's push to land", String::new, || {
+        in_clone(&["pull", "-q", "--rebase", "origin", "main"])?;
+        in_clone(&["push", "-q", "origin", "HEAD:main"])
+    });
+
+    wait_for("the standby to take over", String::new, || {
+        leads(&second_probes).filter(|l| *l)
+    });
+    let ls = || {
+        f.git(&["ls-tree", "-r", "--name-only", "main"])
+            .unwrap_or_default()
+    };
+    wait_for("every acknowledged write to reach Git", ls, || {
+        (0..16)
+            .all(|i| {
+                f.show(&format!("clusters/dev/team/configmaps/cm-{i}.yaml"))
+                    .is_some()
+            })
+            .then_some(())
+    });
+    wait_for("the push to reach the API", String::new, || {
+        let got = f.kubectl(&[
+            "get",
+            "configmap",
+            "from-git",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.data.by}",
+        ]);
+        (got.stdout == "git").then_some(())
+    });
+    for i in 0..16 {
+        let path = format!("clusters/dev/team/configmaps/cm-{i}.yaml");
+        let commits = f
+            .git(&["log", "--format=%H", "main", "--", &path])
+            .unwrap_or_default();
+        assert_eq!(
+            commits.lines().count(),
+            1,
+            "{path} committed once: {commits}"
+        );
+    }
+    assert_ne!(
+        lease("holderIdentity"),
+        first_holder,
+        "the Lease changed hands"
+    );
+    let transitions: u32 = lease("leaseTransitions").trim().parse().unwrap_or(0);
+    assert!(transitions >= 1, "the Lease counts the transition");
+    drop(second);
+    // A clean stop released it: nobody holds it, so a new replica would take it at once.
+    wait_for(
+        "the Lease to be released",
+        || lease("holderIdentity"),
+        || lease("holderIdentity").is_empty().then_some(()),
+    );
     f.stop();
 }

@@ -1,0 +1,246 @@
+//! `backflow operator`: the mirror and the appliers against another Kubernetes API (a real
+//! cluster). Replicas take turns through a Lease: one acts (branch workers, claims, the push
+//! receiver), the others stand by, ready, and take over once it stops or its Lease expires.
+
+use std::sync::Arc;
+
+use backflow_api::SystemClock;
+use backflow_leader::{ElectionConfig, Leadership, LeaseElector, LeaseName};
+use backflow_mirror::{Mirror, MirrorOptions};
+use backflow_server::Listener;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::health::Health;
+use crate::{
+    OperatorArgs, operator_receiver_tls, receiver, start_claims, stop_mirror, wait_for_signal,
+};
+
+/// Runs the operator until SIGTERM or Ctrl-C (or, when it loses the Lease, exits at once).
+pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
+    let client = client_of(&args).await?;
+    backflow_mirror::defaults::install_crds(&client)
+        .await
+        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
+    let (stop_election, election) = if args.leader_elect {
+        let (stop, stopped) = watch::channel(false);
+        (
+            Some(stop),
+            Some(start_election(&client, &args, stopped).await?),
+        )
+    } else {
+        (None, None)
+    };
+    let health = Health::new(election.as_ref().map(|e| e.leadership.clone()));
+    let health_listener = match args.metrics_bind_address {
+        Some(addr) => Some(
+            Listener::bind(addr, health.clone().router(), None)
+                .await
+                .map_err(|e| format!("metrics and probes (--metrics-bind-address): {e}"))?,
+        ),
+        None => None,
+    };
+    println!(
+        "backflow operator mirroring the API of {}",
+        args.kubeconfig.display()
+    );
+    if let Some(l) = &health_listener {
+        println!("  probes:     http://{}/readyz, /healthz, /metrics", l.addr);
+    }
+    if let Some(e) = &election
+        && !wait_to_lead(e.leadership.clone()).await
+    {
+        // Stopped while standing by: nothing to flush, nothing held.
+        leave(stop_election, election, health_listener).await;
+        return Ok(());
+    }
+    act(&args, &client, &health, election.as_ref()).await?;
+    leave(stop_election, election, health_listener).await;
+    Ok(())
+}
+
+/// A running election.
+struct Running {
+    leadership: watch::Receiver<Leadership>,
+    task: JoinHandle<()>,
+}
+
+async fn client_of(args: &OperatorArgs) -> Result<kube::Client, String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
+        .map_err(|e| format!("cannot read kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "kubeconfig {} is not usable: {e}",
+            args.kubeconfig.display()
+        )
+    })?;
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// Joins the election for the Lease the flags name, creating its namespace if missing.
+async fn start_election(
+    client: &kube::Client,
+    args: &OperatorArgs,
+    stop: watch::Receiver<bool>,
+) -> Result<Running, String> {
+    let namespace = &args.leader_election_namespace;
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let wanted = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match namespaces.create(&PostParams::default(), &wanted).await {
+        Ok(_) => tracing::info!(%namespace, "created the leader election's namespace"),
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => {
+            return Err(format!(
+                "the leader election's namespace {namespace} cannot be created: {e} (create it, or give --leader-election-namespace)"
+            ));
+        }
+    }
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "backflow".into());
+    let mut config = ElectionConfig::new(format!("{host}_{:016x}", rand::random::<u64>()));
+    config.lease_duration = args.leader_elect_lease_duration;
+    config.renew_deadline = args.leader_elect_renew_deadline;
+    config.retry_period = args.leader_elect_retry_period;
+    if config.renew_deadline >= config.lease_duration {
+        return Err(
+            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+                .into(),
+        );
+    }
+    let lease = LeaseName {
+        namespace: namespace.clone(),
+        name: args.leader_election_id.clone(),
+    };
+    tracing::info!(%lease, identity = %config.identity, "joining the leader election");
+    let (leadership, task) = LeaseElector::new(client.clone(), lease, config).spawn(stop);
+    Ok(Running { leadership, task })
+}
+
+/// Waits until this replica leads; `false` when the process is asked to stop first.
+async fn wait_to_lead(mut leadership: watch::Receiver<Leadership>) -> bool {
+    let lead = async {
+        loop {
+            if *leadership.borrow_and_update() == Leadership::Leading {
+                return true;
+            }
+            if leadership.changed().await.is_err() {
+                return false;
+            }
+        }
+    };
+    tokio::select! {
+        led = lead => led,
+        () = wait_for_signal() => false,
+    }
+}
+
+/// Acts — mirror, claims, receiver — until SIGTERM or Ctrl-C, then flushes and stops. Losing
+/// the Lease ends the process at once: another replica may be acting already.
+async fn act(
+    args: &OperatorArgs,
+    client: &kube::Client,
+    health: &Health,
+    election: Option<&Running>,
+) -> Result<(), String> {
+    let owner = backflow_mirror::this_backflow(client, &args.data_dir)
+        .await
+        .map_err(|e| format!("cannot keep this backflow's instance id: {e}"))?;
+    let options = MirrorOptions {
+        data_dir: args.data_dir.join("git"),
+        refresh_interval: args.sync.git_refresh_interval,
+        identities: Vec::new(),
+        shutdown_grace: args.sync.shutdown_grace,
+        // A real cluster's watch does not say who wrote: commits name field managers.
+        authors: None,
+        owner: Some(owner),
+    };
+    let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
+    // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
+    let claims = start_claims(client.clone(), &mirror, Vec::new());
+    let receiver = match args.receiver_bind_address {
+        Some(addr) => {
+            let tls = operator_receiver_tls(args)?;
+            if tls.is_none() && !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the push receiver speaks plain HTTP beyond loopback: terminate TLS in front of it (an Ingress), or give --receiver-tls-cert-file");
+            }
+            Some(receiver::start(client.clone(), &mirror, addr, tls.as_ref()).await?)
+        }
+        None => None,
+    };
+    health.serve_metrics(mirror.metrics_renderer());
+    println!("  acting:     mirror and appliers started");
+    if let Some(r) = &receiver {
+        println!(
+            "  receiver:   {} (push webhooks: kubectl get gitreceivers -A)",
+            r.base_url()
+        );
+    }
+    let lost = async {
+        match election {
+            Some(e) => lost(e.leadership.clone()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = wait_for_signal() => {}
+        why = lost => {
+            tracing::error!(%why, "lost the Lease: exiting at once, so another replica acts alone (what was pending is published again by the next leader's resync)");
+            eprintln!("error: lost the Lease ({why}); exiting");
+            std::process::exit(1);
+        }
+    }
+    if let Some(r) = receiver {
+        r.shutdown().await;
+    }
+    stop_mirror(mirror, Some(claims), args.sync.shutdown_grace).await;
+    Ok(())
+}
+
+/// Resolves with why, once this leader no longer holds the Lease.
+async fn lost(mut leadership: watch::Receiver<Leadership>) -> String {
+    loop {
+        match &*leadership.borrow_and_update() {
+            Leadership::Lost(why) => return why.clone(),
+            Leadership::Following { holder } => {
+                return format!(
+                    "{} holds it now",
+                    holder.as_deref().unwrap_or("another replica")
+                );
+            }
+            Leadership::Leading => {}
+        }
+        if leadership.changed().await.is_err() {
+            return "the election stopped".into();
+        }
+    }
+}
+
+/// Releases the Lease (a standby takes over at once) and stops serving the probes.
+async fn leave(
+    stop: Option<watch::Sender<bool>>,
+    election: Option<Running>,
+    probes: Option<Listener>,
+) {
+    if let (Some(stop), Some(election)) = (stop, election) {
+        stop.send_replace(true);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), election.task).await;
+    }
+    if let Some(probes) = probes {
+        probes.shutdown().await;
+    }
+}
