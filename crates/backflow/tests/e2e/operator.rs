@@ -396,7 +396,7 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
     wait_for("the first replica to lead", String::new, || {
         leads(&first_probes).filter(|l| *l)
     });
-    let (mut second, second_probes) =
+    let (second, second_probes) =
         Operator::replica(&f.sandbox, &f.kubeconfig, &f.operator_data.join("second"));
     wait_for("the second replica to stand by, ready", String::new, || {
         (ready(&second_probes) && leads(&second_probes) == Some(false)).then_some(())
