@@ -47,13 +47,20 @@ enum Command {
     /// Run the mirror against another Kubernetes API (a real cluster): installs the backflow.dev
     /// CRDs there if missing, then mirrors what its `GitTargets` and `WatchRules` select.
     Operator(Box<OperatorArgs>),
-    /// Print the `CustomResourceDefinitions` of the configuration kinds as one JSON List, for
-    /// `kubectl apply -f -`.
-    Crds,
+    /// Print the `CustomResourceDefinitions` of the configuration kinds, for `kubectl apply -f -`:
+    /// one JSON List, or (`-o yaml`) one YAML document each, as the install's `crds.yaml`.
+    Crds(CrdsArgs),
     /// Post a signed push notice to a receiver for every ref a `post-receive` hook's input
     /// names (what the hook `serve` installs in its repository runs). Never fails.
     #[command(hide = true)]
     PushNotice(PushNoticeArgs),
+}
+
+#[derive(Debug, Args)]
+struct CrdsArgs {
+    /// `json` (one List) or `yaml` (one document per CRD).
+    #[arg(short, long, default_value = "json", value_parser = ["json", "yaml"])]
+    output: String,
 }
 
 #[derive(Debug, Args)]
@@ -192,9 +199,14 @@ struct KubeconfigArgs {
 
 #[derive(Debug, Args)]
 struct OperatorArgs {
-    /// Kubeconfig of the API to mirror (its current context is used).
+    /// Kubeconfig of the API to mirror (its current context is used); without it, the
+    /// in-cluster configuration of the pod's service account (or ~/.kube/config).
     #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    /// Install (server-side apply) the backflow.dev CRDs at start. `false` where they are
+    /// installed with the manifests, so the operator needs no write access to CRDs.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    install_crds: bool,
     /// Directory for the Git caches of the branch workers.
     #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
     data_dir: PathBuf,
@@ -651,16 +663,13 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Crds => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": backflow_api::config::crds()});
-            match serde_json::to_string_pretty(&list) {
-                Ok(s) => output::print_out(&format!("{s}\n")),
-                Err(e) => {
-                    eprintln!("error: cannot render the CRDs: {e}");
-                    ExitCode::from(1)
-                }
+        Command::Crds(args) => match output::crds(&args.output) {
+            Ok(text) => output::print_out(&text),
+            Err(e) => {
+                eprintln!("error: cannot render the CRDs: {e}");
+                ExitCode::from(1)
             }
-        }
+        },
         Command::Operator(args) => run(cli.log_format, operator::run(*args)),
         Command::PushNotice(args) => {
             receiver::push_notice(&args.url, &args.token_file, &args.repository);

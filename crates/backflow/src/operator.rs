@@ -20,10 +20,12 @@ use crate::{
 
 /// Runs the operator until SIGTERM or Ctrl-C (or, when it loses the Lease, exits at once).
 pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
-    let client = client_of(&args).await?;
-    backflow_mirror::defaults::install_crds(&client)
-        .await
-        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
+    let (client, api) = client_of(&args).await?;
+    if args.install_crds {
+        backflow_mirror::defaults::install_crds(&client)
+            .await
+            .map_err(|e| format!("cannot install the backflow.dev CRDs: {e} (install them with the manifests and give --install-crds=false)"))?;
+    }
     let (stop_election, election) = if args.leader_elect {
         let (stop, stopped) = watch::channel(false);
         (
@@ -42,10 +44,7 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
         ),
         None => None,
     };
-    println!(
-        "backflow operator mirroring the API of {}",
-        args.kubeconfig.display()
-    );
+    println!("backflow operator mirroring the API of {api}");
     if let Some(l) = &health_listener {
         println!("  probes:     http://{}/readyz, /healthz, /metrics", l.addr);
     }
@@ -67,21 +66,30 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-async fn client_of(args: &OperatorArgs) -> Result<kube::Client, String> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
-        .map_err(|e| format!("cannot read kubeconfig {}: {e}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| {
-        format!(
-            "kubeconfig {} is not usable: {e}",
-            args.kubeconfig.display()
-        )
-    })?;
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+/// A client of the API to mirror, and how it was found (for the banner).
+async fn client_of(args: &OperatorArgs) -> Result<(kube::Client, String), String> {
+    let (config, found) = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("kubeconfig {} is not usable: {e}", path.display()))?;
+            (config, path.display().to_string())
+        }
+        None => (
+            kube::Config::infer().await.map_err(|e| {
+                format!("no API to mirror: give --kubeconfig, or run in a pod with a service account ({e})")
+            })?,
+            "this cluster (in-cluster configuration)".to_string(),
+        ),
+    };
+    let client =
+        kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+    Ok((client, found))
 }
 
 /// Joins the election for the Lease the flags name, creating its namespace if missing.
@@ -99,13 +107,19 @@ async fn start_election(
         },
         ..Namespace::default()
     };
-    match namespaces.create(&PostParams::default(), &wanted).await {
-        Ok(_) => tracing::info!(%namespace, "created the leader election's namespace"),
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(e) => {
-            return Err(format!(
-                "the leader election's namespace {namespace} cannot be created: {e} (create it, or give --leader-election-namespace)"
-            ));
+    let exists = namespaces
+        .get_opt(namespace)
+        .await
+        .map_err(|e| format!("the leader election's namespace {namespace} cannot be read: {e}"))?;
+    if exists.is_none() {
+        match namespaces.create(&PostParams::default(), &wanted).await {
+            Ok(_) => tracing::info!(%namespace, "created the leader election's namespace"),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => {
+                return Err(format!(
+                    "the leader election's namespace {namespace} cannot be created: {e} (create it, or give --leader-election-namespace)"
+                ));
+            }
         }
     }
     let host = hostname::get()

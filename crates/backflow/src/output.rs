@@ -49,3 +49,15 @@ pub(crate) fn print_out(text: &str) -> ExitCode {
         }
     }
 }
+
+/// The configuration kinds' CRDs as `format` (`json`: one List; `yaml`: one document each, in
+/// canonical YAML).
+pub(crate) fn crds(format: &str) -> Result<String, serde_json::Error> {
+    let crds = backflow_api::config::crds();
+    if format == "yaml" {
+        let documents: Vec<String> = crds.iter().map(backflow_manifest::render).collect();
+        return Ok(format!("---\n{}", documents.join("---\n")));
+    }
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds});
+    serde_json::to_string_pretty(&list).map(|s| format!("{s}\n"))
+}

@@ -6,7 +6,7 @@
 //! and the scenarios every applier passes (`drivers`), clients people use (`clients`), and
 //! commits authored by the users who made the changes (`authorship`), and what Git holds that
 //! the live side lacks when backflow starts (`restart`), and what a push may not do
-//! (`push_guard`), and what the command writes for people and programs (`cli`).
+//! (`push_guard`), the install's manifests (`install`), and what the command writes for people and programs (`cli`).
 
 #![allow(
     clippy::unwrap_used,
@@ -23,6 +23,7 @@ mod common;
 mod drivers;
 mod durability;
 mod flux;
+mod install;
 mod kubectl;
 mod mirror;
 mod operator;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::{HANG_GUARD, Out, Sandbox, Server, http, ready, run_bounded, wait_for};
 
 /// The operator process, stopped by its own PID.
-struct Operator(Child);
+pub(crate) struct Operator(Child);
 
 impl Drop for Operator {
     fn drop(&mut self) {
@@ -30,15 +30,29 @@ impl Operator {
     /// timings short, so a test sees a takeover within seconds), keeping its data in `data`;
     /// with where its probes answer.
     fn replica(sandbox: &Sandbox, kubeconfig: &Path, data: &Path) -> (Self, String) {
+        let data = data.to_string_lossy();
+        let args = [
+            "operator",
+            "--data-dir",
+            &data,
+            "--leader-elect-lease-duration",
+            "4s",
+            "--leader-elect-renew-deadline",
+            "3s",
+            "--leader-elect-retry-period",
+            "1s",
+        ];
+        Self::with_args(sandbox, kubeconfig, &args)
+    }
+
+    /// `backflow` with `args` (an `operator` command line) against the API `kubeconfig` names,
+    /// its probes on a free port; with where they answer.
+    pub(crate) fn with_args(sandbox: &Sandbox, kubeconfig: &Path, args: &[&str]) -> (Self, String) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
-            .args(["operator", "--kubeconfig"])
+            .args(args)
+            .arg("--kubeconfig")
             .arg(kubeconfig)
-            .arg("--data-dir")
-            .arg(data)
             .args(["--metrics-bind-address", "127.0.0.1:0"])
-            .args(["--leader-elect-lease-duration", "4s"])
-            .args(["--leader-elect-renew-deadline", "3s"])
-            .args(["--leader-elect-retry-period", "1s"])
             .env("HOME", &sandbox.home)
             .env("BACKFLOW_LOG", "warn")
             .stdin(Stdio::null())
@@ -374,7 +388,7 @@ fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_change
 }
 
 /// `backflow_leader` on a replica's `/metrics`: 1 while it acts, 0 while it stands by.
-fn leads(probes: &str) -> Option<bool> {
+pub(crate) fn leads(probes: &str) -> Option<bool> {
     let answer = http(probes, "GET", "/metrics", &[], "");
     (answer.status == 200).then_some(())?;
     let line = answer

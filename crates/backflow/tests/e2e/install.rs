@@ -1,0 +1,149 @@
+//! The install: `deploy/` rendered by the real `kubectl kustomize`, applied with kubectl to a
+//! `backflow serve` standing in for the cluster (a real one cannot run here), and the
+//! Deployment's command line run as two operator processes against it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{Sandbox, Server, ready, run_bounded, wait_for};
+use crate::operator::{Operator, leads};
+
+/// `deploy/` in the repository.
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// The documents `kubectl kustomize` renders for `overlay`.
+fn render(sandbox: &Sandbox, overlay: &str) -> (String, Vec<Value>) {
+    let dir = deploy().join(overlay);
+    let out = run_bounded(
+        "kubectl kustomize",
+        sandbox.kubectl(
+            "kubectl",
+            Path::new("/nonexistent"),
+            &["kustomize", &dir.to_string_lossy()],
+        ),
+    );
+    assert_eq!(out.code, Some(0), "{out}");
+    let documents = out
+        .stdout
+        .split("\n---\n")
+        .map(|doc| yaml_serde::from_str::<Value>(doc).expect("a rendered document is YAML"))
+        .collect();
+    (out.stdout, documents)
+}
+
+fn find<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind} {name} is rendered"))
+}
+
+/// The manifests say what the docs promise: CRDs as `backflow crds -o yaml` prints them, the
+/// operator non-root on a read-only root file system with probes, only read access to
+/// everything, and two replicas in the HA overlay.
+#[test]
+fn the_manifests_render_and_hold_what_the_install_promises() {
+    let sandbox = Sandbox::new();
+    let (_, base) = render(&sandbox, "base");
+    let (_, ha) = render(&sandbox, "overlays/ha");
+    let crds = std::process::Command::new(env!("CARGO_BIN_EXE_backflow"))
+        .args(["crds", "-o", "yaml"])
+        .output()
+        .expect("backflow crds");
+    let printed = String::from_utf8_lossy(&crds.stdout);
+    let kept = std::fs::read_to_string(deploy().join("base/crds.yaml")).expect("crds.yaml");
+    assert_eq!(
+        kept, printed,
+        "deploy/base/crds.yaml is what `backflow crds -o yaml` prints (regenerate it)"
+    );
+    let deployment = find(&base, "Deployment", "backflow");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(find(&ha, "Deployment", "backflow")["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(container["args"][0], "operator");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let role = find(&base, "ClusterRole", "backflow-operator");
+    for rule in role["rules"].as_array().expect("rules") {
+        if rule["resources"] == serde_json::json!(["*"]) {
+            assert_eq!(
+                rule["verbs"],
+                serde_json::json!(["get", "list", "watch"]),
+                "only reads on every type: {rule}"
+            );
+        }
+    }
+}
+
+/// `kubectl apply` of the HA overlay to a `serve` standing in for the cluster, then the
+/// Deployment's command line as two replicas (the pod's service account replaced by a
+/// kubeconfig, each with its own data dir and probe port, as two pods have): the CRDs come
+/// from the manifests, one replica acts and the other stands by.
+#[test]
+fn the_ha_install_applies_and_its_replicas_take_turns() {
+    let sandbox = Sandbox::new();
+    let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
+    let kubeconfig = sandbox.data.join("kubeconfig");
+    let (rendered, documents) = render(&sandbox, "overlays/ha");
+    let file = sandbox.work.join("install.yaml");
+    std::fs::write(&file, &rendered).expect("write the rendered install");
+    let kubectl =
+        |args: &[&str]| run_bounded("kubectl", sandbox.kubectl("kubectl", &kubeconfig, args));
+    let applied = kubectl(&["apply", "-f", &file.to_string_lossy()]);
+    assert_eq!(applied.code, Some(0), "{applied}");
+    let got = kubectl(&[
+        "get",
+        "deployment",
+        "backflow",
+        "-n",
+        "backflow-system",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(got.stdout, "2", "{got}");
+    let container =
+        &find(&documents, "Deployment", "backflow")["spec"]["template"]["spec"]["containers"][0];
+    // Two processes on one machine: each its own data dir and probe port.
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| !a.starts_with("--data-dir") && !a.starts_with("--metrics-bind-address"))
+        .map(str::to_string)
+        .collect();
+    assert!(args.iter().any(|a| a == "--install-crds=false"), "{args:?}");
+    let start = |name: &str| {
+        let data = format!("--data-dir={}", sandbox.work.join(name).display());
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.push(&data);
+        Operator::with_args(&sandbox, &kubeconfig, &all)
+    };
+    let (first, first_probes) = start("first");
+    wait_for("the first replica to lead", String::new, || {
+        leads(&first_probes).filter(|l| *l)
+    });
+    let (second, second_probes) = start("second");
+    wait_for("the second replica to stand by, ready", String::new, || {
+        (ready(&second_probes) && leads(&second_probes) == Some(false)).then_some(())
+    });
+    let holder = kubectl(&[
+        "get",
+        "lease",
+        "backflow-operator",
+        "-n",
+        "backflow-system",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]);
+    assert!(!holder.stdout.is_empty(), "{holder}");
+    drop(second);
+    drop(first);
+    cluster.stop();
+}
