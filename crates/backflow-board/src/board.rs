@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use backflow_api::{GroupResource, ObjectKey};
 use backflow_manifest::Identity;
 
-use crate::{ApplyWindows, CatchUps, StreamSpec, TargetRef};
+use std::sync::{Arc, OnceLock};
+
+use crate::{ApplyWindows, CatchUps, EventRecorder, Note, StreamSpec, TargetRef};
 
 /// Where a watch stream stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +170,8 @@ pub struct Board {
     pub windows: ApplyWindows,
     /// Where each running stream takes its catch-ups.
     pub catch_ups: CatchUps,
+    /// Where Events are recorded, once the mirror has a client.
+    recorder: OnceLock<Arc<EventRecorder>>,
     /// Per coordinated target, whether its applier claim can act (its `ApplierClaimReady`).
     claims: Mutex<BTreeMap<TargetRef, ClaimReadiness>>,
     /// Which target each folder of each branch belongs to, as its streams run.
@@ -182,6 +186,19 @@ pub struct Board {
 }
 
 impl Board {
+    /// Records Events through `recorder` from now on (set once; later calls are ignored).
+    pub fn set_recorder(&self, recorder: Arc<EventRecorder>) {
+        let _ = self.recorder.set(recorder);
+    }
+
+    /// Records `note` as a Kubernetes Event, in the background (nothing before a recorder is
+    /// set).
+    pub fn record(&self, note: Note) {
+        if let Some(recorder) = self.recorder.get() {
+            recorder.record(note);
+        }
+    }
+
     /// Sets a stream's state.
     pub fn set_stream(&self, spec: &StreamSpec, state: StreamState) {
         self.streams

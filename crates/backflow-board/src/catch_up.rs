@@ -54,10 +54,12 @@ impl CatchUps {
             .filter(|(spec, _)| targets.contains(&spec.target))
             .map(|(_, barriers)| barriers.clone())
             .collect();
+        // The send waits too while a stream's queue is full (catch-ups it has not answered):
+        // within the same limit, so a stuck stream never holds a flush for good.
         let answers = asked.into_iter().map(|barriers| async move {
             let (done, answer) = oneshot::channel();
-            barriers.send(done).await.is_ok()
-                && matches!(tokio::time::timeout(limit, answer).await, Ok(Ok(())))
+            let asked = async { barriers.send(done).await.is_ok() && answer.await.is_ok() };
+            matches!(tokio::time::timeout(limit, asked).await, Ok(true))
         });
         let mut caught = CaughtUp::default();
         for answered in futures::future::join_all(answers).await {

@@ -12,12 +12,14 @@
 //! - `streams.rs`: what a watch stream is ([`StreamSpec`]).
 //! - `catch_up.rs`: [`CatchUps`], each stream asked to decide what its scope holds now (before
 //!   an apply's flush, before a `CommitRequest`).
+//! - `events.rs`: Kubernetes Events about what backflow did, counted when repeated.
 //! - `changes.rs`: [`watch_changes`], a watch that only wakes a level-triggered loop.
 
 mod apply_windows;
 mod board;
 mod catch_up;
 mod changes;
+mod events;
 mod registry;
 mod streams;
 
@@ -28,5 +30,6 @@ pub use board::{
 };
 pub use catch_up::{Barrier, CatchUps, CaughtUp};
 pub use changes::watch_changes;
+pub use events::{Correlator, EventRecorder, EventType, Note, Regarding, Write};
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
 pub use streams::{ServedType, StreamSpec, TargetRef};

@@ -144,6 +144,11 @@ impl BranchRegistry {
         self.board.catch_ups.of(targets, limit).await
     }
 
+    /// Records `note` as a Kubernetes Event, in the background.
+    pub fn record(&self, note: crate::Note) {
+        self.board.record(note);
+    }
+
     /// Resolves when something an applier claim acts on changed since the last call: a
     /// stream's state, a branch's tip, a reason to apply, an edit to apply Git over.
     pub async fn apply_news(&self) {

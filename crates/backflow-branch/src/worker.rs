@@ -728,19 +728,27 @@ impl BranchCore {
         out.push(Effect::Push { head, expected });
     }
 
-    /// The chain (all built writes) is on the remote at `tip`.
     /// The branch holds the chain up to `held` and lost the commits after it: the writes
     /// `held` carries are published (a push made on top of them since is somebody's later
     /// edit, never written over by building them again); the rest are built again on `tip`
     /// after the owner's resync. Announced with the next publication: the divergence this
-    /// leads to holds the claims first.
+    /// leads to holds the claims first. The watermark never passes an intent still pending
+    /// (writes are not always in sequence order: resyncs are decided per target).
     fn lost_after(&mut self, held: ChainCommit, tip: Tip) {
         let built = held.built.min(self.pending.len());
         self.pending.drain(..built);
-        self.published_through = self.published_through.max(held.through);
+        let still_pending = (self.pending.iter())
+            .flat_map(|p| p.intents.values().map(|(seq, _)| *seq))
+            .min();
+        let through = match still_pending {
+            Some(first) => held.through.min(IntentSeq(first.0.saturating_sub(1))),
+            None => held.through,
+        };
+        self.published_through = self.published_through.max(through);
         self.chain = Chain::on(tip, self.published_through);
     }
 
+    /// The chain (all built writes) is on the remote at `tip`.
     fn publish_chain(&mut self, tip: Tip, out: &mut Vec<Effect>) {
         let built = self.chain.built.min(self.pending.len());
         self.pending.drain(..built);

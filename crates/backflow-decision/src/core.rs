@@ -63,6 +63,10 @@ pub enum ApplyInput {
         in_flight: Option<(OperationId, CommitId, Reasons, OperationPhase)>,
         /// `status.operation`'s id whatever its phase: numbering goes on after it.
         last_operation: Option<OperationId>,
+        /// Whether the claim's status could be read. When not, what the live side was given is
+        /// unknown: a converge only stamps (what Git holds and the live side lacks may be a
+        /// delete not yet published, never to be created again).
+        status_read: bool,
     },
     /// What holds applies back now (`None`: nothing).
     Gate(Option<Hold>),
@@ -172,6 +176,9 @@ pub struct ApplierCore {
     /// The newest tip seen (published or foreign).
     tip: Option<CommitId>,
     last_applied: Option<CommitId>,
+    /// The claim's status could not be read at start: nothing is known to have been applied,
+    /// nor known not to have been.
+    status_unknown: bool,
     failures: u32,
     next_id: u64,
 }
@@ -189,6 +196,7 @@ impl ApplierCore {
             changed_while_flushing: false,
             tip: None,
             last_applied: None,
+            status_unknown: false,
             failures: 0,
             next_id: 1,
         }
@@ -226,10 +234,12 @@ impl ApplierCore {
                 last_applied,
                 in_flight,
                 last_operation,
+                status_read,
             } => {
                 if let Some(last) = last_operation {
                     self.next_id = self.next_id.max(last.0 + 1);
                 }
+                self.status_unknown = !status_read;
                 self.restore(last_applied, in_flight, now);
             }
             ApplyInput::Gate(hold) => {
@@ -393,7 +403,10 @@ impl ApplierCore {
     /// than only stamping what is live: the snapshot published before it already carries what
     /// changed live, so only Git's own changes remain to apply.
     fn git_moved_past_live(&self, tip: CommitId) -> bool {
-        self.last_applied != Some(tip)
+        match self.last_applied {
+            Some(applied) => applied != tip,
+            None => !self.status_unknown,
+        }
     }
 
     fn progress(

@@ -189,6 +189,7 @@ fn a_converge_of_the_commit_already_applied_asks_nothing_but_an_adopt_always_ask
             last_applied: Some(commit(7)),
             in_flight: None,
             last_operation: None,
+            status_read: true,
         },
         at(0),
     );
@@ -239,6 +240,7 @@ fn a_converge_after_a_followed_operation_applies_what_the_restart_published() {
             last_applied: Some(commit(5)),
             in_flight: Some((op.id, op.commit, op.reasons.clone(), op.phase)),
             last_operation: Some(op.id),
+            status_read: true,
         },
         at(0),
     );
@@ -362,6 +364,7 @@ fn an_operation_found_in_flight_at_start_is_followed_to_its_end() {
             last_applied: Some(commit(1)),
             in_flight: Some((OperationId(41), commit(2), reasons, OperationPhase::Running)),
             last_operation: None,
+            status_read: true,
         },
         at(0),
     );
@@ -414,6 +417,7 @@ fn numbering_goes_on_after_the_last_recorded_operation_even_one_that_ended() {
             last_applied: Some(commit(1)),
             in_flight: None,
             last_operation: Some(OperationId(41)),
+            status_read: true,
         },
         at(0),
     );
@@ -430,12 +434,23 @@ fn converge_after_restore(
     last_operation: Option<OperationId>,
     tip: CommitId,
 ) -> (ApplierCore, Option<Operation>) {
+    converge_after(last_applied, last_operation, true, tip)
+}
+
+/// [`converge_after_restore`], the status read or (`status_read`: false) not.
+fn converge_after(
+    last_applied: Option<CommitId>,
+    last_operation: Option<OperationId>,
+    status_read: bool,
+    tip: CommitId,
+) -> (ApplierCore, Option<Operation>) {
     let mut core = ApplierCore::new(ApplierConfig::default());
     core.step(
         ApplyInput::Restored {
             last_applied,
             in_flight: None,
             last_operation,
+            status_read,
         },
         at(0),
     );
@@ -468,6 +483,11 @@ fn a_converge_applies_what_git_gained_since_the_last_apply_and_everything_when_n
     let (_, op) = converge_after_restore(None, Some(OperationId(2)), commit(3));
     let op = op.expect("asked");
     assert!(op.reasons.contains(Reason::ForeignCommit), "{op:?}");
+    // A status that could not be read says nothing of what was applied: the converge only
+    // stamps, so an object missing live (a delete not yet published) is not created again.
+    let (_, op) = converge_after(None, Some(OperationId(0)), false, commit(3));
+    let op = op.expect("asked");
+    assert!(op.reasons.catch_up_only(), "{op:?}");
     // Nothing new since the last apply: nothing asked.
     let (_, op) = converge_after_restore(Some(commit(1)), Some(OperationId(4)), commit(1));
     assert!(op.is_none());
@@ -481,6 +501,7 @@ fn an_operation_that_only_stamped_does_not_count_as_applied() {
             last_applied: Some(commit(1)),
             in_flight: None,
             last_operation: Some(OperationId(2)),
+            status_read: true,
         },
         at(0),
     );

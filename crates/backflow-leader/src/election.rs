@@ -16,7 +16,39 @@ pub struct ElectionConfig {
     pub retry_period: Duration,
 }
 
+/// Timing an election cannot keep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// The Lease records whole seconds.
+    #[error("the lease duration must be whole seconds, at least 1s")]
+    LeaseDurationNotWholeSeconds,
+    /// A leader would keep acting after a standby may take over.
+    #[error("the renew deadline must be shorter than the lease duration")]
+    RenewDeadlineNotShorterThanLease,
+    /// A leader would miss its own deadline between two renewals (client-go's rule: more than
+    /// 1.2 retry periods).
+    #[error("the renew deadline must be more than 1.2 times the retry period")]
+    RenewDeadlineTooShortForRetries,
+}
+
 impl ElectionConfig {
+    /// Checks the timing as client-go does.
+    ///
+    /// # Errors
+    /// The first rule it breaks.
+    pub fn validate(&self) -> Result<(), TimingError> {
+        if self.lease_duration.subsec_nanos() != 0 || self.lease_duration.as_secs() == 0 {
+            return Err(TimingError::LeaseDurationNotWholeSeconds);
+        }
+        if self.renew_deadline >= self.lease_duration {
+            return Err(TimingError::RenewDeadlineNotShorterThanLease);
+        }
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * 1.2 {
+            return Err(TimingError::RenewDeadlineTooShortForRetries);
+        }
+        Ok(())
+    }
+
     /// `identity` with client-go's timing.
     #[must_use]
     pub fn new(identity: impl Into<String>) -> Self {
@@ -121,7 +153,10 @@ enum Phase {
         next: Instant,
     },
     Reading,
-    Writing,
+    /// A write sent at `since`: a renewal counts from when it was sent, not answered.
+    Writing {
+        since: Instant,
+    },
     Stopped,
 }
 
@@ -180,7 +215,13 @@ impl Election {
         }
         match input {
             ElectionInput::Tick => {}
-            ElectionInput::Stop => self.stopping = true,
+            ElectionInput::Stop => {
+                self.stopping = true;
+                // Release at once; a failed read or write then waits the retry period.
+                if let Phase::Idle { next } = &mut self.phase {
+                    *next = now;
+                }
+            }
             ElectionInput::Read(read) => self.on_read(read, now, wall, &mut out),
             ElectionInput::Written(written) => self.on_written(written, now, &mut out),
         }
@@ -191,7 +232,7 @@ impl Election {
                 out.push(ElectionEffect::Stopped);
                 return out;
             }
-            if self.stopping || now >= next {
+            if now >= next {
                 self.phase = Phase::Reading;
                 out.push(ElectionEffect::Read);
             } else {
@@ -221,7 +262,7 @@ impl Election {
                 self.phase = Phase::Idle { next: now };
                 return;
             }
-            self.phase = Phase::Writing;
+            self.phase = Phase::Writing { since: now };
             out.push(ElectionEffect::Create(self.taken(None, wall)));
             return;
         };
@@ -229,7 +270,7 @@ impl Election {
         let mine = record.held_by(&self.config.identity);
         if self.stopping {
             if mine {
-                self.phase = Phase::Writing;
+                self.phase = Phase::Writing { since: now };
                 out.push(ElectionEffect::Update {
                     record: self.released(&record, wall),
                     version,
@@ -244,7 +285,7 @@ impl Election {
             let mut renewed = record.clone();
             renewed.renew_time = Some(wall);
             renewed.lease_duration = self.config.lease_duration;
-            self.phase = Phase::Writing;
+            self.phase = Phase::Writing { since: now };
             out.push(ElectionEffect::Update {
                 record: renewed,
                 version,
@@ -261,7 +302,7 @@ impl Election {
             );
             self.retry(now);
         } else {
-            self.phase = Phase::Writing;
+            self.phase = Phase::Writing { since: now };
             out.push(ElectionEffect::Update {
                 record: self.taken(Some(&record), wall),
                 version,
@@ -276,14 +317,14 @@ impl Election {
         now: Instant,
         out: &mut Vec<ElectionEffect>,
     ) {
-        if self.phase != Phase::Writing {
+        let Phase::Writing { since } = self.phase else {
             return;
-        }
+        };
         match written {
             Ok((record, version)) => {
                 self.observe(&record, &version, now);
                 if record.held_by(&self.config.identity) {
-                    self.renewed = Some(now);
+                    self.renewed = Some(since);
                     self.report(Leadership::Leading, out);
                 } else if self.stopping {
                     // Released.

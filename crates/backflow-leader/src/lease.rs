@@ -52,8 +52,8 @@ pub enum LeaseError {
     },
 }
 
-/// How long one read or write of the Lease may take: well inside the renew deadline, so a
-/// leader whose API hangs notices it lost in time.
+/// How long one read or write of the Lease may take at most; never more than half the renew
+/// deadline, so a leader whose API hangs notices it lost in time.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// One candidate, contending for the Lease through `client`.
@@ -61,6 +61,7 @@ pub struct LeaseElector {
     api: Api<Lease>,
     lease: LeaseName,
     config: ElectionConfig,
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for LeaseElector {
@@ -79,6 +80,7 @@ impl LeaseElector {
         Self {
             api: Api::namespaced(client, &lease.namespace),
             lease,
+            request_timeout: REQUEST_TIMEOUT.min(config.renew_deadline / 2),
             config,
         }
     }
@@ -155,7 +157,7 @@ impl LeaseElector {
         &self,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, LeaseError> {
-        match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        match tokio::time::timeout(self.request_timeout, request).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(source)) => Err(LeaseError::Api {
                 lease: self.lease.clone(),
@@ -163,7 +165,7 @@ impl LeaseElector {
             }),
             Err(_) => Err(LeaseError::Timeout {
                 lease: self.lease.clone(),
-                after: REQUEST_TIMEOUT,
+                after: self.request_timeout,
             }),
         }
     }

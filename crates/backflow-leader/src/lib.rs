@@ -19,6 +19,7 @@ mod election;
 mod lease;
 
 pub use election::{
-    Election, ElectionConfig, ElectionEffect, ElectionInput, Leadership, LeaseRecord, WriteFailure,
+    Election, ElectionConfig, ElectionEffect, ElectionInput, Leadership, LeaseRecord, TimingError,
+    WriteFailure,
 };
 pub use lease::{LeaseElector, LeaseError, LeaseName};

@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use backflow_leader::{
-    Election, ElectionConfig, ElectionEffect, ElectionInput, Leadership, LeaseRecord, WriteFailure,
+    Election, ElectionConfig, ElectionEffect, ElectionInput, Leadership, LeaseRecord, TimingError,
+    WriteFailure,
 };
 
 /// A candidate and a clock it is stepped with.
@@ -191,5 +192,48 @@ fn a_candidate_that_never_led_stops_without_writing() {
     assert_eq!(
         b.after(1, ElectionInput::Stop),
         vec![ElectionEffect::Stopped]
+    );
+}
+
+#[test]
+fn timing_a_leader_cannot_keep_is_refused_as_client_go_refuses_it() {
+    let timing = |lease: f64, renew: f64, retry: f64| {
+        let mut c = ElectionConfig::new("a");
+        c.lease_duration = Duration::from_secs_f64(lease);
+        c.renew_deadline = Duration::from_secs_f64(renew);
+        c.retry_period = Duration::from_secs_f64(retry);
+        c.validate()
+    };
+    assert_eq!(timing(15.0, 10.0, 2.0), Ok(()));
+    assert_eq!(timing(4.0, 3.0, 1.0), Ok(()));
+    assert_eq!(
+        timing(4.5, 3.0, 1.0),
+        Err(TimingError::LeaseDurationNotWholeSeconds)
+    );
+    assert_eq!(
+        timing(10.0, 10.0, 2.0),
+        Err(TimingError::RenewDeadlineNotShorterThanLease)
+    );
+    assert_eq!(
+        timing(15.0, 2.0, 2.0),
+        Err(TimingError::RenewDeadlineTooShortForRetries)
+    );
+}
+
+/// A renewal counts from when it was sent: a slow answer does not stretch the leader's time.
+#[test]
+fn a_renewal_counts_from_when_it_was_sent() {
+    let mut a = Candidate::new("a");
+    a.step(ElectionInput::Tick);
+    let record = written(&a.step(ElectionInput::Read(Ok(None)))).expect("creates");
+    // The create's answer arrives 9 s after it was sent.
+    a.after(9, ElectionInput::Tick);
+    a.step(ElectionInput::Written(Ok((record, "1".into()))));
+    assert!(a.election.leading());
+    // 10 s after sending, without a renewal since: lost.
+    let lost = a.after(2, ElectionInput::Tick);
+    assert!(
+        matches!(became(&lost), Some(Leadership::Lost(_))),
+        "{lost:?}"
     );
 }

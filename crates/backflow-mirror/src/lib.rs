@@ -98,6 +98,11 @@ impl Mirror {
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
         let board = Arc::new(Board::default());
+        let host = hostname::get()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "backflow".into());
+        board.set_recorder(backflow_board::EventRecorder::new(client.clone(), host));
         let workers = Arc::new(
             Workers::new(
                 options.data_dir,

@@ -151,6 +151,22 @@ impl StreamContext {
             .spans(&self.spec.target, self.clock.now())
     }
 
+    /// `key`, an object of this stream's type, as an Event names it.
+    fn regarding(&self, key: &ObjectKey) -> backflow_board::Regarding {
+        let served = &self.spec.served;
+        let api_version = if served.group.is_empty() {
+            served.version.clone()
+        } else {
+            format!("{}/{}", served.group, served.version)
+        };
+        backflow_board::Regarding {
+            api_version,
+            kind: served.kind.clone(),
+            namespace: (!key.namespace.is_empty()).then(|| key.namespace.clone()),
+            name: key.name.clone(),
+        }
+    }
+
     fn target_label(&self) -> String {
         format!("{}/{}", self.spec.target.0, self.spec.target.1)
     }
@@ -416,6 +432,8 @@ pub async fn run(
             .serve_folder(&ctx.branch, &folder, &ctx.spec.target);
     }
     let mut streaming = true;
+    // Catch-ups asked while the first snapshot is read, answered once it is submitted.
+    let mut replaying: Vec<Barrier> = Vec::new();
     loop {
         let config = if streaming {
             watcher::Config::default().streaming_lists()
@@ -439,13 +457,27 @@ pub async fn run(
                     None => break,
                 },
                 Some(done) = barriers.recv() => {
-                    catch_up(&ctx, &api, &gr, &mut memory).await;
-                    let _ = done.send(());
+                    if memory.start.is_some() {
+                        // Still reading its first snapshot: that snapshot, read against what
+                        // the claim says, answers the catch-up (a catch-up now would submit
+                        // whole objects with no baseline).
+                        replaying.push(done);
+                    } else {
+                        catch_up(&ctx, &api, &gr, &mut memory).await;
+                        let _ = done.send(());
+                    }
                     continue;
                 }
             };
             match event {
-                Ok(event) => on_event(&ctx, &gr, event, &mut snapshot, &mut memory, &mut countdown),
+                Ok(event) => {
+                    on_event(&ctx, &gr, event, &mut snapshot, &mut memory, &mut countdown);
+                    if memory.start.is_none() {
+                        for done in replaying.drain(..) {
+                            let _ = done.send(());
+                        }
+                    }
+                }
                 Err(e) => {
                     if streaming && refuses_streaming_lists(&e) {
                         fall_back = true;
@@ -1006,6 +1038,12 @@ fn count_verdict(ctx: &StreamContext, key: &ObjectKey, verdict: Verdict) -> Verd
                 })
                 .inc();
             ctx.board.collision(&ctx.spec.target);
+            ctx.board.record(backflow_board::Note {
+                regarding: ctx.regarding(key),
+                kind: backflow_board::EventType::Warning,
+                reason: "ApplierOverwroteEdit".into(),
+                message: "the applier wrote over a live edit made during its apply: Git keeps the edit, and a Repair applies it back".into(),
+            });
         }
     }
     verdict

@@ -406,6 +406,20 @@ impl backflow_manifest::MergeReport for BranchOverrides {
             self.board
                 .merge_override(&self.branch, folder, object, fields)
         {
+            self.board.record(backflow_board::Note {
+                regarding: backflow_board::Regarding {
+                    api_version: "backflow.dev/v1alpha1".into(),
+                    kind: "GitTarget".into(),
+                    namespace: Some(namespace.clone()),
+                    name: name.clone(),
+                },
+                kind: backflow_board::EventType::Warning,
+                reason: "LiveValueKept".into(),
+                message: format!(
+                    "{object}: {} changed both live and in Git; the live value was kept",
+                    fields.join(", ")
+                ),
+            });
             self.merge_overrides
                 .get_or_create(&TargetLabels {
                     target: format!("{namespace}/{name}"),

@@ -237,6 +237,7 @@ impl World {
             last_applied: None,
             in_flight: None,
             last_operation: None,
+            status_read: true,
         });
     }
 
@@ -377,6 +378,7 @@ impl World {
             last_applied: self.recorded_applied,
             in_flight,
             last_operation,
+            status_read: true,
         });
     }
 

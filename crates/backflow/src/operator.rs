@@ -20,6 +20,8 @@ use crate::{
 
 /// Runs the operator until SIGTERM or Ctrl-C (or, when it loses the Lease, exits at once).
 pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
+    // One listener for the whole run: a signal that arrives while it starts acting is kept.
+    let signal = stop_signal();
     let (client, api) = client_of(&args).await?;
     if args.install_crds {
         backflow_mirror::defaults::install_crds(&client)
@@ -49,21 +51,85 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
         println!("  probes:     http://{}/readyz, /healthz, /metrics", l.addr);
     }
     if let Some(e) = &election
-        && !wait_to_lead(e.leadership.clone()).await
+        && !wait_to_lead(e.leadership.clone(), signal.clone()).await
     {
         // Stopped while standing by: nothing to flush, nothing held.
         leave(stop_election, election, health_listener).await;
         return Ok(());
     }
-    act(&args, &client, &health, election.as_ref()).await?;
+    let events = election.as_ref().map(|e| LeadershipEvents {
+        recorder: backflow_board::EventRecorder::new(client.clone(), e.identity.clone()),
+        lease: e.lease.clone(),
+        identity: e.identity.clone(),
+    });
+    if let Some(events) = &events {
+        events.note("became leader").await;
+    }
+    let acted = act(
+        &args,
+        &client,
+        &health,
+        election.as_ref(),
+        events.as_ref(),
+        signal,
+    )
+    .await;
+    // Released even when acting failed to start: a standby takes over at once.
     leave(stop_election, election, health_listener).await;
-    Ok(())
+    acted
+}
+
+/// Turns true on SIGTERM or Ctrl-C.
+fn stop_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tx.send_replace(true);
+    });
+    rx
+}
+
+/// Resolves once `signal` turned true.
+async fn stopped(mut signal: watch::Receiver<bool>) {
+    while !*signal.borrow_and_update() {
+        if signal.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// A running election.
 struct Running {
     leadership: watch::Receiver<Leadership>,
     task: JoinHandle<()>,
+    lease: LeaseName,
+    identity: String,
+}
+
+/// Events on the Lease when this replica takes or loses it, as client-go records them
+/// (`LeaderElection`, "<identity> became leader").
+struct LeadershipEvents {
+    recorder: std::sync::Arc<backflow_board::EventRecorder>,
+    lease: LeaseName,
+    identity: String,
+}
+
+impl LeadershipEvents {
+    async fn note(&self, what: &str) {
+        let note = backflow_board::Note {
+            regarding: backflow_board::Regarding {
+                api_version: "coordination.k8s.io/v1".into(),
+                kind: "Lease".into(),
+                namespace: Some(self.lease.namespace.clone()),
+                name: self.lease.name.clone(),
+            },
+            kind: backflow_board::EventType::Normal,
+            reason: "LeaderElection".into(),
+            message: format!("{} {what}", self.identity),
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.recorder.write(note))
+            .await;
+    }
 }
 
 /// A client of the API to mirror, and how it was found (for the banner).
@@ -130,23 +196,29 @@ async fn start_election(
     config.lease_duration = args.leader_elect_lease_duration;
     config.renew_deadline = args.leader_elect_renew_deadline;
     config.retry_period = args.leader_elect_retry_period;
-    if config.renew_deadline >= config.lease_duration {
-        return Err(
-            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
-                .into(),
-        );
-    }
+    config.validate().map_err(|e| {
+        format!("--leader-elect-lease-duration, --leader-elect-renew-deadline, --leader-elect-retry-period: {e}")
+    })?;
     let lease = LeaseName {
         namespace: namespace.clone(),
         name: args.leader_election_id.clone(),
     };
     tracing::info!(%lease, identity = %config.identity, "joining the leader election");
-    let (leadership, task) = LeaseElector::new(client.clone(), lease, config).spawn(stop);
-    Ok(Running { leadership, task })
+    let identity = config.identity.clone();
+    let (leadership, task) = LeaseElector::new(client.clone(), lease.clone(), config).spawn(stop);
+    Ok(Running {
+        leadership,
+        task,
+        lease,
+        identity,
+    })
 }
 
 /// Waits until this replica leads; `false` when the process is asked to stop first.
-async fn wait_to_lead(mut leadership: watch::Receiver<Leadership>) -> bool {
+async fn wait_to_lead(
+    mut leadership: watch::Receiver<Leadership>,
+    signal: watch::Receiver<bool>,
+) -> bool {
     let lead = async {
         loop {
             if *leadership.borrow_and_update() == Leadership::Leading {
@@ -159,7 +231,7 @@ async fn wait_to_lead(mut leadership: watch::Receiver<Leadership>) -> bool {
     };
     tokio::select! {
         led = lead => led,
-        () = wait_for_signal() => false,
+        () = stopped(signal) => false,
     }
 }
 
@@ -170,6 +242,8 @@ async fn act(
     client: &kube::Client,
     health: &Health,
     election: Option<&Running>,
+    events: Option<&LeadershipEvents>,
+    signal: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let owner = backflow_mirror::this_backflow(client, &args.data_dir)
         .await
@@ -204,25 +278,39 @@ async fn act(
             r.base_url()
         );
     }
-    let lost = async {
+    let lost = || async {
         match election {
             Some(e) => lost(e.leadership.clone()).await,
             None => std::future::pending().await,
         }
     };
     tokio::select! {
-        () = wait_for_signal() => {}
-        why = lost => {
-            tracing::error!(%why, "lost the Lease: exiting at once, so another replica acts alone (what was pending is published again by the next leader's resync)");
-            eprintln!("error: lost the Lease ({why}); exiting");
-            std::process::exit(1);
+        () = stopped(signal) => {}
+        why = lost() => exit_lost(&why, events).await,
+    }
+    let stop = async {
+        if let Some(r) = receiver {
+            r.shutdown().await;
         }
+        stop_mirror(mirror, Some(claims), args.sync.shutdown_grace).await;
+    };
+    // Pushing what is pending only while it still leads.
+    tokio::select! {
+        () = stop => {}
+        why = lost() => exit_lost(&why, events).await,
     }
-    if let Some(r) = receiver {
-        r.shutdown().await;
-    }
-    stop_mirror(mirror, Some(claims), args.sync.shutdown_grace).await;
     Ok(())
+}
+
+/// Exits at once: another replica may be acting already. What was pending is published again
+/// by the next leader's start-up resync.
+async fn exit_lost(why: &str, events: Option<&LeadershipEvents>) -> ! {
+    tracing::error!(%why, "lost the Lease: exiting at once, so another replica acts alone");
+    if let Some(events) = events {
+        events.note(&format!("stopped leading: {why}")).await;
+    }
+    eprintln!("error: lost the Lease ({why}); exiting");
+    std::process::exit(1)
 }
 
 /// Resolves with why, once this leader no longer holds the Lease.

@@ -1,59 +1,29 @@
 //! Kubernetes Events on a claim: what `kubectl describe` and `kubectl get events` show a person
-//! about what a push could not do (a prune held, a change refused, a file unreadable).
+//! about what a push could not do (a prune held, a change refused, a file unreadable) and what
+//! an apply did (failed, confirmed). Recorded through the board's recorder, so a repeat within
+//! ten minutes is counted on the first Event.
 
-use k8s_openapi::api::core::v1::Event;
-use kube::api::PostParams;
-use kube::{Api, Client};
-use serde_json::json;
+use backflow_board::{BranchRegistry, EventType, Note, Regarding};
 
 use super::plan::ClaimKey;
 
-/// Whether an Event reports something to look at or something done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Something done.
-    Normal,
-    /// Something a person should look at.
-    Warning,
-}
-
-/// Records an Event about the claim `key` (best effort: a failure is logged, never fatal).
-pub async fn emit(
-    client: &Client,
+/// Records an Event about the claim `key` in the background (best effort).
+pub fn emit(
+    registry: &BranchRegistry,
     key: &ClaimKey,
     kind: EventType,
     reason: &str,
     message: &str,
-    now: &str,
 ) {
-    let api = Api::<Event>::namespaced(client.clone(), &key.namespace);
-    let event = json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": format!("{}.", key.name), "namespace": key.namespace},
-        "involvedObject": {
-            "apiVersion": "backflow.dev/v1alpha1",
-            "kind": key.kind,
-            "name": key.name,
-            "namespace": key.namespace,
+    registry.record(Note {
+        regarding: Regarding {
+            api_version: "backflow.dev/v1alpha1".into(),
+            kind: key.kind.clone(),
+            namespace: Some(key.namespace.clone()),
+            name: key.name.clone(),
         },
-        "reason": reason,
-        "message": message,
-        "type": match kind { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-        "source": {"component": "backflow"},
-        "reportingComponent": "backflow",
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
+        kind,
+        reason: reason.into(),
+        message: message.into(),
     });
-    let created = match serde_json::from_value::<Event>(event) {
-        Ok(event) => api.create(&PostParams::default(), &event).await.map(|_| ()),
-        Err(e) => {
-            tracing::warn!(claim = %key.name, error = %e, "cannot build an event");
-            return;
-        }
-    };
-    if let Err(e) = created {
-        tracing::warn!(claim = %format!("{}/{}", key.namespace, key.name), %reason, error = %e, "cannot record an event");
-    }
 }

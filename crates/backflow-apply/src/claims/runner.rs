@@ -20,12 +20,13 @@ use backflow_git::{BranchNotice, WorkerHandle};
 use kube::{Api, Client};
 use tokio::sync::{broadcast, mpsc};
 
-use super::events::{EventType, emit};
+use super::events::emit;
 use super::metrics::{ApplyMetrics, ClaimLabels, OperationLabels};
 use super::plan::{ClaimKey, ClaimPlan, Holds, recheck};
 use super::status::{PushLimits, acting_conditions, inventory, limit_conditions, operation_status};
 use crate::guard::{CONFIRM_PRUNE, PruneHold, confirms};
 use crate::native::{Applier, ApplyReport, ApplyRequest, PruneNotice};
+use backflow_board::EventType;
 
 /// How often a held applier is checked between applies (a person's `flux resume` is undone
 /// within this).
@@ -516,6 +517,7 @@ impl Runner {
                 .as_ref()
                 .map(|op| OperationId(op.id))
                 .or(unread.then_some(OperationId(0))),
+            status_read: !unread,
         }
     }
 
@@ -739,7 +741,6 @@ impl Runner {
             unreadable: std::mem::take(&mut report.unreadable),
             plaintext: std::mem::take(&mut report.plaintext),
         };
-        let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         let mut events = Vec::new();
         if held != self.prune_held
             && let (Some(h), Some(message)) = (&held, &limits.prune_held)
@@ -761,13 +762,8 @@ impl Runner {
                 events.push((EventType::Warning, reason, line.clone()));
             }
         }
-        if !events.is_empty() {
-            let (client, key) = (self.client.clone(), self.key.clone());
-            tokio::spawn(async move {
-                for (kind, reason, message) in events.into_iter().take(20) {
-                    emit(&client, &key, kind, reason, &message, &now).await;
-                }
-            });
+        for (kind, reason, message) in events.into_iter().take(20) {
+            emit(&self.registry, &self.key, kind, reason, &message);
         }
         self.limits = limits;
         if held != self.prune_held {
@@ -838,8 +834,7 @@ impl Runner {
             self.client.clone(),
             &self.key.namespace,
         );
-        let (client, key, done) = (self.client.clone(), self.key.clone(), self.done.clone());
-        let clock = self.clock.clone();
+        let (registry, key, done) = (self.registry.clone(), self.key.clone(), self.done.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CONFIRM_EVERY).await;
@@ -851,18 +846,15 @@ impl Runner {
                     .cloned();
                 if confirms(value.as_deref(), &commit) {
                     tracing::info!(claim = %key.name, %commit, "held prune confirmed");
-                    let now = humantime::format_rfc3339_seconds(clock.now()).to_string();
                     let message =
                         format!("the prune of commit {commit} was confirmed: applying it");
                     emit(
-                        &client,
+                        &registry,
                         &key,
                         EventType::Normal,
                         "PruneConfirmed",
                         &message,
-                        &now,
-                    )
-                    .await;
+                    );
                     let _ = done.send(Done::Retry).await;
                     return;
                 }
@@ -899,6 +891,18 @@ impl Runner {
             .and_then(|o| o.requested_at.clone())
             .unwrap_or_else(|| now.clone());
         let op = operation_status(operation, message, &requested_at, &now);
+        if operation.phase == OperationPhase::Failed {
+            // No operation number: the same failure retried after the backoff is counted on
+            // one Event.
+            let text = format!("applying {}: {message}", operation.commit);
+            emit(
+                &self.registry,
+                &self.key,
+                EventType::Warning,
+                "ApplyFailed",
+                &text,
+            );
+        }
         if self.first_contact == FirstContactState::Met {
             let report = first_contact_report(self.plan.first_contact, &now);
             tracing::info!(claim = %self.claim_name(), rule = report.rule.as_str(), "first contact with the branch");

@@ -465,6 +465,39 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
                 .then_some(())
         },
     );
+    // `kubectl describe` shows it: one Warning on the claim, counted at each retry.
+    let failures = wait_for(
+        "the failure as an Event counted twice",
+        || w.kubectl(&["get", "events", "-n", "backflow-system", "-o", "json"]),
+        || {
+            let list = w.get_json(&["events", "-n", "backflow-system"]);
+            let failed: Vec<Value> = list["items"]
+                .as_array()?
+                .iter()
+                .filter(|e| {
+                    e["reason"] == "ApplyFailed" && e["involvedObject"]["kind"] == "NativeClaim"
+                })
+                .cloned()
+                .collect();
+            failed
+                .iter()
+                .any(|e| e["count"].as_i64() >= Some(2))
+                .then_some(failed)
+        },
+    );
+    assert_eq!(
+        failures.len(),
+        1,
+        "a repeat is counted, not written again: {failures:#?}"
+    );
+    assert_eq!(failures[0]["type"], "Warning");
+    assert!(
+        failures[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Widget"),
+        "{failures:#?}"
+    );
     std::fs::remove_file(clone.join("live/default/widgets/w.yaml")).unwrap();
     let fixed = w.commit_all_and_push(&clone, "remove the widget");
     wait_applied(&w, &fixed);

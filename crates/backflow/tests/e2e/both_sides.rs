@@ -136,4 +136,24 @@ fn a_field_changed_on_both_sides_keeps_the_live_value_and_says_so() {
         },
     );
     assert_eq!(on_claim["lastMergeOverride"], status["lastMergeOverride"]);
+    // And as a Warning on the target, naming the object and the field.
+    let event = wait_for(
+        "the override as an Event",
+        || w.kubectl(&["get", "events", "-n", "backflow-system"]),
+        || {
+            let list = w.get_json(&["events", "-n", "backflow-system"]);
+            list["items"]
+                .as_array()?
+                .iter()
+                .find(|e| e["reason"] == "LiveValueKept")
+                .cloned()
+        },
+    );
+    assert_eq!(event["involvedObject"]["kind"], "GitTarget");
+    assert_eq!(event["type"], "Warning");
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("conf") && message.contains("data.a"),
+        "{message}"
+    );
 }

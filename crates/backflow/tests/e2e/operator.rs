@@ -533,6 +533,26 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
         first_holder,
         "the Lease changed hands"
     );
+    // Each leader said so on the Lease, as client-go's leader election does.
+    let events = f.kubectl(&[
+        "get",
+        "events",
+        "-n",
+        "backflow-system",
+        "--field-selector",
+        "reason=LeaderElection",
+        "-o",
+        "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+    ]);
+    let became: Vec<&str> = events
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with("became leader"))
+        .collect();
+    assert!(
+        became.len() >= 2 && became.iter().any(|l| l.starts_with(&first_holder)),
+        "{events}"
+    );
     let transitions: u32 = lease("leaseTransitions").trim().parse().unwrap_or(0);
     assert!(transitions >= 1, "the Lease counts the transition");
     drop(second);
