@@ -161,7 +161,13 @@ impl ArgoApplier {
         self.api()
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .map_err(|e| {
+                format!(
+                    "reading {}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))
     }
 
@@ -271,7 +277,13 @@ impl ArgoApplier {
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&operation))
             .await
             .map(|_| ())
-            .map_err(|e| format!("requesting a sync of {}: {e}", self.held.shown()))
+            .map_err(|e| {
+                format!(
+                    "requesting a sync of {}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })
     }
 
     async fn wait(

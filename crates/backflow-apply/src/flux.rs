@@ -77,7 +77,12 @@ impl FluxApplier {
             .api(&git_repositories(), ns)
             .get_opt(name)
             .await
-            .map_err(|e| format!("reading GitRepository {ns}/{name}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "reading GitRepository {ns}/{name}: {}",
+                    backflow_board::explain(&e)
+                )
+            })?
             .ok_or_else(|| {
                 format!(
                     "GitRepository {ns}/{name} of {} does not exist",
@@ -151,7 +156,13 @@ impl FluxApplier {
         let ks = ks_api
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .map_err(|e| {
+                format!(
+                    "reading {}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         let source = &ks.data["spec"]["sourceRef"];
         let source_name = source["name"].as_str().unwrap_or_default();
@@ -161,13 +172,24 @@ impl FluxApplier {
             .api(&git_repositories(), source_ns)
             .patch(source_name, &Held::params(), &Patch::Merge(&annotate))
             .await
-            .map_err(|e| format!("asking GitRepository {source_ns}/{source_name} to fetch: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "asking GitRepository {source_ns}/{source_name} to fetch: {}",
+                    backflow_board::explain(&e)
+                )
+            })?;
         let resume =
             json!({"metadata": {"annotations": {REQUESTED_AT: token}}, "spec": {"suspend": false}});
         ks_api
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&resume))
             .await
-            .map_err(|e| format!("resuming {}: {e}", self.held.shown()))?;
+            .map_err(|e| {
+                format!(
+                    "resuming {}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })?;
         Ok(())
     }
 
@@ -180,7 +202,13 @@ impl FluxApplier {
             .api(&kustomizations(), &self.held.namespace)
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| format!("reading {}: {e}", self.held.shown()))?
+            .map_err(|e| {
+                format!(
+                    "reading {}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         self.check_source(&ks).await?;
         if let Some(parent) = ks.labels().get("kustomize.toolkit.fluxcd.io/name") {
@@ -204,7 +232,13 @@ impl FluxApplier {
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
-            .map_err(|e| format!("setting {} suspend={suspended}: {e}", self.held.shown()))
+            .map_err(|e| {
+                format!(
+                    "setting {} suspend={suspended}: {}",
+                    self.held.shown(),
+                    backflow_board::explain(&e)
+                )
+            })
     }
 
     async fn suspend(&self) -> Result<(), String> {

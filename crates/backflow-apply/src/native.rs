@@ -941,7 +941,10 @@ impl NativeApplier {
         desired: &Value,
     ) -> Result<Write, String> {
         let name = &object.identity.name;
-        let failed = |e: kube::Error| format!("applying {} {name}: {e}", object.identity.kind);
+        let failed = |e: kube::Error| {
+            let why = backflow_board::explain(&e);
+            format!("applying {} {name}: {why}", object.identity.kind)
+        };
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()

@@ -13,6 +13,7 @@
 //! - `catch_up.rs`: [`CatchUps`], each stream asked to decide what its scope holds now (before
 //!   an apply's flush, before a `CommitRequest`).
 //! - `events.rs`: Kubernetes Events about what backflow did, counted when repeated.
+//! - `explain.rs`: a Kubernetes API error as a person reads it.
 //! - `changes.rs`: [`watch_changes`], a watch that only wakes a level-triggered loop.
 
 mod apply_windows;
@@ -20,6 +21,7 @@ mod board;
 mod catch_up;
 mod changes;
 mod events;
+mod explain;
 mod registry;
 mod streams;
 
@@ -31,5 +33,6 @@ pub use board::{
 pub use catch_up::{Barrier, CatchUps, CaughtUp};
 pub use changes::watch_changes;
 pub use events::{Correlator, EventRecorder, EventType, Note, Regarding, Write};
+pub use explain::explain;
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
 pub use streams::{ServedType, StreamSpec, TargetRef};

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 
+use backflow_board::explain;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -35,7 +36,7 @@ impl std::fmt::Display for LeaseName {
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// The API answered with an error, or could not be reached.
-    #[error("Lease {lease}: {source}")]
+    #[error("Lease {lease}: {}", explain(.source))]
     Api {
         /// The Lease.
         lease: LeaseName,

@@ -29,7 +29,7 @@ pub enum MirrorError {
     #[error("spec.refreshInterval must be more than 0s (the remote would be read without pause)")]
     ZeroRefresh,
     /// The Secret named by `spec.secretRef` could not be read.
-    #[error("cannot read Secret {namespace}/{name}: {source}")]
+    #[error("cannot read Secret {namespace}/{name}: {}", backflow_board::explain(.source))]
     SecretUnreadable {
         /// Its namespace.
         namespace: String,

@@ -455,7 +455,12 @@ async fn start_default_mirror(
     };
     backflow_mirror::defaults::install_crds(&client)
         .await
-        .map_err(|e| format!("cannot install the backflow.dev CRDs: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot install the backflow.dev CRDs: {}",
+                backflow_board::explain(&e)
+            )
+        })?;
     let (key_path, recipient, identities) = age_key(&args.data_dir)?;
     let receiver_token = if args.no_receiver {
         None
@@ -474,7 +479,12 @@ async fn start_default_mirror(
     };
     backflow_mirror::defaults::ensure(&client, &setup)
         .await
-        .map_err(|e| format!("cannot apply the default configuration: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot apply the default configuration: {}",
+                backflow_board::explain(&e)
+            )
+        })?;
     let owner = backflow_mirror::this_backflow(&client, &args.data_dir)
         .await
         .map_err(|e| format!("cannot keep this backflow's instance id: {e}"))?;

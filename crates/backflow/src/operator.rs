@@ -26,7 +26,7 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     if args.install_crds {
         backflow_mirror::defaults::install_crds(&client)
             .await
-            .map_err(|e| format!("cannot install the backflow.dev CRDs: {e} (install them with the manifests and give --install-crds=false)"))?;
+            .map_err(|e| format!("cannot install the backflow.dev CRDs: {} (install them with the manifests and give --install-crds=false)", backflow_board::explain(&e)))?;
     }
     let (stop_election, election) = if args.leader_elect {
         let (stop, stopped) = watch::channel(false);
@@ -173,17 +173,20 @@ async fn start_election(
         },
         ..Namespace::default()
     };
-    let exists = namespaces
-        .get_opt(namespace)
-        .await
-        .map_err(|e| format!("the leader election's namespace {namespace} cannot be read: {e}"))?;
+    let exists = namespaces.get_opt(namespace).await.map_err(|e| {
+        format!(
+            "the leader election's namespace {namespace} cannot be read: {}",
+            backflow_board::explain(&e)
+        )
+    })?;
     if exists.is_none() {
         match namespaces.create(&PostParams::default(), &wanted).await {
             Ok(_) => tracing::info!(%namespace, "created the leader election's namespace"),
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(e) => {
                 return Err(format!(
-                    "the leader election's namespace {namespace} cannot be created: {e} (create it, or give --leader-election-namespace)"
+                    "the leader election's namespace {namespace} cannot be created: {} (create it, or give --leader-election-namespace)",
+                    backflow_board::explain(&e)
                 ));
             }
         }

@@ -39,7 +39,7 @@ pub struct StoredInventory {
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
     /// The API refused or failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", backflow_board::explain(.source))]
     Api {
         /// What was being done.
         what: String,
