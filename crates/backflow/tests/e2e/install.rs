@@ -69,6 +69,18 @@ fn the_manifests_render_and_hold_what_the_install_promises() {
     assert_eq!(container["args"][0], "operator");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // The dashboard queries only metrics backflow documents (docs/configuration.md lists what
+    // /metrics serves; docs/operator.md adds the operator's own).
+    let documented = ["docs/configuration.md", "docs/operator.md"]
+        .iter()
+        .map(|doc| std::fs::read_to_string(deploy().join("..").join(doc)).expect("the docs"))
+        .collect::<String>();
+    for name in dashboard_metrics() {
+        assert!(
+            documented.contains(&name),
+            "deploy/grafana queries {name}, which no doc lists"
+        );
+    }
     let role = find(&base, "ClusterRole", "backflow-operator");
     for rule in role["rules"].as_array().expect("rules") {
         if rule["resources"] == serde_json::json!(["*"]) {
@@ -146,4 +158,29 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
     drop(second);
     drop(first);
     cluster.stop();
+}
+
+/// The metric families the Grafana dashboard's queries name (a counter's `_total` and a
+/// histogram's `_bucket` are samples of the family).
+fn dashboard_metrics() -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(deploy().join("grafana/backflow-dashboard.json"))
+        .expect("the dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a query");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("backflow_") {
+                    let family = word
+                        .strip_suffix("_total")
+                        .or_else(|| word.strip_suffix("_bucket"))
+                        .unwrap_or(word);
+                    names.insert(family.to_string());
+                }
+            }
+        }
+    }
+    assert!(names.len() >= 10, "{names:?}");
+    names
 }
