@@ -246,6 +246,14 @@ struct OperatorArgs {
     /// How often a standby tries for the Lease and the leader renews it.
     #[arg(long, default_value = "2s", value_parser = parse_interval)]
     leader_elect_retry_period: Duration,
+    /// This replica's Pod (the Deployment passes it from the downward API): the acting replica
+    /// labels it `backflow.dev/leader=true`, so a Service that selects that label (the push
+    /// receiver's) reaches the replica that acts, never a standby.
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
+    /// The namespace of --pod-name.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "backflow-system")]
+    pod_namespace: String,
     #[command(flatten)]
     sync: SyncArgs,
 }

@@ -8,8 +8,8 @@ use backflow_api::SystemClock;
 use backflow_leader::{ElectionConfig, Leadership, LeaseElector, LeaseName};
 use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::Listener;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -37,6 +37,10 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     } else {
         (None, None)
     };
+    if election.is_some() {
+        // A Pod whose container restarts keeps its labels: it stands by until it leads again.
+        label_pod(&client, &args, false).await;
+    }
     let health = Health::new(election.as_ref().map(|e| e.leadership.clone()));
     let health_listener = match args.metrics_bind_address {
         Some(addr) => Some(
@@ -64,6 +68,7 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     });
     if let Some(events) = &events {
         events.note("became leader").await;
+        label_pod(&client, &args, true).await;
     }
     let acted = act(
         &args,
@@ -75,8 +80,38 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     )
     .await;
     // Released even when acting failed to start: a standby takes over at once.
+    if election.is_some() {
+        label_pod(&client, &args, false).await;
+    }
     leave(stop_election, election, health_listener).await;
     acted
+}
+
+/// The label of the acting replica's Pod: the push receiver's Service selects it.
+const LEADER_LABEL: &str = "backflow.dev/leader";
+
+/// Labels this replica's Pod (`--pod-name`) as the acting one, or (`leading`: false) removes
+/// the label; best effort, within two seconds.
+async fn label_pod(client: &kube::Client, args: &OperatorArgs, leading: bool) {
+    let Some(name) = &args.pod_name else {
+        return;
+    };
+    let pods = Api::<Pod>::namespaced(client.clone(), &args.pod_namespace);
+    let value = if leading {
+        serde_json::json!("true")
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    let labelled = pods.patch(name, &params, &patch);
+    match tokio::time::timeout(std::time::Duration::from_secs(2), labelled).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(pod = %name, error = %backflow_board::explain(&e), "cannot label this replica's Pod; the receiver's Service may reach a standby");
+        }
+        Err(_) => tracing::warn!(pod = %name, "labelling this replica's Pod timed out"),
+    }
 }
 
 /// Turns true on SIGTERM or Ctrl-C.
@@ -289,7 +324,14 @@ async fn act(
     };
     tokio::select! {
         () = stopped(signal) => {}
-        why = lost() => exit_lost(&why, events).await,
+        why = lost() => {
+            label_pod(client, args, false).await;
+            exit_lost(&why, events).await;
+        }
+    }
+    // No longer the receiver's: deliveries go to the replica that takes over.
+    if election.is_some() {
+        label_pod(client, args, false).await;
     }
     let stop = async {
         if let Some(r) = receiver {

@@ -131,11 +131,45 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         .map(str::to_string)
         .collect();
     assert!(args.iter().any(|a| a == "--install-crds=false"), "{args:?}");
+    // Each replica's Pod, as the Deployment would make it (its name reaches the process through
+    // the downward API: here, --pod-name).
+    for name in ["first", "second"] {
+        let pod = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": format!("backflow-{name}"),
+                "namespace": "backflow-system",
+                "labels": {"app.kubernetes.io/name": "backflow"},
+            },
+            "spec": {"containers": [{"name": "operator", "image": "backflow"}]},
+        });
+        let file = sandbox.work.join(format!("pod-{name}.json"));
+        std::fs::write(&file, pod.to_string()).expect("write the Pod");
+        let created = kubectl(&["create", "-f", &file.to_string_lossy()]);
+        assert_eq!(created.code, Some(0), "{created}");
+    }
     let start = |name: &str| {
         let data = format!("--data-dir={}", sandbox.work.join(name).display());
+        let pod = format!("--pod-name=backflow-{name}");
         let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
         all.push(&data);
+        all.push(&pod);
         Operator::with_args(&sandbox, &kubeconfig, &all)
+    };
+    // The Pods the receiver's Service selects: the acting replica's only.
+    let receivers = || {
+        kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            "backflow-system",
+            "-l",
+            "app.kubernetes.io/name=backflow,backflow.dev/leader=true",
+            "-o",
+            "name",
+        ])
+        .stdout
     };
     let (first, first_probes) = start("first");
     wait_for("the first replica to lead", String::new, || {
@@ -155,8 +189,22 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         "jsonpath={.spec.holderIdentity}",
     ]);
     assert!(!holder.stdout.is_empty(), "{holder}");
-    drop(second);
+    assert_eq!(
+        receivers().trim(),
+        "pod/backflow-first",
+        "the leader's Pod is labelled"
+    );
+    // A clean stop hands over: the label goes with the Lease.
     drop(first);
+    wait_for("the second replica to act", String::new, || {
+        leads(&second_probes).filter(|l| *l)
+    });
+    wait_for(
+        "the receiver's Service to follow the leader",
+        receivers,
+        || (receivers().trim() == "pod/backflow-second").then_some(()),
+    );
+    drop(second);
     cluster.stop();
 }
 
