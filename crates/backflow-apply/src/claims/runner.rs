@@ -684,6 +684,9 @@ impl Runner {
                 let _ = done.send(Done::Retry).await;
             });
         }
+        if report.failures.is_empty() {
+            self.tell_what_it_did(id, &report);
+        }
         let (phase, message) = if report.failures.is_empty() {
             (
                 OperationPhase::Succeeded,
@@ -716,6 +719,50 @@ impl Runner {
             )
         };
         ApplyInput::Progress { id, phase, message }
+    }
+
+    /// Events for what operation `id` did that a person may look for: objects created live
+    /// that it adopted (stamped, now this claim's to prune), and live edits an applier wrote
+    /// over that it put back (a Repair).
+    fn tell_what_it_did(&self, id: OperationId, report: &ApplyReport) {
+        let ApplyPhase::InFlight(op) = self.core.phase() else {
+            return;
+        };
+        if op.id != id {
+            return;
+        }
+        if op.reasons.contains(Reason::Repair) && report.applied + report.pruned > 0 {
+            let message = format!(
+                "put back {} live edits an applier had written over (applied {}, pruned {}) at {}",
+                report.applied + report.pruned,
+                report.applied,
+                report.pruned,
+                op.commit
+            );
+            emit(
+                &self.registry,
+                &self.key,
+                EventType::Normal,
+                "Repaired",
+                &message,
+            );
+        }
+        if op.reasons.contains(Reason::CatchUpAdopt)
+            && op.reasons.catch_up_only()
+            && report.applied > 0
+        {
+            let message = format!(
+                "adopted {} objects created live: this claim applies and prunes them from now on",
+                report.applied
+            );
+            emit(
+                &self.registry,
+                &self.key,
+                EventType::Normal,
+                "Adopted",
+                &message,
+            );
+        }
     }
 
     /// Takes what `report` could not do because of what was pushed: shown on the claim, counted,

@@ -961,6 +961,10 @@ fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
     wait_acting(&w);
     create_adopted(&w, "gone", "alpha");
     create_adopted(&w, "other", "alpha");
+    // Objects created live once the claim acts are adopted, and it says so.
+    wait_for("an Adopted Event on the claim", String::new, || {
+        claim_events_with(&w, "Adopted").then_some(())
+    });
     let path = "live/default/configmaps/gone.yaml";
     hold_an_apply(
         &w,
@@ -975,6 +979,46 @@ fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
         cm_value(&w, "gone", "v")
     );
     assert_eq!(w.show(path), None, "Git holds the delete");
+    // Both told as Events: the applier's write over the delete, on the object; the Repair, on
+    // the claim.
+    let reasons = |namespace: &str| {
+        let list = w.get_json(&["events", "-n", namespace]);
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let text = |f: &str| {
+                    e.pointer(f)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (
+                    text("/reason"),
+                    text("/involvedObject/kind"),
+                    text("/involvedObject/name"),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    wait_for(
+        "the Events of the collision and its Repair",
+        || format!("{:?} {:?}", reasons("default"), reasons("backflow-system")),
+        || {
+            let on_object = reasons("default").contains(&(
+                "ApplierOverwroteEdit".into(),
+                "ConfigMap".into(),
+                "gone".into(),
+            ));
+            let on_claim = reasons("backflow-system").contains(&(
+                "Repaired".into(),
+                "NativeClaim".into(),
+                "default".into(),
+            ));
+            (on_object && on_claim).then_some(())
+        },
+    );
 }
 
 /// A person edits an object the applier owns while an apply of a commit that removes it is on
@@ -1098,3 +1142,13 @@ spec:
                 properties:
                   mode: {type: string, default: auto}
 ";
+
+/// Whether the default claim has an Event with `reason`.
+fn claim_events_with(w: &World, reason: &str) -> bool {
+    let list = w.get_json(&["events", "-n", "backflow-system"]);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|e| e["reason"] == reason && e["involvedObject"]["kind"] == "NativeClaim")
+}
