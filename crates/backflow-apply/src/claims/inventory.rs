@@ -20,8 +20,10 @@ use serde_json::json;
 
 use super::plan::ClaimKey;
 
-/// The most entries kept in the claim's status itself.
-pub const INLINE_MAX: usize = 1000;
+/// The most entries kept in the claim's status itself: few enough that `kubectl describe` of a
+/// claim stays a page (it printed every entry, over 900 lines for 200 objects); beyond, the
+/// status says how many and where.
+pub const INLINE_MAX: usize = 50;
 
 /// The most bytes of entries one `ConfigMap` holds (a `ConfigMap` holds at most 1 MiB).
 const CHUNK_BYTES: usize = 512 * 1024;
