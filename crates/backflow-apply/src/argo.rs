@@ -161,13 +161,7 @@ impl ArgoApplier {
         self.api()
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| {
-                format!(
-                    "reading {}: {}",
-                    self.held.shown(),
-                    backflow_board::explain(&e)
-                )
-            })?
+            .map_err(|e| self.held.failed("reading", &e))?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))
     }
 
@@ -277,13 +271,7 @@ impl ArgoApplier {
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&operation))
             .await
             .map(|_| ())
-            .map_err(|e| {
-                format!(
-                    "requesting a sync of {}: {}",
-                    self.held.shown(),
-                    backflow_board::explain(&e)
-                )
-            })
+            .map_err(|e| self.held.failed("requesting a sync of", &e))
     }
 
     async fn wait(

@@ -156,13 +156,7 @@ impl FluxApplier {
         let ks = ks_api
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| {
-                format!(
-                    "reading {}: {}",
-                    self.held.shown(),
-                    backflow_board::explain(&e)
-                )
-            })?
+            .map_err(|e| self.held.failed("reading", &e))?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         let source = &ks.data["spec"]["sourceRef"];
         let source_name = source["name"].as_str().unwrap_or_default();
@@ -183,13 +177,7 @@ impl FluxApplier {
         ks_api
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&resume))
             .await
-            .map_err(|e| {
-                format!(
-                    "resuming {}: {}",
-                    self.held.shown(),
-                    backflow_board::explain(&e)
-                )
-            })?;
+            .map_err(|e| self.held.failed("resuming", &e))?;
         Ok(())
     }
 
@@ -202,13 +190,7 @@ impl FluxApplier {
             .api(&kustomizations(), &self.held.namespace)
             .get_opt(&self.held.name)
             .await
-            .map_err(|e| {
-                format!(
-                    "reading {}: {}",
-                    self.held.shown(),
-                    backflow_board::explain(&e)
-                )
-            })?
+            .map_err(|e| self.held.failed("reading", &e))?
             .ok_or_else(|| format!("{} does not exist", self.held.shown()))?;
         self.check_source(&ks).await?;
         if let Some(parent) = ks.labels().get("kustomize.toolkit.fluxcd.io/name") {

@@ -50,6 +50,16 @@ impl Held {
         format!("{} {}/{}", self.kind, self.namespace, self.name)
     }
 
+    /// What failed doing `what` (`reading`, `resuming`, …) to the held object, as a person reads
+    /// it: `reading Kustomization team-a/apps: <the API's message> (<reason>, <code>)`.
+    pub fn failed(&self, what: &str, error: &kube::Error) -> String {
+        format!(
+            "{what} {}: {}",
+            self.shown(),
+            backflow_board::explain(error)
+        )
+    }
+
     /// A token naming one request (its time, to the nanosecond).
     pub fn token(&self) -> String {
         humantime::format_rfc3339_nanos(self.clock.now()).to_string()

@@ -914,13 +914,11 @@ fn a_waited_write_does_not_sit_out_the_window_and_waiting_writes_share_a_commit(
     assert_eq!(pushes, 1);
 }
 
-/// A push of two commits lands with its answer lost, and before the worker looks somebody
-/// force-pushes the branch back to the first and pushes on top. The head is gone, so the push
-/// looks as if it never landed; replayed, the first commit's write went over the later push.
-/// The first commit on the branch shows the push landed: backflow's head was dropped, a
-/// divergence, and nothing is published until the owner's resync.
-#[test]
-fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
+/// A push of two commits (a resync writing `a`, an edit of `b`) lands with its answer lost;
+/// before the worker looks, somebody force-pushes the branch back to the first commit and
+/// pushes `a` = "edited by a person" on top, and the worker reads the remote. Returns the shell
+/// and the head that was dropped.
+fn forced_back_into_a_chain() -> (Shell, backflow_branch::CommitId) {
     let mut s = Shell::new(zero_window());
     s.deferred_io = true;
     s.step(Input::Resync {
@@ -952,6 +950,17 @@ fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
     s.remote
         .foreign_push(&file("a"), Some("edited by a person"));
     while s.answer() {}
+    (s, head)
+}
+
+/// A push of two commits lands with its answer lost, and before the worker looks somebody
+/// force-pushes the branch back to the first and pushes on top. The head is gone, so the push
+/// looks as if it never landed; replayed, the first commit's write went over the later push.
+/// The first commit on the branch shows the push landed: backflow's head was dropped, a
+/// divergence, and nothing is published until the owner's resync.
+#[test]
+fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
+    let (mut s, head) = forced_back_into_a_chain();
     let events = s.take_events();
     assert_eq!(diverged(&events).map(|d| d.lost), Some(head), "{events:?}");
     assert_eq!(
@@ -967,28 +976,7 @@ fn a_force_push_into_a_chain_whose_answer_was_lost_is_a_divergence() {
 /// write went over the push — a person's later edit in Git lost; found by the simulator).
 #[test]
 fn after_a_force_push_into_a_chain_only_the_lost_commits_are_built_again() {
-    let mut s = Shell::new(zero_window());
-    s.deferred_io = true;
-    s.step(Input::Resync {
-        target: "apps".into(),
-        intents: vec![put("a", "1")],
-    });
-    s.submit(put("b", "1"));
-    for _ in 0..20 {
-        if matches!(s.in_flight, Some(Effect::Push { .. })) {
-            break;
-        }
-        if !s.answer() {
-            s.tick_at_wake();
-        }
-    }
-    s.faults.lose_answer = 1;
-    assert!(s.answer());
-    let first = s.remote.history()[1];
-    s.remote.force_push(Some(first));
-    s.remote
-        .foreign_push(&file("a"), Some("edited by a person"));
-    while s.answer() {}
+    let (mut s, _) = forced_back_into_a_chain();
     assert!(diverged(&s.take_events()).is_some(), "a divergence");
     s.step(Input::Recovered);
     for _ in 0..40 {

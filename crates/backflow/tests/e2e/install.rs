@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{Sandbox, Server, ready, run_bounded, wait_for};
-use crate::operator::{Operator, leads};
+use crate::common::{Sandbox, Server, run_bounded, wait_for};
+use crate::operator::{Operator, wait_leading, wait_standing_by};
 
 /// `deploy/` in the repository.
 fn deploy() -> PathBuf {
@@ -172,13 +172,9 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         .stdout
     };
     let (first, first_probes) = start("first");
-    wait_for("the first replica to lead", String::new, || {
-        leads(&first_probes).filter(|l| *l)
-    });
+    wait_leading(&first_probes, "the first replica to lead");
     let (second, second_probes) = start("second");
-    wait_for("the second replica to stand by, ready", String::new, || {
-        (ready(&second_probes) && leads(&second_probes) == Some(false)).then_some(())
-    });
+    wait_standing_by(&second_probes, "the second replica to stand by, ready");
     let holder = kubectl(&[
         "get",
         "lease",
@@ -196,9 +192,7 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
     );
     // A clean stop hands over: the label goes with the Lease.
     drop(first);
-    wait_for("the second replica to act", String::new, || {
-        leads(&second_probes).filter(|l| *l)
-    });
+    wait_leading(&second_probes, "the second replica to act");
     wait_for(
         "the receiver's Service to follow the leader",
         receivers,

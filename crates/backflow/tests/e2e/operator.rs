@@ -387,6 +387,18 @@ fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_change
     f.stop();
 }
 
+/// Waits (`what`) until the replica whose probes answer at `probes` acts.
+pub(crate) fn wait_leading(probes: &str, what: &str) {
+    wait_for(what, String::new, || leads(probes).filter(|l| *l));
+}
+
+/// Waits (`what`) until the replica whose probes answer at `probes` stands by, ready.
+pub(crate) fn wait_standing_by(probes: &str, what: &str) {
+    wait_for(what, String::new, || {
+        (ready(probes) && leads(probes) == Some(false)).then_some(())
+    });
+}
+
 /// `backflow_leader` on a replica's `/metrics`: 1 while it acts, 0 while it stands by.
 pub(crate) fn leads(probes: &str) -> Option<bool> {
     let answer = http(probes, "GET", "/metrics", &[], "");
@@ -407,14 +419,10 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
     let f = Fixture::new();
     let (mut first, first_probes) =
         Operator::replica(&f.sandbox, &f.kubeconfig, &f.operator_data.join("first"));
-    wait_for("the first replica to lead", String::new, || {
-        leads(&first_probes).filter(|l| *l)
-    });
+    wait_leading(&first_probes, "the first replica to lead");
     let (second, second_probes) =
         Operator::replica(&f.sandbox, &f.kubeconfig, &f.operator_data.join("second"));
-    wait_for("the second replica to stand by, ready", String::new, || {
-        (ready(&second_probes) && leads(&second_probes) == Some(false)).then_some(())
-    });
+    wait_standing_by(&second_probes, "the second replica to stand by, ready");
     assert!(ready(&first_probes), "the leader is ready");
     assert_eq!(leads(&first_probes), Some(true), "one leader at a time");
     let lease = |field: &str| {
@@ -490,9 +498,7 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
         in_clone(&["push", "-q", "origin", "HEAD:main"])
     });
 
-    wait_for("the standby to take over", String::new, || {
-        leads(&second_probes).filter(|l| *l)
-    });
+    wait_leading(&second_probes, "the standby to take over");
     let ls = || {
         f.git(&["ls-tree", "-r", "--name-only", "main"])
             .unwrap_or_default()
