@@ -41,7 +41,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use owner::this_backflow;
+pub use owner::{host_name, this_backflow};
 pub use tracker::{Tracker, TrackerWaiter};
 
 /// How often a branch worker reads its remote when nothing told it the branch moved, unless
@@ -98,10 +98,7 @@ impl Mirror {
         let metrics = metrics::MirrorMetrics::register(&mut registry);
         let kinds = KindMap::default();
         let board = Arc::new(Board::default());
-        let host = hostname::get()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "backflow".into());
+        let host = owner::host_name().unwrap_or_else(|| "backflow".into());
         board.set_recorder(backflow_board::EventRecorder::new(client.clone(), host));
         let workers = Arc::new(
             Workers::new(

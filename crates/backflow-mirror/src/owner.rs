@@ -6,6 +6,12 @@ use backflow_manifest::FolderOwner;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client};
 
+/// This machine's host name (a Pod's name in a cluster), when the system says it.
+#[must_use]
+pub fn host_name() -> Option<String> {
+    hostname::get().ok().and_then(|h| h.into_string().ok())
+}
+
 /// The file in the data dir holding this backflow's instance id when the live side's
 /// `kube-system` Namespace cannot be read.
 const INSTANCE_FILE: &str = "instance-id";
@@ -17,10 +23,7 @@ const INSTANCE_FILE: &str = "instance-id";
 /// # Errors
 /// When neither the Namespace nor the data dir's file can be read or the file written.
 pub async fn this_backflow(client: &Client, data_dir: &Path) -> std::io::Result<FolderOwner> {
-    let host = hostname::get()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default();
+    let host = host_name().unwrap_or_default();
     let namespaces = Api::<Namespace>::all(client.clone());
     let uid = match namespaces.get("kube-system").await {
         Ok(ns) => ns.metadata.uid,

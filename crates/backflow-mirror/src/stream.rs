@@ -457,15 +457,7 @@ pub async fn run(
                     None => break,
                 },
                 Some(done) = barriers.recv() => {
-                    if memory.start.is_some() {
-                        // Still reading its first snapshot: that snapshot, read against what
-                        // the claim says, answers the catch-up (a catch-up now would submit
-                        // whole objects with no baseline).
-                        replaying.push(done);
-                    } else {
-                        catch_up(&ctx, &api, &gr, &mut memory).await;
-                        let _ = done.send(());
-                    }
+                    on_barrier(&ctx, &api, &gr, &mut memory, &mut replaying, done).await;
                     continue;
                 }
             };
@@ -473,6 +465,7 @@ pub async fn run(
                 Ok(event) => {
                     on_event(&ctx, &gr, event, &mut snapshot, &mut memory, &mut countdown);
                     if memory.start.is_none() {
+                        // The first snapshot is submitted: it answers the catch-ups it held.
                         for done in replaying.drain(..) {
                             let _ = done.send(());
                         }
@@ -495,6 +488,25 @@ pub async fn run(
             streaming = false;
         }
         // The watcher stream never ends on its own; if it does, start over.
+    }
+}
+
+/// A catch-up asked of the stream: answered once every object its scope holds now is decided.
+/// While the first snapshot is still read, that snapshot (read against what the claim says)
+/// answers it: a catch-up now would submit whole objects with no baseline.
+async fn on_barrier(
+    ctx: &StreamContext,
+    api: &Api<Watched>,
+    gr: &GroupResource,
+    memory: &mut Memory,
+    replaying: &mut Vec<Barrier>,
+    done: Barrier,
+) {
+    if memory.start.is_some() {
+        replaying.push(done);
+    } else {
+        catch_up(ctx, api, gr, memory).await;
+        let _ = done.send(());
     }
 }
 

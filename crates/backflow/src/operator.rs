@@ -79,8 +79,9 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
         signal,
     )
     .await;
-    // Released even when acting failed to start: a standby takes over at once.
-    if election.is_some() {
+    // Released even when acting failed to start (then the label goes here too; a clean stop
+    // removed it before flushing): a standby takes over at once.
+    if acted.is_err() && election.is_some() {
         label_pod(&client, &args, false).await;
     }
     leave(stop_election, election, health_listener).await;
@@ -226,10 +227,7 @@ async fn start_election(
             }
         }
     }
-    let host = hostname::get()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "backflow".into());
+    let host = backflow_mirror::host_name().unwrap_or_else(|| "backflow".into());
     let mut config = ElectionConfig::new(format!("{host}_{:016x}", rand::random::<u64>()));
     config.lease_duration = args.leader_elect_lease_duration;
     config.renew_deadline = args.leader_elect_renew_deadline;

@@ -644,17 +644,7 @@ impl Runner {
             .apply_windows()
             .close(&self.plan.targets, self.clock.now());
         self.reapplied(&report);
-        let claim = self.claim_name();
-        self.metrics.objects(&claim, "applied", report.applied);
-        self.metrics.objects(&claim, "unchanged", report.unchanged);
-        self.metrics.objects(&claim, "pruned", report.pruned);
-        self.metrics
-            .objects(&claim, "owned_elsewhere", report.foreign.len());
-        for path in &report.foreign {
-            tracing::warn!(%claim, %path, "another applier owns the object this file declares: not applied");
-        }
-        self.metrics
-            .objects(&claim, "failed", report.failures.len());
+        self.count_objects(&report);
         self.inventory = std::mem::take(&mut report.inventory);
         self.failures.clone_from(&report.failures);
         let catch_up = matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only());
@@ -719,6 +709,21 @@ impl Runner {
             )
         };
         ApplyInput::Progress { id, phase, message }
+    }
+
+    /// Counts what an apply did with each object, and logs the files another applier owns.
+    fn count_objects(&self, report: &ApplyReport) {
+        let claim = self.claim_name();
+        self.metrics.objects(&claim, "applied", report.applied);
+        self.metrics.objects(&claim, "unchanged", report.unchanged);
+        self.metrics.objects(&claim, "pruned", report.pruned);
+        self.metrics
+            .objects(&claim, "owned_elsewhere", report.foreign.len());
+        for path in &report.foreign {
+            tracing::warn!(%claim, %path, "another applier owns the object this file declares: not applied");
+        }
+        self.metrics
+            .objects(&claim, "failed", report.failures.len());
     }
 
     /// Events for what operation `id` did that a person may look for: objects created live
@@ -928,6 +933,29 @@ impl Runner {
         }
     }
 
+    /// Takes a recorded operation's commit as applied and in step when it is the live side's in
+    /// full. Objects left to a newer live edit are not on the live side yet: until an operation
+    /// applies them, the commit is not the live side's in full, and a process that starts
+    /// after a crash must apply it again (the deferred set dies with this one). A held prune is
+    /// not on the live side either: the next apply looks at it again.
+    fn note_in_step(&mut self, operation: &Operation) {
+        if operation.phase == OperationPhase::Succeeded
+            && self.deferred.is_empty()
+            && self.prune_held.is_none()
+        {
+            // A catch-up only stamps: Git's changes up to its commit are not on the live side
+            // yet, so it is not what the next apply's "changed since" starts from.
+            if !operation.reasons.catch_up_only() {
+                self.last_applied = Some(operation.commit.to_string());
+            }
+            // What an unreadable file declares is not known to be live: the mirror's baseline
+            // for its objects stays the last commit that could read it.
+            if self.limits.unreadable.is_empty() {
+                self.in_step = Some(operation.commit.to_string());
+            }
+        }
+    }
+
     /// Writes the operation, inventory and conditions into the claim's status.
     async fn record(&mut self, operation: &Operation, message: &str) {
         let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
@@ -955,25 +983,7 @@ impl Runner {
             tracing::info!(claim = %self.claim_name(), rule = report.rule.as_str(), "first contact with the branch");
             self.first_contact = FirstContactState::Reported(report);
         }
-        // Objects left to a newer live edit are not on the live side yet: until an operation
-        // applies them, the commit is not the live side's in full, and a process that starts
-        // after a crash must apply it again (the deferred set dies with this one).
-        // A held prune is not on the live side either: the next apply looks at it again.
-        if operation.phase == OperationPhase::Succeeded
-            && self.deferred.is_empty()
-            && self.prune_held.is_none()
-        {
-            // A catch-up only stamps: Git's changes up to its commit are not on the live side
-            // yet, so it is not what the next apply's "changed since" starts from.
-            if !operation.reasons.catch_up_only() {
-                self.last_applied = Some(operation.commit.to_string());
-            }
-            // What an unreadable file declares is not known to be live: the mirror's baseline
-            // for its objects stays the last commit that could read it.
-            if self.limits.unreadable.is_empty() {
-                self.in_step = Some(operation.commit.to_string());
-            }
-        }
+        self.note_in_step(operation);
         self.operation = Some(op.clone());
         let overrides = self.merge_overrides();
         let current = super::store::read(&self.client, &self.key)

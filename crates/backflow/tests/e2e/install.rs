@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::common::{Sandbox, Server, run_bounded, wait_for};
-use crate::operator::{Operator, wait_leading, wait_standing_by};
+use crate::operator::{Operator, lease_field, wait_leading, wait_standing_by};
 
 /// `deploy/` in the repository.
 fn deploy() -> PathBuf {
@@ -175,15 +175,8 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
     wait_leading(&first_probes, "the first replica to lead");
     let (second, second_probes) = start("second");
     wait_standing_by(&second_probes, "the second replica to stand by, ready");
-    let holder = kubectl(&[
-        "get",
-        "lease",
-        "backflow-operator",
-        "-n",
-        "backflow-system",
-        "-o",
-        "jsonpath={.spec.holderIdentity}",
-    ]);
+    let query = lease_field("holderIdentity");
+    let holder = kubectl(&query.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!holder.stdout.is_empty(), "{holder}");
     assert_eq!(
         receivers().trim(),

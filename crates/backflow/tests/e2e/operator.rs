@@ -387,6 +387,22 @@ fn an_object_changed_on_both_sides_while_the_operator_was_down_keeps_both_change
     f.stop();
 }
 
+/// The kubectl arguments reading `field` of the operators' Lease's spec.
+pub(crate) fn lease_field(field: &str) -> Vec<String> {
+    [
+        "get",
+        "lease",
+        "backflow-operator",
+        "-n",
+        "backflow-system",
+        "-o",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .chain([format!("jsonpath={{.spec.{field}}}")])
+    .collect()
+}
+
 /// Waits (`what`) until the replica whose probes answer at `probes` acts.
 pub(crate) fn wait_leading(probes: &str, what: &str) {
     wait_for(what, String::new, || leads(probes).filter(|l| *l));
@@ -426,16 +442,9 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
     assert!(ready(&first_probes), "the leader is ready");
     assert_eq!(leads(&first_probes), Some(true), "one leader at a time");
     let lease = |field: &str| {
-        f.kubectl(&[
-            "get",
-            "lease",
-            "backflow-operator",
-            "-n",
-            "backflow-system",
-            "-o",
-            &format!("jsonpath={{.spec.{field}}}"),
-        ])
-        .stdout
+        let args = lease_field(field);
+        f.kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .stdout
     };
     let first_holder = lease("holderIdentity");
     assert!(!first_holder.is_empty(), "the Lease names its holder");
