@@ -1,15 +1,19 @@
-//! Kubernetes Events about what backflow did, written as client-go's `record` package writes
-//! them: a `core/v1` Event on the object concerned, and the same event seen again within ten
-//! minutes counted on the first one (`count`, `lastTimestamp`) rather than written again, so
-//! `kubectl get events` and `kubectl describe` show it once with how often it happened.
+//! Kubernetes Events about what backflow did, written as client-go's `tools/events` recorder
+//! writes them: an `events.k8s.io/v1` Event on the object concerned (its uid included, so
+//! `kubectl describe` lists it), and the same event seen again within ten minutes counted on
+//! the first one as a `series` (`count`, `lastObservedTime`) rather than written again. The
+//! API serves it as a core Event too: `kubectl get events` and `kubectl events` show it once,
+//! with how often it happened.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 
 /// How long a repeated event is counted on the first one.
@@ -46,6 +50,8 @@ pub struct Note {
     pub kind: EventType,
     /// CamelCase reason (`LiveValueKept`, `ApplyFailed`, `LeaderElection`, …).
     pub reason: String,
+    /// What was done or failed (`Apply`, `Prune`, `Merge`, `Elect`, …).
+    pub action: String,
     /// For a person.
     pub message: String,
 }
@@ -129,6 +135,8 @@ pub struct EventRecorder {
     /// Who reports (`source.host`): this replica.
     host: String,
     correlator: Mutex<Correlator>,
+    /// The resource of each kind an event was about, found once by discovery (for its uid).
+    resources: tokio::sync::Mutex<HashMap<(String, String), Option<ApiResource>>>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -151,6 +159,7 @@ impl EventRecorder {
             runtime: tokio::runtime::Handle::current(),
             host: host.into(),
             correlator: Mutex::default(),
+            resources: tokio::sync::Mutex::default(),
         })
     }
 
@@ -174,9 +183,9 @@ impl EventRecorder {
             .clone()
             .unwrap_or_else(|| "default".into());
         let api = Api::<Event>::namespaced(self.client.clone(), &namespace);
-        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let now = micro_time(k8s_openapi::jiff::Timestamp::now());
         if let Write::Count { name, count } = &decision {
-            let patch = json!({"count": count, "lastTimestamp": now});
+            let patch = json!({"series": {"count": count, "lastObservedTime": now}});
             match api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -188,8 +197,9 @@ impl EventRecorder {
                 }
             }
         }
+        let uid = self.uid_of(&note.regarding).await;
         match api
-            .create(&PostParams::default(), &self.event(&note, &now))
+            .create(&PostParams::default(), &self.event(&note, uid, &now))
             .await
         {
             Ok(created) => {
@@ -204,37 +214,85 @@ impl EventRecorder {
         }
     }
 
+    /// The uid of the object `r` names, if it can be read (best effort: an Event without one
+    /// is still listed, only not by `kubectl describe`).
+    async fn uid_of(&self, r: &Regarding) -> Option<String> {
+        let (group, version) = r
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &r.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &r.kind);
+        let resource = {
+            let mut known = self.resources.lock().await;
+            let key = (r.api_version.clone(), r.kind.clone());
+            if let Some(found) = known.get(&key) {
+                found.clone()
+            } else {
+                let found = kube::discovery::pinned_kind(&self.client, &gvk)
+                    .await
+                    .map(|(resource, _)| resource)
+                    .ok();
+                known.insert(key, found.clone());
+                found
+            }
+        }?;
+        let api = match &r.namespace {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::<DynamicObject>::all_with(self.client.clone(), &resource),
+        };
+        api.get_opt(&r.name).await.ok().flatten()?.metadata.uid
+    }
+
     fn correlator(&self) -> std::sync::MutexGuard<'_, Correlator> {
         self.correlator
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn event(&self, note: &Note, now: &str) -> Event {
+    fn event(&self, note: &Note, uid: Option<String>, now: &str) -> Event {
         let r = &note.regarding;
+        // client-go's name: the object's, then the time in nanoseconds, in hex.
+        let nanos = k8s_openapi::jiff::Timestamp::now().as_nanosecond();
         let value = json!({
             "metadata": {
-                "generateName": format!("{}.", r.name),
+                "name": format!("{}.{:x}", r.name, nanos),
                 "namespace": r.namespace.clone().unwrap_or_else(|| "default".into()),
             },
-            "involvedObject": {
+            "regarding": {
                 "apiVersion": r.api_version,
                 "kind": r.kind,
                 "name": r.name,
                 "namespace": r.namespace,
+                "uid": uid,
             },
+            "eventTime": now,
             "reason": note.reason,
-            "message": note.message,
+            "action": note.action,
+            "note": clipped(&note.message),
             "type": match note.kind { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "source": {"component": "backflow", "host": self.host},
-            "reportingComponent": "backflow",
+            "reportingController": "backflow",
             "reportingInstance": self.host,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
         });
         serde_json::from_value(value).unwrap_or_default()
     }
+}
+
+/// `message` as a note kube-apiserver takes: at most 1 KiB, cut at a character.
+fn clipped(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    let mut end = MAX - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
+/// `t` as a `MicroTime` (`eventTime`, `series.lastObservedTime`): microseconds, in UTC.
+fn micro_time(t: k8s_openapi::jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
 }
 
 #[cfg(test)]
@@ -251,8 +309,26 @@ mod tests {
             },
             kind: EventType::Normal,
             reason: "LiveValueKept".into(),
+            action: "Merge".into(),
             message: message.into(),
         }
+    }
+
+    #[test]
+    fn a_long_message_is_clipped_to_a_note_at_a_character() {
+        assert_eq!(clipped("short"), "short");
+        let long = "é".repeat(700);
+        let note = clipped(&long);
+        assert!(note.len() <= 1024 && note.ends_with('…'), "{}", note.len());
+        assert!(note.len() > 1000);
+    }
+
+    #[test]
+    fn event_times_are_micro_times_in_utc() {
+        let t: k8s_openapi::jiff::Timestamp = "2026-12-06T10:00:00.123456789+02:00"
+            .parse()
+            .expect("a time");
+        assert_eq!(micro_time(t), "2026-12-06T08:00:00.123456Z");
     }
 
     #[test]

@@ -216,6 +216,10 @@ impl StreamContext {
         let label = self.target_label();
         let branch = self.branch.clone();
         let worker = self.worker.clone();
+        let regarding = match &scope {
+            WriteScope::Object(key) => Some(self.regarding(key)),
+            WriteScope::Resync(..) | WriteScope::Unreadable(_) => None,
+        };
         metrics.in_flight.inc();
         board.branch_submitted(&branch);
         tokio::spawn(async move {
@@ -244,6 +248,20 @@ impl StreamContext {
                         .inc();
                     tracing::warn!(target = %format!("{}/{}", target.0, target.1), reason = %e, "write refused");
                     board.refused(&target, scope, e.to_string());
+                    if let Some(regarding) = regarding {
+                        let then = if reapply.is_some() {
+                            "Git's value is applied over it (onRefusal: Reapply)"
+                        } else {
+                            "the live value stays until Git or the object changes (onRefusal: Ignore)"
+                        };
+                        board.record(backflow_board::Note {
+                            regarding,
+                            kind: backflow_board::EventType::Warning,
+                            reason: "WriteRefused".into(),
+                            action: "Mirror".into(),
+                            message: format!("the live edit cannot be written to Git: {e}; {then}"),
+                        });
+                    }
                     if let Some(object) = reapply {
                         board.reapply(&target, object);
                     }
@@ -1054,6 +1072,7 @@ fn count_verdict(ctx: &StreamContext, key: &ObjectKey, verdict: Verdict) -> Verd
                 regarding: ctx.regarding(key),
                 kind: backflow_board::EventType::Warning,
                 reason: "ApplierOverwroteEdit".into(),
+                action: "Mirror".into(),
                 message: "the applier wrote over a live edit made during its apply: Git keeps the edit, and a Repair applies it back".into(),
             });
         }

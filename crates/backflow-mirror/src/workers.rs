@@ -415,6 +415,7 @@ impl backflow_manifest::MergeReport for BranchOverrides {
                 },
                 kind: backflow_board::EventType::Warning,
                 reason: "LiveValueKept".into(),
+                action: "Merge".into(),
                 message: format!(
                     "{object}: {} changed both live and in Git; the live value was kept",
                     fields.join(", ")

@@ -81,6 +81,10 @@ const BUILTINS: &[Builtin] = &[
         .all(),
     b("", "v1", "serviceaccounts", "ServiceAccount").short(&["sa"]),
     b("", "v1", "events", "Event").short(&["ev"]),
+    // What client-go's `tools/events` recorder writes; stored as core Events, converted both ways.
+    b("events.k8s.io", "v1", "events", "Event")
+        .short(&["ev"])
+        .served_only(),
     b("", "v1", "pods", "Pod").short(&["po"]).status().all(),
     b("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
         .short(&["pvc"])

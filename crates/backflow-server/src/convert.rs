@@ -1,10 +1,12 @@
 //! Conversion between two versions of a built-in kind served from one storage version, as
-//! kube-apiserver converts them: the `HorizontalPodAutoscaler` of `autoscaling/v1` (what `kubectl
-//! autoscale` up to 1.31 creates) is stored as `autoscaling/v2`.
-//!
-//! v1 knows one target, average CPU utilization; v2 a list of metrics. A v1 write keeps what only
-//! v2 holds (other metrics, `behavior`) from the stored object, so reading and writing through
-//! v1 loses nothing v2 set.
+//! kube-apiserver converts them:
+//! - the `HorizontalPodAutoscaler` of `autoscaling/v1` (what `kubectl autoscale` up to 1.31
+//!   creates) is stored as `autoscaling/v2`. v1 knows one target, average CPU utilization; v2 a
+//!   list of metrics. A v1 write keeps what only v2 holds (other metrics, `behavior`) from the
+//!   stored object, so reading and writing through v1 loses nothing v2 set.
+//! - the `Event` of `events.k8s.io/v1` (what client-go's `tools/events` recorder writes) is a
+//!   core `v1` Event under other field names (`regarding` is `involvedObject`, `note` is
+//!   `message`, …): one object, listed and watched through either API.
 
 use serde_json::{Value, json};
 
@@ -15,10 +17,49 @@ fn is_hpa_v1(t: &ResourceType) -> bool {
     t.group == "autoscaling" && t.version == "v1" && t.kind == "HorizontalPodAutoscaler"
 }
 
+/// Whether `t` is `events.k8s.io/v1`'s Event, stored as a core Event.
+fn is_events_v1(t: &ResourceType) -> bool {
+    t.group == "events.k8s.io" && t.kind == "Event"
+}
+
 /// Whether objects of `t` are converted on their way out (not served as stored).
 #[must_use]
 pub fn converts(t: &ResourceType) -> bool {
-    is_hpa_v1(t)
+    is_hpa_v1(t) || is_events_v1(t)
+}
+
+/// A core Event's fields and their names in `events.k8s.io/v1` (the others are the same).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+/// Renames `obj`'s top-level fields `from` → `to` for each pair; a field already under a
+/// target name that is not also a source is dropped (it has no place in the other version).
+fn rename_fields(
+    obj: &mut Value,
+    pairs: impl Iterator<Item = (&'static str, &'static str)> + Clone,
+) {
+    let Some(m) = obj.as_object_mut() else {
+        return;
+    };
+    let moved: Vec<(&str, Option<Value>)> = pairs
+        .clone()
+        .map(|(from, to)| (to, m.remove(from)))
+        .collect();
+    for (_, to) in pairs {
+        m.remove(to);
+    }
+    for (to, value) in moved {
+        if let Some(value) = value.filter(|v| !v.is_null()) {
+            m.insert(to.into(), value);
+        }
+    }
 }
 
 /// Whether metric `m` is average CPU utilization (a v2 `Resource` metric of `cpu`).
@@ -29,6 +70,10 @@ fn is_cpu(m: &Value) -> bool {
 /// The stored object as a client of `t` reads it (`obj` already carries `t`'s apiVersion).
 #[must_use]
 pub fn to_served(mut obj: Value, t: &ResourceType) -> Value {
+    if is_events_v1(t) {
+        rename_fields(&mut obj, EVENT_FIELDS.iter().copied());
+        return obj;
+    }
     if !is_hpa_v1(t) {
         return obj;
     }
@@ -66,6 +111,14 @@ pub fn to_served(mut obj: Value, t: &ResourceType) -> Value {
 /// `None` when `t` is stored as it is served.
 #[must_use]
 pub fn to_stored(t: &ResourceType, new: &Value, old: Option<&Value>) -> Option<Value> {
+    if is_events_v1(t) {
+        let mut stored = new.clone();
+        rename_fields(
+            &mut stored,
+            EVENT_FIELDS.iter().map(|&(core, v1)| (v1, core)),
+        );
+        return Some(stored);
+    }
     if !is_hpa_v1(t) {
         return None;
     }
@@ -151,6 +204,36 @@ mod tests {
             to_stored(&hpa("v2"), &v1, None),
             None,
             "v2 is stored as served"
+        );
+    }
+
+    #[test]
+    fn an_events_v1_event_is_a_core_event_under_other_names() {
+        let events = Registry::builtin()
+            .get("events.k8s.io", "v1", "events")
+            .expect("served")
+            .clone();
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "conf.1", "namespace": "web"},
+            "eventTime": "2026-12-06T10:00:00.000000Z",
+            "series": {"count": 2, "lastObservedTime": "2026-12-06T10:01:00.000000Z"},
+            "reportingController": "backflow", "reportingInstance": "replica-a",
+            "action": "Write", "reason": "LiveValueKept", "type": "Normal",
+            "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "web", "name": "conf"},
+            "note": "field a kept", "deprecatedCount": 3});
+        let stored = to_stored(&events, &v1, None).expect("converted");
+        assert_eq!(stored["involvedObject"]["name"], "conf");
+        assert_eq!(stored["message"], "field a kept");
+        assert_eq!(stored["reportingComponent"], "backflow");
+        assert_eq!(stored["count"], 3);
+        assert_eq!(stored["series"]["count"], 2);
+        assert!(stored.get("regarding").is_none() && stored.get("note").is_none());
+        assert_eq!(to_served(stored, &events), v1);
+        // A field of the other version sent here has no place in this one.
+        let odd = json!({"note": "n", "message": "stray"});
+        assert_eq!(
+            to_stored(&events, &odd, None).expect("converted"),
+            json!({"message": "n"})
         );
     }
 

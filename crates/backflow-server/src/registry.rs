@@ -122,6 +122,10 @@ impl ResourceType {
     /// The group-resource pair (the storage identity).
     #[must_use]
     pub fn group_resource(&self) -> GroupResource {
+        // As kube-apiserver: `events.k8s.io` Events are core Events, one object either way.
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            return GroupResource::new("", "events");
+        }
         GroupResource::new(&self.group, &self.plural)
     }
 

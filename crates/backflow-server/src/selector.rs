@@ -144,12 +144,18 @@ fn field_path(group: &str, kind: &str, field: &str) -> Option<&'static str> {
         ("", "Event", "reportingComponent") => Some("/reportingComponent"),
         ("", "Event", "source") => Some("/source/component"),
         ("" | "events.k8s.io", "Event", "type") => Some("/type"),
+        // Read on the stored core Event, as kube-apiserver converts these field labels.
         ("events.k8s.io", "Event", "reason") => Some("/reason"),
-        ("events.k8s.io", "Event", "reportingController") => Some("/reportingController"),
-        ("events.k8s.io", "Event", "regarding.kind") => Some("/regarding/kind"),
-        ("events.k8s.io", "Event", "regarding.namespace") => Some("/regarding/namespace"),
-        ("events.k8s.io", "Event", "regarding.name") => Some("/regarding/name"),
-        ("events.k8s.io", "Event", "regarding.uid") => Some("/regarding/uid"),
+        ("events.k8s.io", "Event", "reportingController") => Some("/reportingComponent"),
+        ("events.k8s.io", "Event", "regarding.kind") => Some("/involvedObject/kind"),
+        ("events.k8s.io", "Event", "regarding.namespace") => Some("/involvedObject/namespace"),
+        ("events.k8s.io", "Event", "regarding.name") => Some("/involvedObject/name"),
+        ("events.k8s.io", "Event", "regarding.uid") => Some("/involvedObject/uid"),
+        ("events.k8s.io", "Event", "regarding.apiVersion") => Some("/involvedObject/apiVersion"),
+        ("events.k8s.io", "Event", "regarding.resourceVersion") => {
+            Some("/involvedObject/resourceVersion")
+        }
+        ("events.k8s.io", "Event", "regarding.fieldPath") => Some("/involvedObject/fieldPath"),
         ("", "Secret", "type") => Some("/type"),
         ("", "Namespace", "status.phase") => Some("/status/phase"),
         ("", "Node", "spec.unschedulable") => Some("/spec/unschedulable"),

@@ -170,6 +170,7 @@ pub fn validate(t: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause
     match (t.group.as_str(), t.plural.as_str()) {
         ("", "secrets") => validate_secret(obj, old, &mut causes),
         ("", "configmaps") => validate_configmap(obj, old, &mut causes),
+        ("events.k8s.io", "events") => validate_event_v1(obj, old, &mut causes),
         ("apps", "deployments" | "statefulsets" | "daemonsets" | "replicasets") => {
             immutable(obj, old, "/spec/selector", "spec.selector", &mut causes);
         }
@@ -199,6 +200,56 @@ pub fn validate(t: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause
         _ => {}
     }
     causes
+}
+
+/// What kube-apiserver asks of an Event written through `events.k8s.io/v1` (on the stored core
+/// Event, each field named as that API names it).
+fn validate_event_v1(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let text = |field: &str| obj.get(field).and_then(Value::as_str).unwrap_or("");
+    if old.is_none() {
+        for (stored, served, limit) in [
+            ("eventTime", "eventTime", None),
+            ("reportingComponent", "reportingController", None),
+            ("reportingInstance", "reportingInstance", Some(128)),
+            ("action", "action", Some(128)),
+            ("reason", "reason", Some(128)),
+        ] {
+            let value = text(stored);
+            if value.is_empty() {
+                causes.push(Cause::required(served));
+            } else if let Some(limit) = limit
+                && value.len() > limit
+            {
+                causes.push(Cause::too_long(served, limit));
+            }
+        }
+    }
+    let kind = text("type");
+    if kind != "Normal" && kind != "Warning" {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: "type".into(),
+            message: format!(
+                "Unsupported value: {}: supported values: \"Normal\", \"Warning\"",
+                Value::from(kind)
+            ),
+        });
+    }
+    if text("message").len() > 1024 {
+        causes.push(Cause::too_long("note", 1024));
+    }
+    if let Some(series) = obj.get("series").filter(|s| !s.is_null()) {
+        if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+            causes.push(Cause::invalid_value(
+                "series.count",
+                series.get("count").unwrap_or(&Value::Null),
+                "should be at least 2",
+            ));
+        }
+        if series.get("lastObservedTime").is_none_or(Value::is_null) {
+            causes.push(Cause::required("series.lastObservedTime"));
+        }
+    }
 }
 
 fn immutable(obj: &Value, old: Option<&Value>, ptr: &str, field: &str, causes: &mut Vec<Cause>) {

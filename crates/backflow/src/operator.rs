@@ -161,6 +161,7 @@ impl LeadershipEvents {
             },
             kind: backflow_board::EventType::Normal,
             reason: "LeaderElection".into(),
+            action: "Elect".into(),
             message: format!("{} {what}", self.identity),
         };
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.recorder.write(note))

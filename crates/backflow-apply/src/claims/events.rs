@@ -24,6 +24,13 @@ pub fn emit(
         },
         kind,
         reason: reason.into(),
+        // What the claim was doing when it happened.
+        action: match reason {
+            "PruneHeld" | "PruneConfirmed" => "Prune",
+            "FilesUnreadable" | "PlaintextSecret" => "Read",
+            _ => "Apply",
+        }
+        .into(),
         message: message.into(),
     });
 }

@@ -924,6 +924,24 @@ impl Runner {
                 .into_iter()
                 .partition(|e| !succeeded || report.deferred.contains(&e.object));
             if !done.is_empty() {
+                // A note holds 1 KiB: the first few by name.
+                let mut names: Vec<String> =
+                    done.iter().take(5).map(|e| e.object.to_string()).collect();
+                if done.len() > names.len() {
+                    names.push(format!("and {} more", done.len() - names.len()));
+                }
+                let message = format!(
+                    "applied Git's value over {} live edits its folder refused (onRefusal: Reapply): {}",
+                    done.len(),
+                    names.join(", ")
+                );
+                emit(
+                    &self.registry,
+                    &self.key,
+                    EventType::Normal,
+                    "Reapplied",
+                    &message,
+                );
                 let resources = done.into_iter().map(|e| e.resource).collect();
                 self.registry.resync(&target.0, &target.1, resources);
             }

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
     networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     scheduling::v1 as scheduling, storage::v1 as storage,
 };
@@ -106,6 +106,7 @@ fn add_kind(
         ("", "v1", "Service") => add::<core::Service>(generator),
         ("", "v1", "ServiceAccount") => add::<core::ServiceAccount>(generator),
         ("", "v1", "Event") => add::<core::Event>(generator),
+        ("events.k8s.io", "v1", "Event") => add::<events::Event>(generator),
         ("", "v1", "Pod") => add::<core::Pod>(generator),
         ("", "v1", "PersistentVolumeClaim") => add::<core::PersistentVolumeClaim>(generator),
         ("", "v1", "Endpoints") => add::<core::Endpoints>(generator),

@@ -249,7 +249,12 @@ fn event_row(obj: &Value, now: SystemTime) -> Printed {
     .filter(|s| !s.is_empty())
     .collect::<Vec<_>>()
     .join(", ");
-    let count = obj.get("count").and_then(Value::as_i64).unwrap_or(1);
+    // As kubectl prints it: a series' count over the deprecated one.
+    let count = obj
+        .pointer("/series/count")
+        .or_else(|| obj.get("count"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
     (
         event_columns(),
         vec![

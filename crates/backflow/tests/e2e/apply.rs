@@ -481,7 +481,7 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
                 .collect();
             failed
                 .iter()
-                .any(|e| e["count"].as_i64() >= Some(2))
+                .any(|e| e["series"]["count"].as_i64() >= Some(2))
                 .then_some(failed)
         },
     );
@@ -491,6 +491,32 @@ fn an_invalid_push_fails_backs_off_and_recovers_when_fixed() {
         "a repeat is counted, not written again: {failures:#?}"
     );
     assert_eq!(failures[0]["type"], "Warning");
+    // Written as client-go's events recorder writes: on the claim's uid, so `kubectl describe`
+    // lists it with its count.
+    let uid =
+        w.get_json(&["nativeclaim", "default", "-n", "backflow-system"])["metadata"]["uid"].clone();
+    assert_eq!(failures[0]["involvedObject"]["uid"], uid, "{failures:#?}");
+    let v1 = w.get_json(&[
+        "events.v1.events.k8s.io",
+        failures[0]["metadata"]["name"].as_str().unwrap_or_default(),
+        "-n",
+        "backflow-system",
+    ]);
+    assert_eq!(v1["reportingController"], "backflow", "{v1}");
+    assert_eq!(v1["action"], "Apply", "{v1}");
+    let described = w.kubectl(&[
+        "describe",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+    ]);
+    assert!(
+        described
+            .lines()
+            .any(|l| l.contains("Warning") && l.contains("ApplyFailed") && l.contains("(x")),
+        "{described}"
+    );
     assert!(
         failures[0]["message"]
             .as_str()

@@ -1797,6 +1797,117 @@ source:
         out.contains("Normal") && out.contains("Inspected") && out.contains("configmap/cm1"),
         "{out}"
     );
+    events_v1(k);
+}
+
+/// An Event written through `events.k8s.io/v1` (as client-go's `tools/events` recorder writes
+/// them) is the same object as a core Event: listed by `kubectl get events`, `kubectl events`
+/// and `describe`, selected by `regarding.*`, and refused with kube-apiserver's causes when a
+/// field that API requires is missing.
+fn events_v1(k: &Kubectl) {
+    // kubectl describe selects an object's events by its uid too.
+    let uid = k.json(&["get", "configmap", "cm1"])["metadata"]["uid"].clone();
+    let uid = uid.as_str().expect("a uid");
+    let event = k.file(
+        "event-v1.yaml",
+        &format!(
+            "apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: cm1.v1
+eventTime: \"2026-12-06T10:00:00.000000Z\"
+reportingController: backflow.dev/operator
+reportingInstance: replica-a
+action: Write
+reason: LiveValueKept
+type: Normal
+regarding:
+  apiVersion: v1
+  kind: ConfigMap
+  name: cm1
+  namespace: default
+  uid: {uid}
+note: the live value of data.a was kept
+"
+        ),
+    );
+    k.ok(&["create", "-f", &event]);
+    let core = k.json(&["get", "events", "cm1.v1"]);
+    assert_eq!(core["apiVersion"], "v1", "{core}");
+    assert_eq!(core["involvedObject"]["name"], "cm1", "{core}");
+    assert_eq!(
+        core["message"], "the live value of data.a was kept",
+        "{core}"
+    );
+    assert_eq!(
+        core["reportingComponent"], "backflow.dev/operator",
+        "{core}"
+    );
+    let v1 = k.json(&["get", "events.v1.events.k8s.io", "cm1.v1"]);
+    assert_eq!(v1["regarding"]["kind"], "ConfigMap", "{v1}");
+    assert_eq!(v1["note"], "the live value of data.a was kept", "{v1}");
+    assert!(v1.get("message").is_none(), "{v1}");
+    // A merge patch through either API changes the one object.
+    k.ok(&[
+        "patch",
+        "events.v1.events.k8s.io",
+        "cm1.v1",
+        "--type=merge",
+        "-p",
+        r#"{"series":{"count":4,"lastObservedTime":"2026-12-06T10:05:00.000000Z"}}"#,
+    ]);
+    assert_eq!(k.json(&["get", "events", "cm1.v1"])["series"]["count"], 4);
+    let out = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=cm1",
+    ]);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("LiveValueKept") && l.contains("configmap/cm1")),
+        "{out}"
+    );
+    let selected = k.ok(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "--field-selector",
+        "regarding.name=cm1,reportingController=backflow.dev/operator",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        lines(&selected),
+        ["event.events.k8s.io/cm1.v1"],
+        "{selected}"
+    );
+    let out = k.ok(&["events", "--for", "configmap/cm1"]);
+    assert!(out.contains("LiveValueKept"), "{out}");
+    let out = k.ok(&["describe", "configmap", "cm1"]);
+    assert!(out.contains("the live value of data.a was kept"), "{out}");
+    // What events.k8s.io/v1 requires, refused with each field named; nothing is stored.
+    let bad = k.file(
+        "event-bad.yaml",
+        "apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: cm1.bad
+type: Sometimes
+regarding:
+  kind: ConfigMap
+  name: cm1
+",
+    );
+    let out = k.fails(&["create", "-f", &bad]);
+    for field in [
+        "eventTime: Required value",
+        "reportingController: Required value",
+        "action: Required value",
+        "type: Unsupported value: \"Sometimes\"",
+    ] {
+        assert!(out.stderr.contains(field), "{field}:\n{out}");
+    }
+    k.fails(&["get", "events", "cm1.bad"]);
 }
 
 /// `kubectl explain` of every served built-in kind and of nested fields, from the schemas the
@@ -1821,8 +1932,20 @@ fn explain(k: &Kubectl) {
     let resources = k.ok(&["api-resources", "-o", "name"]);
     let resources = lines(&resources);
     assert!(resources.len() >= 30, "{resources:?}");
+    let versions = k.ok(&["api-versions"]);
     for resource in resources {
-        let out = k.ok(&["explain", resource]);
+        // `explain events.events.k8s.io` would read `.io` as a field of core `events`: a
+        // group's resource is named by its --api-version.
+        let out = match resource.split_once('.') {
+            Some((plural, group)) => {
+                let version = lines(&versions)
+                    .into_iter()
+                    .find(|v| v.rsplit_once('/').is_some_and(|(g, _)| g == group))
+                    .unwrap_or_else(|| panic!("no version of {group} in:\n{versions}"));
+                k.ok(&["explain", plural, &format!("--api-version={version}")])
+            }
+            None => k.ok(&["explain", resource]),
+        };
         assert!(
             out.contains("DESCRIPTION:") && out.contains("metadata\t<ObjectMeta>"),
             "explain {resource}:\n{out}"

@@ -349,6 +349,36 @@ fn a_refused_edit_is_reverted_with_reapply_and_ready_returns_after_a_covering_re
         || format!("{:?}", w.get_json(&["configmap", "anchored"])["data"]),
         || (w.get_json(&["configmap", "anchored"])["data"]["color"] == "blue").then_some(()),
     );
+    // Both told as Events: the refusal on the object, the Reapply on the claim.
+    let reasons = |namespace: &str, kind: &str| -> Vec<String> {
+        w.get_json(&["events", "-n", namespace])["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["involvedObject"]["kind"] == kind)
+            .filter_map(|e| e["reason"].as_str().map(str::to_string))
+            .collect()
+    };
+    wait_for(
+        "the refusal and the Reapply as Events",
+        || {
+            format!(
+                "{:?} {:?}",
+                reasons("default", "ConfigMap"),
+                reasons("backflow-system", "NativeClaim")
+            )
+        },
+        || {
+            (reasons("default", "ConfigMap").contains(&"WriteRefused".to_string())
+                && reasons("backflow-system", "NativeClaim").contains(&"Reapplied".to_string()))
+            .then_some(())
+        },
+    );
+    let described = w.kubectl(&["describe", "configmap", "anchored"]);
+    assert!(
+        described.contains("WriteRefused") && described.contains("onRefusal: Reapply"),
+        "{described}"
+    );
     wait_for(
         "the target Ready again after the covering resync",
         || format!("{:?}", w.target_condition("default", "Ready")),
