@@ -41,6 +41,21 @@ pub enum StoreError {
         /// The underlying error.
         source: Box<redb::DatabaseError>,
     },
+    /// The file is damaged: a page does not verify, it is cut short, or reading it failed in a
+    /// way only a damaged file causes. It is refused as it is, never repaired by going back to
+    /// an earlier commit (which could lose acknowledged writes).
+    #[error(
+        "the store {path} is damaged ({detail}); it was not opened and nothing in it was changed. \
+         To recover, move the file aside (mv {path} {path}.damaged), then either \
+         put back a copy of store.redb from a backup, or start from Git: backflow serve \
+         --initialize applies what the branch holds into the new, empty store"
+    )]
+    Damaged {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// Reading the stored objects at start-up failed.
     #[error("cannot read the store at {path}: {message}")]
     Load {
@@ -196,18 +211,26 @@ impl Store {
             None => None,
         };
         let shown = path.display().to_string();
-        let db = Database::builder()
-            .set_cache_size(PAGE_CACHE_BYTES)
-            .create(path)
-            .map_err(|e| StoreError::Open {
+        let damaged = |detail: String| StoreError::Damaged {
+            path: shown.clone(),
+            detail,
+        };
+        // A damaged file may make redb panic rather than answer (debug builds assert on what no
+        // file redb wrote holds): every panic of the open and the load is a damaged file.
+        let (db, state, plaintext_secrets) = without_panics(|| {
+            let db = open_database(path)?;
+            let load = |m: String| StoreError::Load {
                 path: shown.clone(),
-                source: Box::new(e),
-            })?;
+                message: m,
+            };
+            let (state, plaintext) = load_state(&db, sealer.as_ref(), key_path, &load)?;
+            Ok::<_, StoreError>((db, state, plaintext))
+        })
+        .map_err(|panic| damaged(format!("reading it failed: {panic}")))??;
         let load = |m: String| StoreError::Load {
             path: shown.clone(),
             message: m,
         };
-        let (state, plaintext_secrets) = load_state(&db, sealer.as_ref(), key_path, &load)?;
         let sealer = match (sealer, key_path) {
             (None, Some(p)) => AtRestKey::load(p, true)?,
             (sealer, _) => sealer,
@@ -326,6 +349,68 @@ impl Store {
 
 /// Reads every stored object into a read model (opening sealed Secrets with `sealer`), and
 /// names the Secrets still stored in plaintext. The tables are created on a first start.
+/// Opens (or creates) the database file with every page's checksum verified, so a file damaged
+/// outside redb is refused as [`StoreError::Damaged`] rather than trusted. A file whose last
+/// commit does not verify is refused too: redb would go back to the commit before it, and the
+/// writes acknowledged since would be gone.
+fn open_database(path: &Path) -> Result<Database, StoreError> {
+    let shown = path.display().to_string();
+    let mut builder = Database::builder();
+    builder
+        .set_cache_size(PAGE_CACHE_BYTES)
+        .set_check_integrity_on_open(true)
+        .set_repair_callback(|session| {
+            // Past the first step only when the last commit does not verify (redb's repair
+            // reports 0.3 before it falls back to the commit before).
+            if session.progress() > 0.0 && session.progress() < 0.5 {
+                session.abort();
+            }
+        });
+    builder.create(path).map_err(|e| match e {
+        redb::DatabaseError::RepairAborted => StoreError::Damaged {
+            path: shown.clone(),
+            detail: "its last commit does not verify".into(),
+        },
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            StoreError::Damaged {
+                path: shown.clone(),
+                detail,
+            }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+            ) =>
+        {
+            StoreError::Damaged {
+                path: shown.clone(),
+                detail: io.to_string(),
+            }
+        }
+        other => StoreError::Open {
+            path: shown.clone(),
+            source: Box::new(other),
+        },
+    })
+}
+
+/// Runs `f`, answering a panic inside it as its message, with the panic hook quiet meanwhile
+/// (start-up reports the damaged file once, as an error, not as a crash).
+fn without_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "redb stopped on what it read".into())
+    })
+}
+
 fn load_state(
     db: &Database,
     sealer: Option<&AtRestKey>,

@@ -9,6 +9,7 @@
 
 mod common;
 mod crud;
+mod damaged_store;
 mod errors;
 mod faults;
 mod listing;

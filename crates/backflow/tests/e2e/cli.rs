@@ -31,7 +31,11 @@ fn crds_piped_into_head_ends_quietly() {
 /// Runs `backflow serve --no-mirror` with `flags`, its log in a file, until it wrote its
 /// kubeconfig; returns the log.
 fn serve_log(flags: &[&str]) -> String {
-    let sandbox = Sandbox::new();
+    serve_log_in(&Sandbox::new(), flags)
+}
+
+/// [`serve_log`] in `sandbox`'s data dir.
+fn serve_log_in(sandbox: &Sandbox, flags: &[&str]) -> String {
     let log = sandbox.work.join("serve.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
         .args([
@@ -116,4 +120,43 @@ fn addresses_may_be_written_as_a_port_alone() {
     // The flag is taken; the operator then fails on the kubeconfig it cannot read.
     assert_eq!(accepted.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("/nonexistent"), "{stderr}");
+}
+
+/// A store file damaged on disk (here its second half zeroed) is refused at start with a message
+/// naming the file and the way back, and nothing else: no panic, the file left as it was.
+#[test]
+fn a_damaged_store_is_refused_with_the_way_back_and_no_panic() {
+    let sandbox = Sandbox::new();
+    serve_log_in(&sandbox, &[]);
+    let store = sandbox.data.join("store.redb");
+    let mut bytes = std::fs::read(&store).expect("the store");
+    let half = bytes.len() / 2;
+    bytes[half..].fill(0);
+    std::fs::write(&store, &bytes).expect("damage the store");
+    let done = Command::new(env!("CARGO_BIN_EXE_backflow"))
+        .args([
+            "serve",
+            "--no-mirror",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&sandbox.data)
+        .env("HOME", &sandbox.home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run backflow serve");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the store {} is damaged", store.display()))
+            && stderr.contains("backflow serve --initialize"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&store).expect("the store"),
+        bytes,
+        "left as it was"
+    );
 }
