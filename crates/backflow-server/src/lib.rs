@@ -30,6 +30,7 @@ mod schema;
 mod selector;
 mod serve;
 mod service_account;
+mod stall;
 mod store;
 mod table;
 mod tls;

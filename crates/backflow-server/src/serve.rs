@@ -50,8 +50,9 @@ pub struct ServerConfig {
     pub bookmark_interval: Duration,
     /// Start with an empty store even though the data dir has history (a lost store).
     pub initialize: bool,
-    /// How long a connection may take to send a request's headers (and a TLS client its
-    /// handshake) before it is closed: a client that trickles bytes holds no connection forever.
+    /// How long a connection may take to send its first byte and a request's headers (and a
+    /// TLS client its handshake), and a request body may pause, before it is closed: a client
+    /// that sends nothing or trickles bytes holds no connection forever.
     pub header_read_timeout: Duration,
 }
 
@@ -520,6 +521,7 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
+    let app = crate::stall::guard_bodies(app, header_read_timeout);
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -545,13 +547,18 @@ async fn accept_loop(
             .keep_alive_timeout(Duration::from_secs(20));
         match &acceptor {
             None => {
-                let service = TowerToHyperService::new(app.clone());
-                let conn = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                    .into_owned();
-                let conn = graceful.watch(conn);
+                let watcher = graceful.watcher();
+                let app = app.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    if !crate::stall::sends_within(&stream, header_read_timeout).await {
+                        tracing::debug!(%peer, "connection sent nothing in time; closed");
+                        return;
+                    }
+                    let service = TowerToHyperService::new(app);
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .into_owned();
+                    if let Err(e) = watcher.watch(conn).await {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                 });

@@ -241,6 +241,61 @@ async fn a_client_that_trickles_its_headers_is_disconnected() {
     guard("shutdown", server.shutdown()).await;
 }
 
+/// A connection that sends no byte, or stops in the middle of a request body, is closed after
+/// the header-read timeout (both stayed open for good before), and the half-sent write changes
+/// nothing.
+#[tokio::test]
+async fn a_client_that_sends_nothing_or_stalls_in_a_body_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = ServerConfig::new(dir.path().join("data"));
+    config.listen = "127.0.0.1:0".parse().expect("address");
+    config.header_read_timeout = std::time::Duration::from_secs(1);
+    let server = start(config).await.expect("start");
+    let closed_soon = |mut stream: tokio::net::TcpStream| async move {
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut buf),
+        )
+        .await;
+        (read.is_ok(), String::from_utf8_lossy(&buf).into_owned())
+    };
+    let silent = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let (closed, _) = closed_soon(silent).await;
+    assert!(
+        closed,
+        "the server still holds a connection that never sent a byte"
+    );
+
+    let mut stalled = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    stalled
+        .write_all(
+            b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\
+              Content-Type: application/json\r\nContent-Length: 200\r\n\r\n\
+              {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"half\"",
+        )
+        .await
+        .expect("write");
+    let (closed, answer) = closed_soon(stalled).await;
+    assert!(
+        closed,
+        "the server still holds a connection whose body stopped"
+    );
+    assert!(!answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let client = client_from_kubeconfig(&server.kubeconfig_path).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, "default");
+    assert!(
+        configmaps.get_opt("half").await.expect("get").is_none(),
+        "the half-sent write changed nothing"
+    );
+    guard("shutdown", server.shutdown()).await;
+}
+
 #[tokio::test]
 async fn a_client_certificate_of_the_servers_ca_names_its_user_and_another_cas_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
