@@ -38,6 +38,8 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// The authenticated user making the write (`None`: anonymous, or backflow itself).
     pub user: Option<Arc<str>>,
+    /// Under RBAC, the writer of an RBAC object: it may grant only what it holds.
+    pub grantor: Option<Arc<crate::rbac::Grantor>>,
 }
 
 /// Options of a delete (query parameters and the `DeleteOptions` body).
@@ -562,6 +564,11 @@ impl Engine {
         object::tidy_metadata(&mut object);
         let warnings = Self::prune_unknown_fields(&req, &mut object)?;
         Self::validate_object(&req, &object, old, &name)?;
+        if let Some(grantor) = &opts.grantor
+            && t.group == "rbac.authorization.k8s.io"
+        {
+            grantor.check(&t.plural, req.namespace, &object)?;
+        }
         synthesize(t, &mut object, old);
         let managed = Self::managed_fields(&req, &object, old, managed_fields);
         set_managed_fields(&mut object, managed);

@@ -25,6 +25,7 @@ mod partial;
 mod patch;
 mod protobuf;
 mod publication;
+pub mod rbac;
 mod registry;
 mod schema;
 mod selector;
@@ -42,8 +43,8 @@ pub use error::{ApiError, ApiResult};
 pub use http::Extensions;
 pub use kubeconfig::render_for_certificate;
 pub use serve::{
-    InProcess, Listener, RunningServer, ServerConfig, StartError, kubeconfig_path, start,
-    start_with_clock,
+    AuthorizationMode, InProcess, Listener, RunningServer, ServerConfig, StartError,
+    kubeconfig_path, start, start_with_clock,
 };
 pub use store::Store;
 pub use tls::{

@@ -54,8 +54,21 @@ pub struct ServerConfig {
     /// TLS client its handshake), and a request body may pause, before it is closed: a client
     /// that sends nothing or trickles bytes holds no connection forever.
     pub header_read_timeout: Duration,
+    /// How requests are authorized once the server authenticates them.
+    pub authorization: AuthorizationMode,
 }
 
+/// How authenticated requests are authorized (kube-apiserver's `--authorization-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthorizationMode {
+    /// Kubernetes RBAC: Roles, ClusterRoles and their bindings; `system:masters` may do
+    /// everything. Applies whenever the server authenticates (with tokens or certificates);
+    /// without authentication there is no one to tell apart.
+    #[default]
+    Rbac,
+    /// Every authenticated user may do everything.
+    AlwaysAllow,
+}
 /// The bytes of objects the watch history keeps, unless configured: 128 MiB.
 pub const DEFAULT_WATCH_CACHE_BYTES: usize = 128 * 1024 * 1024;
 
@@ -78,6 +91,7 @@ impl ServerConfig {
             bookmark_interval: Duration::from_secs(60),
             initialize: false,
             header_read_timeout: HEADER_READ_TIMEOUT,
+            authorization: AuthorizationMode::Rbac,
         }
     }
 }
@@ -330,6 +344,38 @@ fn service_account_tokens(data_dir: &Path) -> Result<ServiceAccountTokens, Start
         .map_err(|source| StartError::ServiceAccountKey { path, source })
 }
 
+/// Creates the roles and bindings kube-apiserver bootstraps that the store lacks (one a person
+/// changed or deleted is left as it is, except a missing one, which comes back as
+/// kube-apiserver's does).
+async fn bootstrap_rbac(engine: &Engine) -> Result<(), StartError> {
+    for object in crate::rbac::bootstrap_objects() {
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let plural = if kind == "ClusterRole" {
+            "clusterroles"
+        } else {
+            "clusterrolebindings"
+        };
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let t = engine
+            .resource_type("rbac.authorization.k8s.io", "v1", plural)
+            .ok_or_else(|| StartError::Init(format!("{plural} are not served")))?;
+        if engine.get(&t, "", &name).is_ok() {
+            continue;
+        }
+        let opts = crate::engine::WriteOptions {
+            field_manager: "backflow".into(),
+            ..Default::default()
+        };
+        engine.create(&t, "", object, &opts).await.map_err(|e| {
+            StartError::Init(format!("cannot create the default {kind} {name}: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
 /// The listener on `addr`, and the address it got (a port 0 picks one).
 async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
     let bind_error = |source| StartError::Bind { addr, source };
@@ -395,7 +441,12 @@ pub async fn start_with_clock(
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let extensions = Arc::new(Extensions::default());
+    let rbac = !tokens.is_empty() && config.authorization == AuthorizationMode::Rbac;
+    if rbac {
+        bootstrap_rbac(&engine).await?;
+    }
     let state = AppState {
+        rbac,
         engine: engine.clone(),
         tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
         service_accounts,
@@ -406,6 +457,7 @@ pub async fn start_with_clock(
     };
     let internal_router = router(AppState {
         tokens: None,
+        rbac: false,
         ..state.clone()
     });
     let app = router(state);
@@ -460,6 +512,7 @@ impl InProcess {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let extensions = Arc::new(Extensions::default());
         let router = router(AppState {
+            rbac: false,
             engine: engine.clone(),
             tokens: None,
             service_accounts: service_account_tokens(&config.data_dir)?,

@@ -1,5 +1,6 @@
 //! The HTTP face of the server: routes, authentication, and the non-resource endpoints.
 
+mod authorize;
 mod discovery;
 mod path;
 mod resources;
@@ -42,6 +43,9 @@ pub struct AppState {
     pub server_address: String,
     /// What other parts of backflow plug in after the server started.
     pub extensions: Arc<Extensions>,
+    /// Whether requests are authorized under RBAC (else every authenticated user may do
+    /// everything).
+    pub rbac: bool,
 }
 
 /// Hooks installed once, after start: the mirror's publication waiter and metrics.
@@ -152,6 +156,14 @@ fn routes(state: AppState) -> Router {
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
             post(review::rules),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            post(review::subject_access),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews",
+            post(review::local_subject_access),
+        )
         .route("/metrics", get(metrics))
         .route("/openapi/v2", get(openapi_v2))
         .route(
@@ -162,6 +174,10 @@ fn routes(state: AppState) -> Router {
         )
         .route("/openapi/v3/{*group_version}", get(openapi_document))
         .fallback(fallback)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            authorize::authorize,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }
@@ -253,7 +269,10 @@ async fn metrics(State(s): State<AppState>) -> Response {
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
-    let user = parts.extensions.get::<UserInfo>().map(|u| u.name.clone());
+    let user = resources::User {
+        name: parts.extensions.get::<UserInfo>().map(|u| u.name.clone()),
+        grantor: parts.extensions.get::<Arc<crate::rbac::Grantor>>().cloned(),
+    };
     resources::serve(s, parts.method, parts.uri, parts.headers, body, user).await
 }
 

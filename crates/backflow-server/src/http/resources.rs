@@ -126,12 +126,20 @@ fn field_manager(q: &Query, headers: &HeaderMap) -> ApiResult<String> {
     Ok(product.chars().take(128).collect())
 }
 
-/// The authenticated user of a request (`None`: anonymous, or backflow itself).
-pub type User = Option<std::sync::Arc<str>>;
+/// Who makes a request: the authenticated user (`None`: anonymous, or backflow itself), and
+/// under RBAC what they may grant.
+#[derive(Debug, Clone, Default)]
+pub struct User {
+    /// The user's name.
+    pub name: Option<std::sync::Arc<str>>,
+    /// What an RBAC object they write may grant.
+    pub grantor: Option<std::sync::Arc<crate::rbac::Grantor>>,
+}
 
 fn write_options(q: &Query, headers: &HeaderMap, user: &User) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
-        user: user.clone(),
+        user: user.name.clone(),
+        grantor: user.grantor.clone(),
         dry_run: dry_run(q)?,
         field_manager: field_manager(q, headers)?,
         force: flag(q, "force"),
@@ -522,7 +530,7 @@ async fn collection(
 fn delete_options(q: &Query, bytes: &[u8], user: &User) -> ApiResult<DeleteOptions> {
     let mut opts = DeleteOptions {
         dry_run: dry_run(q)?,
-        user: user.clone(),
+        user: user.name.clone(),
         ..Default::default()
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {

@@ -1,40 +1,49 @@
-//! Who am I, and what may I do: `kubectl auth whoami` (`SelfSubjectReview`) and `kubectl auth
-//! can-i` (`SelfSubjectAccessReview`, `SelfSubjectRulesReview` for `--list`).
+//! Who am I, and what may I do: `kubectl auth whoami` (`SelfSubjectReview`), `kubectl auth
+//! can-i` (`SelfSubjectAccessReview`; `SelfSubjectRulesReview` for `--list`), and the reviews
+//! about somebody else a controller or an admin asks (`SubjectAccessReview`,
+//! `LocalSubjectAccessReview`), answered by the same RBAC policy that authorizes requests.
 //!
-//! backflow authenticates but does not authorize: every authenticated user (and, where
-//! authentication is off, everyone) may do everything, and the reviews say so instead of
-//! answering 404.
+//! Where the server does not authorize (no authentication, or `AlwaysAllow`), every review
+//! says everything is allowed, and why.
+
+use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::resources::{content_type, parse_json, read_body};
+use super::AppState;
+use super::authorize::subject_of;
+use super::resources::{object_body, read_body};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
+use crate::rbac::{Attributes, Policy, PolicyRule, Subject};
 
 /// Why everything is allowed, as the reviews' `reason` says it.
-const NO_AUTHORIZATION: &str =
-    "backflow has no authorization: every authenticated user may do everything";
+const NO_AUTHORIZATION: &str = "backflow authorizes no request here (no authentication, or --authorization-mode AlwaysAllow): every user may do everything";
 
-/// The review object a request posted, checked to be of `kind`. kubectl posts reviews as
-/// protobuf: nothing in one changes the answer, so a body that is not JSON is taken as an empty
-/// review (and the answer, in JSON, which kubectl accepts, has an empty `spec`).
+const API: &str = "authorization.k8s.io/v1";
+
+/// A posted review: its body (JSON, or protobuf as kubectl sends it), checked to be of `kind`,
+/// and who posted it.
 async fn posted(
     req: Request<Body>,
     api_version: &str,
     kind: &str,
-) -> Result<(Value, Option<UserInfo>), ApiError> {
+) -> Result<(Value, Subject, Option<UserInfo>), ApiError> {
     let user = req.extensions().get::<UserInfo>().cloned();
-    let json = content_type(req.headers()).starts_with("application/json");
-    // Read with the server's body limit, as every other request is.
+    let subject = req
+        .extensions()
+        .get::<Arc<Subject>>()
+        .map_or_else(|| subject_of(user.as_ref()), |s| (**s).clone());
+    let headers = req.headers().clone();
     let bytes = read_body(req.into_body()).await?;
-    let body: Value = if !json || bytes.iter().all(u8::is_ascii_whitespace) {
+    let body = if bytes.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        parse_json(&bytes, &format!("{kind} body"))?
+        object_body(&headers, &bytes)?
     };
     let given = body.get("kind").and_then(Value::as_str).unwrap_or(kind);
     if given != kind || !body.is_object() {
@@ -42,14 +51,14 @@ async fn posted(
             "expected a {kind} of {api_version}, got {given}"
         )));
     }
-    Ok((body, user))
+    Ok((body, subject, user))
 }
 
 fn created(api_version: &str, kind: &str, body: &Value, status: Value) -> Response {
     let mut answer = json!({
         "apiVersion": api_version,
         "kind": kind,
-        "metadata": {"creationTimestamp": null},
+        "metadata": body.get("metadata").cloned().unwrap_or(json!({"creationTimestamp": null})),
         "spec": body.get("spec").cloned().unwrap_or(json!({})),
         "status": status,
     });
@@ -76,40 +85,143 @@ pub async fn whoami(
         return ApiError::UnknownResource.into_response();
     }
     let api = format!("authentication.k8s.io/{version}");
-    let (body, user) = match posted(req, &api, "SelfSubjectReview").await {
+    let (body, subject, user) = match posted(req, &api, "SelfSubjectReview").await {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    let info = match user {
-        Some(u) => {
-            let mut groups = u.groups.clone();
-            groups.push("system:authenticated".into());
-            json!({"username": &*u.name, "uid": u.uid, "groups": groups})
-        }
-        None => json!({"username": "system:anonymous", "groups": ["system:unauthenticated"]}),
-    };
+    let mut info = json!({"username": subject.name, "groups": subject.groups});
+    if let Some(u) = user.filter(|u| !u.uid.is_empty()) {
+        info["uid"] = json!(u.uid);
+    }
     created(&api, "SelfSubjectReview", &body, json!({"userInfo": info}))
 }
 
-/// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`: allowed.
-pub async fn can_i(req: Request<Body>) -> Response {
-    const API: &str = "authorization.k8s.io/v1";
+/// What a review's `spec` asks about: `resourceAttributes` or `nonResourceAttributes`.
+fn asked(spec: &Value) -> Attributes {
+    if let Some(r) = spec.get("resourceAttributes").filter(|r| r.is_object()) {
+        let text = |f: &str| r.get(f).and_then(Value::as_str).unwrap_or("");
+        let resource = if text("subresource").is_empty() {
+            text("resource").to_string()
+        } else {
+            format!("{}/{}", text("resource"), text("subresource"))
+        };
+        return Attributes::resource(
+            text("verb"),
+            text("group"),
+            &resource,
+            Some(text("namespace")),
+            Some(text("name")),
+        );
+    }
+    let n = &spec["nonResourceAttributes"];
+    Attributes::non_resource(
+        n["verb"].as_str().unwrap_or(""),
+        n["path"].as_str().unwrap_or(""),
+    )
+}
+
+/// The answer to whether `who` may do `a`.
+fn decision(s: &AppState, who: &Subject, a: &Attributes) -> Value {
+    if !s.rbac {
+        return json!({"allowed": true, "reason": NO_AUTHORIZATION});
+    }
+    if Policy::from_store(s.engine.store()).allows(who, a) {
+        json!({"allowed": true, "reason": "RBAC: allowed"})
+    } else {
+        json!({"allowed": false})
+    }
+}
+
+/// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`: may I?
+pub async fn can_i(State(s): State<AppState>, req: Request<Body>) -> Response {
     match posted(req, API, "SelfSubjectAccessReview").await {
-        Ok((body, _)) => created(
-            API,
-            "SelfSubjectAccessReview",
-            &body,
-            json!({"allowed": true, "reason": NO_AUTHORIZATION}),
-        ),
+        Ok((body, subject, _)) => {
+            let status = decision(&s, &subject, &asked(&body["spec"]));
+            created(API, "SelfSubjectAccessReview", &body, status)
+        }
         Err(e) => e.into_response(),
     }
 }
 
-/// `POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews`: every verb on everything.
-pub async fn rules(req: Request<Body>) -> Response {
-    const API: &str = "authorization.k8s.io/v1";
-    match posted(req, API, "SelfSubjectRulesReview").await {
-        Ok((body, _)) => created(
+/// The subject a `SubjectAccessReview`'s spec names (`user`, `groups`).
+fn reviewed_subject(spec: &Value) -> Subject {
+    Subject {
+        name: spec["user"].as_str().unwrap_or("").to_string(),
+        groups: spec["groups"]
+            .as_array()
+            .map(|g| {
+                g.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`: may they?
+pub async fn subject_access(State(s): State<AppState>, req: Request<Body>) -> Response {
+    match posted(req, API, "SubjectAccessReview").await {
+        Ok((body, _, _)) => {
+            let spec = &body["spec"];
+            let status = decision(&s, &reviewed_subject(spec), &asked(spec));
+            created(API, "SubjectAccessReview", &body, status)
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews`: may they,
+/// in this namespace?
+pub async fn local_subject_access(
+    State(s): State<AppState>,
+    axum::extract::Path(namespace): axum::extract::Path<String>,
+    req: Request<Body>,
+) -> Response {
+    let (mut body, _, _) = match posted(req, API, "LocalSubjectAccessReview").await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let given = body
+        .pointer("/spec/resourceAttributes/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !given.is_empty() && given != namespace {
+        return ApiError::BadRequest(format!(
+            "spec.resourceAttributes.namespace must match namespace: {namespace}"
+        ))
+        .into_response();
+    }
+    if let Some(r) = body
+        .pointer_mut("/spec/resourceAttributes")
+        .and_then(Value::as_object_mut)
+    {
+        r.insert("namespace".into(), json!(namespace));
+    }
+    let spec = &body["spec"];
+    let status = decision(&s, &reviewed_subject(spec), &asked(spec));
+    created(API, "LocalSubjectAccessReview", &body, status)
+}
+
+fn rule_json(r: &PolicyRule) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    if r.non_resource_urls.is_empty()
+        && let Some(o) = v.as_object_mut()
+    {
+        o.entry("apiGroups").or_insert(json!([]));
+        o.entry("resources").or_insert(json!([]));
+    }
+    v
+}
+
+/// `POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews`: what may I do in a namespace?
+pub async fn rules(State(s): State<AppState>, req: Request<Body>) -> Response {
+    let (body, subject, _) = match posted(req, API, "SelfSubjectRulesReview").await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if !s.rbac {
+        return created(
             API,
             "SelfSubjectRulesReview",
             &body,
@@ -119,7 +231,23 @@ pub async fn rules(req: Request<Body>) -> Response {
                 "incomplete": false,
                 "evaluationError": NO_AUTHORIZATION,
             }),
-        ),
-        Err(e) => e.into_response(),
+        );
     }
+    let namespace = body
+        .pointer("/spec/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    let held = Policy::from_store(s.engine.store()).rules_for(&subject, namespace);
+    let (non_resource, resource): (Vec<&PolicyRule>, Vec<&PolicyRule>) =
+        held.iter().partition(|r| !r.non_resource_urls.is_empty());
+    created(
+        API,
+        "SelfSubjectRulesReview",
+        &body,
+        json!({
+            "resourceRules": resource.into_iter().map(rule_json).collect::<Vec<_>>(),
+            "nonResourceRules": non_resource.into_iter().map(rule_json).collect::<Vec<_>>(),
+            "incomplete": false,
+        }),
+    )
 }

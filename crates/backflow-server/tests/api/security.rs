@@ -321,6 +321,18 @@ async fn a_client_certificate_of_the_servers_ca_names_its_user_and_another_cas_i
             Client::try_from(config).expect("client")
         }
     };
+    // Under RBAC, the certificate's group `dev` may edit `default`.
+    let admin = client_from_kubeconfig(&server.kubeconfig_path).await;
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "dev-edit", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "dev"}],
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, "default")
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind dev to edit");
     let alice = backflow_server::issue_client_certificate(&tls_dir, "alice", &["dev".into()])
         .expect("issue");
     let client = with_certificate(alice).await;

@@ -1,0 +1,183 @@
+use serde_json::json;
+
+use super::*;
+
+fn policy(extra_roles: &[Value], extra_bindings: &[Value]) -> Policy {
+    let mut cluster_roles = Vec::new();
+    let mut cluster_bindings = Vec::new();
+    for o in bootstrap_objects() {
+        if o["kind"] == "ClusterRole" {
+            cluster_roles.push(o);
+        } else {
+            cluster_bindings.push(o);
+        }
+    }
+    let roles: Vec<Value> = extra_roles
+        .iter()
+        .filter(|o| o["kind"] == "Role")
+        .cloned()
+        .collect();
+    cluster_roles.extend(
+        extra_roles
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole")
+            .cloned(),
+    );
+    let bindings: Vec<Value> = extra_bindings
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding")
+        .cloned()
+        .collect();
+    cluster_bindings.extend(
+        extra_bindings
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding")
+            .cloned(),
+    );
+    Policy::from_objects(&roles, &cluster_roles, &bindings, &cluster_bindings)
+}
+
+fn user(name: &str) -> Subject {
+    Subject {
+        name: name.into(),
+        groups: vec!["system:authenticated".into()],
+    }
+}
+
+fn edit_in(ns: &str, who: &str) -> Value {
+    json!({"kind": "RoleBinding", "metadata": {"name": "e", "namespace": ns},
+           "roleRef": {"kind": "ClusterRole", "name": "edit"},
+           "subjects": [{"kind": "User", "name": who}]})
+}
+
+#[test]
+fn edit_in_one_namespace_allows_its_configmaps_and_nothing_elsewhere() {
+    let p = policy(&[], &[edit_in("team-a", "alice")]);
+    let alice = user("alice");
+    let can = |verb: &str, resource: &str, ns: Option<&str>| {
+        p.allows(&alice, &Attributes::resource(verb, "", resource, ns, None))
+    };
+    assert!(can("create", "configmaps", Some("team-a")));
+    assert!(can("get", "secrets", Some("team-a")));
+    assert!(!can("get", "secrets", Some("team-b")));
+    assert!(!can("list", "configmaps", None), "not across namespaces");
+    assert!(
+        !can("create", "rolebindings", Some("team-a")),
+        "edit grants no RBAC writes"
+    );
+    assert!(
+        p.allows(&alice, &Attributes::non_resource("get", "/apis/apps")),
+        "discovery"
+    );
+    assert!(!p.allows(&alice, &Attributes::non_resource("get", "/metrics")));
+}
+
+#[test]
+fn subresources_wildcards_and_names_match_as_kube_apiserver_reads_them() {
+    let rule = |r: Value| -> PolicyRule { serde_json::from_value(r).unwrap() };
+    let a = |verb, resource, name| Attributes::resource(verb, "apps", resource, Some("ns"), name);
+    let scale = rule(json!({"verbs": ["get"], "apiGroups": ["apps"], "resources": ["*/scale"]}));
+    assert!(scale.allows(&a("get", "deployments/scale", None)));
+    assert!(!scale.allows(&a("get", "deployments", None)));
+    let named = rule(
+        json!({"verbs": ["get"], "apiGroups": ["*"], "resources": ["deployments"], "resourceNames": ["web"]}),
+    );
+    assert!(named.allows(&a("get", "deployments", Some("web"))));
+    assert!(!named.allows(&a("get", "deployments", Some("db"))));
+    assert!(
+        !named.allows(&a("get", "deployments", None)),
+        "a list names nothing"
+    );
+    let urls = rule(json!({"verbs": ["get"], "nonResourceURLs": ["/apis/*"]}));
+    assert!(urls.allows(&Attributes::non_resource("get", "/apis/apps/v1")));
+    assert!(!urls.allows(&Attributes::non_resource("get", "/api")));
+}
+
+#[test]
+fn a_role_may_grant_only_what_its_writer_holds() {
+    let p = policy(&[], &[edit_in("team-a", "alice")]);
+    let alice = user("alice");
+    let cm: PolicyRule = serde_json::from_value(
+        json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}),
+    )
+    .unwrap();
+    assert!(
+        p.not_held(&alice, Some("team-a"), std::slice::from_ref(&cm))
+            .is_empty()
+    );
+    assert_eq!(
+        p.not_held(&alice, Some("team-b"), std::slice::from_ref(&cm))
+            .len(),
+        1
+    );
+    let star: PolicyRule = serde_json::from_value(
+        json!({"verbs": ["*"], "apiGroups": [""], "resources": ["configmaps"]}),
+    )
+    .unwrap();
+    assert!(
+        !p.not_held(&alice, Some("team-a"), &[star]).is_empty(),
+        "a wildcard is covered only by a wildcard"
+    );
+}
+
+#[test]
+fn masters_bypass_and_aggregated_roles_gain_labelled_rules() {
+    let p = policy(
+        &[
+            json!({"kind": "ClusterRole", "metadata": {"name": "widgets-view",
+                  "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+                  "rules": [{"verbs": ["get"], "apiGroups": ["example.com"], "resources": ["widgets"]}]}),
+        ],
+        &[
+            json!({"kind": "RoleBinding", "metadata": {"name": "v", "namespace": "team-a"},
+                  "roleRef": {"kind": "ClusterRole", "name": "view"},
+                  "subjects": [{"kind": "Group", "name": "viewers"}]}),
+        ],
+    );
+    let viewer = Subject {
+        name: "carol".into(),
+        groups: vec!["viewers".into()],
+    };
+    assert!(p.allows(
+        &viewer,
+        &Attributes::resource("get", "example.com", "widgets", Some("team-a"), Some("w"))
+    ));
+    assert!(
+        !p.allows(
+            &viewer,
+            &Attributes::resource("get", "", "secrets", Some("team-a"), Some("s"))
+        ),
+        "view reads no Secrets"
+    );
+    let root = Subject {
+        name: "root".into(),
+        groups: vec![MASTERS.into()],
+    };
+    assert!(p.allows(
+        &root,
+        &Attributes::resource("delete", "", "namespaces", None, Some("x"))
+    ));
+}
+
+#[test]
+fn denials_read_as_kube_apiservers() {
+    assert_eq!(
+        Attributes::resource("get", "", "secrets", Some("team-b"), Some("db")).forbidden("alice"),
+        "secrets \"db\" is forbidden: User \"alice\" cannot get resource \"secrets\" in API group \"\" in the namespace \"team-b\""
+    );
+    assert_eq!(
+        Attributes::resource(
+            "list",
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            None
+        )
+        .forbidden("alice"),
+        "clusterroles.rbac.authorization.k8s.io is forbidden: User \"alice\" cannot list resource \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
+    );
+    assert_eq!(
+        Attributes::non_resource("get", "/metrics").forbidden("alice"),
+        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    );
+}
