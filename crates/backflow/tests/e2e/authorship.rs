@@ -17,7 +17,8 @@ fn token_file(dir: &Path) -> PathBuf {
 }
 
 /// A server whose users are alice and bob, with a window long enough (3 s) that both users'
-/// changes fall into one; the token file's directory lives as long as the world.
+/// changes fall into one; the token file's directory lives as long as the world. Under RBAC,
+/// the admin lets them edit every namespace (ClusterRole `edit`).
 fn world_with_users() -> (World, tempfile::TempDir) {
     let tokens = tempfile::tempdir().unwrap();
     let file = token_file(tokens.path());
@@ -27,6 +28,15 @@ fn world_with_users() -> (World, tempfile::TempDir) {
         "--commit-window",
         "3s",
         "--no-apply",
+    ]);
+    w.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "people-edit",
+        "--clusterrole=edit",
+        "--user=alice",
+        "--user=bob",
+        "--group=ops",
     ]);
     w.wait_settled();
     (w, tokens)
@@ -300,6 +310,13 @@ fn provider_commit_and_push_settings_take_effect_without_a_restart() {
 fn a_service_account_token_from_kubectl_create_token_authors_its_changes_until_the_account_goes() {
     let (w, _tokens) = world_with_users();
     w.kubectl(&["create", "serviceaccount", "deployer"]);
+    w.kubectl(&[
+        "create",
+        "rolebinding",
+        "deployer-edit",
+        "--clusterrole=edit",
+        "--serviceaccount=default:deployer",
+    ]);
     let too_short = w.kubectl_run(&["create", "token", "deployer", "--duration", "5m"]);
     assert_ne!(too_short.code, Some(0), "{too_short}");
     assert!(
