@@ -191,6 +191,41 @@ const BUILTINS: &[Builtin] = &[
     )
     .cluster()
     .short(&["pc"]),
+    // Answered by the authorizer (`http/review.rs`), listed so clients find them.
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    )
+    .cluster(),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+    )
+    .cluster(),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    )
+    .cluster(),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+    ),
+    b(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    )
+    .cluster(),
     b(
         "apiextensions.k8s.io",
         "v1",

@@ -1339,7 +1339,7 @@ fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
                 ],
             });
         }
-        KindBehavior::Plain | KindBehavior::Secret => {}
+        KindBehavior::Plain | KindBehavior::Secret | KindBehavior::Review => {}
     }
 }
 

@@ -47,6 +47,9 @@ pub enum KindBehavior {
     CustomResourceDefinition,
     /// Deployments: a status as a controller would write it (no controller runs here).
     Deployment,
+    /// Access reviews (`SelfSubjectAccessReview`, …): only created, answered by the
+    /// authorizer, never stored.
+    Review,
 }
 
 impl KindBehavior {
@@ -58,6 +61,7 @@ impl KindBehavior {
             ("", "namespaces") => Self::Namespace,
             ("apiextensions.k8s.io", "customresourcedefinitions") => Self::CustomResourceDefinition,
             ("apps", "deployments") => Self::Deployment,
+            ("authorization.k8s.io" | "authentication.k8s.io", _) => Self::Review,
             _ => Self::Plain,
         }
     }
@@ -138,6 +142,9 @@ impl ResourceType {
     /// The verbs served on this type.
     #[must_use]
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.behavior == KindBehavior::Review {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",

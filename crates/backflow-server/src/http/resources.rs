@@ -296,6 +296,12 @@ async fn route(
     if p.namespace.is_some() && !t.namespaced() {
         return Err(ApiError::UnknownResource);
     }
+    if t.behavior == crate::registry::KindBehavior::Review {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} can only be created: POST one to ask",
+            t.plural
+        )));
+    }
     let q = parse_query(uri.query());
     check_query(&q)?;
     let ns = p.namespace.clone().unwrap_or_default();

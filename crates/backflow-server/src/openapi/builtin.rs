@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
+    apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+    autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling_v2, batch::v1 as batch,
+    coordination::v1 as coordination, core::v1 as core, events::v1 as events,
     networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     scheduling::v1 as scheduling, storage::v1 as storage,
 };
@@ -107,6 +108,21 @@ fn add_kind(
         ("", "v1", "ServiceAccount") => add::<core::ServiceAccount>(generator),
         ("", "v1", "Event") => add::<core::Event>(generator),
         ("events.k8s.io", "v1", "Event") => add::<events::Event>(generator),
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => {
+            add::<authorization::SelfSubjectAccessReview>(generator)
+        }
+        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => {
+            add::<authorization::SelfSubjectRulesReview>(generator)
+        }
+        ("authorization.k8s.io", "v1", "SubjectAccessReview") => {
+            add::<authorization::SubjectAccessReview>(generator)
+        }
+        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview") => {
+            add::<authorization::LocalSubjectAccessReview>(generator)
+        }
+        ("authentication.k8s.io", "v1", "SelfSubjectReview") => {
+            add::<authentication::SelfSubjectReview>(generator)
+        }
         ("", "v1", "Pod") => add::<core::Pod>(generator),
         ("", "v1", "PersistentVolumeClaim") => add::<core::PersistentVolumeClaim>(generator),
         ("", "v1", "Endpoints") => add::<core::Endpoints>(generator),

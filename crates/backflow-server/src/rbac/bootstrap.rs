@@ -182,7 +182,6 @@ fn edit_rules() -> Vec<Value> {
         rule(&rw, "batch", &["jobs", "cronjobs"]),
         rule(&rw, "policy", &["poddisruptionbudgets"]),
         rule(&rw, "networking.k8s.io", &["networkpolicies", "ingresses"]),
-        rule(&rw, "coordination.k8s.io", &["leases"]),
     ]
 }
 

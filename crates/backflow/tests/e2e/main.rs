@@ -28,6 +28,7 @@ mod kubectl;
 mod mirror;
 mod operator;
 mod push_guard;
+mod rbac;
 mod receiver;
 mod restart;
 mod secrets;
