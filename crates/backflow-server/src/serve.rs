@@ -61,7 +61,7 @@ pub struct ServerConfig {
 /// How authenticated requests are authorized (kube-apiserver's `--authorization-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthorizationMode {
-    /// Kubernetes RBAC: Roles, ClusterRoles and their bindings; `system:masters` may do
+    /// Kubernetes RBAC: Roles, `ClusterRoles` and their bindings; `system:masters` may do
     /// everything. Applies whenever the server authenticates (with tokens or certificates);
     /// without authentication there is no one to tell apart.
     #[default]

@@ -69,6 +69,19 @@ pub(crate) fn parse_bind_address(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// `--authorization-mode`: kube-apiserver's names.
+pub(crate) fn parse_authorization_mode(
+    s: &str,
+) -> Result<backflow_server::AuthorizationMode, String> {
+    match s {
+        "RBAC" => Ok(backflow_server::AuthorizationMode::Rbac),
+        "AlwaysAllow" => Ok(backflow_server::AuthorizationMode::AlwaysAllow),
+        other => Err(format!(
+            "unknown authorization mode {other:?}: use RBAC or AlwaysAllow"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

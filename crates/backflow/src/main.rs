@@ -21,7 +21,10 @@ mod operator;
 mod output;
 mod receiver;
 
-use flags::{parse_bind_address, parse_bytes, parse_first_contact, parse_interval, parse_window};
+use flags::{
+    parse_authorization_mode, parse_bind_address, parse_bytes, parse_first_contact, parse_interval,
+    parse_window,
+};
 
 /// backflow keeps a live Kubernetes-style API and a Git branch in step, both ways.
 #[derive(Debug, Parser)]
@@ -114,6 +117,13 @@ struct ServeArgs {
     /// changes are committed under their name.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    /// How authenticated requests are authorized: `RBAC` (Roles, `ClusterRoles` and their
+    /// bindings, as on a cluster; the server's own admin is in system:masters and may do
+    /// everything) or `AlwaysAllow` (every authenticated user may do everything). Applies
+    /// whenever the server authenticates (a token or certificate); on loopback without tokens
+    /// there is no one to tell apart.
+    #[arg(long, default_value = "RBAC", value_parser = parse_authorization_mode)]
+    authorization_mode: backflow_server::AuthorizationMode,
     /// Serving certificate chain (PEM), instead of a generated one; needs --tls-private-key-file.
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
@@ -350,6 +360,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.listen = args.listen;
     config.token_file = args.token_file.clone();
     config.token_auth_file = args.token_auth_file.clone();
+    config.authorization = args.authorization_mode;
     config.tls_cert_file = args.tls_cert_file.clone();
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;

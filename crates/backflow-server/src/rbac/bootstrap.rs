@@ -200,7 +200,7 @@ fn admin_rules() -> Vec<Value> {
     ]
 }
 
-/// Every object kube-apiserver bootstraps that backflow serves, ClusterRoles first.
+/// Every object kube-apiserver bootstraps that backflow serves, `ClusterRoles` first.
 #[must_use]
 pub fn bootstrap_objects() -> Vec<Value> {
     let to = |roles: &[&'static str]| -> Vec<(&'static str, &'static str)> {

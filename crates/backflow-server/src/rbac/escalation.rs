@@ -1,4 +1,4 @@
-//! Escalation prevention: a Role or ClusterRole may grant only what its writer holds (unless
+//! Escalation prevention: a Role or `ClusterRole` may grant only what its writer holds (unless
 //! they may `escalate` it), and a binding may refer only to a role whose permissions its writer
 //! holds (unless they may `bind` it) — kube-apiserver's rules, checked on the object as it
 //! will be stored (a patch resolved first).

@@ -1,5 +1,5 @@
 //! Authorization with kube-apiserver's RBAC semantics: who may do what, from the Roles,
-//! ClusterRoles and their bindings the store holds, with ClusterRole aggregation, the
+//! `ClusterRoles` and their bindings the store holds, with `ClusterRole` aggregation, the
 //! `system:masters` bypass, and escalation prevention (a user grants only what they hold,
 //! unless they may `escalate` or `bind`).
 //!
@@ -156,7 +156,7 @@ struct BindingSubject {
 
 #[derive(Debug, Clone)]
 struct Binding {
-    /// `None`: a ClusterRoleBinding.
+    /// `None`: a `ClusterRoleBinding`.
     namespace: Option<String>,
     role_ref: RoleRef,
     subjects: Vec<BindingSubject>,
@@ -166,7 +166,7 @@ impl Binding {
     fn names(&self, who: &Subject) -> bool {
         self.subjects.iter().any(|s| match s.kind.as_str() {
             "User" => s.name == who.name,
-            "Group" => who.groups.iter().any(|g| *g == s.name),
+            "Group" => who.groups.contains(&s.name),
             "ServiceAccount" => {
                 let ns = s
                     .namespace
@@ -180,7 +180,7 @@ impl Binding {
     }
 }
 
-/// A snapshot of the RBAC objects: Roles by namespace and name, ClusterRoles (aggregation
+/// A snapshot of the RBAC objects: Roles by namespace and name, `ClusterRoles` (aggregation
 /// resolved), and the bindings.
 #[derive(Debug, Default, Clone)]
 pub struct Policy {
@@ -309,7 +309,7 @@ impl Policy {
     }
 
     /// Every rule `who` holds in `namespace` (`None`: cluster-wide only): what their
-    /// ClusterRoleBindings grant everywhere, and their RoleBindings there.
+    /// `ClusterRoleBindings` grant everywhere, and their `RoleBindings` there.
     #[must_use]
     pub fn rules_for(&self, who: &Subject, namespace: Option<&str>) -> Vec<PolicyRule> {
         let mut out = Vec::new();

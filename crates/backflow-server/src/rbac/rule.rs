@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Attributes;
 
-/// A rule of a Role or ClusterRole.
+/// A rule of a Role or `ClusterRole`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRule {

@@ -18,7 +18,7 @@ fn token_file(dir: &Path) -> PathBuf {
 
 /// A server whose users are alice and bob, with a window long enough (3 s) that both users'
 /// changes fall into one; the token file's directory lives as long as the world. Under RBAC,
-/// the admin lets them edit every namespace (ClusterRole `edit`).
+/// the admin lets them edit every namespace (`ClusterRole` `edit`).
 fn world_with_users() -> (World, tempfile::TempDir) {
     let tokens = tempfile::tempdir().unwrap();
     let file = token_file(tokens.path());

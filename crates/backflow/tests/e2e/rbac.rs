@@ -557,3 +557,253 @@ fn the_decision_table_holds_for_kubectl_auth_can_i_and_for_real_requests() {
         wrong.join("\n")
     );
 }
+
+/// `kubectl create -f` of `yaml` as the user of `token`, server-side dry run: what kubectl
+/// printed and whether it worked.
+fn create_as(w: &World, token: &str, name: &str, yaml: &str) -> (bool, String) {
+    let file = w.dirs.work.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let out = w.kubectl_run(&[
+        "--token",
+        token,
+        "create",
+        "--dry-run=server",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    (out.code == Some(0), out.stderr)
+}
+
+fn role(namespace: &str, rules: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: made, namespace: {namespace}}}\nrules: {rules}\n"
+    )
+}
+
+fn role_binding(namespace: &str, kind: &str, name: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: made, namespace: {namespace}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {kind}, name: {name}}}\n\
+         subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}}]\n"
+    )
+}
+
+/// Escalation prevention, as the RBAC documentation states it: a user may create or update a
+/// Role only with permissions they already hold in its scope (a wildcard only if they hold the
+/// wildcard), and a binding only to a role whose permissions they hold, or that they may `bind`.
+#[test]
+fn a_role_or_binding_grants_only_what_its_writer_holds_or_may_bind() {
+    let (w, _tokens) = world();
+    let cases: &[(&str, &str, String, bool, &str)] = &[
+        (
+            "t-gina",
+            "r1",
+            role(
+                "team-b",
+                "[{apiGroups: [''], resources: [secrets], verbs: [get]}]",
+            ),
+            true,
+            "admin holds get secrets in team-b",
+        ),
+        (
+            "t-gina",
+            "r2",
+            role(
+                "team-b",
+                "[{apiGroups: [''], resources: [configmaps], verbs: ['*']}]",
+            ),
+            false,
+            "admin does not hold the verb wildcard",
+        ),
+        (
+            "t-gina",
+            "r3",
+            role(
+                "team-b",
+                "[{apiGroups: [storage.k8s.io], resources: [storageclasses], verbs: [list]}]",
+            ),
+            false,
+            "not held at all",
+        ),
+        (
+            "t-gina",
+            "r4",
+            role_binding("team-b", "ClusterRole", "edit"),
+            true,
+            "admin holds everything edit grants",
+        ),
+        (
+            "t-gina",
+            "r5",
+            role_binding("team-b", "ClusterRole", "cluster-admin"),
+            false,
+            "a binding to cluster-admin escalates",
+        ),
+        (
+            "t-dave",
+            "r6",
+            role_binding("team-b", "ClusterRole", "view"),
+            true,
+            "dave holds none of view, but may bind it",
+        ),
+        (
+            "t-dave",
+            "r7",
+            role_binding("team-b", "ClusterRole", "edit"),
+            false,
+            "dave may bind view only",
+        ),
+        (
+            "t-frank",
+            "r8",
+            role_binding("team-b", "ClusterRole", "cluster-admin"),
+            true,
+            "system:masters",
+        ),
+    ];
+    for (token, name, yaml, allowed, why) in cases {
+        let (worked, said) = create_as(&w, token, name, yaml);
+        assert_eq!(worked, *allowed, "{token} {name} ({why}):\n{said}");
+        if !allowed {
+            assert!(
+                said.contains("is attempting to grant RBAC permissions not currently held"),
+                "{token} {name}: kube-apiserver's message:\n{said}"
+            );
+        }
+    }
+    // Without `escalate`, raising a Role one holds over what one holds is refused too; with
+    // it, allowed (frank: system:masters).
+    let (worked, said) = create_as(
+        &w,
+        "t-gina",
+        "r9",
+        &role(
+            "team-b",
+            "[{apiGroups: [''], resources: [nodes], verbs: [get]}]",
+        ),
+    );
+    assert!(!worked && said.contains("Resources:[\"nodes\"]"), "{said}");
+}
+
+/// alice has `edit` in team-a (through her group): she changes `ConfigMaps` there, cannot read
+/// Secrets elsewhere, cannot touch backflow-system, cannot bind herself cluster-admin; and her
+/// refused writes leave nothing in the store or in Git. `kubectl auth can-i --list` shows what
+/// she holds.
+#[test]
+fn alice_with_edit_in_team_a_changes_it_and_nothing_else() {
+    let (w, _tokens) = world();
+    let alice = |args: &[&str]| {
+        let mut all = vec!["--token", "t-alice"];
+        all.extend_from_slice(args);
+        w.kubectl_run(&all)
+    };
+    let made = alice(&[
+        "create",
+        "configmap",
+        "by-alice",
+        "-n",
+        "team-a",
+        "--from-literal=k=v",
+    ]);
+    assert_eq!(made.code, Some(0), "{made}");
+    w.wait_present("live/team-a/configmaps/by-alice.yaml");
+    let refused = [
+        alice(&["get", "secret", "db", "-n", "team-b"]),
+        alice(&[
+            "create",
+            "configmap",
+            "sneaky",
+            "-n",
+            "team-b",
+            "--from-literal=k=v",
+        ]),
+        alice(&["delete", "gitprovider", "default", "-n", "backflow-system"]),
+        alice(&[
+            "create",
+            "configmap",
+            "sneaky",
+            "-n",
+            "backflow-system",
+            "--from-literal=k=v",
+        ]),
+        alice(&[
+            "create",
+            "rolebinding",
+            "me-root",
+            "-n",
+            "team-a",
+            "--clusterrole=cluster-admin",
+            "--user=alice",
+        ]),
+        alice(&[
+            "create",
+            "clusterrolebinding",
+            "me-root",
+            "--clusterrole=cluster-admin",
+            "--user=alice",
+        ]),
+    ];
+    for out in &refused {
+        assert_eq!(out.code, Some(1), "{out}");
+        assert!(out.stderr.contains("is forbidden: User \"alice\""), "{out}");
+    }
+    assert!(
+        refused[0].stderr.contains("secrets \"db\" is forbidden: User \"alice\" cannot get resource \"secrets\" in API group \"\" in the namespace \"team-b\""),
+        "{}",
+        refused[0]
+    );
+    // Nothing of it reached the store or Git.
+    for (kind, name, ns) in [
+        ("configmap", "sneaky", "team-b"),
+        ("configmap", "sneaky", "backflow-system"),
+        ("rolebinding", "me-root", "team-a"),
+    ] {
+        let got = w.kubectl_run(&["get", kind, name, "-n", ns]);
+        assert_eq!(got.code, Some(1), "{got}");
+    }
+    assert_eq!(
+        w.kubectl_run(&["get", "clusterrolebinding", "me-root"])
+            .code,
+        Some(1)
+    );
+    w.kubectl(&["get", "gitprovider", "default", "-n", "backflow-system"]);
+    w.wait_settled();
+    let files = w.files();
+    assert!(
+        files
+            .iter()
+            .all(|f| !f.contains("sneaky") && !f.contains("me-root")),
+        "{files:?}"
+    );
+    // What she may do in team-a, as kubectl lists it.
+    let list = alice(&["auth", "can-i", "--list", "-n", "team-a"]);
+    assert_eq!(list.code, Some(0), "{list}");
+    let line = |resource: &str| {
+        list.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(resource))
+            .unwrap_or_else(|| panic!("no {resource} in:\n{}", list.stdout))
+            .to_string()
+    };
+    assert!(
+        line("configmaps").contains("create") && line("configmaps").contains("delete"),
+        "{}",
+        list.stdout
+    );
+    assert!(
+        list.stdout
+            .lines()
+            .all(|l| !l.starts_with("rolebindings.rbac")),
+        "{}",
+        list.stdout
+    );
+    let elsewhere = alice(&["auth", "can-i", "--list", "-n", "team-b"]);
+    assert!(
+        elsewhere
+            .stdout
+            .lines()
+            .all(|l| !l.starts_with("configmaps ")),
+        "{}",
+        elsewhere.stdout
+    );
+}
