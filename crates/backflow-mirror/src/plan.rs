@@ -31,6 +31,15 @@ pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
     ("backflow.dev", "commitrequests"),
 ];
 
+/// The objects of a type the mirror does not see: the roles and bindings the API server
+/// bootstraps itself (kube-apiserver, and backflow's embedded server under RBAC) and recreates
+/// at every start, which are its defaults, not anybody's intent.
+#[must_use]
+pub fn unseen_objects(served: &ServedType) -> Option<&'static str> {
+    (served.group == "rbac.authorization.k8s.io")
+        .then_some("kubernetes.io/bootstrapping!=rbac-defaults")
+}
+
 /// Types whose objects hold secrets: never written to Git in plaintext, so mirrored only into
 /// `GitTargets` with `spec.encryption` (the controller also drops them when its recipients cannot
 /// be resolved).

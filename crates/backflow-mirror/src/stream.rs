@@ -453,11 +453,14 @@ pub async fn run(
     // Catch-ups asked while the first snapshot is read, answered once it is submitted.
     let mut replaying: Vec<Barrier> = Vec::new();
     loop {
-        let config = if streaming {
+        let mut config = if streaming {
             watcher::Config::default().streaming_lists()
         } else {
             watcher::Config::default()
         };
+        if let Some(selector) = crate::plan::unseen_objects(&ctx.spec.served) {
+            config = config.labels(selector);
+        }
         ctx.board.set_stream(&ctx.spec, StreamState::Replaying);
         let mut events = watcher::watcher(api.clone(), config)
             .default_backoff()
@@ -593,7 +596,11 @@ async fn catch_up(
             target: ctx.target_label(),
         })
         .inc();
-    let objects = match api.list(&kube::api::ListParams::default()).await {
+    let mut params = kube::api::ListParams::default();
+    if let Some(selector) = crate::plan::unseen_objects(&ctx.spec.served) {
+        params = params.labels(selector);
+    }
+    let objects = match api.list(&params).await {
         Ok(list) => list.items,
         Err(e) => {
             tracing::warn!(stream = ?ctx.spec, error = %e, "catch-up list failed; the save may miss changes still in flight");
