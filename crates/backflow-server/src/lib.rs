@@ -6,6 +6,7 @@
 //! drive it unmodified. It knows nothing about Git.
 
 mod apply;
+pub mod audit;
 mod auth;
 mod builtin;
 mod cel_rules;

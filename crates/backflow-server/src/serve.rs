@@ -56,6 +56,11 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// How requests are authorized once the server authenticates them.
     pub authorization: AuthorizationMode,
+    /// The audit policy (`--audit-policy-file`); with `audit_log`, requests are audited.
+    pub audit_policy_file: Option<PathBuf>,
+    /// Where audit events go and how the file rotates (`--audit-log-path`, `-maxsize`,
+    /// `-maxbackup`).
+    pub audit_log: Option<crate::audit::LogSettings>,
 }
 
 /// How authenticated requests are authorized (kube-apiserver's `--authorization-mode`).
@@ -92,6 +97,8 @@ impl ServerConfig {
             initialize: false,
             header_read_timeout: HEADER_READ_TIMEOUT,
             authorization: AuthorizationMode::Rbac,
+            audit_policy_file: None,
+            audit_log: None,
         }
     }
 }
@@ -110,6 +117,9 @@ pub enum StartError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The audit policy or log cannot be used.
+    #[error("{0}")]
+    Audit(String),
     /// The data dir has history but its store is missing or empty.
     #[error(
         "{path} is missing or empty, but the data directory holds {history} from an earlier start: the store was lost. Restore it from a backup, or start with --initialize to begin with an empty API"
@@ -344,6 +354,30 @@ fn service_account_tokens(data_dir: &Path) -> Result<ServiceAccountTokens, Start
         .map_err(|source| StartError::ServiceAccountKey { path, source })
 }
 
+/// The auditor `config` asks for: a policy and a log, both or neither.
+fn auditor(config: &ServerConfig) -> Result<Option<Arc<crate::audit::Auditor>>, StartError> {
+    match (&config.audit_policy_file, &config.audit_log) {
+        (None, None) => Ok(None),
+        (Some(policy), Some(log)) => {
+            let policy = crate::audit::AuditPolicy::read(policy)
+                .map_err(|e| StartError::Audit(e.to_string()))?;
+            let log = crate::audit::AuditLog::open(log.clone()).map_err(|e| {
+                StartError::Audit(format!(
+                    "cannot open the audit log {}: {e}",
+                    log.path.display()
+                ))
+            })?;
+            Ok(Some(Arc::new(crate::audit::Auditor { policy, log })))
+        }
+        (Some(_), None) => Err(StartError::Audit(
+            "--audit-policy-file needs --audit-log-path: where the events go".into(),
+        )),
+        (None, Some(_)) => Err(StartError::Audit(
+            "--audit-log-path needs --audit-policy-file: which requests to record".into(),
+        )),
+    }
+}
+
 /// Creates the roles and bindings kube-apiserver bootstraps that the store lacks (one a person
 /// changed or deleted is left as it is, except a missing one, which comes back as
 /// kube-apiserver's does).
@@ -442,11 +476,13 @@ pub async fn start_with_clock(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let extensions = Arc::new(Extensions::default());
     let rbac = !tokens.is_empty() && config.authorization == AuthorizationMode::Rbac;
+    let audit = auditor(&config)?;
     if rbac {
         bootstrap_rbac(&engine).await?;
     }
     let state = AppState {
         rbac,
+        audit,
         engine: engine.clone(),
         tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
         service_accounts,
@@ -458,6 +494,7 @@ pub async fn start_with_clock(
     let internal_router = router(AppState {
         tokens: None,
         rbac: false,
+        audit: None,
         ..state.clone()
     });
     let app = router(state);
@@ -513,6 +550,7 @@ impl InProcess {
         let extensions = Arc::new(Extensions::default());
         let router = router(AppState {
             rbac: false,
+            audit: None,
             engine: engine.clone(),
             tokens: None,
             service_accounts: service_account_tokens(&config.data_dir)?,
@@ -536,10 +574,11 @@ impl InProcess {
 }
 
 /// The router for one TLS connection: a verified client certificate names the user of every
-/// request on it.
+/// request on it, and `peer` where it comes from.
 fn with_certificate_user(
     app: axum::Router,
     tls: &tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    peer: SocketAddr,
 ) -> TowerToHyperService<
     tower::util::MapRequest<
         axum::Router,
@@ -561,6 +600,7 @@ fn with_certificate_user(
             if let Some(user) = &user {
                 req.extensions_mut().insert(user.clone());
             }
+            req.extensions_mut().insert(crate::http::Peer(peer));
             req
         },
     ))
@@ -607,7 +647,13 @@ async fn accept_loop(
                         tracing::debug!(%peer, "connection sent nothing in time; closed");
                         return;
                     }
-                    let service = TowerToHyperService::new(app);
+                    let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+                        app,
+                        move |mut req: http::Request<hyper::body::Incoming>| {
+                            req.extensions_mut().insert(crate::http::Peer(peer));
+                            req
+                        },
+                    ));
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)
                         .into_owned();
@@ -634,7 +680,7 @@ async fn accept_loop(
                             return;
                         }
                     };
-                    let service = with_certificate_user(app, &tls);
+                    let service = with_certificate_user(app, &tls, peer);
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(tls), service)
                         .into_owned();

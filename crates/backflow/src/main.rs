@@ -124,6 +124,21 @@ struct ServeArgs {
     /// there is no one to tell apart.
     #[arg(long, default_value = "RBAC", value_parser = parse_authorization_mode)]
     authorization_mode: backflow_server::AuthorizationMode,
+    /// An audit policy (audit.k8s.io/v1 Policy, as kube-apiserver's): which requests are
+    /// recorded in the audit log and how much (`None`, `Metadata`, `Request`, `RequestResponse`).
+    /// Needs --audit-log-path.
+    #[arg(long, requires = "audit_log_path")]
+    audit_policy_file: Option<PathBuf>,
+    /// The audit log: one audit.k8s.io/v1 Event per line, a write's event naming the commit
+    /// that carried it (annotation backflow.dev/commit). Needs --audit-policy-file.
+    #[arg(long, requires = "audit_policy_file")]
+    audit_log_path: Option<PathBuf>,
+    /// Rotate the audit log once it reaches this many megabytes (0: never).
+    #[arg(long, default_value_t = 100)]
+    audit_log_maxsize: u64,
+    /// How many rotated audit logs to keep (0: all).
+    #[arg(long, default_value_t = 10)]
+    audit_log_maxbackup: usize,
     /// Serving certificate chain (PEM), instead of a generated one; needs --tls-private-key-file.
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
@@ -361,6 +376,15 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     config.token_file = args.token_file.clone();
     config.token_auth_file = args.token_auth_file.clone();
     config.authorization = args.authorization_mode;
+    config.audit_policy_file = args.audit_policy_file.clone();
+    config.audit_log =
+        args.audit_log_path
+            .clone()
+            .map(|path| backflow_server::audit::LogSettings {
+                path,
+                max_bytes: args.audit_log_maxsize * 1024 * 1024,
+                max_backups: args.audit_log_maxbackup,
+            });
     config.tls_cert_file = args.tls_cert_file.clone();
     config.tls_key_file = args.tls_private_key_file.clone();
     config.watch_history = args.watch_history;

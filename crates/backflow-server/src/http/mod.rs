@@ -1,5 +1,6 @@
 //! The HTTP face of the server: routes, authentication, and the non-resource endpoints.
 
+mod audit;
 mod authorize;
 mod discovery;
 mod path;
@@ -46,7 +47,11 @@ pub struct AppState {
     /// Whether requests are authorized under RBAC (else every authenticated user may do
     /// everything).
     pub rbac: bool,
+    /// Where requests are audited, when an audit log is configured.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
+
+pub use audit::Peer;
 
 /// Hooks installed once, after start: the mirror's publication waiter and metrics.
 #[derive(Default)]
@@ -178,6 +183,7 @@ fn routes(state: AppState) -> Router {
             state.clone(),
             authorize::authorize,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }

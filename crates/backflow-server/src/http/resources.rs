@@ -274,9 +274,9 @@ pub async fn serve(
 
 /// The object a write stored, carried on its response.
 #[derive(Debug, Clone)]
-struct StoredWrite {
-    key: ObjectKey,
-    resource_version: u64,
+pub(super) struct StoredWrite {
+    pub(super) key: ObjectKey,
+    pub(super) resource_version: u64,
 }
 
 async fn route(

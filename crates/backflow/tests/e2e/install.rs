@@ -93,14 +93,26 @@ fn the_manifests_render_and_hold_what_the_install_promises() {
     }
 }
 
-/// `kubectl apply` of the HA overlay to a `serve` standing in for the cluster, then the
-/// Deployment's command line as two replicas (the pod's service account replaced by a
-/// kubeconfig, each with its own data dir and probe port, as two pods have): the CRDs come
-/// from the manifests, one replica acts and the other stands by.
+/// `kubectl apply` of the HA overlay to a `serve` standing in for the cluster (enforcing RBAC,
+/// as a cluster does), then the Deployment's command line as two replicas, each with a token of
+/// the install's `ServiceAccount` `backflow` (what the pod's service account gives it) and its own
+/// data dir and probe port, as two pods have: the CRDs come from the manifests, the install's
+/// grants are enough for what the operator does (leading, labelling its Pod, Events), one
+/// replica acts and the other stands by.
 #[test]
 fn the_ha_install_applies_and_its_replicas_take_turns() {
     let sandbox = Sandbox::new();
-    let cluster = Server::start_with(&sandbox.data, Some(&sandbox.home), &["--no-mirror"]);
+    let admin_token = sandbox.work.join("admin-token");
+    std::fs::write(&admin_token, "install-test-admin-token").expect("write the admin token");
+    let cluster = Server::start_with(
+        &sandbox.data,
+        Some(&sandbox.home),
+        &[
+            "--no-mirror",
+            "--token-file",
+            &admin_token.to_string_lossy(),
+        ],
+    );
     let kubeconfig = sandbox.data.join("kubeconfig");
     let (rendered, documents) = render(&sandbox, "overlays/ha");
     let file = sandbox.work.join("install.yaml");
@@ -149,13 +161,32 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         let created = kubectl(&["create", "-f", &file.to_string_lossy()]);
         assert_eq!(created.code, Some(0), "{created}");
     }
+    // The replicas act as the ServiceAccount, with only what base/rbac.yaml grants it.
+    let token = kubectl(&[
+        "create",
+        "token",
+        "backflow",
+        "-n",
+        "backflow-system",
+        "--duration",
+        "2h",
+    ]);
+    assert_eq!(token.code, Some(0), "{token}");
+    let admin = std::fs::read_to_string(&kubeconfig).expect("read the kubeconfig");
+    assert!(admin.contains("install-test-admin-token"), "{admin}");
+    let as_service_account = sandbox.work.join("backflow-sa.kubeconfig");
+    std::fs::write(
+        &as_service_account,
+        admin.replace("install-test-admin-token", token.stdout.trim()),
+    )
+    .expect("write the service account's kubeconfig");
     let start = |name: &str| {
         let data = format!("--data-dir={}", sandbox.work.join(name).display());
         let pod = format!("--pod-name=backflow-{name}");
         let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
         all.push(&data);
         all.push(&pod);
-        Operator::with_args(&sandbox, &kubeconfig, &all)
+        Operator::with_args(&sandbox, &as_service_account, &all)
     };
     // The Pods the receiver's Service selects: the acting replica's only.
     let receivers = || {
@@ -182,6 +213,17 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         receivers().trim(),
         "pod/backflow-first",
         "the leader's Pod is labelled"
+    );
+    // The leadership is told as an Event, which the grants let it write.
+    wait_for(
+        "the LeaderElection Event",
+        || kubectl(&["get", "events", "-n", "backflow-system"]).stdout,
+        || {
+            kubectl(&["get", "events", "-n", "backflow-system"])
+                .stdout
+                .contains("LeaderElection")
+                .then_some(())
+        },
     );
     // A clean stop hands over: the label goes with the Lease.
     drop(first);

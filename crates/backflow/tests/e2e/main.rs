@@ -15,6 +15,7 @@
 
 mod apply;
 mod argo;
+mod audit;
 mod authorship;
 mod both_sides;
 mod cli;
