@@ -139,6 +139,7 @@ impl Live {
             let metrics = mirror.register_metrics(backflow_apply::claims::ApplyMetrics::register);
             self.claims = Some(backflow_apply::claims::Claims::start(
                 self.client.clone(),
+                backflow_apply::act_as::through_router(self.server.internal_router.clone()),
                 mirror.branches(),
                 Vec::new(),
                 metrics,

@@ -9,6 +9,7 @@
 //! - [`receiver`]: push webhooks (`GitReceiver`): verified deliveries wake the branch workers
 //!   of the repository and branch they name.
 
+pub mod act_as;
 pub mod argo;
 pub mod claims;
 pub mod flux;

@@ -259,7 +259,7 @@ async fn delete_judged(
         Ok(_) => Ok(PruneOutcome::Deleted),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(PruneOutcome::Kept),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(PruneOutcome::Gone),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(backflow_board::explain(&e)),
     }
 }
 
@@ -406,7 +406,11 @@ struct Judging<'a> {
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
 pub struct NativeApplier {
+    /// What reads and writes the objects: backflow's own client, or one acting as the claim's
+    /// service account.
     client: Client,
+    /// backflow's own client, which reads the claim.
+    own: Client,
     /// `<namespace>.<claim>`: the ownership label's value.
     owner: String,
     /// The same, as the owner of what this applier applies.
@@ -441,6 +445,7 @@ impl NativeApplier {
         identities: Vec<backflow_sops::Identity>,
     ) -> Self {
         Self {
+            own: client.clone(),
             client,
             owner: format!("{namespace}.{name}"),
             applied_by: AppliedBy::claim(namespace, name),
@@ -452,6 +457,14 @@ impl NativeApplier {
         }
     }
 
+    /// The same, reading and writing the objects through `acting` (a client acting as the
+    /// claim's service account) while the claim itself is read with backflow's own client.
+    #[must_use]
+    pub fn acting_through(mut self, acting: Client) -> Self {
+        self.client = acting;
+        self
+    }
+
     /// The same, holding prunes by `guard` rather than the default.
     #[must_use]
     pub fn with_prune_guard(mut self, guard: PruneGuard) -> Self {
@@ -461,7 +474,7 @@ impl NativeApplier {
 
     /// The commit the claim's confirmation annotation names, if any.
     async fn confirmation(&self) -> Option<String> {
-        let api = Api::<NativeClaim>::namespaced(self.client.clone(), &self.claim.0);
+        let api = Api::<NativeClaim>::namespaced(self.own.clone(), &self.claim.0);
         let claim = api.get_opt(&self.claim.1).await.ok().flatten()?;
         claim.annotations().get(CONFIRM_PRUNE).cloned()
     }
@@ -887,7 +900,13 @@ impl NativeApplier {
             None => api
                 .get_opt(&object.identity.name)
                 .await
-                .map_err(|e| format!("reading {}: {e}", object.identity.name))?
+                .map_err(|e| {
+                    format!(
+                        "reading {}: {}",
+                        object.identity.name,
+                        backflow_board::explain(&e)
+                    )
+                })?
                 .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)),
         };
         if let Some(why) = protection(&object.identity, &namespace) {
@@ -1071,7 +1090,7 @@ impl NativeApplier {
         let Some(live) = api
             .get_opt(&object.identity.name)
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| backflow_board::explain(&e))?
         else {
             return Ok(PruneOutcome::Gone);
         };
@@ -1159,7 +1178,11 @@ impl NativeApplier {
             return Ok(PruneOutcome::Spared);
         }
         let api = api_for(&self.client, &resource, namespace);
-        let Some(live) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
+        let Some(live) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| backflow_board::explain(&e))?
+        else {
             return Ok(PruneOutcome::Gone);
         };
         if live

@@ -477,9 +477,9 @@ pub async fn start_with_clock(
     let extensions = Arc::new(Extensions::default());
     let rbac = !tokens.is_empty() && config.authorization == AuthorizationMode::Rbac;
     let audit = auditor(&config)?;
-    if rbac {
-        bootstrap_rbac(&engine).await?;
-    }
+    // Always: an applier acting as a service account is authorized as it even where clients
+    // are not.
+    bootstrap_rbac(&engine).await?;
     let state = AppState {
         rbac,
         audit,

@@ -434,12 +434,14 @@ struct DefaultMirror {
 /// The applier claims of the API `client` talks to, acting on `mirror`'s branches.
 fn start_claims(
     client: kube::Client,
+    act_as: backflow_apply::act_as::ActAs,
     mirror: &Mirror,
     identities: Vec<backflow_sops::Identity>,
 ) -> Claims {
     let metrics = mirror.register_metrics(ApplyMetrics::register);
     Claims::start(
         client,
+        act_as,
         mirror.branches(),
         identities,
         metrics,
@@ -543,7 +545,8 @@ async fn start_default_mirror(
         },
         Arc::new(SystemClock),
     );
-    let claims = (!args.no_apply).then(|| start_claims(client, &mirror, identities));
+    let act_as = backflow_apply::act_as::through_router(server.internal_router.clone());
+    let claims = (!args.no_apply).then(|| start_claims(client, act_as, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);

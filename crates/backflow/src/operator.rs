@@ -22,7 +22,7 @@ use crate::{
 pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     // One listener for the whole run: a signal that arrives while it starts acting is kept.
     let signal = stop_signal();
-    let (client, api) = client_of(&args).await?;
+    let (client, act_as, api) = client_of(&args).await?;
     if args.install_crds {
         backflow_mirror::defaults::install_crds(&client)
             .await
@@ -73,6 +73,7 @@ pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
     let acted = act(
         &args,
         &client,
+        act_as,
         &health,
         election.as_ref(),
         events.as_ref(),
@@ -169,8 +170,11 @@ impl LeadershipEvents {
     }
 }
 
-/// A client of the API to mirror, and how it was found (for the banner).
-async fn client_of(args: &OperatorArgs) -> Result<(kube::Client, String), String> {
+/// A client of the API to mirror, the clients acting as a claim's service account, and how it
+/// was found (for the banner).
+async fn client_of(
+    args: &OperatorArgs,
+) -> Result<(kube::Client, backflow_apply::act_as::ActAs, String), String> {
     let (config, found) = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -190,9 +194,10 @@ async fn client_of(args: &OperatorArgs) -> Result<(kube::Client, String), String
             "this cluster (in-cluster configuration)".to_string(),
         ),
     };
+    let act_as = backflow_apply::act_as::from_config(config.clone());
     let client =
         kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-    Ok((client, found))
+    Ok((client, act_as, found))
 }
 
 /// Joins the election for the Lease the flags name, creating its namespace if missing.
@@ -277,6 +282,7 @@ async fn wait_to_lead(
 async fn act(
     args: &OperatorArgs,
     client: &kube::Client,
+    act_as: backflow_apply::act_as::ActAs,
     health: &Health,
     election: Option<&Running>,
     events: Option<&LeadershipEvents>,
@@ -296,7 +302,7 @@ async fn act(
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
     // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
-    let claims = start_claims(client.clone(), &mirror, Vec::new());
+    let claims = start_claims(client.clone(), act_as, &mirror, Vec::new());
     let receiver = match args.receiver_bind_address {
         Some(addr) => {
             let tls = operator_receiver_tls(args)?;

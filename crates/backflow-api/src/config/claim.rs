@@ -51,6 +51,12 @@ pub struct NativeClaimSpec {
     /// given to the other. Read when backflow starts.
     #[serde(default, skip_serializing_if = "FirstContact::is_live_wins")]
     pub first_contact: FirstContact,
+    /// The service account, in the claim's namespace, whose rights the applier applies and
+    /// prunes with (Kubernetes impersonation, as Flux's `spec.serviceAccountName`): an object
+    /// its RBAC does not allow is refused, reported, and the others go on. Unset: backflow's
+    /// own rights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 /// Flux's kustomize-controller, held: backflow owns the `Kustomization`'s `spec.suspend` and

@@ -62,9 +62,11 @@ impl std::fmt::Debug for Claims {
 
 impl Claims {
     /// Starts acting for every claim a `GitTarget` of `client`'s API names, on the branches
-    /// `mirror` writes. `identities` decrypt SOPS files besides each target's own.
+    /// `mirror` writes. `identities` decrypt SOPS files besides each target's own; `act_as`
+    /// makes the clients a claim's applier uses to act as its service account.
     pub fn start(
         client: Client,
+        act_as: crate::act_as::ActAs,
         registry: BranchRegistry,
         identities: Vec<backflow_sops::Identity>,
         metrics: ApplyMetrics,
@@ -73,6 +75,7 @@ impl Claims {
         let (stop, stop_rx) = watch::channel(false);
         let coordinator = Coordinator {
             client,
+            act_as,
             registry,
             identities,
             metrics,
@@ -109,6 +112,7 @@ struct Running {
 
 struct Coordinator {
     client: Client,
+    act_as: crate::act_as::ActAs,
     registry: BranchRegistry,
     identities: Vec<backflow_sops::Identity>,
     metrics: ApplyMetrics,
@@ -340,19 +344,22 @@ impl Coordinator {
         worker: &backflow_git::WorkerHandle,
     ) -> Arc<dyn Applier> {
         match &plan.holds {
-            Holds::Native => {
+            Holds::Native(service_account) => {
                 let identities = self.identities_for(&key.namespace, plan).await;
-                Arc::new(
-                    NativeApplier::new(
-                        self.client.clone(),
-                        &key.namespace,
-                        &key.name,
-                        worker.clone(),
-                        plan.folders.clone(),
-                        identities,
-                    )
-                    .with_prune_guard(PruneGuard::with_limit(plan.prune_limit)),
+                let mut applier = NativeApplier::new(
+                    self.client.clone(),
+                    &key.namespace,
+                    &key.name,
+                    worker.clone(),
+                    plan.folders.clone(),
+                    identities,
                 )
+                .with_prune_guard(PruneGuard::with_limit(plan.prune_limit));
+                if let Some(account) = service_account {
+                    let who = crate::act_as::Identity::service_account(&key.namespace, account);
+                    applier = applier.acting_through((self.act_as)(&who));
+                }
+                Arc::new(applier)
             }
             Holds::Flux(namespace, name) => Arc::new(FluxApplier::new(
                 self.client.clone(),

@@ -27,8 +27,9 @@ impl std::fmt::Display for ClaimKey {
 /// The applier a claim holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holds {
-    /// backflow's own applier.
-    Native,
+    /// backflow's own applier, acting as the service account named (in the claim's
+    /// namespace), or with backflow's own rights.
+    Native(Option<String>),
     /// A Flux Kustomization: (namespace, name).
     Flux(String, String),
     /// An Argo CD Application: (namespace, name).
@@ -63,7 +64,7 @@ impl ClaimObject {
             suspend: claim.spec.suspend,
             first_contact: claim.spec.first_contact,
             prune_limit: claim.spec.prune_limit_percent,
-            holds: Holds::Native,
+            holds: Holds::Native(claim.spec.service_account_name.clone()),
         }
     }
 

@@ -486,7 +486,7 @@ impl Runner {
             Some((OperationId(op.id), commit, reasons, phase))
         });
         self.interrupted = in_flight.as_ref().map(|(id, ..)| *id);
-        if in_flight.is_some() && self.plan.holds != Holds::Native {
+        if in_flight.is_some() && !matches!(self.plan.holds, Holds::Native(_)) {
             // The held applier goes on with it and may write any moment; its flush was in the
             // process that died. The window opens now (or joins the one a stream opened
             // before its first list), so its writes are judged from the start.
@@ -580,7 +580,7 @@ impl Runner {
     /// Starts the apply (its window opened at the flush); the native applier is at work at once.
     fn ask(&mut self, operation: Operation) -> ApplyInput {
         let restored = self.interrupted.take() == Some(operation.id);
-        if restored && self.plan.holds == Holds::Native {
+        if restored && matches!(self.plan.holds, Holds::Native(_)) {
             // backflow's own applier ran in the process that died: the operation ended with
             // it. Applying its commit again now, before this process's snapshot is published,
             // could write over a live edit made after its flush that never reached Git.

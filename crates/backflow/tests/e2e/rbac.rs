@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::World;
+use crate::common::{World, wait_for};
 
 /// The users of the token file: token, name, groups.
 const USERS: &[(&str, &str, &str)] = &[
@@ -816,4 +816,109 @@ fn alice_with_edit_in_team_a_changes_it_and_nothing_else() {
         "{}",
         elsewhere.stdout
     );
+}
+
+/// Git is no way around RBAC: a `NativeClaim` naming a service account applies with its rights
+/// (impersonation), so a push of an object in a namespace the account may not write is refused
+/// by the API server for that object alone, told on the claim, and the rest is applied.
+#[test]
+fn an_applier_acting_as_its_service_account_applies_only_what_it_may() {
+    let w = World::start(&[]);
+    crate::apply::wait_acting(&w);
+    crate::apply::one_way_default(&w);
+    w.apply(
+        r"apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: deployer, namespace: backflow-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: deployer-edit, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{kind: ServiceAccount, name: deployer, namespace: backflow-system}]
+---
+apiVersion: backflow.dev/v1alpha1
+kind: NativeClaim
+metadata: {name: apps, namespace: backflow-system}
+spec: {serviceAccountName: deployer}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: apps, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: apps
+  applierClaimRef: {kind: NativeClaim, name: apps}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {name: apps, namespace: backflow-system}
+spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps], sourceNamespace: team-a}]}
+",
+    );
+    wait_for(
+        "the apps claim to act",
+        || format!("{:?}", w.target_condition("apps", "ApplierClaimReady")),
+        || {
+            w.target_condition("apps", "ApplierClaimReady")
+                .is_some_and(|c| c.status == "True")
+                .then_some(())
+        },
+    );
+    let clone = w.clone_origin("ci");
+    for (ns, name) in [("team-a", "allowed"), ("team-b", "refused")] {
+        let dir = clone.join(format!("apps/{ns}/configmaps"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("{name}.yaml")),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  k: v\n"),
+        )
+        .unwrap();
+    }
+    w.commit_all_and_push(&clone, "one object the deployer may write, one it may not");
+    wait_for(
+        "the allowed object applied",
+        || {
+            format!(
+                "{}\n{}\n{}",
+                w.kubectl_run(&["get", "configmap", "allowed", "-n", "team-a"]),
+                w.get_json(&["nativeclaim", "apps", "-n", "backflow-system"])["status"],
+                w.kubectl(&["get", "events", "-n", "backflow-system"])
+            )
+        },
+        || {
+            (w.kubectl_run(&["get", "configmap", "allowed", "-n", "team-a"])
+                .code
+                == Some(0))
+            .then_some(())
+        },
+    );
+    let told = wait_for(
+        "the refusal told on the claim",
+        || w.kubectl(&["get", "events", "-n", "backflow-system"]),
+        || {
+            w.get_json(&["events", "-n", "backflow-system"])["items"]
+                .as_array()?
+                .iter()
+                .filter(|e| e["reason"] == "ApplyFailed" && e["involvedObject"]["name"] == "apps")
+                .find_map(|e| e["message"].as_str().map(str::to_string))
+        },
+    );
+    assert!(
+        told.contains("User \"system:serviceaccount:backflow-system:deployer\" cannot")
+            && told.contains("team-b")
+            && !told.contains("Status {"),
+        "{told}"
+    );
+    let refused = w.kubectl_run(&["get", "configmap", "refused", "-n", "team-b"]);
+    assert_eq!(refused.code, Some(1), "{refused}");
 }
