@@ -572,7 +572,11 @@ impl Engine {
         synthesize(t, &mut object, old);
         let managed = Self::managed_fields(&req, &object, old, managed_fields);
         set_managed_fields(&mut object, managed);
-        self.commit(tx, &req, object, old, name, warnings)
+        let written = self.commit(tx, &req, object, old, name, warnings)?;
+        if !opts.dry_run {
+            reaggregate(tx, t);
+        }
+        Ok(written)
     }
 
     /// Stage 1: the object the change asks for, given what is stored, with its
@@ -1157,6 +1161,7 @@ impl Engine {
     /// Cascades that follow an object's removal: a CRD takes its objects along; the last object
     /// of a terminating namespace takes the namespace along.
     fn after_delete(&self, tx: &mut WriteTx<'_>, t: &ResourceType, key: &ObjectKey) {
+        reaggregate(tx, t);
         if is_crd(t) {
             let (group, plural) = match key.name.split_once('.') {
                 Some((plural, group)) => (group.to_string(), plural.to_string()),
@@ -1340,6 +1345,24 @@ fn synthesize(t: &ResourceType, obj: &mut Value, _old: Option<&Value>) {
             });
         }
         KindBehavior::Plain | KindBehavior::Secret | KindBehavior::Review => {}
+    }
+}
+
+/// After a `ClusterRole` changed, the aggregated ones take the rules they now select (what
+/// kube-controller-manager's clusterrole-aggregation controller does), in the same write.
+fn reaggregate(tx: &mut WriteTx<'_>, t: &ResourceType) {
+    if !(t.group == "rbac.authorization.k8s.io" && t.plural == "clusterroles") {
+        return;
+    }
+    let gr = t.group_resource();
+    let roles: Vec<Value> = tx
+        .list(&gr, None)
+        .into_iter()
+        .map(|(_, o)| o.value())
+        .collect();
+    for role in crate::rbac::aggregation_updates(&roles) {
+        let key = ObjectKey::new(gr.clone(), "", object::name(&role));
+        tx.put(key, role);
     }
 }
 

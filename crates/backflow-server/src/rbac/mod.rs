@@ -6,6 +6,7 @@
 //! Pure: a [`Policy`] is a snapshot of the RBAC objects, and every answer is a function of it
 //! and the request's [`Attributes`]. The HTTP layer takes a snapshot per request that needs one.
 
+mod aggregation;
 mod bootstrap;
 mod escalation;
 mod rule;
@@ -16,6 +17,8 @@ use backflow_api::GroupResource;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use aggregation::aggregation_updates;
+use aggregation::rules_of;
 pub use bootstrap::bootstrap_objects;
 pub use escalation::Grantor;
 pub use rule::PolicyRule;
@@ -189,41 +192,6 @@ pub struct Policy {
     bindings: Vec<Binding>,
 }
 
-fn rules_of(obj: &Value) -> Vec<PolicyRule> {
-    obj.get("rules")
-        .cloned()
-        .and_then(|r| serde_json::from_value(r).ok())
-        .unwrap_or_default()
-}
-
-fn labels_match(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
-    let exact = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
-    let expressions = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .is_none_or(|es| {
-            es.iter().all(|e| {
-                let key = e["key"].as_str().unwrap_or("");
-                let values: Vec<&str> = e["values"]
-                    .as_array()
-                    .map(|v| v.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let got = labels.get(key).and_then(Value::as_str);
-                match e["operator"].as_str().unwrap_or("") {
-                    "In" => got.is_some_and(|g| values.contains(&g)),
-                    "NotIn" => got.is_none_or(|g| !values.contains(&g)),
-                    "Exists" => got.is_some(),
-                    "DoesNotExist" => got.is_none(),
-                    _ => false,
-                }
-            })
-        });
-    exact && expressions
-}
-
 impl Policy {
     /// The policy the store holds now.
     #[must_use]
@@ -253,29 +221,19 @@ impl Policy {
             .iter()
             .map(|r| ((meta(r, "namespace"), meta(r, "name")), rules_of(r)))
             .collect();
-        let empty = serde_json::Map::new();
-        let mut resolved = BTreeMap::new();
-        for role in cluster_roles {
-            let mut rules = rules_of(role);
-            if let Some(selectors) = role
-                .pointer("/aggregationRule/clusterRoleSelectors")
-                .and_then(Value::as_array)
-            {
-                for other in cluster_roles {
-                    let labels = other["metadata"]["labels"].as_object().unwrap_or(&empty);
-                    if meta(other, "name") != meta(role, "name")
-                        && selectors.iter().any(|s| labels_match(s, labels))
-                    {
-                        for rule in rules_of(other) {
-                            if !rules.contains(&rule) {
-                                rules.push(rule);
-                            }
-                        }
-                    }
-                }
-            }
-            resolved.insert(meta(role, "name"), rules);
-        }
+        // Aggregated roles as the aggregation leaves them (their stored rules may lag a
+        // change being written).
+        let updates = aggregation_updates(cluster_roles);
+        let resolved = cluster_roles
+            .iter()
+            .map(|role| {
+                let current = updates
+                    .iter()
+                    .find(|u| u["metadata"]["name"] == role["metadata"]["name"])
+                    .unwrap_or(role);
+                (meta(role, "name"), rules_of(current))
+            })
+            .collect();
         let binding = |o: &Value, namespaced: bool| -> Option<Binding> {
             Some(Binding {
                 namespace: namespaced.then(|| meta(o, "namespace")),

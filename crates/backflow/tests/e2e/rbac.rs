@@ -545,6 +545,29 @@ fn the_decision_table_holds_for_kubectl_auth_can_i_and_for_real_requests() {
             && !f.contains("system-")),
         "{files:?}"
     );
+    // The aggregated roles hold what they aggregate, as the aggregation controller writes it.
+    let view = w.get_json(&["clusterrole", "view"]);
+    let groups: Vec<&str> = view["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["apiGroups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+        })
+        .collect();
+    assert!(
+        groups.contains(&"coordination.k8s.io") && groups.contains(&"apps"),
+        "{view}"
+    );
+    let edit = w.kubectl(&["describe", "clusterrole", "edit"]);
+    assert!(
+        edit.lines().any(|l| l.trim_start().starts_with("secrets ")),
+        "{edit}"
+    );
     let requests: Vec<Value> = TABLE.iter().map(request).collect();
     let codes = python_codes(&w, &requests);
     let mut wrong = Vec::new();
@@ -806,6 +829,51 @@ fn alice_with_edit_in_team_a_changes_it_and_nothing_else() {
             .all(|l| !l.starts_with("rolebindings.rbac")),
         "{}",
         list.stdout
+    );
+    // Asked about her by others: the admin (SubjectAccessReview), gina as admin of team-b
+    // (LocalSubjectAccessReview, in her namespace only).
+    let review = |token: Option<&str>, name: &str, yaml: &str| -> Value {
+        let file = w.dirs.work.join(format!("{name}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let mut args = Vec::new();
+        if let Some(t) = token {
+            args.extend(["--token", t]);
+        }
+        let path = file.to_string_lossy().into_owned();
+        args.extend(["create", "-f", path.as_str(), "-o", "json"]);
+        serde_json::from_str(&w.kubectl(&args)).unwrap()
+    };
+    let sar = |verb: &str, resource: &str, ns: &str| {
+        format!(
+            "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec:\n  user: alice\n  groups: [team-a-devs, system:authenticated]\n  resourceAttributes: {{verb: {verb}, resource: {resource}, namespace: {ns}}}\n"
+        )
+    };
+    assert_eq!(
+        review(None, "sar1", &sar("create", "configmaps", "team-a"))["status"]["allowed"],
+        true
+    );
+    assert_eq!(
+        review(None, "sar2", &sar("get", "secrets", "team-b"))["status"]["allowed"],
+        false
+    );
+    let lsar = "apiVersion: authorization.k8s.io/v1\nkind: LocalSubjectAccessReview\nmetadata: {namespace: team-b}\nspec:\n  user: bob\n  resourceAttributes: {verb: get, resource: configmaps, namespace: team-b}\n";
+    assert_eq!(
+        review(Some("t-gina"), "lsar", lsar)["status"]["allowed"],
+        false,
+        "bob holds nothing in team-b"
+    );
+    let not_hers = w.kubectl_run(&[
+        "--token",
+        "t-alice",
+        "create",
+        "-f",
+        &w.dirs.work.join("sar1.yaml").to_string_lossy(),
+    ]);
+    assert!(
+        not_hers
+            .stderr
+            .contains("cannot create resource \"subjectaccessreviews\""),
+        "{not_hers}"
     );
     let elsewhere = alice(&["auth", "can-i", "--list", "-n", "team-b"]);
     assert!(
