@@ -461,6 +461,9 @@ pub async fn start_with_clock(
     let engine = Engine::new(store, clock)
         .await
         .map_err(|e| StartError::Init(e.to_string()))?;
+    // Always, before the kubeconfig says the server is there: an applier acting as a service
+    // account is authorized as it even where clients are not.
+    bootstrap_rbac(&engine).await?;
     let service_accounts = service_account_tokens(&data_dir)?;
 
     let (listener, addr) = bind(config.listen).await?;
@@ -477,9 +480,6 @@ pub async fn start_with_clock(
     let extensions = Arc::new(Extensions::default());
     let rbac = !tokens.is_empty() && config.authorization == AuthorizationMode::Rbac;
     let audit = auditor(&config)?;
-    // Always: an applier acting as a service account is authorized as it even where clients
-    // are not.
-    bootstrap_rbac(&engine).await?;
     let state = AppState {
         rbac,
         audit,
