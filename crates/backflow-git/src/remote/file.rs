@@ -1,6 +1,7 @@
 //! A bare repository on this machine, updated in process with an atomic compare-and-swap.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use git2::{ErrorCode, Oid, Repository};
 
@@ -8,6 +9,37 @@ use super::{ExpectedTip, GitRemote, PushOutcome, RemoteError, RemoteErrorKind, R
 use crate::error::StoreError;
 use crate::pack::{RollUpPace, copy_commits, roll_up_small_packs};
 use crate::repo::{LocalRepo, tracking_ref};
+
+/// How old a ref's lock file must be before it is taken for one a killed pusher left: a pusher
+/// (git's receive-pack, libgit2) holds it only while it writes one ref.
+const STALE_LOCK: Duration = Duration::from_secs(10);
+
+/// Removes `<git dir>/<name>.lock` when it is older than [`STALE_LOCK`]: a pusher killed while
+/// it held it (kill -9, a lost node) leaves it, neither git nor libgit2 ever removes it, and
+/// every later push to the branch — ours and people's — would fail. Whether it removed one.
+fn clear_stale_lock(git_dir: &Path, name: &str) -> bool {
+    let lock = git_dir.join(format!("{name}.lock"));
+    let Some(age) = std::fs::metadata(&lock)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+    else {
+        return false;
+    };
+    if age < STALE_LOCK {
+        return false;
+    }
+    match std::fs::remove_file(&lock) {
+        Ok(()) => {
+            tracing::warn!(lock = %lock.display(), age_s = age.as_secs(), "removed a ref lock a killed pusher left");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(lock = %lock.display(), error = %e, "cannot remove a stale ref lock");
+            false
+        }
+    }
+}
 
 /// A `file://` remote (or a plain path to a bare repository).
 ///
@@ -166,12 +198,18 @@ impl GitRemote for FileRemote {
         let name = format!("refs/heads/{branch}");
         let message = "backflow: compare-and-swap push";
         let remote = self.open(op)?;
-        let result = match expected {
+        let update = |remote: &Repository| match expected {
             ExpectedTip::At(old) => remote
                 .reference_matching(&name, new, true, old, message)
                 .map(|_| ()),
             ExpectedTip::Absent => remote.reference(&name, new, false, message).map(|_| ()),
         };
+        let mut result = update(remote);
+        if matches!(&result, Err(e) if e.code() == ErrorCode::Locked)
+            && clear_stale_lock(remote.path(), &name)
+        {
+            result = update(remote);
+        }
         match result {
             Ok(()) => {
                 // Rolled up by `maintain`, once the writes this push published are answered.
@@ -257,6 +295,36 @@ mod tests {
 
     /// A hundred pushes of eight files each leave no loose object and a bounded number of packs
     /// in the remote, which the real git finds whole (before, each push left 18 loose files).
+    /// A killed pusher's lock on the branch (kill -9 in the middle of a push) is cleared once
+    /// it is stale, and the push goes through; a fresh one is a pusher at work: refused, kept.
+    #[test]
+    fn a_stale_ref_lock_a_killed_pusher_left_is_cleared_and_a_fresh_one_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = LocalRepo::open_or_init(&dir.path().join("src.git")).expect("src");
+        let remote_path = dir.path().join("remote.git");
+        LocalRepo::init_remote(&remote_path, "main").expect("remote");
+        let mut remote = FileRemote::new(&format!("file://{}", remote_path.display()));
+        let tree = src.empty_tree().expect("empty");
+        let first = commit(&src, tree, &[], &[("a.yaml", Some("a: 1\n"))]);
+        let lock = remote_path.join("refs/heads/main.lock");
+        std::fs::create_dir_all(lock.parent().expect("refs/heads")).expect("refs/heads");
+        std::fs::write(&lock, "").expect("a fresh lock");
+        let refused = remote.push(&src, "main", first, ExpectedTip::Absent);
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(lock.exists(), "a fresh lock is a pusher at work");
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&lock)
+            .and_then(|f| f.set_modified(old))
+            .expect("age the lock");
+        let outcome = remote
+            .push(&src, "main", first, ExpectedTip::Absent)
+            .expect("push");
+        assert!(matches!(outcome, PushOutcome::Accepted), "{outcome:?}");
+        assert!(!lock.exists());
+    }
+
     #[test]
     fn small_pushes_leave_few_packs_and_no_loose_objects() {
         let dir = tempfile::tempdir().expect("tempdir");
