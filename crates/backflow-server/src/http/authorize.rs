@@ -230,6 +230,23 @@ fn impersonated(
             Some(uid),
         ))?;
     }
+    // Each extra (`Impersonate-Extra-<key>: value`) as kube-apiserver checks it: `impersonate`
+    // on `userextras/<key>`, named by the value. They are not carried further.
+    for (header, value) in headers {
+        if let Some(key) = header.as_str().strip_prefix("impersonate-extra-") {
+            let key: String = form_urlencoded::parse(format!("k={key}").as_bytes())
+                .next()
+                .map_or_else(|| key.to_string(), |(_, v)| v.into_owned());
+            let value = value.to_str().unwrap_or_default();
+            check(Attributes::resource(
+                "impersonate",
+                "authentication.k8s.io",
+                &format!("userextras/{key}"),
+                None,
+                Some(value),
+            ))?;
+        }
+    }
     let mut all_groups = groups;
     if let Some((ns, _)) = user
         .strip_prefix("system:serviceaccount:")

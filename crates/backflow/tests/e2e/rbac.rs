@@ -107,6 +107,7 @@ metadata: {name: impersonator}
 rules:
 - {apiGroups: [""], resources: [users], resourceNames: [bob], verbs: [impersonate]}
 - {apiGroups: [""], resources: [groups], resourceNames: [auditors], verbs: [impersonate]}
+- {apiGroups: [authentication.k8s.io], resources: [userextras/scopes], resourceNames: [view], verbs: [impersonate]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -704,6 +705,16 @@ fn a_role_or_binding_grants_only_what_its_writer_holds_or_may_bind() {
             );
         }
     }
+    // Impersonated extras are authorized one by one (`userextras/<key>`, named by the value).
+    let whoami = |extra: &str| {
+        json!({"token": "t-dave", "method": "POST", "path": "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+               "body": {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+               "headers": {"Impersonate-User": "bob", "Impersonate-Extra-Scopes": extra}})
+    };
+    assert_eq!(
+        python_codes(&w, &[whoami("view"), whoami("admin")]),
+        [201, 403]
+    );
     // Without `escalate`, raising a Role one holds over what one holds is refused too; with
     // it, allowed (frank: system:masters).
     let (worked, said) = create_as(
