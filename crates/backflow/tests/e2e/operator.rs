@@ -204,7 +204,9 @@ impl Fixture {
 
 /// The namespace `team`, its `GitProvider` (window 0) for the fixture's repository, and the
 /// `WatchRule` of its `ConfigMap`s; `target` is the `GitTarget` `team/team`'s spec, `more` any
-/// further objects.
+/// further objects. Nothing sends push notices here, so the branch workers read the remote
+/// every second: a push that lands after the acting replica last read it (a push held
+/// back by a killed pusher's ref lock until the next replica clears it) is learned of then.
 fn team_config(f: &Fixture, target: &str, more: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -214,7 +216,7 @@ metadata: {{name: team}}
 apiVersion: backflow.dev/v1alpha1
 kind: GitProvider
 metadata: {{name: git, namespace: team}}
-spec: {{url: "file://{}", push: {{commitWindow: 0s}}}}
+spec: {{url: "file://{}", push: {{commitWindow: 0s}}, refreshInterval: 1s}}
 ---
 apiVersion: backflow.dev/v1alpha1
 kind: GitTarget
