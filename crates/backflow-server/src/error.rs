@@ -134,6 +134,19 @@ pub enum ApiError {
     /// 403: the request is refused (e.g. a namespace being terminated).
     #[error("{0}")]
     Forbidden(String),
+    /// 403: the authorizer refused the request; the Status's details name the resource and
+    /// object asked for, as kube-apiserver's do.
+    #[error("{message}")]
+    Denied {
+        /// API group of the resource asked for.
+        group: String,
+        /// Resource asked for, without its subresource (empty for a non-resource URL).
+        resource: String,
+        /// Name of the object asked for (empty when none was named).
+        name: String,
+        /// Why, worded as kube-apiserver words it.
+        message: String,
+    },
     /// 405: the verb is not allowed on this resource.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -180,7 +193,7 @@ impl ApiError {
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::Denied { .. } => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::RequestEntityTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -202,7 +215,7 @@ impl ApiError {
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
             Self::Unauthorized => "Unauthorized",
-            Self::Forbidden(_) => "Forbidden",
+            Self::Forbidden(_) | Self::Denied { .. } => "Forbidden",
             Self::MethodNotAllowed(_) => "MethodNotAllowed",
             Self::NotAcceptable(_) => "NotAcceptable",
             Self::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
@@ -284,6 +297,20 @@ impl ApiError {
                 });
                 if !group.is_empty() {
                     d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            Self::Denied {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !value.is_empty() {
+                        d[key] = json!(value);
+                    }
                 }
                 Some(d)
             }

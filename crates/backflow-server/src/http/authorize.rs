@@ -85,7 +85,7 @@ pub(super) async fn authorize(
     }
     if !policy.allows(&subject, &attributes) {
         tracing::info!(user = %subject.name, verb = %attributes.verb, path = %req.uri().path(), "request forbidden");
-        return ApiError::Forbidden(attributes.forbidden(&subject.name)).into_response();
+        return attributes.denied(&subject.name).into_response();
     }
     if writes_rbac {
         req.extensions_mut().insert(Arc::new(Grantor {
@@ -190,7 +190,7 @@ fn impersonated(
         if policy.allows(caller, &a) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(a.forbidden(&caller.name)))
+            Err(a.denied(&caller.name))
         }
     };
     match user

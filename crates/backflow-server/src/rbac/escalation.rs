@@ -83,9 +83,14 @@ impl Grantor {
             .map(describe_rule)
             .collect::<Vec<_>>()
             .join("\n");
-        Err(ApiError::Forbidden(format!(
-            "{plural}.rbac.authorization.k8s.io \"{name}\" is forbidden: user \"{}\" (groups=[{groups}]) is attempting to grant RBAC permissions not currently held:\n{rules}",
-            self.subject.name
-        )))
+        Err(ApiError::Denied {
+            group: "rbac.authorization.k8s.io".into(),
+            resource: plural.into(),
+            name: name.into(),
+            message: format!(
+                "{plural}.rbac.authorization.k8s.io \"{name}\" is forbidden: user \"{}\" (groups=[{groups}]) is attempting to grant RBAC permissions not currently held:\n{rules}",
+                self.subject.name
+            ),
+        })
     }
 }

@@ -23,6 +23,7 @@ pub use bootstrap::bootstrap_objects;
 pub use escalation::Grantor;
 pub use rule::PolicyRule;
 
+use crate::error::ApiError;
 use crate::store::Store;
 
 /// The group whose members may do everything, without a binding.
@@ -106,6 +107,25 @@ impl Attributes {
             verb: verb.into(),
             resource: None,
             path: path.into(),
+        }
+    }
+
+    /// kube-apiserver's 403 for `user` being refused this request.
+    #[must_use]
+    pub fn denied(&self, user: &str) -> ApiError {
+        let (group, resource, name) = match &self.resource {
+            Some(r) => (
+                r.group.clone(),
+                r.resource.clone(),
+                r.name.clone().unwrap_or_default(),
+            ),
+            None => Default::default(),
+        };
+        ApiError::Denied {
+            group,
+            resource,
+            name,
+            message: self.forbidden(user),
         }
     }
 

@@ -160,6 +160,35 @@ fn masters_bypass_and_aggregated_roles_gain_labelled_rules() {
 }
 
 #[test]
+fn a_denial_is_a_403_status_naming_what_was_asked_for() {
+    let status = Attributes::resource("get", "", "secrets", Some("team-b"), Some("db"))
+        .denied("alice")
+        .to_status();
+    assert_eq!(status["code"], 403);
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(
+        status["details"],
+        serde_json::json!({"name": "db", "kind": "secrets"})
+    );
+    let mut scale = Attributes::resource("update", "apps", "deployments", Some("a"), Some("web"));
+    if let Some(r) = scale.resource.as_mut() {
+        r.subresource = Some("scale".into());
+    }
+    assert_eq!(
+        scale.denied("alice").to_status()["details"],
+        serde_json::json!({"name": "web", "group": "apps", "kind": "deployments"})
+    );
+    let path = Attributes::non_resource("get", "/metrics")
+        .denied("alice")
+        .to_status();
+    assert_eq!(path["details"], serde_json::json!({}));
+    assert_eq!(
+        path["message"],
+        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    );
+}
+
+#[test]
 fn denials_read_as_kube_apiservers() {
     assert_eq!(
         Attributes::resource("get", "", "secrets", Some("team-b"), Some("db")).forbidden("alice"),

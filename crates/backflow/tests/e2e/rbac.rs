@@ -505,20 +505,28 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 config.load_kube_config(sys.argv[1])
 api = client.ApiClient()
-codes = []
+answers = []
 for r in json.loads(sys.argv[2]):
     headers = {'Authorization': 'Bearer ' + r['token'], 'Content-Type': 'application/merge-patch+json' if r['method'] == 'PATCH' else 'application/json'}
     headers.update(r.get('headers') or {})
     try:
         resp = api.rest_client.request(r['method'], api.configuration.host + r['path'], headers=headers,
                                        body=r.get('body'))
-        codes.append(resp.status)
+        status, data = resp.status, resp.read() if resp.status == 403 else b''
     except ApiException as e:
-        codes.append(e.status)
-print(json.dumps(codes))
+        status, data = e.status, (e.body or b'')
+    details = json.loads(data).get('details') if data else None
+    answers.append({'code': status, 'details': details})
+print(json.dumps(answers))
 ";
 
-fn python_codes(w: &World, requests: &[Value]) -> Vec<u16> {
+/// What the server answered one request: its code and, for a 403, its Status's details.
+struct Answer {
+    code: u16,
+    details: Option<Value>,
+}
+
+fn python_answers(w: &World, requests: &[Value]) -> Vec<Answer> {
     let kubeconfig = w.dirs.data.join("kubeconfig");
     let input = serde_json::to_string(requests).unwrap();
     let out =
@@ -529,7 +537,15 @@ fn python_codes(w: &World, requests: &[Value]) -> Vec<u16> {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+    let answers: Vec<Value> =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    answers
+        .into_iter()
+        .map(|a| Answer {
+            code: u16::try_from(a["code"].as_u64().unwrap()).unwrap(),
+            details: Some(a["details"].clone()).filter(|d| !d.is_null()),
+        })
+        .collect()
 }
 
 #[test]
@@ -570,11 +586,20 @@ fn the_decision_table_holds_for_kubectl_auth_can_i_and_for_real_requests() {
         "{edit}"
     );
     let requests: Vec<Value> = TABLE.iter().map(request).collect();
-    let codes = python_codes(&w, &requests);
+    let answers = python_answers(&w, &requests);
     let mut wrong = Vec::new();
-    for ((r, code), req) in TABLE.iter().zip(&codes).zip(&requests) {
+    for ((r, answer), req) in TABLE.iter().zip(&answers).zip(&requests) {
         let asked = can_i(&w, r);
-        let served = *code != 403;
+        let code = answer.code;
+        let served = code != 403;
+        if let Some(expected) = (!served).then(|| denial_details(r)).flatten()
+            && answer.details.as_ref() != Some(&expected)
+        {
+            wrong.push(format!(
+                "{} {} {}: the 403's details were {:?}, expected {expected}",
+                r.token, r.verb, r.what, answer.details
+            ));
+        }
         let by_kubectl = kubectl_did(&w, r);
         if asked != r.allowed || served != r.allowed || by_kubectl.is_some_and(|k| k != r.allowed) {
             wrong.push(format!(
@@ -590,6 +615,31 @@ fn the_decision_table_holds_for_kubectl_auth_can_i_and_for_real_requests() {
         TABLE.len(),
         wrong.join("\n")
     );
+}
+
+/// The details of kube-apiserver's 403 for row `r`: the resource without its subresource, its
+/// group, the name asked for. Not for rows acting as someone else (the refusal names who) or
+/// asking for `bind`/`escalate` (the request writes a binding or role, and its refusal names
+/// that object).
+fn denial_details(r: &Row) -> Option<Value> {
+    if r.as_user.is_some() || matches!(r.verb, "bind" | "escalate") {
+        return None;
+    }
+    let Some(res) = resource(r.what) else {
+        return Some(json!({}));
+    };
+    let mut details = json!({"kind": res.plural});
+    if !res.group.is_empty() {
+        details["group"] = json!(res.group);
+    }
+    let named = matches!(
+        r.verb,
+        "get" | "update" | "patch" | "delete" | "impersonate"
+    ) || (r.verb == "create" && res.sub.is_some());
+    if named {
+        details["name"] = json!(r.name.unwrap_or("x"));
+    }
+    Some(details)
 }
 
 /// `kubectl create -f` of `yaml` as the user of `token`, server-side dry run: what kubectl
@@ -711,9 +761,15 @@ fn a_role_or_binding_grants_only_what_its_writer_holds_or_may_bind() {
                "body": {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
                "headers": {"Impersonate-User": "bob", "Impersonate-Extra-Scopes": extra}})
     };
+    let answers = python_answers(&w, &[whoami("view"), whoami("admin")]);
     assert_eq!(
-        python_codes(&w, &[whoami("view"), whoami("admin")]),
+        answers.iter().map(|a| a.code).collect::<Vec<_>>(),
         [201, 403]
+    );
+    assert_eq!(
+        answers[1].details,
+        Some(json!({"name": "admin", "group": "authentication.k8s.io", "kind": "userextras"})),
+        "the impersonation refused names the extra's value"
     );
     // Without `escalate`, raising a Role one holds over what one holds is refused too; with
     // it, allowed (frank: system:masters).
