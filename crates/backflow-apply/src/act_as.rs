@@ -33,6 +33,48 @@ impl Identity {
 /// `Impersonate-Group` headers on every request).
 pub type ActAs = Arc<dyn Fn(&Identity) -> Client + Send + Sync>;
 
+/// Whom a claim's applier acts as: the service account the claim names, else the default one
+/// (`--default-service-account`, as Flux's kustomize-controller has it), in the claim's
+/// namespace; with neither, backflow's own rights.
+#[derive(Clone)]
+pub struct ActingAs {
+    clients: ActAs,
+    default_account: Option<String>,
+}
+
+impl std::fmt::Debug for ActingAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActingAs")
+            .field("default_account", &self.default_account)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActingAs {
+    /// Acting through `clients`, as `default_account` for claims that name no account.
+    #[must_use]
+    pub fn new(clients: ActAs, default_account: Option<String>) -> Self {
+        Self {
+            clients,
+            default_account,
+        }
+    }
+
+    /// Who a claim in `namespace` naming `account` acts as (`None`: backflow itself).
+    #[must_use]
+    pub fn identity(&self, namespace: &str, account: Option<&str>) -> Option<Identity> {
+        account
+            .or(self.default_account.as_deref())
+            .map(|name| Identity::service_account(namespace, name))
+    }
+
+    /// A client acting as `who`.
+    #[must_use]
+    pub fn client(&self, who: &Identity) -> Client {
+        (self.clients)(who)
+    }
+}
+
 /// Clients of the API `router` serves in this process, each request carrying the identity's
 /// impersonation headers (the server authorizes them as that identity).
 #[must_use]

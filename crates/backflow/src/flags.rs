@@ -15,6 +15,25 @@ pub(crate) fn parse_interval(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A service account's name: a DNS subdomain (lowercase letters, digits, `-` and `.`, at
+/// most 253 characters, starting and ending with a letter or digit).
+pub(crate) fn parse_service_account(s: &str) -> Result<String, String> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if s.len() <= 253 && s.split('.').all(label_ok) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a service account name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (a name, not namespace/name: the account is looked for in each claim's namespace)"
+        ))
+    }
+}
+
 /// `live-wins` or `git-wins`.
 pub(crate) fn parse_first_contact(s: &str) -> Result<FirstContact, String> {
     match s {
@@ -109,5 +128,15 @@ mod tests {
         assert!(parse_bind_address(":http").is_err());
         assert!(parse_bind_address("9292").is_err());
         assert!(parse_bind_address(":70000").is_err());
+    }
+
+    #[test]
+    fn service_account_names_are_dns_subdomains() {
+        assert_eq!(parse_service_account("deployer"), Ok("deployer".into()));
+        assert!(parse_service_account("flux.applier-2").is_ok());
+        for bad in ["", "Deployer", "team-a/deployer", "-x", "x-", "a..b", "a_b"] {
+            assert!(parse_service_account(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_service_account(&"a".repeat(254)).is_err());
     }
 }

@@ -90,6 +90,12 @@ struct SyncArgs {
     /// anyway; what stayed unpushed is logged, and the next start's resync publishes it.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// The service account, in each claim's namespace, a `NativeClaim` without
+    /// spec.serviceAccountName applies as (as Flux's kustomize-controller flag of that name):
+    /// a push may then change only what that account's RBAC allows. Without it, such claims
+    /// apply with backflow's own rights.
+    #[arg(long, value_parser = flags::parse_service_account)]
+    default_service_account: Option<String>,
 }
 
 #[allow(
@@ -434,7 +440,7 @@ struct DefaultMirror {
 /// The applier claims of the API `client` talks to, acting on `mirror`'s branches.
 fn start_claims(
     client: kube::Client,
-    act_as: backflow_apply::act_as::ActAs,
+    act_as: backflow_apply::act_as::ActingAs,
     mirror: &Mirror,
     identities: Vec<backflow_sops::Identity>,
 ) -> Claims {
@@ -545,7 +551,10 @@ async fn start_default_mirror(
         },
         Arc::new(SystemClock),
     );
-    let act_as = backflow_apply::act_as::through_router(server.internal_router.clone());
+    let act_as = backflow_apply::act_as::ActingAs::new(
+        backflow_apply::act_as::through_router(server.internal_router.clone()),
+        args.sync.default_service_account.clone(),
+    );
     let claims = (!args.no_apply).then(|| start_claims(client, act_as, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());

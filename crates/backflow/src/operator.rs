@@ -302,6 +302,8 @@ async fn act(
     };
     let mirror = Mirror::start(client.clone(), options, Arc::new(SystemClock));
     // Acts only for claims a user names in a GitTarget: opt-in, as the seed says.
+    let act_as =
+        backflow_apply::act_as::ActingAs::new(act_as, args.sync.default_service_account.clone());
     let claims = start_claims(client.clone(), act_as, &mirror, Vec::new());
     let receiver = match args.receiver_bind_address {
         Some(addr) => {

@@ -63,10 +63,10 @@ impl std::fmt::Debug for Claims {
 impl Claims {
     /// Starts acting for every claim a `GitTarget` of `client`'s API names, on the branches
     /// `mirror` writes. `identities` decrypt SOPS files besides each target's own; `act_as`
-    /// makes the clients a claim's applier uses to act as its service account.
+    /// says whom a claim's applier acts as and makes its clients.
     pub fn start(
         client: Client,
-        act_as: crate::act_as::ActAs,
+        act_as: crate::act_as::ActingAs,
         registry: BranchRegistry,
         identities: Vec<backflow_sops::Identity>,
         metrics: ApplyMetrics,
@@ -112,7 +112,7 @@ struct Running {
 
 struct Coordinator {
     client: Client,
-    act_as: crate::act_as::ActAs,
+    act_as: crate::act_as::ActingAs,
     registry: BranchRegistry,
     identities: Vec<backflow_sops::Identity>,
     metrics: ApplyMetrics,
@@ -355,9 +355,11 @@ impl Coordinator {
                     identities,
                 )
                 .with_prune_guard(PruneGuard::with_limit(plan.prune_limit));
-                if let Some(account) = service_account {
-                    let who = crate::act_as::Identity::service_account(&key.namespace, account);
-                    applier = applier.acting_through((self.act_as)(&who));
+                if let Some(who) = self
+                    .act_as
+                    .identity(&key.namespace, service_account.as_deref())
+                {
+                    applier = applier.acting_through(self.act_as.client(&who));
                 }
                 Arc::new(applier)
             }

@@ -958,11 +958,52 @@ fn alice_with_edit_in_team_a_changes_it_and_nothing_else() {
 /// by the API server for that object alone, told on the claim, and the rest is applied.
 #[test]
 fn an_applier_acting_as_its_service_account_applies_only_what_it_may() {
-    let w = World::start(&[]);
-    crate::apply::wait_acting(&w);
+    applies_only_what_deployer_may(&[], "{serviceAccountName: deployer}");
+}
+
+/// With `--default-service-account`, a claim that names no account acts as that one, in the
+/// claim's namespace: before it, such a claim applied with backflow's own (unlimited) rights.
+#[test]
+fn a_claim_naming_no_account_acts_as_the_default_service_account() {
+    applies_only_what_deployer_may(&["--default-service-account", "deployer"], "{}");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_backflow"))
+        .args([
+            "serve",
+            "--default-service-account",
+            "backflow-system/deployer",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("is not a service account name"),
+        "{said}"
+    );
+}
+
+/// A world whose claim `apps` (spec `claim_spec`) folder gets a push of one `ConfigMap` in
+/// team-a, where `deployer` has `edit`, and one in team-b, where it has nothing: only the first
+/// is applied, the second refused with the account named.
+fn applies_only_what_deployer_may(serve_args: &[&str], claim_spec: &str) -> World {
+    let w = World::start(serve_args);
+    if serve_args.is_empty() {
+        crate::apply::wait_acting(&w);
+    } else {
+        // serve's own claim names no account either: it acts as the default one too, which
+        // may not apply what the default folder holds (the CRDs).
+        let refused = wait_for(
+            "the default claim to act as the default account",
+            || format!("{:#}", crate::apply::claim(&w)),
+            || {
+                let said = crate::apply::claim(&w)["conditions"].to_string();
+                said.contains("User \\\"system:serviceaccount:backflow-system:deployer\\\" cannot")
+                    .then_some(said)
+            },
+        );
+        assert!(refused.contains("customresourcedefinitions"), "{refused}");
+    }
     crate::apply::one_way_default(&w);
-    w.apply(
-        r"apiVersion: v1
+    let setup = r"apiVersion: v1
 kind: Namespace
 metadata: {name: team-a}
 ---
@@ -983,7 +1024,7 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: backflow-system}]
 apiVersion: backflow.dev/v1alpha1
 kind: NativeClaim
 metadata: {name: apps, namespace: backflow-system}
-spec: {serviceAccountName: deployer}
+spec: CLAIM_SPEC
 ---
 apiVersion: backflow.dev/v1alpha1
 kind: GitTarget
@@ -998,8 +1039,8 @@ apiVersion: backflow.dev/v1alpha1
 kind: WatchRule
 metadata: {name: apps, namespace: backflow-system}
 spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps], sourceNamespace: team-a}]}
-",
-    );
+";
+    w.apply(&setup.replace("CLAIM_SPEC", claim_spec));
     wait_for(
         "the apps claim to act",
         || format!("{:?}", w.target_condition("apps", "ApplierClaimReady")),
@@ -1056,4 +1097,5 @@ spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps
     );
     let refused = w.kubectl_run(&["get", "configmap", "refused", "-n", "team-b"]);
     assert_eq!(refused.code, Some(1), "{refused}");
+    w
 }
