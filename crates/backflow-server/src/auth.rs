@@ -23,6 +23,19 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+impl UserInfo {
+    /// Backflow itself, as its own requests of its embedded server are audited: in
+    /// `system:masters`, as kube-apiserver's own loopback client is.
+    #[must_use]
+    pub fn backflow() -> Self {
+        Self {
+            name: "system:backflow".into(),
+            uid: String::new(),
+            groups: vec![crate::rbac::MASTERS.into()],
+        }
+    }
+}
+
 /// The user a verified client certificate names, attached to each request of its connection.
 #[derive(Debug, Clone)]
 pub(crate) struct CertificateUser(pub(crate) UserInfo);

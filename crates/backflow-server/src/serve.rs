@@ -483,6 +483,7 @@ pub async fn start_with_clock(
     let state = AppState {
         rbac,
         audit,
+        in_process: false,
         engine: engine.clone(),
         tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
         service_accounts,
@@ -491,10 +492,12 @@ pub async fn start_with_clock(
         server_address: format!("{host}:{}", addr.port()),
         extensions: extensions.clone(),
     };
+    // Backflow's own requests are audited too (as kube-apiserver audits its controllers'),
+    // under their own name.
     let internal_router = router(AppState {
         tokens: None,
         rbac: false,
-        audit: None,
+        in_process: true,
         ..state.clone()
     });
     let app = router(state);
@@ -551,6 +554,7 @@ impl InProcess {
         let router = router(AppState {
             rbac: false,
             audit: None,
+            in_process: true,
             engine: engine.clone(),
             tokens: None,
             service_accounts: service_account_tokens(&config.data_dir)?,

@@ -30,7 +30,11 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
     let Some(auditor) = s.audit.clone() else {
         return next.run(req).await;
     };
-    let user = req.extensions().get::<UserInfo>().cloned();
+    let user = req
+        .extensions()
+        .get::<UserInfo>()
+        .cloned()
+        .or_else(|| s.in_process.then(UserInfo::backflow));
     let subject = subject_of(user.as_ref());
     let attributes = attributes_of(req.method(), req.uri());
     let decision = auditor.policy.decide(&subject, &attributes);
@@ -122,7 +126,9 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
         r.name = Some(stored.key.name.clone());
     }
     let dry_run = recorded.request_uri.contains("dryRun=All");
-    let waiter = s.extensions.waiter.get().cloned();
+    // Backflow's own writes are its applier's (from Git: the claim's operation names the commit
+    // applied) or status it keeps: no commit of the mirror carries them.
+    let waiter = s.extensions.waiter.get().cloned().filter(|_| !s.in_process);
     let write = move |annotations: Map<String, Value>| {
         let event = recorded.event(stage, &now_micro(), Some(code), body.as_ref(), annotations);
         auditor.log.write(&event);

@@ -49,6 +49,9 @@ pub struct AppState {
     pub rbac: bool,
     /// Where requests are audited, when an audit log is configured.
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// Serves backflow's own requests (its mirror and appliers, in this process): audited as
+    /// [`UserInfo::backflow`], where a listener's requests carry who sent them.
+    pub in_process: bool,
 }
 
 pub use audit::Peer;

@@ -162,3 +162,77 @@ fn each_request_is_audited_as_the_policy_asks_with_the_commit_that_carried_it() 
         "{text}"
     );
 }
+
+/// Backflow's own requests are audited too, as kube-apiserver audits its controllers': a push
+/// applied by a claim acting as its service account is an event of `system:backflow`
+/// impersonating that account, naming the object, written at once (no mirror commit carries
+/// an apply: the claim's operation names the commit applied).
+#[test]
+fn a_push_applied_is_audited_as_backflow_acting_as_the_claims_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  resources: [{group: '', resources: [configmaps]}]\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
+    let w = World::start(&[
+        "--audit-policy-file",
+        policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
+    crate::apply::wait_acting(&w);
+    w.apply(
+        "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: deployer, namespace: backflow-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: deployer-admin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: deployer, namespace: backflow-system}]
+",
+    );
+    w.kubectl(&[
+        "patch",
+        "nativeclaim",
+        "default",
+        "-n",
+        "backflow-system",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"serviceAccountName":"deployer"}}"#,
+    ]);
+    let clone = w.clone_origin("bob");
+    let dir = clone.join("live/default/configmaps");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("from-git.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-git\n  namespace: default\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    let pushed = w.commit_all_and_push(&clone, "bob adds from-git");
+    crate::apply::wait_applied(&w, &pushed);
+    let applied = wait_for(
+        "the applier's write audited",
+        || std::fs::read_to_string(&log).unwrap_or_default(),
+        || {
+            events(&log)
+                .into_iter()
+                .find(|e| e["objectRef"]["name"] == "from-git" && e["verb"] == "patch")
+        },
+    );
+    assert_eq!(
+        applied["user"]["username"], "system:backflow",
+        "{applied:#}"
+    );
+    assert_eq!(
+        applied["impersonatedUser"]["username"], "system:serviceaccount:backflow-system:deployer",
+        "{applied:#}"
+    );
+    assert_eq!(applied["responseStatus"]["code"], 201, "{applied:#}");
+    assert!(applied.get("annotations").is_none(), "{applied:#}");
+}
