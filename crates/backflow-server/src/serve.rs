@@ -483,6 +483,7 @@ pub async fn start_with_clock(
     let state = AppState {
         rbac,
         audit,
+        policies: Arc::default(),
         in_process: false,
         engine: engine.clone(),
         tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
@@ -554,6 +555,7 @@ impl InProcess {
         let router = router(AppState {
             rbac: false,
             audit: None,
+            policies: Arc::default(),
             in_process: true,
             engine: engine.clone(),
             tokens: None,

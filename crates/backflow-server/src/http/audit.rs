@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::authorize::{attributes_of, subject_of};
+use super::authorize::{Impersonation, attributes_of, subject_of};
 use super::resources::{StoredWrite, object_body, read_body};
 use crate::audit::{COMMIT_ANNOTATION, Level, Recorded, Stage, now_micro};
 use crate::auth::UserInfo;
@@ -41,20 +41,7 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
     if decision.level == Level::None {
         return next.run(req).await;
     }
-    let impersonated = req
-        .headers()
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-        .map(|name| UserInfo {
-            name: name.into(),
-            uid: String::new(),
-            groups: req
-                .headers()
-                .get_all("impersonate-group")
-                .iter()
-                .filter_map(|v| v.to_str().ok().map(str::to_string))
-                .collect(),
-        });
+    let impersonated = Impersonation::of(req.headers()).map(|i| i.user_info());
     let mut recorded = Recorded {
         id: uuid::Uuid::new_v4().to_string(),
         level: decision.level,

@@ -49,8 +49,8 @@ pub(super) async fn authorize(
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let impersonating = req.headers().contains_key("impersonate-user");
-    if !s.rbac && !impersonating {
+    let impersonating = Impersonation::of(req.headers());
+    if !s.rbac && impersonating.is_none() {
         return next.run(req).await;
     }
     let user = req.extensions().get::<UserInfo>().cloned();
@@ -60,12 +60,12 @@ pub(super) async fn authorize(
         r.group == "rbac.authorization.k8s.io"
             && matches!(attributes.verb.as_str(), "create" | "update" | "patch")
     });
-    if subject.is_master() && !impersonating && !writes_rbac {
+    if subject.is_master() && impersonating.is_none() && !writes_rbac {
         req.extensions_mut().insert(Arc::new(subject));
         return next.run(req).await;
     }
-    let policy = Policy::from_store(s.engine.store());
-    if impersonating {
+    let policy = s.policies.current(s.engine.store());
+    if let Some(asked) = &impersonating {
         // Without authorization the caller may do everything: impersonating included.
         let caller = if s.rbac {
             subject.clone()
@@ -75,7 +75,7 @@ pub(super) async fn authorize(
                 groups: vec![crate::rbac::MASTERS.into()],
             }
         };
-        match impersonated(&policy, &caller, req.headers()) {
+        match impersonated(&policy, &caller, asked) {
             Ok((as_subject, as_user)) => {
                 subject = as_subject;
                 req.extensions_mut().insert(as_user);
@@ -165,101 +165,119 @@ pub fn attributes_of(method: &Method, uri: &http::Uri) -> Attributes {
     )
 }
 
-/// The subject and user a request impersonates (`Impersonate-User`, `-Group`, `-Uid`), each
-/// allowed only to a caller that may `impersonate` it; kube-apiserver's denial otherwise.
-fn impersonated(
-    policy: &Policy,
-    caller: &Subject,
-    headers: &HeaderMap,
-) -> Result<(Subject, UserInfo), ApiError> {
-    let all = |name: &str| -> Vec<String> {
-        headers
-            .get_all(name)
+/// Whom a request impersonates: kube-apiserver's `Impersonate-User`, `-Group`, `-Uid` and
+/// `-Extra-<key>` headers.
+#[derive(Debug, Clone)]
+pub(super) struct Impersonation {
+    user: String,
+    groups: Vec<String>,
+    uid: Option<String>,
+    /// Each extra's key (URL-decoded, as kube-apiserver reads it) and value.
+    extras: Vec<(String, String)>,
+}
+
+impl Impersonation {
+    /// The impersonation `headers` ask for, if any.
+    pub(super) fn of(headers: &HeaderMap) -> Option<Self> {
+        let all = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_string)
+                .collect()
+        };
+        // A value that is not text impersonates the user "" (refused): never nobody.
+        let user = headers
+            .get("impersonate-user")?
+            .to_str()
+            .unwrap_or_default()
+            .to_string();
+        let extras = headers
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_string)
-            .collect()
-    };
-    let user = all("impersonate-user")
-        .into_iter()
-        .next()
-        .unwrap_or_default();
-    let groups = all("impersonate-group");
-    let uid = all("impersonate-uid").into_iter().next();
-    let check = |a: Attributes| {
-        if policy.allows(caller, &a) {
-            Ok(())
-        } else {
-            Err(a.denied(&caller.name))
-        }
-    };
-    match user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|r| r.split_once(':'))
-    {
-        Some((ns, name)) => check(Attributes::resource(
-            "impersonate",
-            "",
-            "serviceaccounts",
-            Some(ns),
-            Some(name),
-        ))?,
-        None => check(Attributes::resource(
-            "impersonate",
-            "",
-            "users",
-            None,
-            Some(&user),
-        ))?,
+            .filter_map(|(header, value)| {
+                let key = header.as_str().strip_prefix("impersonate-extra-")?;
+                let key: String = form_urlencoded::parse(format!("k={key}").as_bytes())
+                    .next()
+                    .map_or_else(|| key.to_string(), |(_, v)| v.into_owned());
+                Some((key, value.to_str().unwrap_or_default().to_string()))
+            })
+            .collect();
+        Some(Self {
+            user,
+            groups: all("impersonate-group"),
+            uid: all("impersonate-uid").into_iter().next(),
+            extras,
+        })
     }
-    for group in &groups {
-        check(Attributes::resource(
-            "impersonate",
-            "",
-            "groups",
-            None,
-            Some(group),
-        ))?;
+
+    /// The service account impersonated: its namespace and name.
+    fn service_account(&self) -> Option<(&str, &str)> {
+        self.user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.split_once(':'))
     }
-    if let Some(uid) = &uid {
-        check(Attributes::resource(
-            "impersonate",
-            "authentication.k8s.io",
-            "uids",
-            None,
-            Some(uid),
-        ))?;
-    }
-    // Each extra (`Impersonate-Extra-<key>: value`) as kube-apiserver checks it: `impersonate`
-    // on `userextras/<key>`, named by the value. They are not carried further.
-    for (header, value) in headers {
-        if let Some(key) = header.as_str().strip_prefix("impersonate-extra-") {
-            let key: String = form_urlencoded::parse(format!("k={key}").as_bytes())
-                .next()
-                .map_or_else(|| key.to_string(), |(_, v)| v.into_owned());
-            let value = value.to_str().unwrap_or_default();
-            check(Attributes::resource(
-                "impersonate",
+
+    /// What the caller must be allowed to `impersonate`, as kube-apiserver checks it: the user
+    /// (or service account), each group, the uid, and each extra as `userextras/<key>` named by
+    /// its value (extras are not carried further).
+    fn asks(&self) -> Vec<Attributes> {
+        let impersonate = |group: &str, resource: &str, ns: Option<&str>, name: &str| {
+            Attributes::resource("impersonate", group, resource, ns, Some(name))
+        };
+        let mut asks = vec![match self.service_account() {
+            Some((ns, name)) => impersonate("", "serviceaccounts", Some(ns), name),
+            None => impersonate("", "users", None, &self.user),
+        }];
+        asks.extend(
+            self.groups
+                .iter()
+                .map(|g| impersonate("", "groups", None, g)),
+        );
+        asks.extend(
+            self.uid
+                .iter()
+                .map(|uid| impersonate("authentication.k8s.io", "uids", None, uid)),
+        );
+        asks.extend(self.extras.iter().map(|(key, value)| {
+            impersonate(
                 "authentication.k8s.io",
                 &format!("userextras/{key}"),
                 None,
-                Some(value),
-            ))?;
+                value,
+            )
+        }));
+        asks
+    }
+
+    /// The user the request acts as: a service account without groups asked for is in
+    /// `system:serviceaccounts` and its namespace's group, as its token would put it.
+    pub(super) fn user_info(&self) -> UserInfo {
+        let mut groups = self.groups.clone();
+        if let Some((ns, _)) = self.service_account()
+            && groups.is_empty()
+        {
+            groups.push("system:serviceaccounts".into());
+            groups.push(format!("system:serviceaccounts:{ns}"));
+        }
+        UserInfo {
+            name: self.user.as_str().into(),
+            uid: self.uid.clone().unwrap_or_default(),
+            groups,
         }
     }
-    let mut all_groups = groups;
-    if let Some((ns, _)) = user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|r| r.split_once(':'))
-        && all_groups.is_empty()
-    {
-        all_groups.push("system:serviceaccounts".into());
-        all_groups.push(format!("system:serviceaccounts:{ns}"));
+}
+
+/// The subject and user a request impersonates, each part allowed only to a caller that may
+/// `impersonate` it; kube-apiserver's denial otherwise.
+fn impersonated(
+    policy: &Policy,
+    caller: &Subject,
+    asked: &Impersonation,
+) -> Result<(Subject, UserInfo), ApiError> {
+    if let Some(refused) = asked.asks().into_iter().find(|a| !policy.allows(caller, a)) {
+        return Err(refused.denied(&caller.name));
     }
-    let info = UserInfo {
-        name: user.as_str().into(),
-        uid: uid.unwrap_or_default(),
-        groups: all_groups,
-    };
+    let info = asked.user_info();
     Ok((subject_of(Some(&info)), info))
 }

@@ -49,6 +49,8 @@ pub struct AppState {
     pub rbac: bool,
     /// Where requests are audited, when an audit log is configured.
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// The RBAC policy, built again only when an RBAC object changed.
+    pub policies: Arc<crate::rbac::PolicyCache>,
     /// Serves backflow's own requests (its mirror and appliers, in this process): audited as
     /// [`UserInfo::backflow`], where a listener's requests carry who sent them.
     pub in_process: bool,

@@ -19,7 +19,7 @@ use super::authorize::subject_of;
 use super::resources::{object_body, read_body};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
-use crate::rbac::{Attributes, Policy, PolicyRule, Subject};
+use crate::rbac::{Attributes, PolicyRule, Subject};
 
 /// Why everything is allowed, as the reviews' `reason` says it.
 const NO_AUTHORIZATION: &str = "backflow authorizes no request here (no authentication, or --authorization-mode AlwaysAllow): every user may do everything";
@@ -125,7 +125,7 @@ fn decision(s: &AppState, who: &Subject, a: &Attributes) -> Value {
     if !s.rbac {
         return json!({"allowed": true, "reason": NO_AUTHORIZATION});
     }
-    if Policy::from_store(s.engine.store()).allows(who, a) {
+    if s.policies.current(s.engine.store()).allows(who, a) {
         json!({"allowed": true, "reason": "RBAC: allowed"})
     } else {
         json!({"allowed": false})
@@ -237,7 +237,10 @@ pub async fn rules(State(s): State<AppState>, req: Request<Body>) -> Response {
         .pointer("/spec/namespace")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty());
-    let held = Policy::from_store(s.engine.store()).rules_for(&subject, namespace);
+    let held = s
+        .policies
+        .current(s.engine.store())
+        .rules_for(&subject, namespace);
     let (non_resource, resource): (Vec<&PolicyRule>, Vec<&PolicyRule>) =
         held.iter().partition(|r| !r.non_resource_urls.is_empty());
     created(

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 #[derive(Debug, Clone)]
 pub struct Grantor {
     /// The policy at the time of the request.
-    pub policy: Policy,
+    pub policy: std::sync::Arc<Policy>,
     /// The writer.
     pub subject: Subject,
 }

@@ -12,6 +12,7 @@ mod escalation;
 mod rule;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use backflow_api::GroupResource;
 use serde::Deserialize;
@@ -212,22 +213,71 @@ pub struct Policy {
     bindings: Vec<Binding>,
 }
 
-impl Policy {
-    /// The policy the store holds now.
-    #[must_use]
-    pub fn from_store(store: &Store) -> Self {
-        let of = |resource: &str| -> Vec<Value> {
-            let gr = GroupResource::new("rbac.authorization.k8s.io", resource);
-            store.read(|s| s.list(&gr, None).map(|(_, o)| o.value()).collect())
-        };
-        Self::from_objects(
-            &of("roles"),
-            &of("clusterroles"),
-            &of("rolebindings"),
-            &of("clusterrolebindings"),
-        )
-    }
+/// The RBAC types a policy is built from, in [`Policy::from_objects`]'s order.
+const RBAC_RESOURCES: [&str; 4] = [
+    "roles",
+    "clusterroles",
+    "rolebindings",
+    "clusterrolebindings",
+];
 
+/// The policy of the store's RBAC objects, built again only when one of them changed (it was
+/// built for every request a user other than `system:masters` made).
+#[derive(Debug, Default)]
+pub struct PolicyCache(std::sync::Mutex<Option<CachedPolicy>>);
+
+#[derive(Debug)]
+struct CachedPolicy {
+    /// The stored JSON of the RBAC objects the policy was built from. Held, so no other
+    /// object's JSON can be allocated where one of them lies: an object is unchanged exactly
+    /// when its JSON is the same allocation.
+    objects: [Vec<bytes::Bytes>; 4],
+    policy: Arc<Policy>,
+}
+
+impl PolicyCache {
+    /// The policy the store holds now.
+    pub fn current(&self, store: &Store) -> Arc<Policy> {
+        let objects: [Vec<bytes::Bytes>; 4] = RBAC_RESOURCES.map(|resource| {
+            let gr = GroupResource::new("rbac.authorization.k8s.io", resource);
+            store.read(|s| s.list(&gr, None).map(|(_, o)| o.json().clone()).collect())
+        });
+        let mut cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = cached.as_ref()
+            && c.objects.iter().zip(&objects).all(|(was, now)| {
+                was.len() == now.len()
+                    && was
+                        .iter()
+                        .zip(now)
+                        .all(|(a, b)| std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len())
+            })
+        {
+            return c.policy.clone();
+        }
+        let values = |i: usize| -> Vec<Value> {
+            objects[i]
+                .iter()
+                .filter_map(|json| serde_json::from_slice(json).ok())
+                .collect()
+        };
+        let policy = Arc::new(Policy::from_objects(
+            &values(0),
+            &values(1),
+            &values(2),
+            &values(3),
+        ));
+        *cached = Some(CachedPolicy {
+            objects,
+            policy: policy.clone(),
+        });
+        policy
+    }
+}
+
+impl Policy {
     /// The policy of these objects.
     #[must_use]
     pub fn from_objects(

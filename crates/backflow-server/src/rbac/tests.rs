@@ -210,3 +210,84 @@ fn denials_read_as_kube_apiservers() {
         "forbidden: User \"alice\" cannot get path \"/metrics\""
     );
 }
+
+/// The cached policy is the same while no RBAC object changes, and follows every create,
+/// update and delete of one.
+#[tokio::test]
+async fn the_cached_policy_follows_every_change_of_an_rbac_object() {
+    use crate::engine::{DeleteOptions, Engine, WriteOptions};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(&dir.path().join("store.redb"), 100).expect("store");
+    let clock = Arc::new(backflow_api::ManualClock::new(std::time::UNIX_EPOCH));
+    let engine = Engine::new(store, clock).await.expect("engine");
+    let cache = PolicyCache::default();
+    let t = |plural: &str| {
+        engine
+            .resource_type("rbac.authorization.k8s.io", "v1", plural)
+            .expect("served")
+    };
+    let (roles, bindings) = (t("clusterroles"), t("clusterrolebindings"));
+    let may_list = |p: &Policy| {
+        p.allows(
+            &user("alice"),
+            &Attributes::resource("list", "", "pods", None, None),
+        )
+    };
+    let empty = cache.current(engine.store());
+    assert!(Arc::ptr_eq(&empty, &cache.current(engine.store())));
+    assert!(!may_list(&empty));
+    let role = |verbs: &str| {
+        serde_json::from_str::<Value>(&format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{{"name":"reader"}},"rules":[{{"apiGroups":[""],"resources":["pods"],"verbs":{verbs}}}]}}"#
+        ))
+        .expect("json")
+    };
+    let opts = WriteOptions::default();
+    engine
+        .create(&roles, "", role(r#"["list"]"#), &opts)
+        .await
+        .expect("role");
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "alice-reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "reader"},
+        "subjects": [{"kind": "User", "name": "alice"}]});
+    engine
+        .create(&bindings, "", binding, &opts)
+        .await
+        .expect("binding");
+    let bound = cache.current(engine.store());
+    assert!(may_list(&bound));
+    assert!(Arc::ptr_eq(&bound, &cache.current(engine.store())));
+    let mut changed = role(r#"["get"]"#);
+    changed["metadata"]["resourceVersion"] =
+        engine.get(&roles, "", "reader").expect("stored")["metadata"]["resourceVersion"].clone();
+    engine
+        .update(
+            &roles,
+            "",
+            "reader",
+            crate::engine::Part::Main,
+            changed,
+            &opts,
+        )
+        .await
+        .expect("updated");
+    let updated = cache.current(engine.store());
+    assert!(!may_list(&updated), "an update is seen");
+    assert!(updated.allows(
+        &user("alice"),
+        &Attributes::resource("get", "", "pods", None, Some("x"))
+    ));
+    engine
+        .delete(&bindings, "", "alice-reads", &DeleteOptions::default())
+        .await
+        .expect("deleted");
+    let after = cache.current(engine.store());
+    assert!(
+        !after.allows(
+            &user("alice"),
+            &Attributes::resource("get", "", "pods", None, Some("x"))
+        ),
+        "a delete is seen"
+    );
+}
