@@ -41,7 +41,6 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
     if decision.level == Level::None {
         return next.run(req).await;
     }
-    let impersonated = Impersonation::of(req.headers()).map(|i| i.user_info());
     let mut recorded = Recorded {
         id: uuid::Uuid::new_v4().to_string(),
         level: decision.level,
@@ -52,7 +51,7 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
         attributes,
         user: subject,
         uid: user.map(|u| u.uid),
-        impersonated,
+        impersonated: Impersonation::of(req.headers()).map(|i| i.user_info()),
         source_ip: req.extensions().get::<Peer>().map(|p| p.0.ip().to_string()),
         user_agent: req
             .headers()
@@ -62,16 +61,9 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
         received: now_micro(),
         request_object: None,
     };
-    let req = if recorded.records_bodies() && !req.method().is_safe() {
-        let (parts, body) = req.into_parts();
-        let bytes = match read_body(body).await {
-            Ok(b) => b,
-            Err(e) => return e.into_response(),
-        };
-        recorded.request_object = object_body(&parts.headers, &bytes).ok();
-        Request::from_parts(parts, Body::from(bytes))
-    } else {
-        req
+    let req = match with_request_object(&mut recorded, req).await {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
     };
     if !decision.omit.contains(&Stage::RequestReceived) {
         auditor.log.write(&recorded.event(
@@ -92,20 +84,72 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
     if decision.omit.contains(&stage) {
         return resp;
     }
-    let code = resp.status().as_u16();
-    let (resp, body) = if recorded.level == Level::RequestResponse && !watch {
-        let (parts, body) = resp.into_parts();
-        let bytes = body
-            .collect()
-            .await
-            .map(http_body_util::Collected::to_bytes)
-            .unwrap_or_default();
-        let value: Option<Value> = serde_json::from_slice(&bytes).ok();
-        (Response::from_parts(parts, Body::from(bytes)), value)
-    } else {
-        (resp, None)
+    let (resp, body) = with_response_object(&recorded, resp).await;
+    let answered = Answered {
+        stage,
+        code: resp.status().as_u16(),
+        body,
+        stored: resp.extensions().get::<StoredWrite>().cloned(),
     };
-    let stored = resp.extensions().get::<StoredWrite>().cloned();
+    // Backflow's own writes are its applier's (from Git: the claim's operation names the commit
+    // applied) or status it keeps: no commit of the mirror carries them.
+    let waiter = s.extensions.waiter.get().cloned().filter(|_| !s.in_process);
+    write_answered(auditor, recorded, answered, waiter);
+    resp
+}
+
+/// The request, its body read into `recorded` first when the level records bodies.
+async fn with_request_object(
+    recorded: &mut Recorded,
+    req: Request<Body>,
+) -> Result<Request<Body>, crate::error::ApiError> {
+    if !recorded.records_bodies() || req.method().is_safe() {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = read_body(body).await?;
+    recorded.request_object = object_body(&parts.headers, &bytes).ok();
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The response, and its body when the level records it (never a watch's).
+async fn with_response_object(recorded: &Recorded, resp: Response) -> (Response, Option<Value>) {
+    if recorded.level != Level::RequestResponse || recorded.attributes.verb == "watch" {
+        return (resp, None);
+    }
+    let (parts, body) = resp.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let value: Option<Value> = serde_json::from_slice(&bytes).ok();
+    (Response::from_parts(parts, Body::from(bytes)), value)
+}
+
+/// How a request was answered, as its last event records it.
+struct Answered {
+    stage: Stage,
+    code: u16,
+    body: Option<Value>,
+    /// The write it stored, if any.
+    stored: Option<StoredWrite>,
+}
+
+/// Writes the answer's event: at once, or — for a write the mirror carries — once `waiter`
+/// knows the commit that carried it.
+fn write_answered(
+    auditor: std::sync::Arc<crate::audit::Auditor>,
+    mut recorded: Recorded,
+    answered: Answered,
+    waiter: Option<std::sync::Arc<dyn crate::publication::PublicationWaiter>>,
+) {
+    let Answered {
+        stage,
+        code,
+        body,
+        stored,
+    } = answered;
     // A create names its object in the body: the event names what was stored.
     if let (Some(stored), Some(r)) = (&stored, recorded.attributes.resource.as_mut())
         && r.name.is_none()
@@ -113,9 +157,6 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
         r.name = Some(stored.key.name.clone());
     }
     let dry_run = recorded.request_uri.contains("dryRun=All");
-    // Backflow's own writes are its applier's (from Git: the claim's operation names the commit
-    // applied) or status it keeps: no commit of the mirror carries them.
-    let waiter = s.extensions.waiter.get().cloned().filter(|_| !s.in_process);
     let write = move |annotations: Map<String, Value>| {
         let event = recorded.event(stage, &now_micro(), Some(code), body.as_ref(), annotations);
         auditor.log.write(&event);
@@ -133,5 +174,4 @@ pub(super) async fn audit(State(s): State<AppState>, req: Request<Body>, next: N
         }
         _ => write(Map::new()),
     }
-    resp
 }

@@ -206,6 +206,8 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: backflow-system}]
         "-p",
         r#"{"spec":{"serviceAccountName":"deployer"}}"#,
     ]);
+    // The account and its binding are mirrored first: bob's clone holds them.
+    w.wait_settled();
     let clone = w.clone_origin("bob");
     let dir = clone.join("live/default/configmaps");
     std::fs::create_dir_all(&dir).unwrap();
@@ -214,7 +216,7 @@ subjects: [{kind: ServiceAccount, name: deployer, namespace: backflow-system}]
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-git\n  namespace: default\ndata:\n  k: v\n",
     )
     .unwrap();
-    let pushed = w.commit_all_and_push(&clone, "bob adds from-git");
+    let pushed = w.commit_all_and_push_rebasing(&clone, "bob adds from-git");
     crate::apply::wait_applied(&w, &pushed);
     let applied = wait_for(
         "the applier's write audited",

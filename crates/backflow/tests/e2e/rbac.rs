@@ -1050,6 +1050,8 @@ spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps
                 .then_some(())
         },
     );
+    // What the setup made is mirrored first: the clone holds it.
+    w.wait_settled();
     let clone = w.clone_origin("ci");
     for (ns, name) in [("team-a", "allowed"), ("team-b", "refused")] {
         let dir = clone.join(format!("apps/{ns}/configmaps"));
@@ -1060,7 +1062,7 @@ spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps
         )
         .unwrap();
     }
-    w.commit_all_and_push(&clone, "one object the deployer may write, one it may not");
+    w.commit_all_and_push_rebasing(&clone, "one object the deployer may write, one it may not");
     wait_for(
         "the allowed object applied",
         || {
