@@ -139,7 +139,10 @@ impl Live {
             let metrics = mirror.register_metrics(backflow_apply::claims::ApplyMetrics::register);
             self.claims = Some(backflow_apply::claims::Claims::start(
                 self.client.clone(),
-                backflow_apply::act_as::through_router(self.server.internal_router.clone()),
+                backflow_apply::act_as::ActingAs::new(
+                    backflow_apply::act_as::through_router(self.server.internal_router.clone()),
+                    None,
+                ),
                 mirror.branches(),
                 Vec::new(),
                 metrics,
