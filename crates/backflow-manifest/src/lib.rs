@@ -12,6 +12,7 @@
 //! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
 //! - `owner.rs`: which backflow writes a folder (`.backflow-owner`); others keep out.
 //! - `declared.rs`: the objects a folder declares, decrypted, as an applier applies them.
+//! - `kustomize/`: a kustomization rendered as `kubectl kustomize` renders it.
 //! - `planner.rs`: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
 //! Nothing here does I/O beyond reading the trees it is handed.
@@ -27,6 +28,7 @@ mod error;
 mod identity;
 mod index;
 mod kinds;
+pub mod kustomize;
 mod layout;
 mod merge;
 mod owner;

@@ -5,8 +5,10 @@
 //! - [`HttpServer`]: a smart-HTTP Git server (`git http-backend`) on loopback.
 //! - [`node`]: node and the npm packages the tests run.
 //! - [`octokit`]: GitHub's own webhook signer and example payloads (npm), run by node.
+//! - [`kubectl`]: the bundled kubectl binaries of every supported version.
 
 mod http;
+pub mod kubectl;
 pub mod node;
 pub mod octokit;
 pub mod proxy;

@@ -2,16 +2,15 @@
 //!
 //! The `kubectl` on `PATH` may be a dispatcher that runs a bundled `kubectl.1.NN` picked by the
 //! server's reported version (1.32 here). To cover the clients people actually run, these tests
-//! call the bundled `kubectl.1.29`, `kubectl.1.32` and `kubectl.1.33` directly; they are looked
-//! for beside the resolved real path of the `kubectl` on `PATH`. A missing version is skipped
-//! with a message; finding none at all fails.
+//! call every bundled `kubectl.1.27` … `kubectl.1.33` directly (`backflow_testkit::kubectl`);
+//! a missing version fails its tests rather than skip them.
 //!
 //! Each test function is one command group against one kubectl version, with its own server,
 //! data dir, `HOME`, `KUBECONFIG` and `--cache-dir` (kubectl caches discovery on disk). Every
 //! kubectl run is bounded by a hang guard, but no assertion depends on timing.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -23,40 +22,7 @@ use serde_json::Value;
 /// declared hung (and the child killed); longer than [`crate::common::HANG_GUARD`].
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
-/// The kubectl versions covered.
-const VERSIONS: [&str; 7] = ["1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33"];
-
-// ---------------------------------------------------------------------------------------------
-// Finding kubectl
-// ---------------------------------------------------------------------------------------------
-
-/// The directory of the resolved `kubectl` on `PATH`, where the versioned binaries live.
-fn kubectl_dir() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
-        .expect("no kubectl on PATH: the kubectl conformance tests need one");
-    let real = std::fs::canonicalize(&found)
-        .unwrap_or_else(|e| panic!("cannot resolve {}: {e}", found.display()));
-    real.parent().map_or_else(
-        || panic!("{} has no parent directory", real.display()),
-        Path::to_path_buf,
-    )
-}
-
-/// The bundled binary of `version`. Every one of [`VERSIONS`] must be installed: a missing one
-/// fails the test rather than skipping what users of that version would hit.
-fn kubectl_binary(version: &str) -> PathBuf {
-    let dir = kubectl_dir();
-    let bin = dir.join(format!("kubectl.{version}"));
-    assert!(
-        bin.is_file(),
-        "kubectl {version} is not installed ({} is missing); the suite runs every one of {VERSIONS:?}",
-        bin.display()
-    );
-    bin
-}
+use backflow_testkit::kubectl::binary as kubectl_binary;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes

@@ -1,0 +1,180 @@
+//! Kustomize layouts rendered as `kubectl kustomize` renders them, for the features real
+//! repositories use: `resources` (files and nested kustomizations), `namespace`,
+//! `namePrefix`/`nameSuffix`, `labels`/`commonLabels`, `commonAnnotations`, `images`,
+//! `replicas`, `patches` (strategic merge and JSON 6902, with targets),
+//! `patchesStrategicMerge`, `patchesJson6902`, `configMapGenerator`/`secretGenerator` (with
+//! their hash suffixes, and the references to what they generate rewritten).
+//!
+//! Anything else a kustomization may say (remote bases, Helm charts, plugins, components,
+//! replacements, …) is refused with [`KustomizeError::Unsupported`], never guessed at.
+//!
+//! - `file.rs`: a `kustomization.yaml` read, and what it may hold;
+//! - `build.rs`: one kustomization's build: its resources, generators, patches, transformers;
+//! - `generate.rs`: the `ConfigMap` and `Secret` generators, and kustomize's name hash;
+//! - `transform.rs`: namespace, prefixes and suffixes, labels, annotations, images, replicas;
+//! - `patch.rs`: the patches and what they target;
+//! - `refs.rs`: references to renamed objects, rewritten after the build.
+
+mod build;
+mod file;
+mod generate;
+mod patch;
+mod refs;
+mod transform;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+pub use file::KUSTOMIZATION_FILE_NAMES;
+
+/// Why a kustomization does not render.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KustomizeError {
+    /// It uses a feature backflow does not render: the folder is applied or edited by nobody
+    /// rather than guessed at.
+    #[error("{file}: `{feature}` is not supported by backflow's kustomize rendering ({why})")]
+    Unsupported {
+        /// The kustomization file.
+        file: String,
+        /// The field or form it uses.
+        feature: String,
+        /// What backflow renders instead, or why not.
+        why: String,
+    },
+    /// A file or folder it names is not in the tree.
+    #[error("{file}: {what} {path:?} is not in the repository")]
+    Missing {
+        /// The kustomization file.
+        file: String,
+        /// What it is (`resource`, `patch`, `file`, …).
+        what: &'static str,
+        /// The path as resolved.
+        path: String,
+    },
+    /// A file does not read as what it should be.
+    #[error("{file}: {reason}")]
+    Invalid {
+        /// The file concerned.
+        file: String,
+        /// What is wrong, for a person.
+        reason: String,
+    },
+    /// Kustomizations that include each other.
+    #[error("{file}: includes itself through {path}")]
+    Cycle {
+        /// The kustomization file.
+        file: String,
+        /// The folder that closes the cycle.
+        path: String,
+    },
+}
+
+/// The repository's files, by path from its root (`apps/base/deployment.yaml`).
+pub type Files = BTreeMap<String, Vec<u8>>;
+
+/// The objects the kustomization in folder `dir` of `files` renders, in the order
+/// `kubectl kustomize` prints them.
+pub fn render(files: &Files, dir: &str) -> Result<Vec<Value>, KustomizeError> {
+    let mut resources = build::build(files, &normalize(dir), &mut Vec::new())?;
+    generate::add_hashes(&mut resources);
+    refs::fix_references(&mut resources);
+    let mut objects: Vec<Value> = resources.into_iter().map(|r| r.value).collect();
+    sort_legacy(&mut objects);
+    Ok(objects)
+}
+
+/// Whether folder `dir` of `files` holds a kustomization.
+#[must_use]
+pub fn is_kustomization(files: &Files, dir: &str) -> bool {
+    file::find(files, &normalize(dir)).is_some()
+}
+
+/// `dir` without `.`/empty segments or a trailing slash (`""`: the root).
+fn normalize(dir: &str) -> String {
+    dir.split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `rel` from folder `dir`, with `..` resolved; `None` when it leaves the repository.
+fn join(dir: &str, rel: &str) -> Option<String> {
+    let mut parts: Vec<&str> = if rel.starts_with('/') {
+        Vec::new()
+    } else {
+        dir.split('/').filter(|s| !s.is_empty()).collect()
+    };
+    for segment in rel.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// kustomize's default ("legacy") order: kinds others depend on first, webhooks last; then
+/// by kind, namespace and name.
+fn sort_legacy(objects: &mut [Value]) {
+    const FIRST: [&str; 22] = [
+        "Namespace",
+        "ResourceQuota",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "PodSecurityPolicy",
+        "Role",
+        "ClusterRole",
+        "RoleBinding",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Secret",
+        "Endpoints",
+        "Service",
+        "LimitRange",
+        "PriorityClass",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "StatefulSet",
+        "CronJob",
+        "PodDisruptionBudget",
+    ];
+    const LAST: [&str; 2] = [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    let rank = |o: &Value| {
+        let kind = o["kind"].as_str().unwrap_or("");
+        match (
+            FIRST.iter().position(|k| *k == kind),
+            LAST.iter().position(|k| *k == kind),
+        ) {
+            (Some(i), _) => i,
+            (None, Some(i)) => FIRST.len() + 1 + i,
+            (None, None) => FIRST.len(),
+        }
+    };
+    let text = |o: &Value, pointer: &str| {
+        o.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    objects.sort_by_key(|o| {
+        (
+            rank(o),
+            text(o, "/kind"),
+            text(o, "/apiVersion"),
+            text(o, "/metadata/namespace"),
+            text(o, "/metadata/name"),
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,471 @@
+//! Patches: strategic merge (`patchesStrategicMerge`, and `patches` entries that are not a
+//! list of operations) and JSON 6902 (`patchesJson6902`, and `patches` entries that are), each
+//! applied to the objects its target selects.
+
+use serde_json::{Map, Value};
+
+use super::build::Resource;
+use super::file::{entries, strings};
+use super::{Files, KustomizeError, join};
+
+/// Which objects a patch applies to (`target:`), kustomize's selector.
+#[derive(Debug, Default)]
+struct Target {
+    group: Option<String>,
+    version: Option<String>,
+    kind: Option<String>,
+    name: Option<regex::Regex>,
+    namespace: Option<regex::Regex>,
+    label_selector: Option<String>,
+    annotation_selector: Option<String>,
+}
+
+impl Target {
+    fn read(v: &Value, file: &str) -> Result<Self, KustomizeError> {
+        let text = |f: &str| v[f].as_str().map(str::to_string);
+        let pattern = |f: &str| -> Result<Option<regex::Regex>, KustomizeError> {
+            text(f)
+                .map(|p| {
+                    regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| KustomizeError::Invalid {
+                        file: file.to_string(),
+                        reason: format!("target {f} {p:?} is not a regular expression: {e}"),
+                    })
+                })
+                .transpose()
+        };
+        Ok(Self {
+            group: text("group"),
+            version: text("version"),
+            kind: text("kind"),
+            name: pattern("name")?,
+            namespace: pattern("namespace")?,
+            label_selector: text("labelSelector"),
+            annotation_selector: text("annotationSelector"),
+        })
+    }
+
+    fn selects(&self, r: &Resource) -> bool {
+        let version = r.api_version().rsplit('/').next().unwrap_or("");
+        let names = std::iter::once(r.name()).chain(r.previous_names.iter().map(String::as_str));
+        let namespaces =
+            std::iter::once(r.namespace()).chain(r.previous_namespaces.iter().map(String::as_str));
+        self.group.as_deref().is_none_or(|g| g == r.group())
+            && self.version.as_deref().is_none_or(|v| v == version)
+            && self.kind.as_deref().is_none_or(|k| k == r.kind())
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|re| names.clone().any(|n| re.is_match(n)))
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|re| namespaces.clone().any(|n| re.is_match(n)))
+            && self
+                .label_selector
+                .as_deref()
+                .is_none_or(|s| selector_matches(s, &r.value["metadata"]["labels"]))
+            && self
+                .annotation_selector
+                .as_deref()
+                .is_none_or(|s| selector_matches(s, &r.value["metadata"]["annotations"]))
+    }
+}
+
+/// A Kubernetes label selector (`a=b,c!=d,e in (x,y),f notin (z),g,!h`) against `labels`.
+fn selector_matches(selector: &str, labels: &Value) -> bool {
+    let get = |k: &str| labels.get(k).and_then(Value::as_str);
+    let mut terms = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&selector[start..]);
+    terms
+        .into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|t| {
+            let set = |rest: &str| -> Vec<String> {
+                rest.trim()
+                    .trim_start_matches('(')
+                    .trim_end_matches(')')
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect()
+            };
+            if let Some((k, rest)) = t.split_once(" notin ") {
+                return get(k.trim()).is_none_or(|v| !set(rest).iter().any(|s| s == v));
+            }
+            if let Some((k, rest)) = t.split_once(" in ") {
+                return get(k.trim()).is_some_and(|v| set(rest).iter().any(|s| s == v));
+            }
+            if let Some((k, v)) = t.split_once("!=") {
+                return get(k.trim()) != Some(v.trim());
+            }
+            if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+                return get(k.trim()) == Some(v.trim());
+            }
+            match t.strip_prefix('!') {
+                Some(k) => get(k.trim()).is_none(),
+                None => get(t).is_some(),
+            }
+        })
+}
+
+/// A patch's text: the file `path` names, or `patch` inline.
+fn patch_text(
+    files: &Files,
+    dir: &str,
+    file: &str,
+    entry: &Value,
+) -> Result<String, KustomizeError> {
+    if let Some(inline) = entry["patch"].as_str() {
+        return Ok(inline.to_string());
+    }
+    let Some(rel) = entry["path"].as_str() else {
+        return Err(KustomizeError::Invalid {
+            file: file.to_string(),
+            reason: format!("a patch has a path or an inline patch, found {entry}"),
+        });
+    };
+    let path = join(dir, rel).ok_or_else(|| KustomizeError::Invalid {
+        file: file.to_string(),
+        reason: format!("patch {rel:?} leaves the repository"),
+    })?;
+    let bytes = files.get(&path).ok_or(KustomizeError::Missing {
+        file: file.to_string(),
+        what: "patch",
+        path: path.clone(),
+    })?;
+    String::from_utf8(bytes.clone()).map_err(|e| KustomizeError::Invalid {
+        file: path,
+        reason: format!("not UTF-8: {e}"),
+    })
+}
+
+/// The YAML documents of a patch.
+fn documents(text: &str, file: &str) -> Result<Vec<Value>, KustomizeError> {
+    let mut out = Vec::new();
+    for de in yaml_serde::Deserializer::from_str(text) {
+        let v = <Value as serde::Deserialize>::deserialize(de).map_err(|e| {
+            KustomizeError::Invalid {
+                file: file.to_string(),
+                reason: format!("a patch is not YAML: {e}"),
+            }
+        })?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// `patchesStrategicMerge`, then `patches` (kustomize's order).
+pub(super) fn strategic_patches(
+    files: &Files,
+    dir: &str,
+    file: &str,
+    k: &Value,
+    resources: &mut Vec<Resource>,
+) -> Result<(), KustomizeError> {
+    for entry in strings(k, "patchesStrategicMerge", file)? {
+        let text = match join(dir, &entry).and_then(|p| files.get(&p)) {
+            Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            None if entry.contains('\n') || entry.contains(':') => entry.clone(),
+            None => {
+                return Err(KustomizeError::Missing {
+                    file: file.to_string(),
+                    what: "patch",
+                    path: join(dir, &entry).unwrap_or(entry),
+                });
+            }
+        };
+        for patch in documents(&text, file)? {
+            strategic_by_own_identity(&patch, file, resources)?;
+        }
+    }
+    for entry in entries(k, "patches", file)? {
+        let text = patch_text(files, dir, file, entry)?;
+        let target = match entry.get("target") {
+            Some(t) => Some(Target::read(t, file)?),
+            None => None,
+        };
+        for patch in documents(&text, file)? {
+            match (&patch, &target) {
+                (Value::Array(_), Some(t)) => json6902(&patch, t, file, resources)?,
+                (Value::Array(_), None) => {
+                    return Err(KustomizeError::Invalid {
+                        file: file.to_string(),
+                        reason: "a JSON 6902 patch needs a target".into(),
+                    });
+                }
+                (_, Some(t)) => {
+                    for r in resources.iter_mut().filter(|r| t.selects(r)) {
+                        strategic(r, &patch, file)?;
+                    }
+                    resources.retain(|r| !r.value.is_null());
+                }
+                (_, None) => strategic_by_own_identity(&patch, file, resources)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `patchesJson6902`.
+pub(super) fn json6902_patches(
+    files: &Files,
+    dir: &str,
+    file: &str,
+    k: &Value,
+    resources: &mut [Resource],
+) -> Result<(), KustomizeError> {
+    for entry in entries(k, "patchesJson6902", file)? {
+        let target = Target::read(&entry["target"], file)?;
+        let text = patch_text(files, dir, file, entry)?;
+        for patch in documents(&text, file)? {
+            json6902(&patch, &target, file, resources)?;
+        }
+    }
+    Ok(())
+}
+
+/// A strategic merge patch applied to the object its own apiVersion, kind and name select.
+fn strategic_by_own_identity(
+    patch: &Value,
+    file: &str,
+    resources: &mut Vec<Resource>,
+) -> Result<(), KustomizeError> {
+    let kind = patch["kind"].as_str().unwrap_or("");
+    let name = patch["metadata"]["name"].as_str().unwrap_or("");
+    let namespace = patch["metadata"]["namespace"].as_str();
+    let group = patch["apiVersion"]
+        .as_str()
+        .and_then(|a| a.rsplit_once('/'))
+        .map_or("", |(g, _)| g);
+    let found = resources.iter_mut().find(|r| {
+        r.kind() == kind
+            && r.group() == group
+            && r.was_called(name)
+            && namespace.is_none_or(|ns| r.was_in(ns))
+    });
+    let Some(r) = found else {
+        return Err(KustomizeError::Invalid {
+            file: file.to_string(),
+            reason: format!("no object of the build is {kind} {name:?}, which a patch changes"),
+        });
+    };
+    strategic(r, patch, file)?;
+    resources.retain(|r| !r.value.is_null());
+    Ok(())
+}
+
+/// One strategic merge patch on `r` (its name and namespace stay the object's own).
+fn strategic(r: &mut Resource, patch: &Value, file: &str) -> Result<(), KustomizeError> {
+    let mut patch = patch.clone();
+    if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("name");
+        meta.remove("namespace");
+    }
+    let builtin = !r.group().contains('.') || r.group().ends_with(".k8s.io");
+    let kind = r.kind().to_string();
+    merge_at(
+        &mut r.value,
+        &patch,
+        &Path {
+            kind: &kind,
+            builtin,
+        },
+        file,
+    )
+}
+
+/// Which object a merge is in, for the list merge keys of built-in kinds.
+struct Path<'a> {
+    kind: &'a str,
+    builtin: bool,
+}
+
+/// The merge key of list field `field` of a built-in kind (kustomize reads them from the API's
+/// schema; a custom resource's lists are replaced).
+fn merge_key(path: &Path<'_>, field: &str) -> Option<&'static str> {
+    if !path.builtin {
+        return None;
+    }
+    match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "secrets"
+        | "resourceClaims" => Some("name"),
+        "ports" if path.kind == "Service" => Some("port"),
+        "ports" => Some("containerPort"),
+        "volumeMounts" => Some("mountPath"),
+        "volumeDevices" => Some("devicePath"),
+        "hostAliases" => Some("ip"),
+        "topologySpreadConstraints" => Some("topologyKey"),
+        "conditions" => Some("type"),
+        _ => None,
+    }
+}
+
+// Long on purpose: the strategic-merge directives act on one map in a fixed order. Not the
+// API server's merge (`backflow-server`'s `patch.rs`): kustomize puts a merged list's patch
+// items first, merges a Service's ports by `port` and replaces a custom resource's lists.
+fn merge_at(
+    target: &mut Value,
+    patch: &Value,
+    path: &Path<'_>,
+    file: &str,
+) -> Result<(), KustomizeError> {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return Ok(());
+    };
+    match p.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            let mut replaced = p.clone();
+            replaced.remove("$patch");
+            *target = Value::Object(replaced);
+            return Ok(());
+        }
+        Some("delete") => {
+            *target = Value::Null;
+            return Ok(());
+        }
+        Some(other) if other != "merge" => {
+            return Err(KustomizeError::Invalid {
+                file: file.to_string(),
+                reason: format!("unknown patch directive $patch: {other}"),
+            });
+        }
+        _ => {}
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(t) = target else {
+        return Ok(());
+    };
+    if let Some(retain) = p.get("$retainKeys").and_then(Value::as_array) {
+        let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
+        t.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    for (k, v) in p {
+        if k.starts_with('$') {
+            if let Some(list) = k.strip_prefix("$deleteFromPrimitiveList/")
+                && let (Some(Value::Array(items)), Some(gone)) = (t.get_mut(list), v.as_array())
+            {
+                items.retain(|i| !gone.contains(i));
+            }
+            continue;
+        }
+        if v.is_null() {
+            t.remove(k);
+            continue;
+        }
+        let existing = t.entry(k.clone()).or_insert(Value::Null);
+        match (v, merge_key(path, k)) {
+            (Value::Array(items), Some(key)) if items.iter().all(Value::is_object) => {
+                *existing = Value::Array(merge_list(existing, items, key, path, file)?);
+            }
+            (Value::Object(_), _) => {
+                merge_at(existing, v, path, file)?;
+                if existing.is_null() {
+                    t.remove(k);
+                }
+            }
+            (other, _) => *existing = other.clone(),
+        }
+    }
+    Ok(())
+}
+
+/// `ops` as kustomize applies them: a `replace` of a path that is not there adds it.
+fn lenient(ops: &json_patch::Patch, value: &Value) -> json_patch::Patch {
+    let mut out = Vec::new();
+    let mut current = value.clone();
+    for op in &ops.0 {
+        let op = match op {
+            json_patch::PatchOperation::Replace(r)
+                if current.pointer(r.path.as_str()).is_none() =>
+            {
+                json_patch::PatchOperation::Add(json_patch::AddOperation {
+                    path: r.path.clone(),
+                    value: r.value.clone(),
+                })
+            }
+            other => other.clone(),
+        };
+        let _ = json_patch::patch(&mut current, std::slice::from_ref(&op));
+        out.push(op);
+    }
+    json_patch::Patch(out)
+}
+
+/// A list merged by `key` as kustomize merges it: the patch's items first, in its order (each
+/// merged into the item of the same key), then the items the patch does not name; an item
+/// with `$patch: delete` removes its match.
+fn merge_list(
+    existing: &Value,
+    items: &[Value],
+    key: &str,
+    path: &Path<'_>,
+    file: &str,
+) -> Result<Vec<Value>, KustomizeError> {
+    let mut rest: Vec<Value> = existing.as_array().cloned().unwrap_or_default();
+    let mut merged = Vec::new();
+    for item in items {
+        let id = item.get(key);
+        let pos = rest.iter().position(|m| id.is_some() && m.get(key) == id);
+        let mut slot = pos.map_or(Value::Null, |i| rest.remove(i));
+        if item.get("$patch").and_then(Value::as_str) == Some("delete") {
+            continue;
+        }
+        merge_at(&mut slot, item, path, file)?;
+        merged.push(slot);
+    }
+    merged.extend(rest);
+    Ok(merged)
+}
+
+/// A JSON 6902 patch (a list of operations) on every object `target` selects.
+fn json6902(
+    patch: &Value,
+    target: &Target,
+    file: &str,
+    resources: &mut [Resource],
+) -> Result<(), KustomizeError> {
+    let ops: json_patch::Patch =
+        serde_json::from_value(patch.clone()).map_err(|e| KustomizeError::Invalid {
+            file: file.to_string(),
+            reason: format!("not a JSON 6902 patch: {e}"),
+        })?;
+    for r in resources.iter_mut().filter(|r| target.selects(r)) {
+        let before_name = r.name().to_string();
+        let ops = lenient(&ops, &r.value);
+        json_patch::patch(&mut r.value, &ops).map_err(|e| KustomizeError::Invalid {
+            file: file.to_string(),
+            reason: format!(
+                "the JSON 6902 patch does not apply to {} {before_name:?}: {e}",
+                r.kind()
+            ),
+        })?;
+        if r.name() != before_name {
+            r.previous_names.push(before_name);
+        }
+    }
+    Ok(())
+}
