@@ -46,8 +46,17 @@ pub struct Declared {
 #[must_use]
 pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity]) -> Declared {
     let mut out = Declared::default();
+    let overlays = kustomize_overlays(files);
     for (path, bytes) in files {
         if classify(path) != FileClass::Manifests {
+            continue;
+        }
+        if let Some(overlay) = overlays.iter().find(|o| o.holds(path)) {
+            out.problems.push(DeclarationProblem {
+                path: path.clone(),
+                reason: overlay.reason(),
+                identity: None,
+            });
             continue;
         }
         let problem = |reason: String, identity: Option<Identity>| DeclarationProblem {
@@ -100,6 +109,51 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
     }
     out.objects = last_of_each(std::mem::take(&mut out.objects));
     out
+}
+
+/// A folder whose kustomization builds something other than its files (patches, prefixes,
+/// generators, bases from elsewhere): its files are not the objects it declares.
+struct Overlay {
+    dir: String,
+    file: String,
+    transforms: Vec<String>,
+}
+
+impl Overlay {
+    fn holds(&self, path: &str) -> bool {
+        self.dir.is_empty() || path.starts_with(&format!("{}/", self.dir))
+    }
+
+    fn reason(&self) -> String {
+        format!(
+            "{} builds its folder with kustomize ({}): applying its files as they are would apply patches as objects and skip what it transforms, so backflow leaves the objects of {} as they are (hold the folder with a FluxClaim, whose kustomize-controller builds it)",
+            self.file,
+            self.transforms.join(", "),
+            if self.dir.is_empty() {
+                "the folder"
+            } else {
+                &self.dir
+            }
+        )
+    }
+}
+
+fn kustomize_overlays(files: &[(String, Vec<u8>)]) -> Vec<Overlay> {
+    files
+        .iter()
+        .filter(|(path, _)| {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&name)
+        })
+        .filter_map(|(path, bytes)| {
+            let transforms = crate::kustomize::transforms(path, bytes);
+            (!transforms.is_empty()).then(|| Overlay {
+                dir: path.rsplit_once('/').map_or("", |(d, _)| d).to_string(),
+                file: path.clone(),
+                transforms,
+            })
+        })
+        .collect()
 }
 
 /// `objects` with only the last of each identity, in order. Done once at the end: removing
@@ -195,5 +249,39 @@ mod tests {
         assert_eq!(d.problems.len(), 2, "{:?}", d.problems);
         assert!(d.problems.iter().any(|p| p.path == "live/bad.yaml"));
         assert!(d.problems.iter().any(|p| p.path == "live/broken.yaml"));
+    }
+
+    /// A kustomize overlay's files are not applied as objects (its patch is no Deployment),
+    /// each reported; a folder whose kustomization only lists its files is read as before.
+    #[test]
+    fn an_overlays_files_are_not_declared_as_objects() {
+        let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  replicas: 1\n";
+        let patch =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n";
+        let files = vec![
+            file(
+                "apps/base/kustomization.yaml",
+                "resources: [deployment.yaml]\n",
+            ),
+            file("apps/base/deployment.yaml", deployment),
+            file(
+                "apps/prod/kustomization.yaml",
+                "namePrefix: prod-\nresources: [../base]\npatches: [{path: replicas.yaml}]\n",
+            ),
+            file("apps/prod/replicas.yaml", patch),
+        ];
+        let d = declared_objects(&files, &[]);
+        assert_eq!(d.objects.len(), 1, "{:?}", d.objects);
+        assert_eq!(d.objects[0].path, "apps/base/deployment.yaml");
+        assert_eq!(d.objects[0].value["spec"]["replicas"], 1);
+        assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+        assert_eq!(d.problems[0].path, "apps/prod/replicas.yaml");
+        assert!(
+            d.problems[0].reason.contains("namePrefix")
+                && d.problems[0].reason.contains("patches")
+                && d.problems[0].reason.contains("resources: ../base"),
+            "{}",
+            d.problems[0].reason
+        );
     }
 }

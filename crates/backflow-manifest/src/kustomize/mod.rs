@@ -90,6 +90,47 @@ pub fn is_kustomization(files: &Files, dir: &str) -> bool {
     file::find(files, &normalize(dir)).is_some()
 }
 
+/// What makes the build of kustomization `text` (at `path`) more than the files it lists:
+/// the fields that transform, patch or generate, and resources from outside its folder. Empty
+/// when applying its folder's files as they are gives the same objects.
+#[must_use]
+pub fn transforms(path: &str, text: &[u8]) -> Vec<String> {
+    let Ok(k) = yaml_serde::from_slice::<Value>(text) else {
+        return vec!["(not YAML)".into()];
+    };
+    let Some(fields) = k.as_object() else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = fields
+        .keys()
+        .filter(|f| {
+            !matches!(
+                f.as_str(),
+                "apiVersion" | "kind" | "metadata" | "resources" | "bases" | "sortOptions"
+            )
+        })
+        .cloned()
+        .collect();
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let inside = |entry: &str| {
+        !entry.contains("://")
+            && join(dir, entry).is_some_and(|p| dir.is_empty() || p.starts_with(&format!("{dir}/")))
+    };
+    for field in ["resources", "bases"] {
+        for entry in k[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !inside(entry) {
+                out.push(format!("{field}: {entry}"));
+            }
+        }
+    }
+    out
+}
+
 /// `dir` without `.`/empty segments or a trailing slash (`""`: the root).
 fn normalize(dir: &str) -> String {
     dir.split('/')

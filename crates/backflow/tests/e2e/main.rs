@@ -26,6 +26,7 @@ mod durability;
 mod flux;
 mod install;
 mod kubectl;
+mod kustomize;
 mod mirror;
 mod operator;
 mod push_guard;
