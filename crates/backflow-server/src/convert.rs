@@ -29,7 +29,7 @@ pub fn converts(t: &ResourceType) -> bool {
 }
 
 /// A core Event's fields and their names in `events.k8s.io/v1` (the others are the same).
-const EVENT_FIELDS: &[(&str, &str)] = &[
+pub(crate) const EVENT_FIELDS: &[(&str, &str)] = &[
     ("involvedObject", "regarding"),
     ("message", "note"),
     ("reportingComponent", "reportingController"),
@@ -38,6 +38,14 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
     ("lastTimestamp", "deprecatedLastTimestamp"),
     ("count", "deprecatedCount"),
 ];
+
+/// The name `events.k8s.io/v1` serves a stored (core) Event field under.
+pub(crate) fn event_v1_name(stored: &'static str) -> &'static str {
+    EVENT_FIELDS
+        .iter()
+        .find(|(core, _)| *core == stored)
+        .map_or(stored, |(_, served)| served)
+}
 
 /// Renames `obj`'s top-level fields `from` → `to` for each pair; a field already under a
 /// target name that is not also a source is dropped (it has no place in the other version).

@@ -207,13 +207,14 @@ pub fn validate(t: &ResourceType, obj: &Value, old: Option<&Value>) -> Vec<Cause
 fn validate_event_v1(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let text = |field: &str| obj.get(field).and_then(Value::as_str).unwrap_or("");
     if old.is_none() {
-        for (stored, served, limit) in [
-            ("eventTime", "eventTime", None),
-            ("reportingComponent", "reportingController", None),
-            ("reportingInstance", "reportingInstance", Some(128)),
-            ("action", "action", Some(128)),
-            ("reason", "reason", Some(128)),
+        for (stored, limit) in [
+            ("eventTime", None),
+            ("reportingComponent", None),
+            ("reportingInstance", Some(128)),
+            ("action", Some(128)),
+            ("reason", Some(128)),
         ] {
+            let served = crate::convert::event_v1_name(stored);
             let value = text(stored);
             if value.is_empty() {
                 causes.push(Cause::required(served));
@@ -236,7 +237,10 @@ fn validate_event_v1(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
         });
     }
     if text("message").len() > 1024 {
-        causes.push(Cause::too_long("note", 1024));
+        causes.push(Cause::too_long(
+            crate::convert::event_v1_name("message"),
+            1024,
+        ));
     }
     if let Some(series) = obj.get("series").filter(|s| !s.is_null()) {
         if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
