@@ -8,6 +8,38 @@ use serde_json::Value;
 use super::file::{self, strings};
 use super::{Files, KustomizeError, generate, join, patch, transform};
 
+/// The document an object of a build was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Origin {
+    /// The file.
+    pub path: String,
+    /// Its document, counted from 0 as the file's documents are parsed.
+    pub document: usize,
+}
+
+/// A layer of the build that changed an object after it was read, in the order applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Layer {
+    /// A strategic merge patch: the document of a patch file, or inline in `kustomization`.
+    Strategic {
+        at: Option<Origin>,
+        kustomization: String,
+    },
+    /// A JSON 6902 patch: the document of a patch file, or inline in `kustomization`.
+    Json6902 {
+        at: Option<Origin>,
+        kustomization: String,
+    },
+    /// Entry `entry` of `kustomization`'s `images:` set the image at `container` (a pointer).
+    Image {
+        kustomization: String,
+        entry: usize,
+        container: String,
+    },
+    /// Entry `entry` of `kustomization`'s `replicas:`.
+    Replicas { kustomization: String, entry: usize },
+}
+
 /// One object of a build, with what references to it may still call it.
 #[derive(Debug, Clone)]
 pub(super) struct Resource {
@@ -19,6 +51,10 @@ pub(super) struct Resource {
     pub previous_namespaces: Vec<String>,
     /// A generated object that gets kustomize's content hash appended to its name.
     pub needs_hash: bool,
+    /// Where it was read from (`None`: generated, or an item of a `List`).
+    pub origin: Option<Origin>,
+    /// What changed it after, in order.
+    pub layers: Vec<Layer>,
 }
 
 impl Resource {
@@ -28,6 +64,8 @@ impl Resource {
             previous_names: Vec::new(),
             previous_namespaces: Vec::new(),
             needs_hash: false,
+            origin: None,
+            layers: Vec::new(),
         }
     }
 
@@ -203,7 +241,7 @@ pub(super) fn objects_of(path: &str, bytes: &[u8]) -> Result<Vec<Resource>, Kust
         reason: e.to_string(),
     })?;
     let mut out = Vec::new();
-    for doc in parsed.docs {
+    for (document, doc) in parsed.docs.into_iter().enumerate() {
         match doc.value {
             Value::Null => {}
             Value::Object(_) if is_list(&doc.value) => {
@@ -211,7 +249,14 @@ pub(super) fn objects_of(path: &str, bytes: &[u8]) -> Result<Vec<Resource>, Kust
                     out.push(checked(path, item.clone())?);
                 }
             }
-            value => out.push(checked(path, value)?),
+            value => {
+                let mut r = checked(path, value)?;
+                r.origin = Some(Origin {
+                    path: path.to_string(),
+                    document,
+                });
+                out.push(r);
+            }
         }
     }
     Ok(out)

@@ -13,12 +13,14 @@
 //! - `generate.rs`: the `ConfigMap` and `Secret` generators, and kustomize's name hash;
 //! - `transform.rs`: namespace, prefixes and suffixes, labels, annotations, images, replicas;
 //! - `patch.rs`: the patches and what they target;
-//! - `refs.rs`: references to renamed objects, rewritten after the build.
+//! - `refs.rs`: references to renamed objects, rewritten after the build;
+//! - `project.rs`: a live edit traced back to the documents responsible for its fields.
 
 mod build;
 mod file;
 mod generate;
 mod patch;
+mod project;
 mod refs;
 mod transform;
 
@@ -27,6 +29,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub use file::KUSTOMIZATION_FILE_NAMES;
+pub use project::{DocumentEdit, Unplaceable, project, with_edits};
 
 /// Why a kustomization does not render.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,12 +79,17 @@ pub type Files = BTreeMap<String, Vec<u8>>;
 /// The objects the kustomization in folder `dir` of `files` renders, in the order
 /// `kubectl kustomize` prints them.
 pub fn render(files: &Files, dir: &str) -> Result<Vec<Value>, KustomizeError> {
+    let mut objects: Vec<Value> = built(files, dir)?.into_iter().map(|r| r.value).collect();
+    sort_legacy(&mut objects);
+    Ok(objects)
+}
+
+/// The build's objects with where each came from, before sorting.
+fn built(files: &Files, dir: &str) -> Result<Vec<build::Resource>, KustomizeError> {
     let mut resources = build::build(files, &normalize(dir), &mut Vec::new())?;
     generate::add_hashes(&mut resources);
     refs::fix_references(&mut resources);
-    let mut objects: Vec<Value> = resources.into_iter().map(|r| r.value).collect();
-    sort_legacy(&mut objects);
-    Ok(objects)
+    Ok(resources)
 }
 
 /// Whether folder `dir` of `files` holds a kustomization.

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::build::Resource;
+use super::build::{Layer, Origin, Resource};
 use super::file::{entries, strings};
 use super::{Files, KustomizeError, join};
 
@@ -121,15 +121,15 @@ fn selector_matches(selector: &str, labels: &Value) -> bool {
         })
 }
 
-/// A patch's text: the file `path` names, or `patch` inline.
+/// A patch's text, and the file it is in (`None`: inline in the kustomization).
 fn patch_text(
     files: &Files,
     dir: &str,
     file: &str,
     entry: &Value,
-) -> Result<String, KustomizeError> {
+) -> Result<(String, Option<String>), KustomizeError> {
     if let Some(inline) = entry["patch"].as_str() {
-        return Ok(inline.to_string());
+        return Ok((inline.to_string(), None));
     }
     let Some(rel) = entry["path"].as_str() else {
         return Err(KustomizeError::Invalid {
@@ -146,16 +146,25 @@ fn patch_text(
         what: "patch",
         path: path.clone(),
     })?;
-    String::from_utf8(bytes.clone()).map_err(|e| KustomizeError::Invalid {
-        file: path,
+    let text = String::from_utf8(bytes.clone()).map_err(|e| KustomizeError::Invalid {
+        file: path.clone(),
         reason: format!("not UTF-8: {e}"),
+    })?;
+    Ok((text, Some(path)))
+}
+
+/// Where document `document` of a patch is, as a layer records it.
+fn at(file: Option<&String>, document: usize) -> Option<Origin> {
+    file.map(|path| Origin {
+        path: path.clone(),
+        document,
     })
 }
 
-/// The YAML documents of a patch.
-fn documents(text: &str, file: &str) -> Result<Vec<Value>, KustomizeError> {
+/// The YAML documents of a patch, each with its place among the file's documents.
+fn documents(text: &str, file: &str) -> Result<Vec<(usize, Value)>, KustomizeError> {
     let mut out = Vec::new();
-    for de in yaml_serde::Deserializer::from_str(text) {
+    for (document, de) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let v = <Value as serde::Deserialize>::deserialize(de).map_err(|e| {
             KustomizeError::Invalid {
                 file: file.to_string(),
@@ -163,7 +172,7 @@ fn documents(text: &str, file: &str) -> Result<Vec<Value>, KustomizeError> {
             }
         })?;
         if !v.is_null() {
-            out.push(v);
+            out.push((document, v));
         }
     }
     Ok(out)
@@ -178,7 +187,8 @@ pub(super) fn strategic_patches(
     resources: &mut Vec<Resource>,
 ) -> Result<(), KustomizeError> {
     for entry in strings(k, "patchesStrategicMerge", file)? {
-        let text = match join(dir, &entry).and_then(|p| files.get(&p)) {
+        let found = join(dir, &entry).filter(|p| files.contains_key(p));
+        let text = match found.as_ref().and_then(|p| files.get(p)) {
             Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
             None if entry.contains('\n') || entry.contains(':') => entry.clone(),
             None => {
@@ -189,19 +199,30 @@ pub(super) fn strategic_patches(
                 });
             }
         };
-        for patch in documents(&text, file)? {
-            strategic_by_own_identity(&patch, file, resources)?;
+        for (document, patch) in documents(&text, file)? {
+            let layer = Layer::Strategic {
+                at: at(found.as_ref(), document),
+                kustomization: file.to_string(),
+            };
+            strategic_by_own_identity(&patch, &layer, file, resources)?;
         }
     }
     for entry in entries(k, "patches", file)? {
-        let text = patch_text(files, dir, file, entry)?;
+        let (text, source) = patch_text(files, dir, file, entry)?;
         let target = match entry.get("target") {
             Some(t) => Some(Target::read(t, file)?),
             None => None,
         };
-        for patch in documents(&text, file)? {
+        for (document, patch) in documents(&text, file)? {
+            let place = at(source.as_ref(), document);
             match (&patch, &target) {
-                (Value::Array(_), Some(t)) => json6902(&patch, t, file, resources)?,
+                (Value::Array(_), Some(t)) => {
+                    let layer = Layer::Json6902 {
+                        at: place,
+                        kustomization: file.to_string(),
+                    };
+                    json6902(&patch, t, &layer, file, resources)?;
+                }
                 (Value::Array(_), None) => {
                     return Err(KustomizeError::Invalid {
                         file: file.to_string(),
@@ -209,12 +230,23 @@ pub(super) fn strategic_patches(
                     });
                 }
                 (_, Some(t)) => {
+                    let layer = Layer::Strategic {
+                        at: place,
+                        kustomization: file.to_string(),
+                    };
                     for r in resources.iter_mut().filter(|r| t.selects(r)) {
                         strategic(r, &patch, file)?;
+                        r.layers.push(layer.clone());
                     }
                     resources.retain(|r| !r.value.is_null());
                 }
-                (_, None) => strategic_by_own_identity(&patch, file, resources)?,
+                (_, None) => {
+                    let layer = Layer::Strategic {
+                        at: place,
+                        kustomization: file.to_string(),
+                    };
+                    strategic_by_own_identity(&patch, &layer, file, resources)?;
+                }
             }
         }
     }
@@ -231,9 +263,13 @@ pub(super) fn json6902_patches(
 ) -> Result<(), KustomizeError> {
     for entry in entries(k, "patchesJson6902", file)? {
         let target = Target::read(&entry["target"], file)?;
-        let text = patch_text(files, dir, file, entry)?;
-        for patch in documents(&text, file)? {
-            json6902(&patch, &target, file, resources)?;
+        let (text, source) = patch_text(files, dir, file, entry)?;
+        for (document, patch) in documents(&text, file)? {
+            let layer = Layer::Json6902 {
+                at: at(source.as_ref(), document),
+                kustomization: file.to_string(),
+            };
+            json6902(&patch, &target, &layer, file, resources)?;
         }
     }
     Ok(())
@@ -242,6 +278,7 @@ pub(super) fn json6902_patches(
 /// A strategic merge patch applied to the object its own apiVersion, kind and name select.
 fn strategic_by_own_identity(
     patch: &Value,
+    layer: &Layer,
     file: &str,
     resources: &mut Vec<Resource>,
 ) -> Result<(), KustomizeError> {
@@ -265,6 +302,7 @@ fn strategic_by_own_identity(
         });
     };
     strategic(r, patch, file)?;
+    r.layers.push(layer.clone());
     resources.retain(|r| !r.value.is_null());
     Ok(())
 }
@@ -445,6 +483,7 @@ fn merge_list(
 fn json6902(
     patch: &Value,
     target: &Target,
+    layer: &Layer,
     file: &str,
     resources: &mut [Resource],
 ) -> Result<(), KustomizeError> {
@@ -466,6 +505,7 @@ fn json6902(
         if r.name() != before_name {
             r.previous_names.push(before_name);
         }
+        r.layers.push(layer.clone());
     }
     Ok(())
 }

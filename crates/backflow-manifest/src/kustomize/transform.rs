@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::KustomizeError;
-use super::build::Resource;
+use super::build::{Layer, Resource};
 use super::file::{entries, string_map};
 
 /// Kinds with no namespace (kustomize reads this from the API's schema; CRs are namespaced).
@@ -269,7 +269,7 @@ pub(super) fn replicas(
     file: &str,
     resources: &mut [Resource],
 ) -> Result<(), KustomizeError> {
-    for entry in entries(k, "replicas", file)? {
+    for (index, entry) in entries(k, "replicas", file)?.iter().enumerate() {
         let (Some(name), Some(count)) = (entry["name"].as_str(), entry["count"].as_i64()) else {
             return Err(KustomizeError::Invalid {
                 file: file.to_string(),
@@ -282,6 +282,10 @@ pub(super) fn replicas(
                 "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController"
             ) {
                 r.value["spec"]["replicas"] = json!(count);
+                r.layers.push(Layer::Replicas {
+                    kustomization: file.to_string(),
+                    entry: index,
+                });
             }
         }
     }
@@ -289,13 +293,13 @@ pub(super) fn replicas(
 }
 
 /// An image reference split as kustomize splits it.
-struct ImageRef<'a> {
-    name: &'a str,
-    tag: Option<&'a str>,
-    digest: Option<&'a str>,
+pub(super) struct ImageRef<'a> {
+    pub name: &'a str,
+    pub tag: Option<&'a str>,
+    pub digest: Option<&'a str>,
 }
 
-fn parse_image(image: &str) -> ImageRef<'_> {
+pub(super) fn parse_image(image: &str) -> ImageRef<'_> {
     let (rest, digest) = match image.split_once('@') {
         Some((rest, digest)) => (rest, Some(digest)),
         None => (image, None),
@@ -336,10 +340,17 @@ pub(super) fn images(
                 let Some(Value::Array(containers)) = r.value.pointer_mut(&pointer) else {
                     continue;
                 };
-                for c in containers {
-                    if let Some(image) = c["image"].as_str() {
-                        let changed = retag(image, wanted);
+                for (n, c) in containers.iter_mut().enumerate() {
+                    let Some(image) = c["image"].as_str() else {
+                        continue;
+                    };
+                    if let Some((entry, changed)) = retag(image, wanted) {
                         c["image"] = json!(changed);
+                        r.layers.push(Layer::Image {
+                            kustomization: file.to_string(),
+                            entry,
+                            container: format!("{pointer}/{n}"),
+                        });
                     }
                 }
             }
@@ -348,15 +359,14 @@ pub(super) fn images(
     Ok(())
 }
 
-/// `image` as the first `images:` entry naming it says.
-fn retag(image: &str, wanted: &[Value]) -> String {
+/// `image` as the first `images:` entry naming it says, with that entry's place; `None` when
+/// no entry names it.
+fn retag(image: &str, wanted: &[Value]) -> Option<(usize, String)> {
     let parsed = parse_image(image);
-    let Some(entry) = wanted
+    let (index, entry) = wanted
         .iter()
-        .find(|e| e["name"].as_str() == Some(parsed.name))
-    else {
-        return image.to_string();
-    };
+        .enumerate()
+        .find(|(_, e)| e["name"].as_str() == Some(parsed.name))?;
     let name = entry["newName"].as_str().unwrap_or(parsed.name);
     let new_tag = match &entry["newTag"] {
         Value::String(s) => Some(s.clone()),
@@ -364,10 +374,10 @@ fn retag(image: &str, wanted: &[Value]) -> String {
         _ => None,
     };
     if let Some(digest) = entry["digest"].as_str() {
-        return format!("{name}@{digest}");
+        return Some((index, format!("{name}@{digest}")));
     }
     if let Some(tag) = new_tag {
-        return format!("{name}:{tag}");
+        return Some((index, format!("{name}:{tag}")));
     }
     let mut out = name.to_string();
     if let Some(tag) = parsed.tag {
@@ -376,5 +386,5 @@ fn retag(image: &str, wanted: &[Value]) -> String {
     if let Some(digest) = parsed.digest {
         out = format!("{out}@{digest}");
     }
-    out
+    Some((index, out))
 }

@@ -1,0 +1,254 @@
+//! Live edits projected back through kustomize builds of the corpus (`tests/kustomize/`): each
+//! field goes to the document responsible for it, and the real `kubectl kustomize` of the
+//! edited layout (every kubectl version installed) gives the live object and moves nothing
+//! else; an edit no document can take is refused, naming why.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on the unexpected")]
+
+use std::path::Path;
+use std::process::Command;
+
+use backflow_manifest::kustomize::{Files, Unplaceable, project, render, with_edits};
+use serde_json::{Value, json};
+
+fn corpus() -> Files {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kustomize");
+    let mut files = Files::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// What real kustomize renders for `dir` of `files`, written out.
+fn kubectl_kustomize(version: &str, files: &Files, dir: &str) -> Vec<Value> {
+    let root = tempfile::tempdir().unwrap();
+    for (path, bytes) in files {
+        let at = root.path().join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, bytes).unwrap();
+    }
+    let out = Command::new(backflow_testkit::kubectl::binary(version))
+        .args(["kustomize", &root.path().join(dir).to_string_lossy()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    yaml_serde::Deserializer::from_str(&text)
+        .map(|de| <Value as serde::Deserialize>::deserialize(de).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// One live edit of a built object, and the file it must land in.
+struct Case {
+    dir: &'static str,
+    kind: &'static str,
+    name: &'static str,
+    edit: fn(&mut Value),
+    lands_in: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        dir: "07-images",
+        kind: "Deployment",
+        name: "app",
+        edit: |o| {
+            o["spec"]["template"]["spec"]["containers"][0]["image"] =
+                json!("registry.example.com/mirror/nginx:1.28.0");
+        },
+        lands_in: "07-images/kustomization.yaml",
+    },
+    Case {
+        dir: "08-replicas",
+        kind: "Deployment",
+        name: "web",
+        edit: |o| o["spec"]["replicas"] = json!(7),
+        lands_in: "08-replicas/kustomization.yaml",
+    },
+    Case {
+        dir: "09-psm/overlay",
+        kind: "Deployment",
+        name: "web",
+        edit: |o| {
+            o["spec"]["template"]["spec"]["containers"][1]["resources"]["limits"]["memory"] =
+                json!("512Mi");
+        },
+        lands_in: "09-psm/overlay/resources.yaml",
+    },
+    Case {
+        dir: "09-psm/overlay",
+        kind: "Deployment",
+        name: "web",
+        edit: |o| {
+            o["spec"]["template"]["spec"]["containers"][1]["ports"][0]["containerPort"] =
+                json!(8080);
+        },
+        lands_in: "09-psm/base/deployment.yaml",
+    },
+    Case {
+        dir: "11-json6902",
+        kind: "Deployment",
+        name: "web",
+        edit: |o| o["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.28"),
+        lands_in: "11-json6902/ops.yaml",
+    },
+    Case {
+        dir: "02-overlay/overlays/prod",
+        kind: "Deployment",
+        name: "prod-web-v1",
+        edit: |o| {
+            o["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = json!("tuned");
+        },
+        lands_in: "02-overlay/base/deployment.yaml",
+    },
+    Case {
+        dir: "03-nested/top",
+        kind: "Deployment",
+        name: "top-mid-web",
+        edit: |o| o["metadata"]["labels"]["release"] = json!("canary"),
+        lands_in: "03-nested/base/deployment.yaml",
+    },
+    Case {
+        dir: "10-patch-target",
+        kind: "Deployment",
+        name: "api",
+        edit: |o| o["spec"]["replicas"] = json!(6),
+        lands_in: "10-patch-target/replicas-patch.yaml",
+    },
+];
+
+#[test]
+fn each_edit_lands_in_the_document_responsible_and_kustomize_renders_it_live() {
+    let files = corpus();
+    let mut wrong = Vec::new();
+    for case in CASES {
+        let before = render(&files, case.dir).unwrap();
+        let mut live = find(&before, case.kind, case.name).clone();
+        (case.edit)(&mut live);
+        let edits = match project(&files, case.dir, &live) {
+            Ok(edits) => edits,
+            Err(e) => {
+                wrong.push(format!("{} {}: refused: {e}", case.dir, case.name));
+                continue;
+            }
+        };
+        let paths: Vec<&str> = edits.iter().map(|e| e.path.as_str()).collect();
+        if paths != [case.lands_in] {
+            wrong.push(format!(
+                "{} {}: landed in {paths:?}, expected {}",
+                case.dir, case.name, case.lands_in
+            ));
+            continue;
+        }
+        let edited = with_edits(&files, &edits).unwrap();
+        for version in backflow_testkit::kubectl::VERSIONS {
+            let theirs = kubectl_kustomize(version, &edited, case.dir);
+            if find(&theirs, case.kind, case.name) != &live {
+                wrong.push(format!(
+                    "{} {} (kubectl {version}): the build is not the live object",
+                    case.dir, case.name
+                ));
+            }
+            let others_moved = before
+                .iter()
+                .filter(|o| !(o["kind"] == case.kind && o["metadata"]["name"] == case.name))
+                .any(|o| !theirs.contains(o));
+            if others_moved {
+                wrong.push(format!(
+                    "{} {} (kubectl {version}): another object moved",
+                    case.dir, case.name
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn an_edit_no_document_can_take_alone_is_refused_saying_why() {
+    let files = corpus();
+    let refused = |dir: &str, kind: &str, name: &str, edit: &dyn Fn(&mut Value)| -> Unplaceable {
+        let before = render(&files, dir).unwrap();
+        let mut live = find(&before, kind, name).clone();
+        edit(&mut live);
+        project(&files, dir, &live).expect_err("refused")
+    };
+    // A label every object gets from commonLabels: placing it would move the others.
+    let label = refused("04-common-labels", "Service", "web", &|o| {
+        o["metadata"]["labels"]["team"] = json!("billing");
+    });
+    assert!(
+        label.to_string().contains("would also change")
+            || label.to_string().contains("another layer"),
+        "{label}"
+    );
+    // A generated ConfigMap: its data comes from the generator's sources.
+    let generated = refused(
+        "13-cm-generator",
+        "ConfigMap",
+        "labelled-4h2mbtbbt6",
+        &|o| {
+            o["data"]["a"] = json!("c");
+        },
+    );
+    assert!(generated.to_string().contains("generated"), "{generated}");
+    // A name is the layout's: a rename is not projected.
+    let renamed = refused("02-overlay/overlays/prod", "Service", "prod-web-v1", &|o| {
+        o["metadata"]["name"] = json!("prod-web-v2");
+    });
+    assert!(matches!(renamed, Unplaceable::NotBuilt { .. }), "{renamed}");
+    // An object the build does not make.
+    let unknown = project(
+        &files,
+        "01-plain",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nope"}}),
+    );
+    assert!(
+        matches!(unknown, Err(Unplaceable::NotBuilt { .. })),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn an_object_as_the_build_makes_it_needs_no_edit() {
+    let files = corpus();
+    for dir in [
+        "02-overlay/overlays/prod",
+        "16-generator-refs",
+        "20-smp-delete/overlay",
+    ] {
+        for object in render(&files, dir).unwrap() {
+            assert_eq!(
+                project(&files, dir, &object),
+                Ok(Vec::new()),
+                "{dir}: {object}"
+            );
+        }
+    }
+}
