@@ -1355,9 +1355,31 @@ fn reaggregate(tx: &mut WriteTx<'_>, t: &ResourceType) {
         return;
     }
     let gr = t.group_resource();
-    let roles: Vec<Value> = tx
-        .list(&gr, None)
-        .into_iter()
+    let listed = tx.list(&gr, None);
+    // Parsing every ClusterRole at each ClusterRole write made many writes quadratic: only the
+    // aggregating roles and those carrying a label key their selectors ask for are read.
+    let mentions = |o: &crate::store::StoredObject, word: &str| {
+        let needle = format!("\"{word}\"");
+        o.json()
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+    };
+    let aggregating: Vec<Value> = listed
+        .iter()
+        .filter(|(_, o)| mentions(o, "aggregationRule"))
+        .map(|(_, o)| o.value())
+        .collect();
+    if aggregating.is_empty() {
+        return;
+    }
+    let keys = crate::rbac::selected_keys(&aggregating);
+    let roles: Vec<Value> = listed
+        .iter()
+        .filter(|(_, o)| {
+            keys.as_ref().is_none_or(|keys| {
+                mentions(o, "aggregationRule") || keys.iter().any(|k| mentions(o, k))
+            })
+        })
         .map(|(_, o)| o.value())
         .collect();
     for role in crate::rbac::aggregation_updates(&roles) {
@@ -1392,6 +1414,48 @@ mod tests {
             Engine::with_ids(store, clock, ids).await.expect("engine"),
             dir,
         )
+    }
+
+    /// An aggregating `ClusterRole` takes the rules of a role as soon as it carries the label
+    /// its selector asks for, and drops them when the label goes (only the roles that could
+    /// be picked are read at each write).
+    #[tokio::test]
+    async fn aggregation_follows_a_label_on_and_off() {
+        let (engine, _dir) = engine(Arc::new(SequentialIds::default())).await;
+        let t = engine
+            .resource_type("rbac.authorization.k8s.io", "v1", "clusterroles")
+            .expect("clusterroles");
+        let opts = WriteOptions::default();
+        let aggregated = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "team"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"example.com/to-team": "true"}}]}});
+        engine
+            .create(&t, "", aggregated, &opts)
+            .await
+            .expect("aggregated");
+        let other = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "other", "labels": {"unrelated": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]});
+        engine.create(&t, "", other, &opts).await.expect("other");
+        let labelled = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "widgets", "labels": {"example.com/to-team": "true"}},
+            "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}]});
+        let written = engine
+            .create(&t, "", labelled, &opts)
+            .await
+            .expect("labelled");
+        let rules = |engine: &Engine| engine.get(&t, "", "team").expect("team")["rules"].clone();
+        assert_eq!(
+            rules(&engine),
+            json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}])
+        );
+        let mut unlabelled = written.object.clone();
+        unlabelled["metadata"]["labels"] = json!({});
+        engine
+            .update(&t, "", "widgets", Part::Main, unlabelled, &opts)
+            .await
+            .expect("unlabelled");
+        assert_eq!(rules(&engine), json!([]));
     }
 
     #[tokio::test]

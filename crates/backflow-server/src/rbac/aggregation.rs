@@ -70,6 +70,43 @@ pub(super) fn aggregate(role: &Value, all: &[Value]) -> Vec<PolicyRule> {
     rules
 }
 
+/// The label keys one of `aggregating`'s selectors needs a role to carry before it can pick
+/// it; `None` when some selector can pick a role carrying none of them (an empty selector, or
+/// one of only `NotIn`/`DoesNotExist`).
+#[must_use]
+pub fn selected_keys(aggregating: &[Value]) -> Option<Vec<String>> {
+    let mut keys = Vec::new();
+    for role in aggregating {
+        let selectors = role
+            .pointer("/aggregationRule/clusterRoleSelectors")
+            .and_then(Value::as_array);
+        for selector in selectors.into_iter().flatten() {
+            let mut positive: Vec<String> = selector
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            for e in selector
+                .get("matchExpressions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if matches!(e["operator"].as_str(), Some("In" | "Exists"))
+                    && let Some(k) = e["key"].as_str()
+                {
+                    positive.push(k.to_string());
+                }
+            }
+            if positive.is_empty() {
+                return None;
+            }
+            keys.extend(positive);
+        }
+    }
+    Some(keys)
+}
+
 /// The aggregated `ClusterRoles` of `all` whose stored rules are not what they aggregate, with
 /// the rules they should hold — repeated until nothing changes, since one aggregated role may
 /// select another.
@@ -136,6 +173,26 @@ mod tests {
             aggregation_updates(&updates.iter().chain(&all[2..]).cloned().collect::<Vec<_>>())
                 .is_empty(),
             "stable once written"
+        );
+    }
+
+    /// What a role must carry to be picked: the keys of every selector's positive terms, or
+    /// nothing to go by when a selector can pick a role without any (then every role is read).
+    #[test]
+    fn the_keys_a_selector_needs_or_none_when_it_needs_none() {
+        let role = |selectors: serde_json::Value| json!({"aggregationRule": {"clusterRoleSelectors": selectors}});
+        assert_eq!(
+            selected_keys(&[role(
+                json!([{"matchLabels": {"a": "1"}}, {"matchExpressions": [{"key": "b", "operator": "Exists"}, {"key": "c", "operator": "NotIn", "values": ["x"]}]}])
+            )]),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        assert_eq!(selected_keys(&[role(json!([{}]))]), None);
+        assert_eq!(
+            selected_keys(&[role(
+                json!([{"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}])
+            )]),
+            None
         );
     }
 }

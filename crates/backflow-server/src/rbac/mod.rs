@@ -18,8 +18,8 @@ use backflow_api::GroupResource;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use aggregation::aggregation_updates;
 use aggregation::rules_of;
+pub use aggregation::{aggregation_updates, selected_keys};
 pub use bootstrap::bootstrap_objects;
 pub use escalation::Grantor;
 pub use rule::PolicyRule;
