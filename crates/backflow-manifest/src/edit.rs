@@ -11,7 +11,8 @@
 //!   quote style);
 //! - a key the object no longer has: its lines; a new key: lines appended after the mapping's
 //!   last entry (new keys sorted among themselves);
-//! - known Kubernetes lists (containers, env, volumes, ports, volumeMounts, conditions, ...):
+//! - known Kubernetes lists (containers, env, volumes, ports, volumeMounts, conditions, ...)
+//!   and a kustomization's `images`, `replicas` and generators:
 //!   items matched by their merge key, so one container's change touches that container only;
 //!   other lists are replaced as a whole when they differ;
 //! - anything that cannot be changed in place (a flow collection, a block scalar, a change of
@@ -325,7 +326,12 @@ pub(crate) fn merge_keys(list: &str) -> &'static [&'static str] {
         | "ephemeralContainers"
         | "env"
         | "volumes"
-        | "imagePullSecrets" => &["name"],
+        | "imagePullSecrets"
+        // A kustomization's entries, which a live edit projected back changes one by one.
+        | "images"
+        | "replicas"
+        | "configMapGenerator"
+        | "secretGenerator" => &["name"],
         "ports" => &["containerPort", "port"],
         "volumeMounts" => &["mountPath"],
         "volumeDevices" => &["devicePath"],

@@ -119,6 +119,19 @@ pub enum ManifestError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A live edit of an object a kustomize layout builds, which no document of the layout can
+    /// take without changing something else.
+    #[error(
+        "{object}: the kustomize layout {layout:?} cannot take this live edit: {reason}; make the change in Git"
+    )]
+    KustomizeUnplaceable {
+        /// The object's key.
+        object: String,
+        /// The folder of the layout's kustomization.
+        layout: String,
+        /// Why, naming the field and the files concerned.
+        reason: String,
+    },
     /// The object handed in is not a Kubernetes object or does not match its key.
     #[error("{object}: {reason}")]
     InvalidObject {

@@ -48,6 +48,10 @@ pub struct FolderIndex {
     by_path: HashMap<Arc<str>, IndexedFile>,
     /// Files that cannot be handled safely, and why: none of their documents is indexed.
     blocked: BTreeMap<String, ManifestError>,
+    /// Folders of kustomize layouts that transform what they list: their files are the
+    /// layout's documents (patches, bases), not objects, and are not indexed
+    /// ([`crate::kustomized`] finds the objects they build).
+    layouts: Vec<String>,
 }
 
 /// One file's documents in a [`FolderIndex`], and the blob id of the content they came from:
@@ -127,14 +131,31 @@ pub fn classify(path: &str) -> FileClass {
 impl FolderIndex {
     /// Indexes every manifest under `target` (normalized; `""` is the repository root).
     pub fn build(tree: &dyn TreeView, target: &str) -> Result<Self, IndexError> {
-        let mut index = Self::default();
+        let listed = tree.list(target)?;
+        let mut index = Self {
+            layouts: layouts(tree, &listed)?,
+            ..Self::default()
+        };
         let mut scratch = IndexCache::new();
-        for path in tree.list(target)? {
+        for path in listed {
             if let Some(bytes) = tree.read(&path)? {
                 index.refresh_cached(&path, Some(&bytes), &mut scratch)?;
             }
         }
         Ok(index)
+    }
+
+    /// Whether the folder holds a kustomize layout that transforms what it lists.
+    #[must_use]
+    pub fn has_layouts(&self) -> bool {
+        !self.layouts.is_empty()
+    }
+
+    /// Whether `path` is a document of such a layout.
+    fn in_layout(&self, path: &str) -> bool {
+        self.layouts
+            .iter()
+            .any(|d| d.is_empty() || path.starts_with(&format!("{d}/")))
     }
 
     /// Re-indexes one file after it changed (`None`: it was removed), as planning a write
@@ -168,6 +189,7 @@ impl FolderIndex {
                 );
                 return Ok(());
             }
+            FileClass::Manifests if self.in_layout(path) => return Ok(()),
             FileClass::Manifests => {}
         }
         let blob = blob_id(bytes);
@@ -250,9 +272,14 @@ impl FolderIndex {
         target: &str,
         cache: &mut IndexCache,
     ) -> Result<Self, IndexError> {
-        let mut index = Self::default();
+        let files = tree.files(target)?;
+        let listed: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+        let mut index = Self {
+            layouts: layouts(tree, &listed)?,
+            ..Self::default()
+        };
         let mut seen = BTreeMap::new();
-        for (path, id) in tree.files(target)? {
+        for (path, id) in files {
             match classify(&path) {
                 FileClass::Companion => continue,
                 FileClass::Foreign => {
@@ -260,6 +287,7 @@ impl FolderIndex {
                     index.block(&path, why);
                     continue;
                 }
+                FileClass::Manifests if index.in_layout(&path) => continue,
                 FileClass::Manifests => {}
             }
             let entries = match cache.get(&path) {
@@ -606,6 +634,11 @@ impl FolderMemo {
         };
         let mut paths: BTreeSet<String> = changed.into_iter().collect();
         paths.extend(kept.touched);
+        if paths.iter().any(|p| is_kustomization(p)) {
+            // Which files are a layout's documents may have changed: index the folder anew.
+            kept.index.into_cache(&mut self.parsed);
+            return Ok(None);
+        }
         let mut index = kept.index;
         match index.catch_up(tree, &paths, &mut self.parsed) {
             Ok(()) => Ok(Some(index)),
@@ -660,6 +693,36 @@ impl WriteIndex {
             None => self.index.refresh_cached(path, content, cache),
         }
     }
+}
+
+fn is_kustomization(path: &str) -> bool {
+    crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&path.rsplit('/').next().unwrap_or(path))
+}
+
+/// The folders among `listed` whose kustomization is the first on its path down and builds
+/// more than it lists (its own or one below it transforms).
+fn layouts(tree: &dyn TreeView, listed: &[String]) -> Result<Vec<String>, IndexError> {
+    let kustomizations: Vec<&String> = listed.iter().filter(|p| is_kustomization(p)).collect();
+    let dir_of = |p: &str| {
+        p.rsplit_once('/')
+            .map_or(String::new(), |(d, _)| d.to_string())
+    };
+    let dirs: Vec<String> = kustomizations.iter().map(|p| dir_of(p)).collect();
+    let under = |d: &str, p: &str| d.is_empty() || p.starts_with(&format!("{d}/"));
+    let mut transforming = Vec::new();
+    for path in &kustomizations {
+        if let Some(bytes) = tree.read(path)?
+            && !crate::kustomize::transforms(path, &bytes).is_empty()
+        {
+            transforming.push(dir_of(path));
+        }
+    }
+    Ok(dirs
+        .iter()
+        .filter(|d| !dirs.iter().any(|o| o != *d && under(o, d)))
+        .filter(|d| transforming.iter().any(|t| t == *d || under(d, t)))
+        .cloned()
+        .collect())
 }
 
 /// The one document of a file rendered from the object `identity` names: rendering writes no

@@ -13,6 +13,7 @@
 //! - `owner.rs`: which backflow writes a folder (`.backflow-owner`); others keep out.
 //! - `declared.rs`: the objects a folder declares, decrypted, as an applier applies them.
 //! - `kustomize/`: a kustomization rendered as `kubectl kustomize` renders it.
+//! - `kustomized.rs`: live edits of objects a layout builds, projected back into it.
 //! - `planner.rs`: [`YamlPlanner`], the branch worker's planner built from all of the above.
 //!
 //! Nothing here does I/O beyond reading the trees it is handed.
@@ -29,6 +30,7 @@ mod identity;
 mod index;
 mod kinds;
 pub mod kustomize;
+mod kustomized;
 mod layout;
 mod merge;
 mod owner;

@@ -324,6 +324,12 @@ impl YamlPlanner {
         if sensitive {
             return self.present_sensitive(tree, target, &change, index);
         }
+        if index.has_layouts()
+            && let Some(built) = crate::kustomized::building(tree, target, &identity)?
+        {
+            let live = self.omit_defaults(object, Some(&built.object));
+            return crate::kustomized::project(&built, &key.to_string(), &live);
+        }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
             let Some(edited) = self.edit_in_place(tree, index, target, &change, found)? else {
@@ -633,6 +639,19 @@ impl YamlPlanner {
                 .next()
         };
         let Some(found) = found else {
+            if index.has_layouts()
+                && let Some(kind) = self.kinds.kind_of(&key.resource)
+            {
+                let identity = Identity {
+                    group: key.resource.group.clone(),
+                    kind,
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                };
+                if let Some(built) = crate::kustomized::building(tree, target, &identity)? {
+                    return Err(crate::kustomized::refuse_delete(&built, &key.to_string()));
+                }
+            }
             return Ok(Vec::new());
         };
         Ok(vec![without_document(tree, &found)?])
@@ -1951,6 +1970,102 @@ mod tests {
         assert!(
             matches!(&held[..], [Held::Object(Some(v))] if v["data"]["password"] == "bmV3"),
             "{held:?}"
+        );
+    }
+
+    /// A kustomize layout in the folder: a live edit of an object its overlay builds lands in
+    /// the document responsible (here the base, under the overlay's prefix), comments kept;
+    /// an edit no document can take alone, and a delete, are refused for that object; the
+    /// overlay's patch is no object of the folder (it used to refuse the whole folder as a
+    /// second document of `settings`).
+    #[test]
+    fn an_edit_of_an_object_a_layout_builds_lands_in_the_layout() {
+        let s = setup();
+        let mut tree = MemTree::default();
+        for (path, text) in [
+            (
+                "live/apps/base/kustomization.yaml",
+                "resources: [settings.yaml]\n",
+            ),
+            (
+                "live/apps/base/settings.yaml",
+                "# the team's settings\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue # house colour\n  size: small\n",
+            ),
+            (
+                "live/apps/prod/kustomization.yaml",
+                "namePrefix: prod-\ncommonLabels: {env: prod}\nresources: [../base]\npatches: [{path: bigger.yaml}]\n",
+            ),
+            (
+                "live/apps/prod/bigger.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  size: large\n",
+            ),
+        ] {
+            tree.0.insert(path.into(), text.as_bytes().to_vec());
+        }
+        let key = ObjectKey::new(
+            GroupResource::new("", "configmaps"),
+            "default",
+            "prod-settings",
+        );
+        let live = |color: &str, size: &str, env: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "prod-settings", "namespace": "default", "labels": {"env": env}},
+                "data": {"color": color, "size": size}})
+        };
+        let unchanged = s.planner.plan(
+            &tree,
+            &Intent::put("live", key.clone(), live("blue", "large", "prod")),
+        );
+        assert_eq!(
+            unchanged.expect("planned"),
+            Vec::new(),
+            "the object as the layout builds it"
+        );
+        let updates = s
+            .planner
+            .plan(
+                &tree,
+                &Intent::put("live", key.clone(), live("green", "large", "prod")),
+            )
+            .expect("placed");
+        tree.apply(updates);
+        let base = tree.text("live/apps/base/settings.yaml");
+        assert!(
+            base.contains("color: green # house colour")
+                && base.starts_with("# the team's settings"),
+            "{base}"
+        );
+        let patched = s
+            .planner
+            .plan(
+                &tree,
+                &Intent::put("live", key.clone(), live("green", "huge", "prod")),
+            )
+            .expect("placed");
+        tree.apply(patched);
+        assert!(
+            tree.text("live/apps/prod/bigger.yaml")
+                .contains("size: huge")
+        );
+        assert!(
+            tree.text("live/apps/base/settings.yaml")
+                .contains("size: small")
+        );
+        let refused = s.planner.plan(
+            &tree,
+            &Intent::put("live", key.clone(), live("green", "huge", "staging")),
+        );
+        let said = refused.expect_err("refused").to_string();
+        assert!(
+            said.contains("the kustomize layout \"live/apps/prod\" cannot take this live edit")
+                && said.contains("/metadata/labels/env"),
+            "{said}"
+        );
+        let deleted = s.planner.plan(&tree, &Intent::delete("live", key));
+        let said = deleted.expect_err("refused").to_string();
+        assert!(
+            said.contains("a live delete of an object the layout builds"),
+            "{said}"
         );
     }
 }

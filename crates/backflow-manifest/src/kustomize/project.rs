@@ -344,7 +344,8 @@ fn place(
     Ok(())
 }
 
-/// `entry` of `images:` changed so that it gives `image`.
+/// `entry` of `images:` changed so that it gives `image`: only the fields whose value changes
+/// are written (an in-place edit then keeps the entry's comments and layout).
 fn retarget(entry: &mut Value, image: &str) {
     let live = parse_image(image);
     let Some(map) = entry.as_object_mut() else {
@@ -355,17 +356,31 @@ fn retarget(entry: &mut Value, image: &str) {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    if live.name == name {
-        map.remove("newName");
-    } else {
-        map.insert("newName".into(), json!(live.name));
-    }
-    map.remove("newTag");
-    map.remove("digest");
-    if let Some(digest) = live.digest {
-        map.insert("digest".into(), json!(digest));
-    } else if let Some(tag) = live.tag {
-        map.insert("newTag".into(), json!(tag));
+    let wanted = [
+        (
+            "newName",
+            (live.name != name).then(|| live.name.to_string()),
+        ),
+        (
+            "newTag",
+            live.digest
+                .is_none()
+                .then_some(live.tag)
+                .flatten()
+                .map(str::to_string),
+        ),
+        ("digest", live.digest.map(str::to_string)),
+    ];
+    for (field, value) in wanted {
+        match value {
+            Some(v) if map.get(field).and_then(Value::as_str) != Some(v.as_str()) => {
+                map.insert(field.into(), json!(v));
+            }
+            Some(_) => {}
+            None => {
+                map.remove(field);
+            }
+        }
     }
 }
 

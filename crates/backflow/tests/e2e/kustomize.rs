@@ -70,3 +70,146 @@ fn an_overlay_pushed_to_a_coordinated_folder_is_not_applied_as_raw_files() {
     let prefixed = w.kubectl_run(&["get", "configmap", "prod-settings"]);
     assert_ne!(prefixed.code, Some(0), "{prefixed}");
 }
+
+/// Files of a base and a production overlay: prefix, labels, an image tag, replicas, a patch.
+fn write_layout(clone: &std::path::Path) {
+    let base = clone.join("live/apps/base");
+    let prod = clone.join("live/apps/prod");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::create_dir_all(&prod).unwrap();
+    for (dir, name, text) in [
+        (
+            &base,
+            "kustomization.yaml",
+            "resources: [web.yaml, settings.yaml]\n",
+        ),
+        (
+            &base,
+            "web.yaml",
+            "# the web tier\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        env:\n        - name: MODE # how it serves\n          value: base\n",
+        ),
+        (
+            &base,
+            "settings.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n  size: small\n",
+        ),
+        (
+            &prod,
+            "kustomization.yaml",
+            "# production\nnamePrefix: prod-\ncommonLabels:\n  env: prod\nresources:\n- ../base\nimages:\n- name: nginx\n  newTag: \"1.27\" # pinned\nreplicas:\n- name: web\n  count: 2\npatches:\n- path: bigger.yaml\n",
+        ),
+        (
+            &prod,
+            "bigger.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  size: large\n",
+        ),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+/// A layout built and applied by somebody else (real `kubectl apply -k`, as Flux would) into a
+/// folder backflow mirrors: each live edit lands in the document responsible — the image tag
+/// in the overlay's `images:`, the replicas in its `replicas:`, a patched value in the patch, a
+/// base value in the base — comments kept, and real kustomize then builds what is live; a
+/// label the overlay gives every object is refused for that object, saying why, and Git keeps
+/// it. Nothing is written as a new file.
+#[test]
+fn live_edits_of_a_built_layout_land_in_the_document_responsible() {
+    let w = World::start(&["--no-apply"]);
+    w.wait_settled();
+    let clone = w.clone_origin("bob");
+    write_layout(&clone);
+    w.commit_all_and_push_rebasing(&clone, "a base and a production overlay");
+    let overlay = clone.join("live/apps/prod");
+    let applied = w.kubectl_run(&["apply", "-k", &overlay.to_string_lossy()]);
+    assert_eq!(applied.code, Some(0), "{applied}");
+    w.wait_settled();
+    let files_before = w.files();
+    w.kubectl(&["set", "image", "deployment/prod-web", "web=nginx:1.28"]);
+    w.wait_file("live/apps/prod/kustomization.yaml", |t| {
+        t.contains("newTag: \"1.28\" # pinned")
+    });
+    w.kubectl(&["scale", "deployment/prod-web", "--replicas=3"]);
+    w.wait_file("live/apps/prod/kustomization.yaml", |t| {
+        t.contains("count: 3")
+    });
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "prod-settings",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"size":"huge","color":"green"}}"#,
+    ]);
+    w.wait_file("live/apps/prod/bigger.yaml", |t| t.contains("size: huge"));
+    let base = w.wait_file("live/apps/base/settings.yaml", |t| {
+        t.contains("color: green")
+    });
+    assert!(base.contains("size: small"), "{base}");
+    w.kubectl(&["set", "env", "deployment/prod-web", "MODE=tuned"]);
+    let web = w.wait_file("live/apps/base/web.yaml", |t| t.contains("value: tuned"));
+    assert!(
+        web.starts_with("# the web tier") && web.contains("- name: MODE # how it serves"),
+        "{web}"
+    );
+    assert_eq!(w.files(), files_before, "no file was added or removed");
+    // Real kustomize builds, from what Git holds now, what is live.
+    let pulled = w.clone_origin("check");
+    let out = std::process::Command::new(backflow_testkit::kubectl::binary("1.33"))
+        .args([
+            "kustomize",
+            &pulled.join("live/apps/prod").to_string_lossy(),
+        ])
+        .output()
+        .unwrap();
+    let built = String::from_utf8_lossy(&out.stdout).into_owned();
+    for want in [
+        "image: nginx:1.28",
+        "replicas: 3",
+        "size: huge",
+        "color: green",
+        "value: tuned",
+    ] {
+        assert!(built.contains(want), "{want} not in the build:\n{built}");
+    }
+    // A label the overlay gives every object: no document can take it for this one alone.
+    w.kubectl(&[
+        "label",
+        "configmap",
+        "prod-settings",
+        "env=staging",
+        "--overwrite",
+    ]);
+    let refused = wait_for(
+        "the refusal",
+        || {
+            w.kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=prod-settings",
+            ])
+        },
+        || {
+            w.get_json(&[
+                "events",
+                "--field-selector",
+                "involvedObject.name=prod-settings",
+            ])["items"]
+                .as_array()?
+                .iter()
+                .find(|e| e["reason"] == "WriteRefused")
+                .and_then(|e| e["message"].as_str().map(str::to_string))
+        },
+    );
+    assert!(
+        refused.contains("kustomize layout") && refused.contains("/metadata/labels/env"),
+        "{refused}"
+    );
+    assert!(
+        w.show("live/apps/prod/kustomization.yaml")
+            .unwrap()
+            .contains("env: prod")
+    );
+}
