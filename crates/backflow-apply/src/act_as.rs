@@ -63,7 +63,9 @@ impl ActingAs {
     /// Who a claim in `namespace` naming `account` acts as (`None`: backflow itself).
     #[must_use]
     pub fn identity(&self, namespace: &str, account: Option<&str>) -> Option<Identity> {
+        // An empty name is no name, as Flux reads `serviceAccountName: ""`.
         account
+            .filter(|a| !a.is_empty())
             .or(self.default_account.as_deref())
             .map(|name| Identity::service_account(namespace, name))
     }

@@ -117,11 +117,15 @@ struct Overlay {
     dir: String,
     file: String,
     transforms: Vec<String>,
+    /// Files it reads from elsewhere (a patch kept beside the overlay's folder).
+    named: Vec<String>,
 }
 
 impl Overlay {
     fn holds(&self, path: &str) -> bool {
-        self.dir.is_empty() || path.starts_with(&format!("{}/", self.dir))
+        self.dir.is_empty()
+            || path.starts_with(&format!("{}/", self.dir))
+            || self.named.iter().any(|n| n == path)
     }
 
     fn reason(&self) -> String {
@@ -151,6 +155,7 @@ fn kustomize_overlays(files: &[(String, Vec<u8>)]) -> Vec<Overlay> {
                 dir: path.rsplit_once('/').map_or("", |(d, _)| d).to_string(),
                 file: path.clone(),
                 transforms,
+                named: crate::kustomize::named_files(path, bytes),
             })
         })
         .collect()
@@ -266,15 +271,17 @@ mod tests {
             file("apps/base/deployment.yaml", deployment),
             file(
                 "apps/prod/kustomization.yaml",
-                "namePrefix: prod-\nresources: [../base]\npatches: [{path: replicas.yaml}]\n",
+                "namePrefix: prod-\nresources: [../base]\npatches: [{path: replicas.yaml}, {path: ../patches/more.yaml}]\n",
             ),
             file("apps/prod/replicas.yaml", patch),
+            file("apps/patches/more.yaml", patch),
         ];
         let d = declared_objects(&files, &[]);
         assert_eq!(d.objects.len(), 1, "{:?}", d.objects);
         assert_eq!(d.objects[0].path, "apps/base/deployment.yaml");
         assert_eq!(d.objects[0].value["spec"]["replicas"], 1);
-        assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+        assert_eq!(d.problems.len(), 2, "{:?}", d.problems);
+        assert_eq!(d.problems[1].path, "apps/patches/more.yaml");
         assert_eq!(d.problems[0].path, "apps/prod/replicas.yaml");
         assert!(
             d.problems[0].reason.contains("namePrefix")

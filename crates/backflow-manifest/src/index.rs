@@ -52,6 +52,8 @@ pub struct FolderIndex {
     /// layout's documents (patches, bases), not objects, and are not indexed
     /// ([`crate::kustomized`] finds the objects they build).
     layouts: Vec<String>,
+    /// Files such layouts read from elsewhere (patches, generator sources).
+    layout_files: Vec<String>,
 }
 
 /// One file's documents in a [`FolderIndex`], and the blob id of the content they came from:
@@ -132,8 +134,10 @@ impl FolderIndex {
     /// Indexes every manifest under `target` (normalized; `""` is the repository root).
     pub fn build(tree: &dyn TreeView, target: &str) -> Result<Self, IndexError> {
         let listed = tree.list(target)?;
+        let (layouts, layout_files) = layouts(tree, &listed)?;
         let mut index = Self {
-            layouts: layouts(tree, &listed)?,
+            layouts,
+            layout_files,
             ..Self::default()
         };
         let mut scratch = IndexCache::new();
@@ -156,6 +160,7 @@ impl FolderIndex {
         self.layouts
             .iter()
             .any(|d| d.is_empty() || path.starts_with(&format!("{d}/")))
+            || self.layout_files.iter().any(|f| f == path)
     }
 
     /// Re-indexes one file after it changed (`None`: it was removed), as planning a write
@@ -274,8 +279,10 @@ impl FolderIndex {
     ) -> Result<Self, IndexError> {
         let files = tree.files(target)?;
         let listed: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+        let (layouts, layout_files) = layouts(tree, &listed)?;
         let mut index = Self {
-            layouts: layouts(tree, &listed)?,
+            layouts,
+            layout_files,
             ..Self::default()
         };
         let mut seen = BTreeMap::new();
@@ -700,8 +707,12 @@ fn is_kustomization(path: &str) -> bool {
 }
 
 /// The folders among `listed` whose kustomization is the first on its path down and builds
-/// more than it lists (its own or one below it transforms).
-fn layouts(tree: &dyn TreeView, listed: &[String]) -> Result<Vec<String>, IndexError> {
+/// more than it lists (its own or one below it transforms), and the files transforming
+/// kustomizations read from elsewhere.
+fn layouts(
+    tree: &dyn TreeView,
+    listed: &[String],
+) -> Result<(Vec<String>, Vec<String>), IndexError> {
     let kustomizations: Vec<&String> = listed.iter().filter(|p| is_kustomization(p)).collect();
     let dir_of = |p: &str| {
         p.rsplit_once('/')
@@ -710,19 +721,22 @@ fn layouts(tree: &dyn TreeView, listed: &[String]) -> Result<Vec<String>, IndexE
     let dirs: Vec<String> = kustomizations.iter().map(|p| dir_of(p)).collect();
     let under = |d: &str, p: &str| d.is_empty() || p.starts_with(&format!("{d}/"));
     let mut transforming = Vec::new();
+    let mut named = Vec::new();
     for path in &kustomizations {
         if let Some(bytes) = tree.read(path)?
             && !crate::kustomize::transforms(path, &bytes).is_empty()
         {
             transforming.push(dir_of(path));
+            named.extend(crate::kustomize::named_files(path, &bytes));
         }
     }
-    Ok(dirs
+    let layouts = dirs
         .iter()
         .filter(|d| !dirs.iter().any(|o| o != *d && under(o, d)))
         .filter(|d| transforming.iter().any(|t| t == *d || under(d, t)))
         .cloned()
-        .collect())
+        .collect();
+    Ok((layouts, named))
 }
 
 /// The one document of a file rendered from the object `identity` names: rendering writes no

@@ -23,6 +23,9 @@ pub(crate) struct Built {
     files: Files,
     /// The object as the build makes it.
     pub object: Value,
+    /// The folder's other layouts: an edit must not change what they build (a base shared by
+    /// two overlays takes an edit only if the other overlay's build stays as it was).
+    others: Vec<String>,
 }
 
 /// How many times a build may send for files outside the folder (bases elsewhere).
@@ -53,18 +56,21 @@ pub(crate) fn building(
             files.insert(path.clone(), bytes);
         }
     }
-    for dir in dirs.iter().filter(|d| is_build_point(d, &dirs)) {
-        let transforms = kustomizations
-            .iter()
-            .filter(|k| k.starts_with(&format!("{dir}/")) || dir.is_empty())
-            .any(|k| {
-                files
-                    .get(*k)
-                    .is_some_and(|b| !kustomize::transforms(k, b).is_empty())
-            });
-        if !transforms {
-            continue;
-        }
+    let layouts: Vec<&String> = dirs
+        .iter()
+        .filter(|d| is_build_point(d, &dirs))
+        .filter(|dir| {
+            kustomizations
+                .iter()
+                .filter(|k| dir.is_empty() || k.starts_with(&format!("{dir}/")))
+                .any(|k| {
+                    files
+                        .get(*k)
+                        .is_some_and(|b| !kustomize::transforms(k, b).is_empty())
+                })
+        })
+        .collect();
+    for dir in &layouts {
         let Some(objects) = render_loading(tree, &mut files, dir)? else {
             continue;
         };
@@ -72,10 +78,16 @@ pub(crate) fn building(
             .into_iter()
             .find(|o| Identity::of(o).is_ok_and(|i| same(&i, identity)))
         {
+            let others = layouts
+                .iter()
+                .filter(|d| *d != dir)
+                .map(|d| (*d).clone())
+                .collect();
             return Ok(Some(Built {
-                dir: dir.clone(),
+                dir: (*dir).clone(),
                 files,
                 object,
+                others,
             }));
         }
     }
@@ -134,6 +146,36 @@ fn render_loading(
     Ok(None)
 }
 
+/// Refuses `edits` when they change the build of another kustomization of the folder.
+fn others_unchanged(
+    built: &Built,
+    key: &str,
+    edits: &[kustomize::DocumentEdit],
+) -> Result<(), TreeError> {
+    let refused = |reason: String| -> TreeError {
+        ManifestError::KustomizeUnplaceable {
+            object: key.to_string(),
+            layout: built.dir.clone(),
+            reason,
+        }
+        .into()
+    };
+    let edited = kustomize::with_edits(&built.files, edits).map_err(|e| refused(e.to_string()))?;
+    for other in &built.others {
+        let Ok(before) = kustomize::render(&built.files, other) else {
+            continue;
+        };
+        if kustomize::render(&edited, other).ok().as_ref() != Some(&before) {
+            let files: Vec<&str> = edits.iter().map(|e| e.path.as_str()).collect();
+            return Err(refused(format!(
+                "editing {} would also change what {other} builds",
+                files.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A live delete of an object a layout builds: not projected (the object would have to leave
 /// a base or a generator), so refused.
 pub(crate) fn refuse_delete(built: &Built, key: &str) -> TreeError {
@@ -167,6 +209,9 @@ pub(crate) fn project(
         }
     })?;
     tracing::debug!(object = key, edits = ?edits.iter().map(|e| &e.path).collect::<Vec<_>>(), "projected");
+    if !edits.is_empty() {
+        others_unchanged(built, key, &edits)?;
+    }
     let mut updates: Vec<PathUpdate> = Vec::new();
     let mut texts: std::collections::BTreeMap<String, Vec<u8>> = std::collections::BTreeMap::new();
     for edit in edits {

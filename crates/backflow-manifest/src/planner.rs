@@ -2061,11 +2061,36 @@ mod tests {
                 && said.contains("/metadata/labels/env"),
             "{said}"
         );
-        let deleted = s.planner.plan(&tree, &Intent::delete("live", key));
+        let deleted = s.planner.plan(&tree, &Intent::delete("live", key.clone()));
         let said = deleted.expect_err("refused").to_string();
         assert!(
             said.contains("a live delete of an object the layout builds"),
             "{said}"
+        );
+        // A second overlay of the same base: a base value is no longer prod's alone.
+        tree.0.insert(
+            "live/apps/staging/kustomization.yaml".into(),
+            b"namePrefix: staging-\nresources: [../base]\n".to_vec(),
+        );
+        let shared = s.planner.plan(
+            &tree,
+            &Intent::put("live", key.clone(), live("red", "huge", "prod")),
+        );
+        let said = shared.expect_err("refused").to_string();
+        assert!(
+            said.contains("would also change what live/apps/staging builds"),
+            "{said}"
+        );
+        let own = s
+            .planner
+            .plan(
+                &tree,
+                &Intent::put("live", key, live("green", "tiny", "prod")),
+            )
+            .expect("prod's own patch");
+        assert!(
+            own.iter().any(|u| u.path == "live/apps/prod/bigger.yaml"),
+            "{own:?}"
         );
     }
 }

@@ -95,18 +95,24 @@ impl Resource {
     /// Renames it, remembering the name references may still use.
     pub fn rename(&mut self, name: String) {
         let old = self.name().to_string();
-        if old != name {
+        if old != name
+            && let Some(meta) =
+                field_mut(&mut self.value, &["metadata"]).and_then(Value::as_object_mut)
+        {
+            meta.insert("name".into(), Value::String(name));
             self.previous_names.push(old);
-            self.value["metadata"]["name"] = Value::String(name);
         }
     }
 
     /// Moves it to `namespace`, remembering the one references may still use.
     pub fn set_namespace(&mut self, namespace: &str) {
         let old = self.namespace().to_string();
-        if old != namespace {
+        if old != namespace
+            && let Some(meta) =
+                field_mut(&mut self.value, &["metadata"]).and_then(Value::as_object_mut)
+        {
+            meta.insert("namespace".into(), Value::String(namespace.into()));
             self.previous_namespaces.push(old);
-            self.value["metadata"]["namespace"] = Value::String(namespace.into());
         }
     }
 
@@ -121,6 +127,17 @@ impl Resource {
     }
 }
 
+/// The value at `path` of `value` through maps only: `None` where a step is missing or is not
+/// a map (an object's fields come from the repository; indexing them for writing would panic
+/// on a string where a map was expected).
+pub(super) fn field_mut<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
+    let mut at = value;
+    for step in path {
+        at = at.as_object_mut()?.get_mut(*step)?;
+    }
+    Some(at)
+}
+
 /// The build of the kustomization in `dir` (its path from the repository's root); `stack`
 /// holds the folders including it, to refuse a cycle.
 pub(super) fn build(
@@ -128,6 +145,12 @@ pub(super) fn build(
     dir: &str,
     stack: &mut Vec<String>,
 ) -> Result<Vec<Resource>, KustomizeError> {
+    if file::count(files, dir) > 1 {
+        return Err(KustomizeError::Invalid {
+            file: format!("{dir}/kustomization.yaml"),
+            reason: "the folder holds more than one kustomization file (kustomization.yaml, kustomization.yml, Kustomization): kustomize refuses to choose".into(),
+        });
+    }
     let Some((path, bytes)) = file::find(files, dir) else {
         return Err(KustomizeError::Missing {
             file: stack.last().cloned().unwrap_or_default(),
@@ -199,7 +222,7 @@ fn resource(
     entry: &str,
     stack: &mut Vec<String>,
 ) -> Result<Vec<Resource>, KustomizeError> {
-    if entry.contains("://") || entry.starts_with("github.com/") || entry.starts_with("git@") {
+    if super::is_remote(entry) {
         return Err(KustomizeError::Unsupported {
             file: file.to_string(),
             feature: format!("resources: {entry}"),

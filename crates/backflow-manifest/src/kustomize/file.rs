@@ -47,6 +47,21 @@ fn why_not(field: &str) -> &'static str {
     }
 }
 
+/// How many kustomization files folder `dir` holds.
+pub(super) fn count(files: &Files, dir: &str) -> usize {
+    KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .filter(|name| {
+            let path = if dir.is_empty() {
+                (**name).to_string()
+            } else {
+                format!("{dir}/{name}")
+            };
+            files.contains_key(&path)
+        })
+        .count()
+}
+
 /// The kustomization file of folder `dir`, if it has one.
 pub(super) fn find<'a>(files: &'a Files, dir: &str) -> Option<(String, &'a [u8])> {
     KUSTOMIZATION_FILE_NAMES.iter().find_map(|name| {
@@ -65,8 +80,7 @@ pub(super) fn read(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
         file: path.to_string(),
         reason,
     };
-    let text = std::str::from_utf8(bytes).map_err(|e| invalid(format!("not UTF-8: {e}")))?;
-    let value: Value = yaml_serde::from_str(text).map_err(|e| invalid(format!("not YAML: {e}")))?;
+    let value = first_document(path, bytes)?;
     let value = if value.is_null() {
         Value::Object(serde_json::Map::new())
     } else {
@@ -94,6 +108,21 @@ pub(super) fn read(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
         });
     }
     Ok(value)
+}
+
+/// The first document of a file, read within the limits every manifest is read with (size,
+/// documents, alias expansion).
+pub(super) fn first_document(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
+    let parsed = crate::document::parse_file(path, bytes).map_err(|e| KustomizeError::Invalid {
+        file: path.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(parsed
+        .docs
+        .into_iter()
+        .map(|d| d.value)
+        .find(|v| !v.is_null())
+        .unwrap_or(Value::Null))
 }
 
 /// The strings of list field `field` (a missing field is an empty list).

@@ -63,33 +63,18 @@ fn place(
     match (behavior, existing) {
         ("create", _) => add(resources, made, file),
         ("merge", Some(old)) => {
-            for field in ["data", "binaryData"] {
-                if let Some(Value::Object(new)) = made.value.get(field) {
-                    let slot = old.value[field].as_object_mut();
-                    match slot {
-                        Some(m) => m.extend(new.clone()),
-                        None => old.value[field] = Value::Object(new.clone()),
-                    }
-                }
-            }
-            for field in ["labels", "annotations"] {
-                if let Some(Value::Object(new)) = made.value["metadata"].get(field) {
-                    match old.value["metadata"][field].as_object_mut() {
-                        Some(m) => m.extend(new.clone()),
-                        None => old.value["metadata"][field] = Value::Object(new.clone()),
-                    }
-                }
-            }
-            old.needs_hash = old.needs_hash && made.needs_hash;
+            merge_generated(old, &made);
             Ok(())
         }
         ("replace", Some(old)) => {
             let name = old.name().to_string();
             let namespace = old.namespace().to_string();
             old.value = made.value;
-            old.value["metadata"]["name"] = json!(name);
-            if !namespace.is_empty() {
-                old.value["metadata"]["namespace"] = json!(namespace);
+            if let Some(meta) = old.value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("name".into(), json!(name));
+                if !namespace.is_empty() {
+                    meta.insert("namespace".into(), json!(namespace));
+                }
             }
             old.needs_hash = made.needs_hash;
             Ok(())
@@ -107,6 +92,37 @@ fn place(
             reason: format!("generator behavior {other:?}: expected create, merge or replace"),
         }),
     }
+}
+
+/// `made` laid over `old` (`behavior: merge`): data, labels and annotations added to.
+fn merge_generated(old: &mut Resource, made: &Resource) {
+    let extend = |into: Option<&mut Value>, from: Option<&Value>| {
+        if let (Some(Value::Object(into)), Some(Value::Object(from))) = (into, from) {
+            into.extend(from.clone());
+        }
+    };
+    for field in ["data", "binaryData"] {
+        if old.value.get(field).is_none()
+            && let (Some(map), Some(new)) = (old.value.as_object_mut(), made.value.get(field))
+        {
+            map.insert(field.into(), new.clone());
+            continue;
+        }
+        extend(old.value.get_mut(field), made.value.get(field));
+    }
+    for field in ["labels", "annotations"] {
+        let from = made.value["metadata"].get(field);
+        match old.value.get_mut("metadata").and_then(Value::as_object_mut) {
+            Some(meta) if meta.get(field).is_none() => {
+                if let Some(new) = from {
+                    meta.insert(field.into(), new.clone());
+                }
+            }
+            Some(meta) => extend(meta.get_mut(field), from),
+            None => {}
+        }
+    }
+    old.needs_hash = old.needs_hash && made.needs_hash;
 }
 
 /// The object one generator entry makes.
@@ -165,6 +181,13 @@ fn generate(
         }
     }
     // Either level turning a switch on turns it on (kustomize ORs them).
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some((key, _)) = pairs.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+        return Err(invalid(format!(
+            "{} generator {name:?} has the key {key:?} twice (kustomize refuses it)",
+            what.kind()
+        )));
+    }
     let option = |field: &str| {
         [entry["options"].get(field), defaults.get(field)]
             .into_iter()

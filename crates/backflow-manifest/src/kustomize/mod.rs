@@ -103,8 +103,8 @@ pub fn is_kustomization(files: &Files, dir: &str) -> bool {
 /// when applying its folder's files as they are gives the same objects.
 #[must_use]
 pub fn transforms(path: &str, text: &[u8]) -> Vec<String> {
-    let Ok(k) = yaml_serde::from_slice::<Value>(text) else {
-        return vec!["(not YAML)".into()];
+    let Ok(k) = file::first_document(path, text) else {
+        return vec!["(not a readable kustomization)".into()];
     };
     let Some(fields) = k.as_object() else {
         return Vec::new();
@@ -121,7 +121,7 @@ pub fn transforms(path: &str, text: &[u8]) -> Vec<String> {
         .collect();
     let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
     let inside = |entry: &str| {
-        !entry.contains("://")
+        !is_remote(entry)
             && join(dir, entry).is_some_and(|p| dir.is_empty() || p.starts_with(&format!("{dir}/")))
     };
     for field in ["resources", "bases"] {
@@ -137,6 +137,55 @@ pub fn transforms(path: &str, text: &[u8]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The files kustomization `text` (at `path`) reads besides its resources — patch files and
+/// generator sources — by path from the repository's root: documents of the layout, not
+/// objects, wherever they are.
+#[must_use]
+pub fn named_files(path: &str, text: &[u8]) -> Vec<String> {
+    let Ok(k) = file::first_document(path, text) else {
+        return Vec::new();
+    };
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut named: Vec<&str> = Vec::new();
+    fn strings(v: &Value) -> Vec<&str> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect()
+    }
+    named.extend(
+        strings(&k["patchesStrategicMerge"])
+            .into_iter()
+            .filter(|e| !e.contains('\n')),
+    );
+    for field in ["patches", "patchesJson6902"] {
+        named.extend(
+            k[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["path"].as_str()),
+        );
+    }
+    for field in ["configMapGenerator", "secretGenerator"] {
+        for entry in k[field].as_array().into_iter().flatten() {
+            for source in strings(&entry["files"]) {
+                named.push(source.split_once('=').map_or(source, |(_, p)| p));
+            }
+            named.extend(strings(&entry["envs"]));
+            named.extend(entry["env"].as_str());
+        }
+    }
+    named.into_iter().filter_map(|rel| join(dir, rel)).collect()
+}
+
+/// Whether a `resources` entry names something fetched at build time (a Git repository or an
+/// URL), not a path of the repository.
+fn is_remote(entry: &str) -> bool {
+    entry.contains("://") || entry.starts_with("github.com/") || entry.starts_with("git@")
 }
 
 /// `dir` without `.`/empty segments or a trailing slash (`""`: the root).

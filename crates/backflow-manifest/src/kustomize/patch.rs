@@ -11,9 +11,9 @@ use super::{Files, KustomizeError, join};
 /// Which objects a patch applies to (`target:`), kustomize's selector.
 #[derive(Debug, Default)]
 struct Target {
-    group: Option<String>,
-    version: Option<String>,
-    kind: Option<String>,
+    group: Option<regex::Regex>,
+    version: Option<regex::Regex>,
+    kind: Option<regex::Regex>,
     name: Option<regex::Regex>,
     namespace: Option<regex::Regex>,
     label_selector: Option<String>,
@@ -34,9 +34,9 @@ impl Target {
                 .transpose()
         };
         Ok(Self {
-            group: text("group"),
-            version: text("version"),
-            kind: text("kind"),
+            group: pattern("group")?,
+            version: pattern("version")?,
+            kind: pattern("kind")?,
             name: pattern("name")?,
             namespace: pattern("namespace")?,
             label_selector: text("labelSelector"),
@@ -49,9 +49,12 @@ impl Target {
         let names = std::iter::once(r.name()).chain(r.previous_names.iter().map(String::as_str));
         let namespaces =
             std::iter::once(r.namespace()).chain(r.previous_namespaces.iter().map(String::as_str));
-        self.group.as_deref().is_none_or(|g| g == r.group())
-            && self.version.as_deref().is_none_or(|v| v == version)
-            && self.kind.as_deref().is_none_or(|k| k == r.kind())
+        // kustomize reads every field of a target as a regular expression, and an object
+        // without a namespace as one in `default`.
+        let namespaces = namespaces.map(|n| if n.is_empty() { "default" } else { n });
+        self.group.as_ref().is_none_or(|re| re.is_match(r.group()))
+            && self.version.as_ref().is_none_or(|re| re.is_match(version))
+            && self.kind.as_ref().is_none_or(|re| re.is_match(r.kind()))
             && self
                 .name
                 .as_ref()
@@ -161,21 +164,22 @@ fn at(file: Option<&String>, document: usize) -> Option<Origin> {
     })
 }
 
-/// The YAML documents of a patch, each with its place among the file's documents.
+/// The YAML documents of a patch (read as every manifest is, within its limits), each with
+/// its place among the file's documents.
 fn documents(text: &str, file: &str) -> Result<Vec<(usize, Value)>, KustomizeError> {
-    let mut out = Vec::new();
-    for (document, de) in yaml_serde::Deserializer::from_str(text).enumerate() {
-        let v = <Value as serde::Deserialize>::deserialize(de).map_err(|e| {
-            KustomizeError::Invalid {
-                file: file.to_string(),
-                reason: format!("a patch is not YAML: {e}"),
-            }
-        })?;
-        if !v.is_null() {
-            out.push((document, v));
+    let parsed = crate::document::parse_file(file, text.as_bytes()).map_err(|e| {
+        KustomizeError::Invalid {
+            file: file.to_string(),
+            reason: format!("a patch does not read: {e}"),
         }
-    }
-    Ok(out)
+    })?;
+    Ok(parsed
+        .docs
+        .into_iter()
+        .enumerate()
+        .filter(|(_, d)| !d.value.is_null())
+        .map(|(i, d)| (i, d.value))
+        .collect())
 }
 
 /// `patchesStrategicMerge`, then `patches` (kustomize's order).

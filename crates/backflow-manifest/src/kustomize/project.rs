@@ -283,7 +283,10 @@ fn place(
                 let image = value
                     .and_then(Value::as_str)
                     .ok_or_else(|| refuse("an image cannot be removed".into()))?;
-                retarget(&mut k["images"][*entry], image);
+                let slot = k
+                    .pointer_mut(&format!("/images/{entry}"))
+                    .ok_or_else(|| refuse(format!("{kustomization} changed while it was read")))?;
+                retarget(slot, image);
                 documents.set(&at, k);
                 return Ok(());
             }
@@ -299,7 +302,10 @@ fn place(
                 let count = value
                     .filter(|v| v.is_i64())
                     .ok_or_else(|| refuse("replicas is a number here".into()))?;
-                k["replicas"][*entry]["count"] = count.clone();
+                let slot = k
+                    .pointer_mut(&format!("/replicas/{entry}/count"))
+                    .ok_or_else(|| refuse(format!("{kustomization} changed while it was read")))?;
+                *slot = count.clone();
                 documents.set(&at, k);
                 return Ok(());
             }

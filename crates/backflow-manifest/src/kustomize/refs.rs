@@ -183,19 +183,17 @@ pub(super) fn fix_references(resources: &mut [Resource]) {
                 &from,
             );
         }
-        if kind == "HorizontalPodAutoscaler" {
-            let target = r.value["spec"]["scaleTargetRef"]["kind"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            fix(&mut r.value["spec"]["scaleTargetRef"], &target);
+        if kind == "HorizontalPodAutoscaler"
+            && let Some(holder) = super::build::field_mut(&mut r.value, &["spec", "scaleTargetRef"])
+        {
+            let target = holder["kind"].as_str().unwrap_or("").to_string();
+            fix(holder, &target);
         }
         if kind == "RoleBinding" || kind == "ClusterRoleBinding" {
-            let role = r.value["roleRef"]["kind"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            fix(&mut r.value["roleRef"], &role);
+            if let Some(holder) = super::build::field_mut(&mut r.value, &["roleRef"]) {
+                let role = holder["kind"].as_str().unwrap_or("").to_string();
+                fix(holder, &role);
+            }
             subjects(&mut r.value, &renamed, &from);
         }
     }

@@ -126,3 +126,58 @@ fn images_match_by_name_and_keep_what_they_do_not_set() {
         .collect();
     assert_eq!(got, ["nginx:1.27", "mirror/app:v2", "nginxinc/nginx:1"]);
 }
+
+#[test]
+fn what_kustomize_refuses_is_refused() {
+    let twice = files(&[(
+        "k/kustomization.yaml",
+        "configMapGenerator:\n- name: c\n  literals: [a=1, a=2]\n",
+    )]);
+    assert!(
+        matches!(render(&twice, "k"), Err(KustomizeError::Invalid { reason, .. }) if reason.contains("twice")),
+    );
+    let two_files = files(&[
+        ("k/kustomization.yaml", "resources: []\n"),
+        ("k/kustomization.yml", "resources: []\n"),
+    ]);
+    assert!(matches!(
+        render(&two_files, "k"),
+        Err(KustomizeError::Invalid { .. })
+    ));
+}
+
+/// Objects of odd shapes pass through untouched where a transformer has nothing to change,
+/// and a kustomization of the wrong shape is an error — never a panic (they panicked).
+#[test]
+fn odd_shapes_are_errors_or_left_alone_never_a_panic() {
+    let render_one = |kustomization: &str, resource: &str| {
+        let tree = files(&[
+            ("k/kustomization.yaml", kustomization),
+            ("k/r.yaml", resource),
+        ]);
+        render(&tree, "k")
+    };
+    let scaled = render_one(
+        "replicas: [{name: d, count: 2}]\nresources: [r.yaml]\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: 3\n",
+    );
+    assert_eq!(scaled.expect("renders")[0]["spec"], json!(3));
+    let hpa = render_one(
+        "namePrefix: p-\nresources: [r.yaml]\n",
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: [1]\n",
+    );
+    assert_eq!(hpa.expect("renders")[0]["spec"], json!([1]));
+    let binding = render_one(
+        "namePrefix: p-\nresources: [r.yaml]\n",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: b}\nroleRef: x\nsubjects: 3\n",
+    );
+    assert_eq!(binding.expect("renders")[0]["roleRef"], json!("x"));
+    let images = render_one(
+        "images: 3\nresources: [r.yaml]\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    );
+    assert!(
+        matches!(images, Err(KustomizeError::Invalid { .. })),
+        "{images:?}"
+    );
+}

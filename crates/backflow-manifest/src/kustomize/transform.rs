@@ -62,7 +62,7 @@ pub(super) fn namespace(
     Ok(())
 }
 
-/// `namePrefix:` and `nameSuffix:` — every object but Namespaces and CRDs.
+/// `namePrefix:` and `nameSuffix:` — every object but Namespaces, CRDs and `APIService`s.
 pub(super) fn prefix_suffix(k: &Value, resources: &mut [Resource]) {
     let prefix = k["namePrefix"].as_str().unwrap_or("");
     let suffix = k["nameSuffix"].as_str().unwrap_or("");
@@ -70,7 +70,10 @@ pub(super) fn prefix_suffix(k: &Value, resources: &mut [Resource]) {
         return;
     }
     for r in resources {
-        if matches!(r.kind(), "Namespace" | "CustomResourceDefinition") {
+        if matches!(
+            r.kind(),
+            "Namespace" | "CustomResourceDefinition" | "APIService"
+        ) {
             continue;
         }
         let name = format!("{prefix}{}{suffix}", r.name());
@@ -281,7 +284,12 @@ pub(super) fn replicas(
                 r.kind(),
                 "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController"
             ) {
-                r.value["spec"]["replicas"] = json!(count);
+                let Some(spec) =
+                    super::build::field_mut(&mut r.value, &["spec"]).and_then(Value::as_object_mut)
+                else {
+                    continue;
+                };
+                spec.insert("replicas".into(), json!(count));
                 r.layers.push(Layer::Replicas {
                     kustomization: file.to_string(),
                     entry: index,
@@ -359,14 +367,27 @@ pub(super) fn images(
     Ok(())
 }
 
-/// `image` as the first `images:` entry naming it says, with that entry's place; `None` when
-/// no entry names it.
+/// `image` after every `images:` entry, in order, as kustomize runs one transformer per
+/// entry (an entry may rename the image another one then retags), with the last entry that
+/// changed it; `None` when no entry names it.
 fn retag(image: &str, wanted: &[Value]) -> Option<(usize, String)> {
+    let mut current = image.to_string();
+    let mut last = None;
+    for (index, entry) in wanted.iter().enumerate() {
+        if let Some(changed) = retag_one(&current, entry) {
+            current = changed;
+            last = Some(index);
+        }
+    }
+    last.map(|index| (index, current))
+}
+
+/// `image` as one `images:` entry says, when it names it.
+fn retag_one(image: &str, entry: &Value) -> Option<String> {
     let parsed = parse_image(image);
-    let (index, entry) = wanted
-        .iter()
-        .enumerate()
-        .find(|(_, e)| e["name"].as_str() == Some(parsed.name))?;
+    if entry["name"].as_str() != Some(parsed.name) {
+        return None;
+    }
     let name = entry["newName"].as_str().unwrap_or(parsed.name);
     let new_tag = match &entry["newTag"] {
         Value::String(s) => Some(s.clone()),
@@ -374,10 +395,10 @@ fn retag(image: &str, wanted: &[Value]) -> Option<(usize, String)> {
         _ => None,
     };
     if let Some(digest) = entry["digest"].as_str() {
-        return Some((index, format!("{name}@{digest}")));
+        return Some(format!("{name}@{digest}"));
     }
     if let Some(tag) = new_tag {
-        return Some((index, format!("{name}:{tag}")));
+        return Some(format!("{name}:{tag}"));
     }
     let mut out = name.to_string();
     if let Some(tag) = parsed.tag {
@@ -386,5 +407,5 @@ fn retag(image: &str, wanted: &[Value]) -> Option<(usize, String)> {
     if let Some(digest) = parsed.digest {
         out = format!("{out}@{digest}");
     }
-    Some((index, out))
+    Some(out)
 }
