@@ -406,6 +406,9 @@ fn merge_at(
         t.retain(|k, _| keep.contains(&k.as_str()));
     }
     for (k, v) in p {
+        if k.starts_with("$setElementOrder/") {
+            return Err(unsupported_directive(k, file));
+        }
         if k.starts_with('$') {
             if let Some(list) = k.strip_prefix("$deleteFromPrimitiveList/")
                 && let (Some(Value::Array(items)), Some(gone)) = (t.get_mut(list), v.as_array())
@@ -428,6 +431,12 @@ fn merge_at(
                 if existing.is_null() {
                     t.remove(k);
                 }
+            }
+            (Value::Array(items), _) if items.iter().any(|i| i.get("$patch").is_some()) => {
+                return Err(unsupported_directive(
+                    "$patch in a list without a merge key",
+                    file,
+                ));
             }
             (other, _) => *existing = other.clone(),
         }
@@ -457,6 +466,16 @@ fn lenient(ops: &json_patch::Patch, value: &Value) -> json_patch::Patch {
     json_patch::Patch(out)
 }
 
+/// A strategic-merge directive backflow does not render, refused rather than rendered
+/// otherwise than kustomize would.
+fn unsupported_directive(what: &str, file: &str) -> KustomizeError {
+    KustomizeError::Unsupported {
+        file: file.to_string(),
+        feature: what.to_string(),
+        why: "this strategic-merge directive is not rendered".into(),
+    }
+}
+
 /// A list merged by `key` as kustomize merges it: the patch's items first, in its order (each
 /// merged into the item of the same key), then the items the patch does not name; an item
 /// with `$patch: delete` removes its match.
@@ -470,6 +489,9 @@ fn merge_list(
     let mut rest: Vec<Value> = existing.as_array().cloned().unwrap_or_default();
     let mut merged = Vec::new();
     for item in items {
+        if matches!(item.get("$patch").and_then(Value::as_str), Some(d) if d != "delete") {
+            return Err(unsupported_directive("$patch in a list item", file));
+        }
         let id = item.get(key);
         let pos = rest.iter().position(|m| id.is_some() && m.get(key) == id);
         let mut slot = pos.map_or(Value::Null, |i| rest.remove(i));

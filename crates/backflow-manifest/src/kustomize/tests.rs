@@ -181,3 +181,26 @@ fn odd_shapes_are_errors_or_left_alone_never_a_panic() {
         "{images:?}"
     );
 }
+
+#[test]
+fn strategic_merge_directives_not_rendered_are_refused() {
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: x}]\n      tolerations: [{key: k}]\n";
+    for patch in [
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      containers:\n      - {$patch: replace}\n      - {name: b, image: y}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      tolerations:\n      - {$patch: replace}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      $setElementOrder/containers: [{name: a}]\n",
+    ] {
+        let tree = files(&[
+            (
+                "k/kustomization.yaml",
+                "resources: [d.yaml]\npatches: [{path: p.yaml}]\n",
+            ),
+            ("k/d.yaml", deployment),
+            ("k/p.yaml", patch),
+        ]);
+        assert!(
+            matches!(render(&tree, "k"), Err(KustomizeError::Unsupported { .. })),
+            "{patch}"
+        );
+    }
+}
