@@ -46,17 +46,19 @@ pub struct Declared {
 #[must_use]
 pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity]) -> Declared {
     let mut out = Declared::default();
-    let overlays = kustomize_overlays(files);
+    let layouts = built_layouts(files, &mut out);
     for (path, bytes) in files {
         if classify(path) != FileClass::Manifests {
             continue;
         }
-        if let Some(overlay) = overlays.iter().find(|o| o.holds(path)) {
-            out.problems.push(DeclarationProblem {
-                path: path.clone(),
-                reason: overlay.reason(),
-                identity: None,
-            });
+        if let Some(layout) = layouts.iter().find(|l| l.holds(path)) {
+            if let Some(why) = &layout.failed {
+                out.problems.push(DeclarationProblem {
+                    path: path.clone(),
+                    reason: why.clone(),
+                    identity: None,
+                });
+            }
             continue;
         }
         let problem = |reason: String, identity: Option<Identity>| DeclarationProblem {
@@ -111,52 +113,78 @@ pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity])
     out
 }
 
-/// A folder whose kustomization builds something other than its files (patches, prefixes,
-/// generators, bases from elsewhere): its files are not the objects it declares.
-struct Overlay {
-    dir: String,
-    file: String,
-    transforms: Vec<String>,
-    /// Files it reads from elsewhere (a patch kept beside the overlay's folder).
-    named: Vec<String>,
+/// A kustomize layout of the files, and why its build could not be read (then its files are
+/// reported and its objects left as they are).
+struct BuiltLayout {
+    layout: crate::kustomize::Layout,
+    failed: Option<String>,
 }
 
-impl Overlay {
+impl BuiltLayout {
     fn holds(&self, path: &str) -> bool {
-        self.dir.is_empty()
-            || path.starts_with(&format!("{}/", self.dir))
-            || self.named.iter().any(|n| n == path)
-    }
-
-    fn reason(&self) -> String {
-        format!(
-            "{} builds its folder with kustomize ({}): applying its files as they are would apply patches as objects and skip what it transforms, so backflow leaves the objects of {} as they are (hold the folder with a FluxClaim, whose kustomize-controller builds it)",
-            self.file,
-            self.transforms.join(", "),
-            if self.dir.is_empty() {
-                "the folder"
-            } else {
-                &self.dir
-            }
-        )
+        self.layout.holds(path)
     }
 }
 
-fn kustomize_overlays(files: &[(String, Vec<u8>)]) -> Vec<Overlay> {
-    files
+/// The objects every kustomize layout among `files` builds, added to `out` (the objects
+/// Flux's kustomize-controller would apply for the same folder; encrypted documents in a build
+/// are reported, not decrypted).
+fn built_layouts(files: &[(String, Vec<u8>)], out: &mut Declared) -> Vec<BuiltLayout> {
+    let kustomizations: Vec<(String, Vec<u8>)> = files
         .iter()
         .filter(|(path, _)| {
             let name = path.rsplit('/').next().unwrap_or(path);
             crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&name)
         })
-        .filter_map(|(path, bytes)| {
-            let transforms = crate::kustomize::transforms(path, bytes);
-            (!transforms.is_empty()).then(|| Overlay {
-                dir: path.rsplit_once('/').map_or("", |(d, _)| d).to_string(),
-                file: path.clone(),
-                transforms,
-                named: crate::kustomize::named_files(path, bytes),
-            })
+        .cloned()
+        .collect();
+    let layouts = crate::kustomize::layouts(&kustomizations);
+    if layouts.is_empty() {
+        return Vec::new();
+    }
+    let tree: crate::kustomize::Files = files.iter().cloned().collect();
+    layouts
+        .into_iter()
+        .map(|layout| {
+            let failed = match crate::kustomize::render(&tree, &layout.dir) {
+                Ok(objects) => {
+                    for value in objects {
+                        let identity = match Identity::of(&value) {
+                            Ok(i) => i,
+                            Err(reason) => {
+                                out.problems.push(DeclarationProblem {
+                                    path: layout.kustomization.clone(),
+                                    reason: format!("its build makes something that is not an object: {reason}"),
+                                    identity: None,
+                                });
+                                continue;
+                            }
+                        };
+                        if value.get("sops").is_some() {
+                            out.problems.push(DeclarationProblem {
+                                path: layout.kustomization.clone(),
+                                reason: "its build holds a SOPS-encrypted document, which backflow does not decrypt inside a kustomize build".into(),
+                                identity: Some(identity),
+                            });
+                            continue;
+                        }
+                        out.objects.push(DeclaredObject {
+                            identity,
+                            value,
+                            path: layout.kustomization.clone(),
+                            encrypted: false,
+                        });
+                    }
+                    None
+                }
+                Err(e) => Some(format!(
+                    "{} builds its folder with kustomize ({}), and the build cannot be read: {e}; backflow leaves the objects of {} as they are",
+                    layout.kustomization,
+                    layout.transforms.join(", "),
+                    if layout.dir.is_empty() { "the folder" } else { &layout.dir }
+                )),
+            };
+            BuiltLayout { layout, failed }
         })
         .collect()
 }
@@ -256,14 +284,16 @@ mod tests {
         assert!(d.problems.iter().any(|p| p.path == "live/broken.yaml"));
     }
 
-    /// A kustomize overlay's files are not applied as objects (its patch is no Deployment),
-    /// each reported; a folder whose kustomization only lists its files is read as before.
+    /// A kustomize overlay declares what its build makes, as Flux would apply it (its patch is
+    /// no Deployment of its own); a base whose kustomization only lists its files reads as
+    /// before; an overlay whose build cannot be read is reported, file by file, and declares
+    /// nothing.
     #[test]
-    fn an_overlays_files_are_not_declared_as_objects() {
+    fn an_overlay_declares_its_build_and_its_files_are_not_objects() {
         let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  replicas: 1\n";
         let patch =
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n";
-        let files = vec![
+        let mut files = vec![
             file(
                 "apps/base/kustomization.yaml",
                 "resources: [deployment.yaml]\n",
@@ -277,16 +307,40 @@ mod tests {
             file("apps/patches/more.yaml", patch),
         ];
         let d = declared_objects(&files, &[]);
-        assert_eq!(d.objects.len(), 1, "{:?}", d.objects);
-        assert_eq!(d.objects[0].path, "apps/base/deployment.yaml");
-        assert_eq!(d.objects[0].value["spec"]["replicas"], 1);
+        let got: Vec<(String, String, Value)> = d
+            .objects
+            .iter()
+            .map(|o| {
+                (
+                    o.identity.name.clone(),
+                    o.path.clone(),
+                    o.value["spec"]["replicas"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "prod-web".to_string(),
+                    "apps/prod/kustomization.yaml".to_string(),
+                    Value::from(3)
+                ),
+                (
+                    "web".to_string(),
+                    "apps/base/deployment.yaml".to_string(),
+                    Value::from(1)
+                ),
+            ]
+        );
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        files.retain(|(p, _)| !p.starts_with("apps/base/"));
+        let d = declared_objects(&files, &[]);
+        assert!(d.objects.is_empty(), "{:?}", d.objects);
         assert_eq!(d.problems.len(), 2, "{:?}", d.problems);
-        assert_eq!(d.problems[1].path, "apps/patches/more.yaml");
-        assert_eq!(d.problems[0].path, "apps/prod/replicas.yaml");
         assert!(
             d.problems[0].reason.contains("namePrefix")
-                && d.problems[0].reason.contains("patches")
-                && d.problems[0].reason.contains("resources: ../base"),
+                && d.problems[0].reason.contains("the build cannot be read"),
             "{}",
             d.problems[0].reason
         );

@@ -706,37 +706,21 @@ fn is_kustomization(path: &str) -> bool {
     crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&path.rsplit('/').next().unwrap_or(path))
 }
 
-/// The folders among `listed` whose kustomization is the first on its path down and builds
-/// more than it lists (its own or one below it transforms), and the files transforming
-/// kustomizations read from elsewhere.
+/// The folders of the kustomize layouts among `listed` ([`crate::kustomize::layouts`]), and
+/// the files they read from elsewhere.
 fn layouts(
     tree: &dyn TreeView,
     listed: &[String],
 ) -> Result<(Vec<String>, Vec<String>), IndexError> {
-    let kustomizations: Vec<&String> = listed.iter().filter(|p| is_kustomization(p)).collect();
-    let dir_of = |p: &str| {
-        p.rsplit_once('/')
-            .map_or(String::new(), |(d, _)| d.to_string())
-    };
-    let dirs: Vec<String> = kustomizations.iter().map(|p| dir_of(p)).collect();
-    let under = |d: &str, p: &str| d.is_empty() || p.starts_with(&format!("{d}/"));
-    let mut transforming = Vec::new();
-    let mut named = Vec::new();
-    for path in &kustomizations {
-        if let Some(bytes) = tree.read(path)?
-            && !crate::kustomize::transforms(path, &bytes).is_empty()
-        {
-            transforming.push(dir_of(path));
-            named.extend(crate::kustomize::named_files(path, &bytes));
+    let mut kustomizations = Vec::new();
+    for path in listed.iter().filter(|p| is_kustomization(p)) {
+        if let Some(bytes) = tree.read(path)? {
+            kustomizations.push((path.clone(), bytes));
         }
     }
-    let layouts = dirs
-        .iter()
-        .filter(|d| !dirs.iter().any(|o| o != *d && under(o, d)))
-        .filter(|d| transforming.iter().any(|t| t == *d || under(d, t)))
-        .cloned()
-        .collect();
-    Ok((layouts, named))
+    let found = crate::kustomize::layouts(&kustomizations);
+    let named = found.iter().flat_map(|l| l.named.clone()).collect();
+    Ok((found.into_iter().map(|l| l.dir).collect(), named))
 }
 
 /// The one document of a file rendered from the object `identity` names: rendering writes no

@@ -182,6 +182,68 @@ pub fn named_files(path: &str, text: &[u8]) -> Vec<String> {
     named.into_iter().filter_map(|rel| join(dir, rel)).collect()
 }
 
+/// A kustomize layout of a folder: the first kustomization on its path down, when it (or one
+/// below it) builds more than it lists — as Flux's kustomize-controller finds what to build
+/// in a folder with no kustomization at its top.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Its folder.
+    pub dir: String,
+    /// Its kustomization file.
+    pub kustomization: String,
+    /// What makes its build more than its files (see [`transforms`]).
+    pub transforms: Vec<String>,
+    /// Files its kustomizations read from elsewhere (patches, generator sources).
+    pub named: Vec<String>,
+}
+
+impl Layout {
+    /// Whether `path` is one of its documents (not an object of the folder).
+    #[must_use]
+    pub fn holds(&self, path: &str) -> bool {
+        self.dir.is_empty()
+            || path.starts_with(&format!("{}/", self.dir))
+            || self.named.iter().any(|n| n == path)
+    }
+}
+
+/// The layouts among `kustomizations` (each file's path and bytes: every kustomization file of
+/// a folder).
+#[must_use]
+pub fn layouts(kustomizations: &[(String, Vec<u8>)]) -> Vec<Layout> {
+    let dir_of = |p: &str| {
+        p.rsplit_once('/')
+            .map_or(String::new(), |(d, _)| d.to_string())
+    };
+    let under = |d: &str, p: &str| d.is_empty() || p.starts_with(&format!("{d}/"));
+    let dirs: Vec<String> = kustomizations.iter().map(|(p, _)| dir_of(p)).collect();
+    let mut out = Vec::new();
+    for (path, _) in kustomizations {
+        let dir = dir_of(path);
+        if dirs.iter().any(|o| *o != dir && under(o, &dir)) {
+            continue;
+        }
+        let mut transforms_all = Vec::new();
+        let mut named = Vec::new();
+        for (inner, bytes) in kustomizations.iter().filter(|(p, _)| under(&dir, p)) {
+            let t = transforms(inner, bytes);
+            if !t.is_empty() {
+                named.extend(named_files(inner, bytes));
+                transforms_all.extend(t);
+            }
+        }
+        if !transforms_all.is_empty() {
+            out.push(Layout {
+                dir,
+                kustomization: path.clone(),
+                transforms: transforms_all,
+                named,
+            });
+        }
+    }
+    out
+}
+
 /// Whether a `resources` entry names something fetched at build time (a Git repository or an
 /// URL), not a path of the repository.
 fn is_remote(entry: &str) -> bool {

@@ -1,16 +1,16 @@
-//! Kustomize layouts in a coordinated folder: until backflow applies kustomize builds, an
-//! overlay's files (patches, prefixes, generators, bases from elsewhere) are never applied as
-//! if they were objects — each is reported and its objects left as they are.
+//! Kustomize layouts: an overlay in a coordinated folder is applied as its build, and live
+//! edits of what a layout builds are projected back into the layout.
 
 use crate::apply::{claim, cm_value, wait_acting};
 use crate::common::{World, configmap, wait_for};
 
-/// A base beside an overlay that renames and patches it, pushed to `serve`'s folder: the base
-/// (a folder whose kustomization only lists its files) is applied as before; the overlay's
-/// patch — a partial `ConfigMap` of the same name — is not applied over it, and the claim says
-/// why, naming the overlay's kustomization and what it does.
+/// A base beside an overlay that renames and patches it, pushed to `serve`'s folder: the
+/// overlay is applied as its build — what Flux's kustomize-controller would apply for the
+/// folder — never its patch as if it were the object; the base (whose kustomization only lists
+/// its files) is applied as it is. The applied build writes nothing back to Git, and a live
+/// edit of a built object lands in the overlay's patch.
 #[test]
-fn an_overlay_pushed_to_a_coordinated_folder_is_not_applied_as_raw_files() {
+fn an_overlay_pushed_to_a_coordinated_folder_is_applied_as_its_build() {
     let w = World::start(&[]);
     wait_acting(&w);
     let clone = w.clone_origin("bob");
@@ -39,36 +39,46 @@ fn an_overlay_pushed_to_a_coordinated_folder_is_not_applied_as_raw_files() {
     .unwrap();
     std::fs::write(
         prod.join("bigger.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  size: large\n",
+        "# production is bigger\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  size: large\n",
     )
     .unwrap();
     let pushed = w.commit_all_and_push_rebasing(&clone, "a base and an overlay");
-    let applied = crate::apply::wait_applied(&w, &pushed);
-    let told = wait_for(
-        "the claim to report the overlay",
-        || format!("{:#}", claim(&w)),
-        || {
-            claim(&w)["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["reason"] == "UnreadableFiles")
-                .and_then(|c| c["message"].as_str().map(str::to_string))
-        },
+    crate::apply::wait_applied(&w, &pushed);
+    assert_eq!(
+        cm_value(&w, "prod-settings", "size").as_deref(),
+        Some("large")
     );
-    assert!(
-        told.contains("live/apps/prod/kustomization.yaml builds its folder with kustomize")
-            && told.contains("namePrefix")
-            && told.contains("patches"),
-        "{told}\n{applied:#}"
+    assert_eq!(
+        cm_value(&w, "prod-settings", "color").as_deref(),
+        Some("blue")
     );
-    assert_eq!(cm_value(&w, "settings", "color").as_deref(), Some("blue"));
     assert_eq!(
         cm_value(&w, "settings", "size").as_deref(),
         Some("small"),
         "the overlay's patch was applied as if it were the object"
     );
-    let prefixed = w.kubectl_run(&["get", "configmap", "prod-settings"]);
-    assert_ne!(prefixed.code, Some(0), "{prefixed}");
+    w.wait_settled();
+    let files = w.files();
+    assert!(
+        !files.iter().any(|f| f.contains("prod-settings")),
+        "the applied build was written back as a file: {files:?}"
+    );
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "prod-settings",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"size":"huge"}}"#,
+    ]);
+    let patch = w.wait_file("live/apps/prod/bigger.yaml", |t| t.contains("size: huge"));
+    assert!(patch.starts_with("# production is bigger"), "{patch}");
+    assert_eq!(w.files(), files, "no file added or removed");
+    let claim = claim(&w);
+    assert!(
+        !claim["conditions"].to_string().contains("UnreadableFiles"),
+        "{claim:#}"
+    );
 }
 
 /// Files of a base and a production overlay: prefix, labels, an image tag, replicas, a patch.
