@@ -155,6 +155,15 @@ impl FolderIndex {
         !self.layouts.is_empty()
     }
 
+    /// The layout whose folder holds `path`, if any.
+    #[must_use]
+    pub fn layout_of(&self, path: &str) -> Option<&str> {
+        self.layouts
+            .iter()
+            .find(|d| d.is_empty() || path.starts_with(&format!("{d}/")))
+            .map(String::as_str)
+    }
+
     /// Whether `path` is a document of such a layout.
     fn in_layout(&self, path: &str) -> bool {
         self.layouts

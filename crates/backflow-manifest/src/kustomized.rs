@@ -176,6 +176,199 @@ fn others_unchanged(
     Ok(())
 }
 
+/// The kustomization files of `listed` above `path` (their folder holds it), deepest first.
+fn kustomizations_above<'a>(listed: &'a [String], path: &str) -> Vec<&'a String> {
+    let mut above: Vec<&String> = listed
+        .iter()
+        .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
+        .filter(|k| {
+            let dir = k.rsplit_once('/').map_or("", |(d, _)| d);
+            dir.is_empty() || path.starts_with(&format!("{dir}/"))
+        })
+        .collect();
+    above.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    above
+}
+
+/// `kustomization` (its bytes) with `relative` added to its `resources`; `None` when it lists
+/// it already.
+fn listing(
+    kustomization: &str,
+    bytes: &[u8],
+    relative: &str,
+) -> Result<Option<Vec<u8>>, TreeError> {
+    let parsed = crate::document::parse_file(kustomization, bytes)?;
+    let Some(document) = parsed.docs.iter().position(|d| !d.value.is_null()) else {
+        return Ok(None);
+    };
+    let listed = parsed.docs[document].value["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|e| e.as_str() == Some(relative)));
+    if listed {
+        return Ok(None);
+    }
+    let edited = edit_parsed(kustomization, bytes, document, |current| {
+        let mut k = current.clone();
+        if let Some(map) = k.as_object_mut() {
+            let resources = map
+                .entry("resources")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(list) = resources.as_array_mut() {
+                list.push(Value::String(relative.to_string()));
+            }
+        }
+        k
+    })?;
+    Ok(edited.map(|e| e.bytes))
+}
+
+/// The file `placed` (a live create's new document) listed in the nearest kustomization above
+/// it, so what a kustomization lists stays what its folder holds; `None` when none is above.
+pub(crate) fn list_new_file(
+    tree: &dyn TreeView,
+    target: &str,
+    path: &str,
+) -> Result<Option<PathUpdate>, TreeError> {
+    let listed = tree.list(target)?;
+    let Some(nearest) = kustomizations_above(&listed, path)
+        .first()
+        .map(|k| (*k).clone())
+    else {
+        return Ok(None);
+    };
+    let dir = nearest.rsplit_once('/').map_or("", |(d, _)| d);
+    let relative = path.strip_prefix(&format!("{dir}/")).unwrap_or(path);
+    let bytes = tree.read(&nearest)?.unwrap_or_default();
+    Ok(listing(&nearest, &bytes, relative)?.map(|b| PathUpdate::write(nearest.clone(), b)))
+}
+
+/// A live create placed at `path`, inside a layout: the new document written with the name and
+/// namespace the layout's own transformers give back (its prefix and suffix taken off, its
+/// namespace left to it), listed in the nearest kustomization, and checked by rendering the
+/// layout again: it must build the object as it is live and change nothing else; otherwise the
+/// create is refused for that object.
+pub(crate) fn create(
+    tree: &dyn TreeView,
+    target: &str,
+    layout: &str,
+    path: &str,
+    object: &Value,
+) -> Result<Vec<PathUpdate>, TreeError> {
+    let key = format!(
+        "{}/{}",
+        object["kind"].as_str().unwrap_or(""),
+        object["metadata"]["name"].as_str().unwrap_or("")
+    );
+    let refuse = |reason: String| -> TreeError {
+        ManifestError::KustomizeUnplaceable {
+            object: key.clone(),
+            layout: layout.to_string(),
+            reason,
+        }
+        .into()
+    };
+    let listed = tree.list(target)?;
+    let mut files = Files::new();
+    for p in &listed {
+        if let Some(bytes) = tree.read(p)? {
+            files.insert(p.clone(), bytes);
+        }
+    }
+    if files.contains_key(path) {
+        return Err(refuse(format!("{path} exists already")));
+    }
+    let Some(before) = render_loading(tree, &mut files, layout)? else {
+        return Err(refuse("the layout does not build".into()));
+    };
+    let Some(nearest) = kustomizations_above(&listed, path)
+        .first()
+        .map(|k| (*k).clone())
+    else {
+        return Err(refuse(format!("no kustomization above {path} lists it")));
+    };
+    let dir = nearest.rsplit_once('/').map_or("", |(d, _)| d);
+    let relative = path
+        .strip_prefix(&format!("{dir}/"))
+        .unwrap_or(path)
+        .to_string();
+    let with = |files: &Files, doc: &Value| -> Result<Files, TreeError> {
+        let mut out = files.clone();
+        out.insert(path.to_string(), crate::yaml::render(doc).into_bytes());
+        let bytes = files.get(&nearest).cloned().unwrap_or_default();
+        if let Some(listed) = listing(&nearest, &bytes, &relative)? {
+            out.insert(nearest.clone(), listed);
+        }
+        Ok(out)
+    };
+    // What the layout does to a name and a namespace, read off a probe it builds.
+    const PROBE: &str = "backflow-probe-7c1e";
+    let probe = serde_json::json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": {"name": PROBE}});
+    let probed =
+        kustomize::render(&with(&files, &probe)?, layout).map_err(|e| refuse(e.to_string()))?;
+    let Some(built_probe) = probed.iter().find(|o| {
+        o["kind"] == object["kind"]
+            && o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains(PROBE))
+    }) else {
+        return Err(refuse(
+            "the layout does not build an object of this kind from a new file".into(),
+        ));
+    };
+    let built_name = built_probe["metadata"]["name"].as_str().unwrap_or(PROBE);
+    let (prefix, suffix) = built_name.split_once(PROBE).unwrap_or(("", ""));
+    let live_name = object["metadata"]["name"].as_str().unwrap_or("");
+    let Some(name) = live_name
+        .strip_prefix(prefix)
+        .and_then(|n| n.strip_suffix(suffix))
+        .filter(|n| !n.is_empty())
+    else {
+        return Err(refuse(format!(
+            "the layout names what it builds {prefix}…{suffix}: {live_name:?} cannot come from it"
+        )));
+    };
+    let layout_namespace = built_probe["metadata"].get("namespace").is_some();
+    let mut doc = object.clone();
+    let mut expected = object.clone();
+    if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), Value::String(name.to_string()));
+        if layout_namespace || object["metadata"]["namespace"] == "default" {
+            meta.remove("namespace");
+        }
+    }
+    if !layout_namespace
+        && object["metadata"]["namespace"] == "default"
+        && let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.remove("namespace");
+    }
+    let edited = with(&files, &doc)?;
+    let after = kustomize::render(&edited, layout).map_err(|e| refuse(e.to_string()))?;
+    match kustomize::project(&edited, layout, &expected) {
+        Ok(edits) if edits.is_empty() => {}
+        Ok(_) | Err(_) => {
+            return Err(refuse(format!(
+                "written to {path}, the layout would not build the object as it is live"
+            )));
+        }
+    }
+    if after.len() != before.len() + 1 || before.iter().any(|o| !after.contains(o)) {
+        return Err(refuse(format!(
+            "listing {path} would change other objects the layout builds"
+        )));
+    }
+    let mut updates = vec![PathUpdate::write(
+        path.to_string(),
+        edited.get(path).cloned().unwrap_or_default(),
+    )];
+    if let Some(bytes) = edited.get(&nearest)
+        && files.get(&nearest) != Some(bytes)
+    {
+        updates.push(PathUpdate::write(nearest.clone(), bytes.clone()));
+    }
+    Ok(updates)
+}
+
 /// A live delete of an object a layout builds: not projected (the object would have to leave
 /// a base or a generator), so refused.
 pub(crate) fn refuse_delete(built: &Built, key: &str) -> TreeError {

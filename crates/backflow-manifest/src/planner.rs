@@ -342,7 +342,16 @@ impl YamlPlanner {
             return Ok(Vec::new());
         } else {
             let object = self.omit_defaults(object, None);
-            updates.push(self.place_new(tree, index, target, key, &object)?);
+            let placed = self.place_new(tree, index, target, key, &object)?;
+            if let Some(layout) = index.layout_of(&placed.path) {
+                return crate::kustomized::create(tree, target, layout, &placed.path, &object);
+            }
+            if index.has_layouts()
+                && let Some(listed) = crate::kustomized::list_new_file(tree, target, &placed.path)?
+            {
+                updates.push(listed);
+            }
+            updates.push(placed);
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
@@ -2092,5 +2101,49 @@ mod tests {
             own.iter().any(|u| u.path == "live/apps/prod/bigger.yaml"),
             "{own:?}"
         );
+    }
+
+    /// A live create in a folder that is a layout: written with the name the layout's prefix
+    /// gives back, listed in its kustomization, so the layout builds it as it is live; a name
+    /// the layout cannot give is refused.
+    #[test]
+    fn a_live_create_in_a_layout_is_listed_in_its_kustomization() {
+        let s = setup();
+        let mut tree = MemTree::default();
+        tree.0.insert(
+            "apps/prod/kustomization.yaml".into(),
+            b"# prod\nnamePrefix: prod-\nresources:\n- settings.yaml\n".to_vec(),
+        );
+        tree.0.insert(
+            "apps/prod/settings.yaml".into(),
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n"
+                .to_vec(),
+        );
+        let created = |tree: &MemTree, name: &str| {
+            let key = ObjectKey::new(GroupResource::new("", "configmaps"), "default", name);
+            let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}});
+            s.planner.plan(tree, &Intent::put("apps/prod", key, object))
+        };
+        let updates = created(&tree, "prod-extra").expect("placed");
+        tree.apply(updates);
+        let kustomization = tree.text("apps/prod/kustomization.yaml");
+        assert!(
+            kustomization.starts_with("# prod")
+                && kustomization.contains("- default/configmaps/prod-extra.yaml"),
+            "{kustomization}"
+        );
+        let file = tree.text("apps/prod/default/configmaps/prod-extra.yaml");
+        assert!(
+            file.contains("name: extra") && !file.contains("namespace"),
+            "{file}"
+        );
+        assert_eq!(
+            created(&tree, "prod-extra").expect("known now"),
+            Vec::new(),
+            "built as it is live"
+        );
+        let refused = created(&tree, "other").expect_err("no prefix");
+        assert!(refused.to_string().contains("prod-…"), "{refused}");
     }
 }
