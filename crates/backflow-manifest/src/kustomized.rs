@@ -369,15 +369,34 @@ pub(crate) fn create(
     Ok(updates)
 }
 
-/// A live delete of an object a layout builds: not projected (the object would have to leave
-/// a base or a generator), so refused.
-pub(crate) fn refuse_delete(built: &Built, key: &str) -> TreeError {
-    ManifestError::KustomizeUnplaceable {
-        object: key.to_string(),
-        layout: built.dir.clone(),
-        reason: "a live delete of an object the layout builds is not written back (remove it from the layout, or give it a patch with `$patch: delete`)".into(),
+/// A live delete of an object a layout builds: its document removed (and, with its file, the
+/// file's entry in the kustomization listing it), or refused when a patch or a generator still
+/// needs it or another layout would change.
+pub(crate) fn delete(built: &Built, key: &str) -> Result<Vec<PathUpdate>, TreeError> {
+    let deletion = kustomize::deletion(&built.files, &built.dir, &built.object).map_err(|e| {
+        ManifestError::KustomizeUnplaceable {
+            object: key.to_string(),
+            layout: built.dir.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    others_unchanged(built, key, &deletion.edits())?;
+    let bytes = built.files.get(&deletion.path).cloned().unwrap_or_default();
+    let mut updates =
+        vec![
+            match crate::edit::remove_document(&deletion.path, &bytes, deletion.document)? {
+                Some(rest) if !deletion.emptied => PathUpdate::write(deletion.path.clone(), rest),
+                _ => PathUpdate::remove(deletion.path.clone()),
+            },
+        ];
+    if let Some(unlisted) = &deletion.unlisted {
+        let bytes = built.files.get(&unlisted.path).cloned().unwrap_or_default();
+        let value = unlisted.value.clone();
+        if let Some(edited) = edit_parsed(&unlisted.path, &bytes, unlisted.document, |_| value)? {
+            updates.push(PathUpdate::write(unlisted.path.clone(), edited.bytes));
+        }
     }
-    .into()
+    Ok(updates)
 }
 
 /// The writes that make the layout build `object` (live, defaults the layout does not set

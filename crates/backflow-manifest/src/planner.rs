@@ -658,7 +658,7 @@ impl YamlPlanner {
                     name: key.name.clone(),
                 };
                 if let Some(built) = crate::kustomized::building(tree, target, &identity)? {
-                    return Err(crate::kustomized::refuse_delete(&built, &key.to_string()));
+                    return crate::kustomized::delete(&built, &key.to_string());
                 }
             }
             return Ok(Vec::new());
@@ -2073,7 +2073,7 @@ mod tests {
         let deleted = s.planner.plan(&tree, &Intent::delete("live", key.clone()));
         let said = deleted.expect_err("refused").to_string();
         assert!(
-            said.contains("a live delete of an object the layout builds"),
+            said.contains("a patch of live/apps/prod/kustomization.yaml still changes it"),
             "{said}"
         );
         // A second overlay of the same base: a base value is no longer prod's alone.
@@ -2145,5 +2145,26 @@ mod tests {
         );
         let refused = created(&tree, "other").expect_err("no prefix");
         assert!(refused.to_string().contains("prod-…"), "{refused}");
+        // Deleted live: its file goes, and its entry with it.
+        let key = ObjectKey::new(
+            GroupResource::new("", "configmaps"),
+            "default",
+            "prod-extra",
+        );
+        let deleted = s
+            .planner
+            .plan(&tree, &Intent::delete("apps/prod", key))
+            .expect("deleted");
+        tree.apply(deleted);
+        assert!(
+            !tree
+                .0
+                .contains_key("apps/prod/default/configmaps/prod-extra.yaml")
+        );
+        let kustomization = tree.text("apps/prod/kustomization.yaml");
+        assert!(
+            kustomization.starts_with("# prod") && !kustomization.contains("prod-extra"),
+            "{kustomization}"
+        );
     }
 }

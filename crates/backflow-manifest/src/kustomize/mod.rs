@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub use file::KUSTOMIZATION_FILE_NAMES;
-pub use project::{DocumentEdit, Unplaceable, project, with_edits};
+pub use project::{Deletion, DocumentEdit, Unplaceable, deletion, project, with_edits};
 
 /// Why a kustomization does not render.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -216,6 +216,129 @@ impl<'a> Documents<'a> {
     }
 }
 
+/// What deleting an object a layout builds takes: its document out of its file and, when that
+/// empties the file, the file's entry out of the kustomization listing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deletion {
+    /// The file of the object's document.
+    pub path: String,
+    /// The document.
+    pub document: usize,
+    /// Whether the file holds nothing else (it goes).
+    pub emptied: bool,
+    /// The kustomization listing the emptied file, without that entry.
+    pub unlisted: Option<DocumentEdit>,
+}
+
+impl Deletion {
+    /// The deletion as document edits (a removed document reads as null).
+    #[must_use]
+    pub fn edits(&self) -> Vec<DocumentEdit> {
+        let mut edits = vec![DocumentEdit {
+            path: self.path.clone(),
+            document: self.document,
+            value: Value::Null,
+        }];
+        edits.extend(self.unlisted.clone());
+        edits
+    }
+}
+
+/// The deletion that makes the build of `dir` lose `object` (as the build makes it) and
+/// nothing else, checked by rendering again; refused when a patch or a generator still needs
+/// the object.
+pub fn deletion(files: &Files, dir: &str, object: &Value) -> Result<Deletion, Unplaceable> {
+    let before = built(files, dir)?;
+    let refuse = |reason: String| Unplaceable::Field {
+        field: String::new(),
+        reason,
+    };
+    let Some(found) = before.iter().find(|r| same_object(&r.value, object)) else {
+        return Err(Unplaceable::NotBuilt {
+            dir: dir.to_string(),
+            kind: object["kind"].as_str().unwrap_or("").to_string(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        });
+    };
+    let Some(origin) = &found.origin else {
+        return Err(refuse(
+            "it is generated: remove its generator in Git".into(),
+        ));
+    };
+    if let Some(patch) = found.layers.iter().find_map(|l| match l {
+        Layer::Strategic { kustomization, .. } | Layer::Json6902 { kustomization, .. } => {
+            Some(kustomization)
+        }
+        _ => None,
+    }) {
+        return Err(refuse(format!(
+            "a patch of {patch} still changes it: remove the patch and the object in Git"
+        )));
+    }
+    let mut documents = Documents::new(files);
+    let all = documents.all(&origin.path)?;
+    let emptied = all
+        .iter()
+        .enumerate()
+        .all(|(i, d)| i == origin.document || d.is_null());
+    let unlisted = if emptied {
+        listing_without(files, &origin.path)?
+    } else {
+        None
+    };
+    let deletion = Deletion {
+        path: origin.path.clone(),
+        document: origin.document,
+        emptied,
+        unlisted,
+    };
+    let after = built(&with_edits(files, &deletion.edits())?, dir)?;
+    let others_same = before
+        .iter()
+        .filter(|r| !same_object(&r.value, object))
+        .all(|b| after.iter().any(|a| a.value == b.value));
+    if after.len() + 1 != before.len() || !others_same {
+        return Err(refuse(format!(
+            "removing it from {} would change other objects the layout builds",
+            origin.path
+        )));
+    }
+    Ok(deletion)
+}
+
+/// The kustomization of `files` whose `resources` list `path`, without that entry.
+fn listing_without(files: &Files, path: &str) -> Result<Option<DocumentEdit>, Unplaceable> {
+    let mut documents = Documents::new(files);
+    for k in files
+        .keys()
+        .filter(|k| super::KUSTOMIZATION_FILE_NAMES.contains(&k.rsplit('/').next().unwrap_or(k)))
+    {
+        let dir = k.rsplit_once('/').map_or("", |(d, _)| d);
+        let docs = documents.all(k)?;
+        let Some(document) = docs.iter().position(|d| !d.is_null()) else {
+            continue;
+        };
+        let mut value = docs[document].clone();
+        let Some(resources) = value.get_mut("resources").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let before = resources.len();
+        resources
+            .retain(|e| e.as_str().and_then(|rel| super::join(dir, rel)).as_deref() != Some(path));
+        if resources.len() != before {
+            return Ok(Some(DocumentEdit {
+                path: k.clone(),
+                document,
+                value,
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// `files` with `edits` made, each edited file written again as plain YAML (comments and
 /// layout are the in-place editor's business; this is for rendering the result).
 pub fn with_edits(files: &Files, edits: &[DocumentEdit]) -> Result<Files, KustomizeError> {
