@@ -391,6 +391,38 @@ fn place(
             "the object's identity comes from the layout's names; rename it in Git".into(),
         ));
     }
+    if place_in_layers(object, field, value, documents)? {
+        return Ok(());
+    }
+    let Some(origin) = &object.origin else {
+        return Err(refuse(
+            "the object is generated (configMapGenerator or secretGenerator): change the generator's sources in Git".into(),
+        ));
+    };
+    let mut doc = documents.get(origin)?;
+    let Some((pointer, _)) = locate(&doc, &object.value, field) else {
+        return Err(refuse(format!(
+            "{} does not hold the list this field is in (a patch adds it)",
+            origin.path
+        )));
+    };
+    set(&mut doc, &pointer, value);
+    documents.set(origin, doc);
+    Ok(())
+}
+
+/// Places the field in the layer that set it last (an `images:` or `replicas:` entry, a patch
+/// file that holds the field); `false` when no layer did.
+fn place_in_layers(
+    object: &Resource,
+    field: &str,
+    value: Option<&Value>,
+    documents: &mut Documents<'_>,
+) -> Result<bool, Unplaceable> {
+    let refuse = |reason: String| Unplaceable::Field {
+        field: field.to_string(),
+        reason,
+    };
     for layer in object.layers.iter().rev() {
         match layer {
             Layer::Image {
@@ -411,7 +443,7 @@ fn place(
                     .ok_or_else(|| refuse(format!("{kustomization} changed while it was read")))?;
                 retarget(slot, image);
                 documents.set(&at, k);
-                return Ok(());
+                return Ok(true);
             }
             Layer::Replicas {
                 kustomization,
@@ -430,14 +462,14 @@ fn place(
                     .ok_or_else(|| refuse(format!("{kustomization} changed while it was read")))?;
                 *slot = count.clone();
                 documents.set(&at, k);
-                return Ok(());
+                return Ok(true);
             }
             Layer::Strategic { at: Some(at), .. } => {
                 let mut doc = documents.get(at)?;
                 if let Some((pointer, true)) = locate(&doc, &object.value, field) {
                     set(&mut doc, &pointer, value);
                     documents.set(at, doc);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             Layer::Json6902 { at: Some(at), .. } => {
@@ -450,27 +482,13 @@ fn place(
                 if let (Some(op), Some(v)) = (found, value) {
                     op["value"] = v.clone();
                     documents.set(at, ops);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             _ => {}
         }
     }
-    let Some(origin) = &object.origin else {
-        return Err(refuse(
-            "the object is generated (configMapGenerator or secretGenerator): change the generator's sources in Git".into(),
-        ));
-    };
-    let mut doc = documents.get(origin)?;
-    let Some((pointer, _)) = locate(&doc, &object.value, field) else {
-        return Err(refuse(format!(
-            "{} does not hold the list this field is in (a patch adds it)",
-            origin.path
-        )));
-    };
-    set(&mut doc, &pointer, value);
-    documents.set(origin, doc);
-    Ok(())
+    Ok(false)
 }
 
 /// `entry` of `images:` changed so that it gives `image`: only the fields whose value changes
