@@ -25,7 +25,8 @@ use backflow_board::{ApplyWindows, Pruned};
 use backflow_decision::CommitId;
 use backflow_git::WorkerHandle;
 use backflow_manifest::{
-    DeclarationProblem, DeclaredObject, Identity, declared_objects, object_path, sops_object_path,
+    DeclarationProblem, DeclaredObject, Identity, declared_objects_within, object_path,
+    sops_object_path,
 };
 
 use crate::guard::{CONFIRM_PRUNE, Protection, PruneGuard, PruneHold, confirms, protection};
@@ -479,17 +480,46 @@ impl NativeApplier {
         claim.annotations().get(CONFIRM_PRUNE).cloned()
     }
 
-    /// Every file of the claim's folders at `commit`.
+    /// Every file of the claim's folders at `commit`, and what their kustomize layouts build
+    /// from outside them (a base elsewhere in the repository), as Flux reads the whole
+    /// repository. Only the folders' own files declare objects
+    /// ([`declared_objects_within`]).
     async fn files(&self, commit: CommitId) -> Result<Vec<(String, Vec<u8>)>, String> {
         let mut files = Vec::new();
         for folder in &self.folders {
-            match self.worker.read_folder(commit, folder.clone()).await {
-                Ok(Ok(read)) => files.extend(read.into_iter().map(|f| (f.path, f.content))),
-                Ok(Err(e)) => return Err(format!("cannot read {folder} at {commit}: {e}")),
-                Err(e) => return Err(format!("cannot read {folder}: {e}")),
+            files.extend(self.read(commit, folder).await?);
+        }
+        let mut read: Vec<String> = self.folders.clone();
+        // A base may name another base: follow, a few layers deep at most.
+        for _ in 0..8 {
+            let wanted = backflow_manifest::kustomize::outside_paths(&files, &read);
+            if wanted.is_empty() {
+                break;
+            }
+            for path in wanted {
+                // What cannot be read leaves the layout unbuilt, reported as such.
+                let found = self.read(commit, &path).await.unwrap_or_default();
+                if found.is_empty() {
+                    // A file, not a folder: read its folder and keep it alone.
+                    let parent = path.rsplit_once('/').map_or("", |(d, _)| d);
+                    let parent = self.read(commit, parent).await.unwrap_or_default();
+                    files.extend(parent.into_iter().filter(|(p, _)| *p == path));
+                } else {
+                    files.extend(found);
+                }
+                read.push(path);
             }
         }
         Ok(files)
+    }
+
+    /// The files under `folder` at `commit`.
+    async fn read(&self, commit: CommitId, folder: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+        match self.worker.read_folder(commit, folder.to_string()).await {
+            Ok(Ok(read)) => Ok(read.into_iter().map(|f| (f.path, f.content)).collect()),
+            Ok(Err(e)) => Err(format!("cannot read {folder} at {commit}: {e}")),
+            Err(e) => Err(format!("cannot read {folder}: {e}")),
+        }
     }
 
     /// What the folders declared at `since`, by identity: objects Git did not change since are
@@ -501,7 +531,7 @@ impl NativeApplier {
         let Ok(files) = self.files(since).await else {
             return BTreeMap::new();
         };
-        declared_objects(&files, &self.identities)
+        declared_objects_within(&files, &self.folders, &self.identities)
             .objects
             .into_iter()
             .map(|o| (o.identity.clone(), o))
@@ -576,7 +606,7 @@ impl NativeApplier {
         });
         let folder_read = report.failures.is_empty();
         let before = self.declared_at(since).await;
-        let declared = declared_objects(&files, &self.identities);
+        let declared = declared_objects_within(&files, &self.folders, &self.identities);
         let mut kinds = Kinds::default();
         let unreadable = if declared.problems.is_empty() {
             Unreadable::default()
@@ -788,7 +818,7 @@ impl NativeApplier {
         let Ok(files) = self.files(named).await else {
             return false;
         };
-        let kept: Objects = declared_objects(&files, &self.identities)
+        let kept: Objects = declared_objects_within(&files, &self.folders, &self.identities)
             .objects
             .into_iter()
             .map(|o| o.identity)
@@ -1036,7 +1066,7 @@ impl NativeApplier {
         }
         let mut left = Vec::new();
         let mut kept = Vec::new();
-        for object in declared_objects(&files, &self.identities).objects {
+        for object in declared_objects_within(&files, &self.folders, &self.identities).objects {
             if gone.declared.contains(&object.identity)
                 || gone.unreadable.declares(&object.identity)
             {

@@ -45,10 +45,28 @@ pub struct Declared {
 /// Reads the objects of `files` (path, bytes), decrypting SOPS documents with `identities`.
 #[must_use]
 pub fn declared_objects(files: &[(String, Vec<u8>)], identities: &[AgeIdentity]) -> Declared {
+    declared_objects_within(files, &[], identities)
+}
+
+/// [`declared_objects`] of the files under `folders` (all of them when `folders` is empty):
+/// the other files are read only as what a kustomize layout of those folders builds from (a
+/// base outside the claim's folder), never as objects of their own.
+#[must_use]
+pub fn declared_objects_within(
+    files: &[(String, Vec<u8>)],
+    folders: &[String],
+    identities: &[AgeIdentity],
+) -> Declared {
     let mut out = Declared::default();
-    let layouts = built_layouts(files, &mut out);
+    let within = |path: &str| {
+        folders.is_empty()
+            || folders
+                .iter()
+                .any(|d| d.is_empty() || path.starts_with(&format!("{d}/")))
+    };
+    let layouts = built_layouts(files, &within, &mut out);
     for (path, bytes) in files {
-        if classify(path) != FileClass::Manifests {
+        if classify(path) != FileClass::Manifests || !within(path) {
             continue;
         }
         if let Some(layout) = layouts.iter().find(|l| l.holds(path)) {
@@ -129,9 +147,14 @@ impl BuiltLayout {
 /// The objects every kustomize layout among `files` builds, added to `out` (the objects
 /// Flux's kustomize-controller would apply for the same folder; encrypted documents in a build
 /// are reported, not decrypted).
-fn built_layouts(files: &[(String, Vec<u8>)], out: &mut Declared) -> Vec<BuiltLayout> {
+fn built_layouts(
+    files: &[(String, Vec<u8>)],
+    within: &dyn Fn(&str) -> bool,
+    out: &mut Declared,
+) -> Vec<BuiltLayout> {
     let kustomizations: Vec<(String, Vec<u8>)> = files
         .iter()
+        .filter(|(path, _)| within(path))
         .filter(|(path, _)| {
             let name = path.rsplit('/').next().unwrap_or(path);
             crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&name)

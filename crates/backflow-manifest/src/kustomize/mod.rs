@@ -250,6 +250,42 @@ fn is_remote(entry: &str) -> bool {
     entry.contains("://") || entry.starts_with("github.com/") || entry.starts_with("git@")
 }
 
+/// What the kustomizations among `files` read that `files` do not hold: folders and files
+/// outside the folders already read (`inside`), by path from the repository's root — what an
+/// applier reading only its claim's folders must read besides to build them.
+#[must_use]
+pub fn outside_paths(files: &[(String, Vec<u8>)], inside: &[String]) -> Vec<String> {
+    let held = |p: &str| {
+        inside
+            .iter()
+            .any(|d| d.is_empty() || p == d || p.starts_with(&format!("{d}/")))
+            || files.iter().any(|(f, _)| f == p)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (path, bytes) in files {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if !KUSTOMIZATION_FILE_NAMES.contains(&name) {
+            continue;
+        }
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        let Ok(k) = file::first_document(path, bytes) else {
+            continue;
+        };
+        let listed = ["resources", "bases"]
+            .into_iter()
+            .flat_map(|f| k[f].as_array().cloned().unwrap_or_default())
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .filter(|e| !is_remote(e))
+            .filter_map(|e| join(dir, &e));
+        for wanted in listed.chain(named_files(path, bytes)) {
+            if !held(&wanted) && !out.contains(&wanted) {
+                out.push(wanted);
+            }
+        }
+    }
+    out
+}
+
 /// `dir` without `.`/empty segments or a trailing slash (`""`: the root).
 fn normalize(dir: &str) -> String {
     dir.split('/')

@@ -223,3 +223,108 @@ fn live_edits_of_a_built_layout_land_in_the_document_responsible() {
             .contains("env: prod")
     );
 }
+
+/// A claim on an overlay folder whose base lies elsewhere in the repository (`apps/prod` with
+/// `resources: [../base]`): the overlay's build is applied — the base read as the build needs
+/// it, as Flux reads the whole repository — and the base's own files are no objects of the
+/// claim (they belong to no claim's folder).
+#[test]
+fn an_overlay_whose_base_is_outside_the_claims_folder_is_built_with_it() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    crate::apply::one_way_default(&w);
+    w.apply(
+        r"apiVersion: backflow.dev/v1alpha1
+kind: NativeClaim
+metadata: {name: apps, namespace: backflow-system}
+spec: {}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: GitTarget
+metadata: {name: apps, namespace: backflow-system}
+spec:
+  providerRef: {name: default}
+  branch: main
+  path: apps/prod
+  applierClaimRef: {kind: NativeClaim, name: apps}
+---
+apiVersion: backflow.dev/v1alpha1
+kind: WatchRule
+metadata: {name: apps, namespace: backflow-system}
+spec: {targetRef: {name: apps}, rules: [{apiGroups: [''], resources: [configmaps], sourceNamespace: shop}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+",
+    );
+    wait_for(
+        "the apps claim to act",
+        || format!("{:?}", w.target_condition("apps", "ApplierClaimReady")),
+        || {
+            w.target_condition("apps", "ApplierClaimReady")
+                .is_some_and(|c| c.status == "True")
+                .then_some(())
+        },
+    );
+    w.wait_settled();
+    let clone = w.clone_origin("bob");
+    let base = clone.join("apps/base");
+    let prod = clone.join("apps/prod");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::create_dir_all(&prod).unwrap();
+    std::fs::write(
+        base.join("kustomization.yaml"),
+        "resources: [settings.yaml]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("settings.yaml"),
+        configmap("shop", "settings", &[("color", "blue"), ("size", "small")]),
+    )
+    .unwrap();
+    std::fs::write(
+        prod.join("kustomization.yaml"),
+        "namePrefix: prod-\nresources: [../base]\npatches: [{path: bigger.yaml}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        prod.join("bigger.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  size: large\n",
+    )
+    .unwrap();
+    w.commit_all_and_push_rebasing(&clone, "an overlay of a base elsewhere");
+    let applied = wait_for(
+        "the overlay's build applied",
+        || {
+            format!(
+                "{:#}",
+                w.get_json(&["nativeclaim", "apps", "-n", "backflow-system"])["status"]
+            )
+        },
+        || {
+            let got = w.kubectl_run(&[
+                "get",
+                "configmap",
+                "prod-settings",
+                "-n",
+                "shop",
+                "-o",
+                "json",
+            ]);
+            (got.code == Some(0)).then_some(got.stdout)
+        },
+    );
+    let applied: serde_json::Value = serde_json::from_str(&applied).unwrap();
+    assert_eq!(applied["data"]["size"], "large", "{applied:#}");
+    assert_eq!(applied["data"]["color"], "blue", "{applied:#}");
+    let base_object = w.kubectl_run(&["get", "configmap", "settings", "-n", "shop"]);
+    assert_ne!(
+        base_object.code,
+        Some(0),
+        "the base outside the folder was applied raw: {base_object}"
+    );
+    let status =
+        w.get_json(&["nativeclaim", "apps", "-n", "backflow-system"])["status"].to_string();
+    assert!(!status.contains("UnreadableFiles"), "{status}");
+}
