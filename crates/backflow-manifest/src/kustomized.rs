@@ -31,19 +31,29 @@ pub(crate) struct Built {
 /// How many times a build may send for files outside the folder (bases elsewhere).
 const MAX_LOADS: usize = 16;
 
+/// What the layouts of a folder say of one object.
+pub(crate) enum Found {
+    /// A layout builds it.
+    Built(Built),
+    /// No layout that builds does, but this one (folder, why) does not build.
+    Unbuildable(String, String),
+    /// No layout builds it.
+    Nothing,
+}
+
 /// The transforming layout of folder `target` that builds `identity`, if any.
 pub(crate) fn building(
     tree: &dyn TreeView,
     target: &str,
     identity: &Identity,
-) -> Result<Option<Built>, TreeError> {
+) -> Result<Found, TreeError> {
     let listed = tree.list(target)?;
     let kustomizations: Vec<&String> = listed
         .iter()
         .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
         .collect();
     if kustomizations.is_empty() {
-        return Ok(None);
+        return Ok(Found::Nothing);
     }
     let dir_of = |p: &str| {
         p.rsplit_once('/')
@@ -70,9 +80,15 @@ pub(crate) fn building(
                 })
         })
         .collect();
+    let mut broken = None;
     for dir in &layouts {
-        let Some(objects) = render_loading(tree, &mut files, dir)? else {
-            continue;
+        let objects = match render_loading(tree, &mut files, dir)? {
+            Ok(objects) => objects,
+            Err(error) => {
+                tracing::debug!(folder = %dir, %error, "a kustomize layout does not build");
+                broken.get_or_insert(((*dir).clone(), error));
+                continue;
+            }
         };
         if let Some(object) = objects
             .into_iter()
@@ -83,7 +99,7 @@ pub(crate) fn building(
                 .filter(|d| *d != dir)
                 .map(|d| (*d).clone())
                 .collect();
-            return Ok(Some(Built {
+            return Ok(Found::Built(Built {
                 dir: (*dir).clone(),
                 files,
                 object,
@@ -91,7 +107,9 @@ pub(crate) fn building(
             }));
         }
     }
-    Ok(None)
+    Ok(broken.map_or(Found::Nothing, |(dir, error)| {
+        Found::Unbuildable(dir, error)
+    }))
 }
 
 /// Whether the object a layout declares as `built` is the live one `live` names: a layout
@@ -111,16 +129,16 @@ fn is_build_point(dir: &str, dirs: &[String]) -> bool {
         .any(|d| d != dir && (d.is_empty() || dir.starts_with(&format!("{d}/"))))
 }
 
-/// The build of `dir`, reading files outside the folder as it asks for them; `None` when the
-/// layout does not render (its files are then read as plain manifests, as before).
+/// The build of `dir`, reading files outside the folder as it asks for them; the inner error
+/// says why the layout does not build.
 fn render_loading(
     tree: &dyn TreeView,
     files: &mut Files,
     dir: &str,
-) -> Result<Option<Vec<Value>>, TreeError> {
+) -> Result<Result<Vec<Value>, String>, TreeError> {
     for _ in 0..MAX_LOADS {
         match kustomize::render(files, dir) {
-            Ok(objects) => return Ok(Some(objects)),
+            Ok(objects) => return Ok(Ok(objects)),
             Err(KustomizeError::Missing { path, .. }) if !files.contains_key(&path) => {
                 let mut found = false;
                 for p in tree.list(&path)? {
@@ -134,16 +152,28 @@ fn render_loading(
                     found = true;
                 }
                 if !found {
-                    return Ok(None);
+                    return Ok(Err(format!("{path} is not in the repository")));
                 }
             }
-            Err(e) => {
-                tracing::debug!(folder = dir, error = %e, "a kustomize layout does not render; its files read as plain manifests");
-                return Ok(None);
-            }
+            Err(e) => return Ok(Err(e.to_string())),
         }
     }
-    Ok(None)
+    Ok(Err(
+        "it names files outside its folder too many layers deep".into(),
+    ))
+}
+
+/// A live write in folder `target` when one of its layouts does not build: refused where it
+/// would be placed as a new object (it may be one the broken layout builds) — never a guess.
+pub(crate) fn unbuildable(key: &str, layout: &str, error: &str) -> TreeError {
+    ManifestError::KustomizeUnplaceable {
+        object: key.to_string(),
+        layout: layout.to_string(),
+        reason: format!(
+            "the layout does not build ({error}), so backflow cannot tell whether it builds this object: nothing new is placed in the folder until it builds"
+        ),
+    }
+    .into()
 }
 
 /// Refuses `edits` when they change the build of another kustomization of the folder.
@@ -277,9 +307,8 @@ pub(crate) fn create(
     if files.contains_key(path) {
         return Err(refuse(format!("{path} exists already")));
     }
-    let Some(before) = render_loading(tree, &mut files, layout)? else {
-        return Err(refuse("the layout does not build".into()));
-    };
+    let before = render_loading(tree, &mut files, layout)?
+        .map_err(|e| refuse(format!("the layout does not build: {e}")))?;
     let Some(nearest) = kustomizations_above(&listed, path)
         .first()
         .map(|k| (*k).clone())

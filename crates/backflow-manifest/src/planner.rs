@@ -324,11 +324,23 @@ impl YamlPlanner {
         if sensitive {
             return self.present_sensitive(tree, target, &change, index);
         }
-        if index.has_layouts()
-            && let Some(built) = crate::kustomized::building(tree, target, &identity)?
-        {
-            let live = self.omit_defaults(object, Some(&built.object));
-            return crate::kustomized::project(&built, &key.to_string(), &live);
+        if index.has_layouts() {
+            match crate::kustomized::building(tree, target, &identity)? {
+                crate::kustomized::Found::Built(built) => {
+                    let live = self.omit_defaults(object, Some(&built.object));
+                    return crate::kustomized::project(&built, &key.to_string(), &live);
+                }
+                crate::kustomized::Found::Unbuildable(layout, error)
+                    if index.get(&identity).is_none() =>
+                {
+                    return Err(crate::kustomized::unbuildable(
+                        &key.to_string(),
+                        &layout,
+                        &error,
+                    ));
+                }
+                _ => {}
+            }
         }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
@@ -657,8 +669,18 @@ impl YamlPlanner {
                     namespace: key.namespace.clone(),
                     name: key.name.clone(),
                 };
-                if let Some(built) = crate::kustomized::building(tree, target, &identity)? {
-                    return crate::kustomized::delete(&built, &key.to_string());
+                match crate::kustomized::building(tree, target, &identity)? {
+                    crate::kustomized::Found::Built(built) => {
+                        return crate::kustomized::delete(&built, &key.to_string());
+                    }
+                    crate::kustomized::Found::Unbuildable(layout, error) => {
+                        return Err(crate::kustomized::unbuildable(
+                            &key.to_string(),
+                            &layout,
+                            &error,
+                        ));
+                    }
+                    crate::kustomized::Found::Nothing => {}
                 }
             }
             return Ok(Vec::new());
@@ -2165,6 +2187,17 @@ mod tests {
         assert!(
             kustomization.starts_with("# prod") && !kustomization.contains("prod-extra"),
             "{kustomization}"
+        );
+        // A layout that does not build: nothing new is placed in its folder, saying why.
+        tree.0.insert(
+            "apps/prod/kustomization.yaml".into(),
+            b"namePrefix: prod-\nresources: [settings.yaml]\nhelmCharts: []\n".to_vec(),
+        );
+        let refused = created(&tree, "prod-more").expect_err("the layout does not build");
+        let said = refused.to_string();
+        assert!(
+            said.contains("does not build") && said.contains("helmCharts"),
+            "{said}"
         );
     }
 }
