@@ -55,6 +55,29 @@ pub(crate) fn wait_acting(w: &World) {
     );
 }
 
+/// Waits until a claim's latest operation (`operation` reads it) has succeeded, `held` holds,
+/// and it is still that operation once the mirror settled: the first operation may be
+/// followed at once by a catch-up (stamping what it created), and a test that stops a held
+/// applier's controller must not leave one of those behind it, never to end.
+pub(crate) fn wait_operations_quiet(
+    w: &World,
+    operation: impl Fn(&World) -> Value,
+    held: impl Fn(&World) -> bool,
+) {
+    wait_for(
+        "the claim's operations to end with its applier held",
+        || format!("{:#}", operation(w)),
+        || {
+            let before = operation(w);
+            if !(held(w) && before["phase"] == "Succeeded") {
+                return None;
+            }
+            w.wait_settled();
+            (operation(w) == before).then_some(())
+        },
+    );
+}
+
 /// Makes the default folder (every namespace) mirror one way: an object two coordinated folders
 /// hold would have two appliers fighting over it.
 pub(crate) fn one_way_default(w: &World) {

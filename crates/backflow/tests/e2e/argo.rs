@@ -552,13 +552,10 @@ fn a_sync_requested_before_a_crash_is_followed_and_not_requested_again() {
     hold_an_application(&w);
     let argo = simulated_argo(&w);
     w.wait_file("shop/shop/configmaps/demo.yaml", |t| t.contains("hello"));
-    wait_for(
-        "the claim's first operation to end with automated sync off",
-        || format!("{:#}", argo_claim(&w)),
-        || {
-            let held = application(&w)["spec"]["syncPolicy"]["automated"]["enabled"] == false;
-            (held && argo_claim(&w)["operation"]["phase"] == "Succeeded").then_some(())
-        },
+    crate::apply::wait_operations_quiet(
+        &w,
+        |w| argo_claim(w)["operation"].clone(),
+        |w| application(w)["spec"]["syncPolicy"]["automated"]["enabled"] == false,
     );
     drop(argo);
     let push = w.push_new_configmap("shop", "shop", "fresh", "in-flight");

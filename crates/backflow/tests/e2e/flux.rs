@@ -735,13 +735,10 @@ fn an_apply_in_flight(w: &World) -> String {
     hold_a_kustomization(w, "main");
     let flux = simulated_flux(w);
     w.wait_file(path, |t| t.contains("hello"));
-    wait_for(
-        "the claim's first operation to end and the Kustomization to be held",
-        || format!("{:#}", flux_claim(w)),
-        || {
-            let ended = flux_claim(w)["operation"]["phase"] == "Succeeded";
-            (ended && kustomization(w)["spec"]["suspend"] == true).then_some(())
-        },
+    crate::apply::wait_operations_quiet(
+        w,
+        |w| flux_claim(w)["operation"].clone(),
+        |w| kustomization(w)["spec"]["suspend"] == true,
     );
     drop(flux);
     let push = w.push_new_configmap("apps", "shop", "fresh", "in-flight");
