@@ -60,10 +60,12 @@ pub(crate) fn building(
             .map_or(String::new(), |(d, _)| d.to_string())
     };
     let dirs: Vec<String> = kustomizations.iter().map(|p| dir_of(p)).collect();
+    // The kustomizations first: a folder of ten thousand plain files beside one overlay reads
+    // only the overlay's files (and what its build sends for) at each write.
     let mut files = Files::new();
-    for path in &listed {
+    for path in &kustomizations {
         if let Some(bytes) = tree.read(path)? {
-            files.insert(path.clone(), bytes);
+            files.insert((*path).clone(), bytes);
         }
     }
     let layouts: Vec<&String> = dirs
@@ -80,7 +82,13 @@ pub(crate) fn building(
                 })
         })
         .collect();
+    for dir in &layouts {
+        read_under(tree, &listed, dir, &mut files)?;
+    }
+    // Every layout is rendered (not only up to the one that builds the object): what each
+    // reads is then in `files` when an edit is checked against the others.
     let mut broken = None;
+    let mut found = None;
     for dir in &layouts {
         let objects = match render_loading(tree, &mut files, dir)? {
             Ok(objects) => objects,
@@ -90,26 +98,50 @@ pub(crate) fn building(
                 continue;
             }
         };
-        if let Some(object) = objects
-            .into_iter()
-            .find(|o| Identity::of(o).is_ok_and(|i| same(&i, identity)))
+        if found.is_none()
+            && let Some(object) = objects
+                .into_iter()
+                .find(|o| Identity::of(o).is_ok_and(|i| same(&i, identity)))
         {
-            let others = layouts
-                .iter()
-                .filter(|d| *d != dir)
-                .map(|d| (*d).clone())
-                .collect();
-            return Ok(Found::Built(Built {
-                dir: (*dir).clone(),
-                files,
-                object,
-                others,
-            }));
+            found = Some(((*dir).clone(), object));
         }
+    }
+    if let Some((dir, object)) = found {
+        let others = layouts
+            .iter()
+            .filter(|d| ***d != dir)
+            .map(|d| (*d).clone())
+            .collect();
+        return Ok(Found::Built(Built {
+            dir,
+            files,
+            object,
+            others,
+        }));
     }
     Ok(broken.map_or(Found::Nothing, |(dir, error)| {
         Found::Unbuildable(dir, error)
     }))
+}
+
+/// Reads into `files` every file of `listed` under folder `dir`.
+fn read_under(
+    tree: &dyn TreeView,
+    listed: &[String],
+    dir: &str,
+    files: &mut Files,
+) -> Result<(), TreeError> {
+    for path in listed
+        .iter()
+        .filter(|p| dir.is_empty() || p.starts_with(&format!("{dir}/")))
+    {
+        if !files.contains_key(path)
+            && let Some(bytes) = tree.read(path)?
+        {
+            files.insert(path.clone(), bytes);
+        }
+    }
+    Ok(())
 }
 
 /// Whether the object a layout declares as `built` is the live one `live` names: a layout
@@ -299,12 +331,16 @@ pub(crate) fn create(
     };
     let listed = tree.list(target)?;
     let mut files = Files::new();
-    for p in &listed {
+    for p in listed
+        .iter()
+        .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
+    {
         if let Some(bytes) = tree.read(p)? {
             files.insert(p.clone(), bytes);
         }
     }
-    if files.contains_key(path) {
+    read_under(tree, &listed, layout, &mut files)?;
+    if listed.iter().any(|p| p == path) {
         return Err(refuse(format!("{path} exists already")));
     }
     let before = render_loading(tree, &mut files, layout)?
