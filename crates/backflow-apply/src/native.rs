@@ -894,6 +894,8 @@ impl NativeApplier {
     /// Brings one object in line: a whole apply when Git changed it (or it is missing) and the
     /// live side does not hold it yet, a stamp when only the label is missing; says whether it
     /// wrote. The live object is taken from `reads` when its type was listed.
+    // Long on purpose: the judgement of one object (read, owner, window, write or stamp) is one
+    // sequence of early returns; split, each piece would need the whole context passed along.
     async fn apply_one(
         &self,
         object: &DeclaredObject,

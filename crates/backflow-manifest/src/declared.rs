@@ -155,10 +155,7 @@ fn built_layouts(
     let kustomizations: Vec<(String, Vec<u8>)> = files
         .iter()
         .filter(|(path, _)| within(path))
-        .filter(|(path, _)| {
-            let name = path.rsplit('/').next().unwrap_or(path);
-            crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&name)
-        })
+        .filter(|(path, _)| crate::kustomize::is_kustomization(path))
         .cloned()
         .collect();
     let layouts = crate::kustomize::layouts(&kustomizations);

@@ -650,7 +650,7 @@ impl FolderMemo {
         };
         let mut paths: BTreeSet<String> = changed.into_iter().collect();
         paths.extend(kept.touched);
-        if paths.iter().any(|p| is_kustomization(p)) {
+        if paths.iter().any(|p| crate::kustomize::is_kustomization(p)) {
             // Which files are a layout's documents may have changed: index the folder anew.
             kept.index.into_cache(&mut self.parsed);
             return Ok(None);
@@ -711,10 +711,6 @@ impl WriteIndex {
     }
 }
 
-fn is_kustomization(path: &str) -> bool {
-    crate::kustomize::KUSTOMIZATION_FILE_NAMES.contains(&path.rsplit('/').next().unwrap_or(path))
-}
-
 /// The folders of the kustomize layouts among `listed` ([`crate::kustomize::layouts`]), and
 /// the files they read from elsewhere.
 fn layouts(
@@ -722,7 +718,10 @@ fn layouts(
     listed: &[String],
 ) -> Result<(Vec<String>, Vec<String>), IndexError> {
     let mut kustomizations = Vec::new();
-    for path in listed.iter().filter(|p| is_kustomization(p)) {
+    for path in listed
+        .iter()
+        .filter(|p| crate::kustomize::is_kustomization(p))
+    {
         if let Some(bytes) = tree.read(path)? {
             kustomizations.push((path.clone(), bytes));
         }

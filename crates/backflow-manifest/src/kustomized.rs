@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ManifestError;
 use crate::edit::edit_parsed;
 use crate::identity::Identity;
-use crate::kustomize::{self, Files, KUSTOMIZATION_FILE_NAMES, KustomizeError};
+use crate::kustomize::{self, Files, KustomizeError};
 
 /// A layout of the folder that builds the object.
 pub(crate) struct Built {
@@ -50,7 +50,7 @@ pub(crate) fn building(
     let listed = tree.list(target)?;
     let kustomizations: Vec<&String> = listed
         .iter()
-        .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
+        .filter(|p| kustomize::is_kustomization(p))
         .collect();
     if kustomizations.is_empty() {
         return Ok(Found::Nothing);
@@ -68,20 +68,7 @@ pub(crate) fn building(
             files.insert((*path).clone(), bytes);
         }
     }
-    let layouts: Vec<&String> = dirs
-        .iter()
-        .filter(|d| is_build_point(d, &dirs))
-        .filter(|dir| {
-            kustomizations
-                .iter()
-                .filter(|k| dir.is_empty() || k.starts_with(&format!("{dir}/")))
-                .any(|k| {
-                    files
-                        .get(*k)
-                        .is_some_and(|b| !kustomize::transforms(k, b).is_empty())
-                })
-        })
-        .collect();
+    let layouts = transforming_layouts(&dirs, &files);
     for dir in &layouts {
         read_under(tree, &listed, dir, &mut files)?;
     }
@@ -152,6 +139,21 @@ fn same(built: &Identity, live: &Identity) -> bool {
         && built.name == live.name
         && (built.namespace == live.namespace
             || built.namespace.is_empty() && live.namespace == "default")
+}
+
+/// The build points among the kustomizations' folders `dirs` (their files in `files`) whose
+/// build transforms what it lists.
+fn transforming_layouts<'a>(dirs: &'a [String], files: &Files) -> Vec<&'a String> {
+    dirs.iter()
+        .filter(|d| is_build_point(d, dirs))
+        .filter(|dir| {
+            files
+                .iter()
+                .filter(|(k, _)| kustomize::is_kustomization(k))
+                .filter(|(k, _)| dir.is_empty() || k.starts_with(&format!("{dir}/")))
+                .any(|(k, b)| !kustomize::transforms(k, b).is_empty())
+        })
+        .collect()
 }
 
 /// Whether `dir` holds the first kustomization on its path (no folder above it in `dirs`).
@@ -242,7 +244,7 @@ fn others_unchanged(
 fn kustomizations_above<'a>(listed: &'a [String], path: &str) -> Vec<&'a String> {
     let mut above: Vec<&String> = listed
         .iter()
-        .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
+        .filter(|p| kustomize::is_kustomization(p))
         .filter(|k| {
             let dir = k.rsplit_once('/').map_or("", |(d, _)| d);
             dir.is_empty() || path.starts_with(&format!("{dir}/"))
@@ -331,10 +333,7 @@ pub(crate) fn create(
     };
     let listed = tree.list(target)?;
     let mut files = Files::new();
-    for p in listed
-        .iter()
-        .filter(|p| KUSTOMIZATION_FILE_NAMES.contains(&p.rsplit('/').next().unwrap_or(p)))
-    {
+    for p in listed.iter().filter(|p| kustomize::is_kustomization(p)) {
         if let Some(bytes) = tree.read(p)? {
             files.insert(p.clone(), bytes);
         }
@@ -352,61 +351,16 @@ pub(crate) fn create(
         return Err(refuse(format!("no kustomization above {path} lists it")));
     };
     let dir = nearest.rsplit_once('/').map_or("", |(d, _)| d);
-    let relative = path
-        .strip_prefix(&format!("{dir}/"))
-        .unwrap_or(path)
-        .to_string();
-    let with = |files: &Files, doc: &Value| -> Result<Files, TreeError> {
-        let mut out = files.clone();
-        out.insert(path.to_string(), crate::yaml::render(doc).into_bytes());
-        let bytes = files.get(&nearest).cloned().unwrap_or_default();
-        if let Some(listed) = listing(&nearest, &bytes, &relative)? {
-            out.insert(nearest.clone(), listed);
-        }
-        Ok(out)
+    let new_file = NewFile {
+        path,
+        relative: path
+            .strip_prefix(&format!("{dir}/"))
+            .unwrap_or(path)
+            .to_string(),
+        nearest: nearest.clone(),
     };
-    // What the layout does to a name and a namespace, read off a probe it builds.
-    const PROBE: &str = "backflow-probe-7c1e";
-    let probe = serde_json::json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": {"name": PROBE}});
-    let probed =
-        kustomize::render(&with(&files, &probe)?, layout).map_err(|e| refuse(e.to_string()))?;
-    let Some(built_probe) = probed.iter().find(|o| {
-        o["kind"] == object["kind"]
-            && o["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.contains(PROBE))
-    }) else {
-        return Err(refuse(
-            "the layout does not build an object of this kind from a new file".into(),
-        ));
-    };
-    let built_name = built_probe["metadata"]["name"].as_str().unwrap_or(PROBE);
-    let (prefix, suffix) = built_name.split_once(PROBE).unwrap_or(("", ""));
-    let live_name = object["metadata"]["name"].as_str().unwrap_or("");
-    let Some(name) = live_name
-        .strip_prefix(prefix)
-        .and_then(|n| n.strip_suffix(suffix))
-        .filter(|n| !n.is_empty())
-    else {
-        return Err(refuse(format!(
-            "the layout names what it builds {prefix}…{suffix}: {live_name:?} cannot come from it"
-        )));
-    };
-    let layout_namespace = built_probe["metadata"].get("namespace").is_some();
-    let mut doc = object.clone();
-    let mut expected = object.clone();
-    if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("name".into(), Value::String(name.to_string()));
-        if layout_namespace || object["metadata"]["namespace"] == "default" {
-            meta.remove("namespace");
-        }
-    }
-    if !layout_namespace
-        && object["metadata"]["namespace"] == "default"
-        && let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        meta.remove("namespace");
-    }
+    let (doc, expected) = source_document(&files, layout, &new_file, object).map_err(refuse)?;
+    let with = |files: &Files, doc: &Value| new_file.with(files, doc);
     let edited = with(&files, &doc)?;
     let after = kustomize::render(&edited, layout).map_err(|e| refuse(e.to_string()))?;
     match kustomize::project(&edited, layout, &expected) {
@@ -432,6 +386,82 @@ pub(crate) fn create(
         updates.push(PathUpdate::write(nearest.clone(), bytes.clone()));
     }
     Ok(updates)
+}
+
+/// Where a live create's document goes: its file and the kustomization that lists it.
+struct NewFile<'a> {
+    path: &'a str,
+    /// The file's path from that kustomization's folder.
+    relative: String,
+    nearest: String,
+}
+
+impl NewFile<'_> {
+    /// `files` with `doc` written as the new file, listed in the nearest kustomization.
+    fn with(&self, files: &Files, doc: &Value) -> Result<Files, TreeError> {
+        let mut out = files.clone();
+        out.insert(self.path.to_string(), crate::yaml::render(doc).into_bytes());
+        let bytes = files.get(&self.nearest).cloned().unwrap_or_default();
+        if let Some(listed) = listing(&self.nearest, &bytes, &self.relative)? {
+            out.insert(self.nearest.clone(), listed);
+        }
+        Ok(out)
+    }
+}
+
+/// The document a live create is written as — the name and namespace the layout's own
+/// transformers give back, read off a probe it builds — and the object the layout must then
+/// build (`object` as the layout names its namespace); why not, when it cannot come from it.
+fn source_document(
+    files: &Files,
+    layout: &str,
+    new_file: &NewFile<'_>,
+    object: &Value,
+) -> Result<(Value, Value), String> {
+    const PROBE: &str = "backflow-probe-7c1e";
+    let probe = serde_json::json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": {"name": PROBE}});
+    let probed = kustomize::render(
+        &new_file.with(files, &probe).map_err(|e| e.to_string())?,
+        layout,
+    )
+    .map_err(|e| e.to_string())?;
+    let Some(built_probe) = probed.iter().find(|o| {
+        o["kind"] == object["kind"]
+            && o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains(PROBE))
+    }) else {
+        return Err("the layout does not build an object of this kind from a new file".into());
+    };
+    let built_name = built_probe["metadata"]["name"].as_str().unwrap_or(PROBE);
+    let (prefix, suffix) = built_name.split_once(PROBE).unwrap_or(("", ""));
+    let live_name = object["metadata"]["name"].as_str().unwrap_or("");
+    let Some(name) = live_name
+        .strip_prefix(prefix)
+        .and_then(|n| n.strip_suffix(suffix))
+        .filter(|n| !n.is_empty())
+    else {
+        return Err(format!(
+            "the layout names what it builds {prefix}…{suffix}: {live_name:?} cannot come from it"
+        ));
+    };
+    let layout_namespace = built_probe["metadata"].get("namespace").is_some();
+    let in_default = object["metadata"]["namespace"] == "default";
+    let mut doc = object.clone();
+    let mut expected = object.clone();
+    if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), Value::String(name.to_string()));
+        if layout_namespace || in_default {
+            meta.remove("namespace");
+        }
+    }
+    if !layout_namespace
+        && in_default
+        && let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.remove("namespace");
+    }
+    Ok((doc, expected))
 }
 
 /// A live delete of an object a layout builds: its document removed (and, with its file, the

@@ -324,23 +324,10 @@ impl YamlPlanner {
         if sensitive {
             return self.present_sensitive(tree, target, &change, index);
         }
-        if index.has_layouts() {
-            match crate::kustomized::building(tree, target, &identity)? {
-                crate::kustomized::Found::Built(built) => {
-                    let live = self.omit_defaults(object, Some(&built.object));
-                    return crate::kustomized::project(&built, &key.to_string(), &live);
-                }
-                crate::kustomized::Found::Unbuildable(layout, error)
-                    if index.get(&identity).is_none() =>
-                {
-                    return Err(crate::kustomized::unbuildable(
-                        &key.to_string(),
-                        &layout,
-                        &error,
-                    ));
-                }
-                _ => {}
-            }
+        if let Some(updates) =
+            self.present_in_layout(tree, index, target, key, &identity, &object)?
+        {
+            return Ok(updates);
         }
         let mut updates = Vec::new();
         if let Some(found) = index.get(&identity) {
@@ -367,6 +354,39 @@ impl YamlPlanner {
         }
         updates.extend(bootstrap::missing(tree, target)?);
         Ok(updates)
+    }
+
+    /// A live write of an object a kustomize layout of the folder builds, projected into the
+    /// layout; refused when a layout does not build and the object is not a plain file's;
+    /// `None` when no layout is concerned.
+    fn present_in_layout(
+        &self,
+        tree: &dyn TreeView,
+        index: &FolderIndex,
+        target: &str,
+        key: &ObjectKey,
+        identity: &Identity,
+        object: &Value,
+    ) -> Result<Option<Vec<PathUpdate>>, TreeError> {
+        if !index.has_layouts() {
+            return Ok(None);
+        }
+        match crate::kustomized::building(tree, target, identity)? {
+            crate::kustomized::Found::Built(built) => {
+                let live = self.omit_defaults(object.clone(), Some(&built.object));
+                crate::kustomized::project(&built, &key.to_string(), &live).map(Some)
+            }
+            crate::kustomized::Found::Unbuildable(layout, error)
+                if index.get(identity).is_none() =>
+            {
+                Err(crate::kustomized::unbuildable(
+                    &key.to_string(),
+                    &layout,
+                    &error,
+                ))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The edit of `found`, the document `change`'s object has in `target`, that the change
@@ -2004,6 +2024,8 @@ mod tests {
         );
     }
 
+    // One story over one tree (edit, patch, refusal, delete, a second overlay), each step
+    // depending on the tree the last left: read whole rather than split.
     /// A kustomize layout in the folder: a live edit of an object its overlay builds lands in
     /// the document responsible (here the base, under the overlay's prefix), comments kept;
     /// an edit no document can take alone, and a delete, are refused for that object; the

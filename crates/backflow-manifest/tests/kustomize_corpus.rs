@@ -4,33 +4,13 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on the unexpected")]
 
+mod kustomize_corpus_files;
+
 use std::path::Path;
 use std::process::Command;
 
-use backflow_manifest::kustomize::{Files, render};
+use backflow_manifest::kustomize::render;
 use serde_json::Value;
-
-/// Every file of the corpus, by path from its root.
-fn corpus(root: &Path) -> Files {
-    let mut files = Files::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                files.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
 
 /// What real kustomize renders for `dir`.
 fn kubectl_kustomize(version: &str, dir: &Path) -> Result<Vec<Value>, String> {
@@ -75,8 +55,8 @@ fn difference(ours: &[Value], theirs: &[Value]) -> String {
 
 #[test]
 fn every_layout_renders_as_kubectl_kustomize_does_for_every_version() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kustomize");
-    let files = corpus(&root);
+    let root = kustomize_corpus_files::root();
+    let files = kustomize_corpus_files::corpus();
     let mut points: Vec<String> = files
         .keys()
         .filter(|f| f.ends_with("/kustomization.yaml"))

@@ -5,33 +5,14 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on the unexpected")]
 
-use std::path::Path;
+mod kustomize_corpus_files;
+
+use kustomize_corpus_files::corpus;
+
 use std::process::Command;
 
 use backflow_manifest::kustomize::{Files, Unplaceable, project, render, with_edits};
 use serde_json::{Value, json};
-
-fn corpus() -> Files {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kustomize");
-    let mut files = Files::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(&root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                files.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
 
 /// What real kustomize renders for `dir` of `files`, written out.
 fn kubectl_kustomize(version: &str, files: &Files, dir: &str) -> Vec<Value> {

@@ -259,16 +259,12 @@ fn resource(
 
 /// The objects a manifest file declares (a `List` counts as its items).
 pub(super) fn objects_of(path: &str, bytes: &[u8]) -> Result<Vec<Resource>, KustomizeError> {
-    let parsed = crate::document::parse_file(path, bytes).map_err(|e| KustomizeError::Invalid {
-        file: path.to_string(),
-        reason: e.to_string(),
-    })?;
     let mut out = Vec::new();
-    for (document, doc) in parsed.docs.into_iter().enumerate() {
-        match doc.value {
+    for (document, value) in file::documents_of(path, bytes)?.into_iter().enumerate() {
+        match value {
             Value::Null => {}
-            Value::Object(_) if is_list(&doc.value) => {
-                for item in doc.value["items"].as_array().into_iter().flatten() {
+            Value::Object(_) if is_list(&value) => {
+                for item in value["items"].as_array().into_iter().flatten() {
                     out.push(checked(path, item.clone())?);
                 }
             }

@@ -110,17 +110,20 @@ pub(super) fn read(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
     Ok(value)
 }
 
-/// The first document of a file, read within the limits every manifest is read with (size,
-/// documents, alias expansion).
-pub(super) fn first_document(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
+/// Every document of a file (an empty one is null), read within the limits every manifest is
+/// read with (size, documents, alias expansion), numbered as in-place edits number them.
+pub(super) fn documents_of(path: &str, bytes: &[u8]) -> Result<Vec<Value>, KustomizeError> {
     let parsed = crate::document::parse_file(path, bytes).map_err(|e| KustomizeError::Invalid {
         file: path.to_string(),
         reason: e.to_string(),
     })?;
-    Ok(parsed
-        .docs
+    Ok(parsed.docs.into_iter().map(|d| d.value).collect())
+}
+
+/// The first document of a file that is not empty ([`documents_of`]).
+pub(super) fn first_document(path: &str, bytes: &[u8]) -> Result<Value, KustomizeError> {
+    Ok(documents_of(path, bytes)?
         .into_iter()
-        .map(|d| d.value)
         .find(|v| !v.is_null())
         .unwrap_or(Value::Null))
 }

@@ -144,6 +144,53 @@ fn generate(
             what.kind()
         )));
     };
+    let pairs = sources(files, dir, file, entry)?;
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some((key, _)) = pairs.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+        return Err(invalid(format!(
+            "{} generator {name:?} has the key {key:?} twice (kustomize refuses it)",
+            what.kind()
+        )));
+    }
+    // Either level turning a switch on turns it on (kustomize ORs them).
+    let option = |field: &str| {
+        [entry["options"].get(field), defaults.get(field)]
+            .into_iter()
+            .flatten()
+            .any(|v| v.as_bool() == Some(true))
+    };
+    let mut object = json!({"apiVersion": "v1", "kind": what.kind(), "metadata": {"name": name}});
+    if let Some(ns) = entry["namespace"].as_str() {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    for field in ["labels", "annotations"] {
+        let mut all = string_map(defaults.get(field), field, file)?;
+        all.extend(string_map(entry["options"].get(field), field, file)?);
+        if !all.is_empty() {
+            object["metadata"][field] =
+                Value::Object(all.into_iter().map(|(k, v)| (k, json!(v))).collect());
+        }
+    }
+    fill(&mut object, what, pairs, entry);
+    if option("immutable") {
+        object["immutable"] = json!(true);
+    }
+    let mut r = Resource::new(object);
+    r.needs_hash = !option("disableNameSuffixHash");
+    Ok(r)
+}
+
+/// The keys and contents an entry's `literals`, `files` and `envs` give, in that order.
+fn sources(
+    files: &Files,
+    dir: &str,
+    file: &str,
+    entry: &Value,
+) -> Result<Vec<(String, Vec<u8>)>, KustomizeError> {
+    let invalid = |reason: String| KustomizeError::Invalid {
+        file: file.to_string(),
+        reason,
+    };
     let mut pairs: Vec<(String, Vec<u8>)> = Vec::new();
     for literal in strings(entry, "literals", file)? {
         let Some((key, value)) = literal.split_once('=') else {
@@ -180,39 +227,7 @@ fn generate(
             pairs.push((key.to_string(), value.as_bytes().to_vec()));
         }
     }
-    // Either level turning a switch on turns it on (kustomize ORs them).
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some((key, _)) = pairs.iter().find(|(k, _)| !seen.insert(k.as_str())) {
-        return Err(invalid(format!(
-            "{} generator {name:?} has the key {key:?} twice (kustomize refuses it)",
-            what.kind()
-        )));
-    }
-    let option = |field: &str| {
-        [entry["options"].get(field), defaults.get(field)]
-            .into_iter()
-            .flatten()
-            .any(|v| v.as_bool() == Some(true))
-    };
-    let mut object = json!({"apiVersion": "v1", "kind": what.kind(), "metadata": {"name": name}});
-    if let Some(ns) = entry["namespace"].as_str() {
-        object["metadata"]["namespace"] = json!(ns);
-    }
-    for field in ["labels", "annotations"] {
-        let mut all = string_map(defaults.get(field), field, file)?;
-        all.extend(string_map(entry["options"].get(field), field, file)?);
-        if !all.is_empty() {
-            object["metadata"][field] =
-                Value::Object(all.into_iter().map(|(k, v)| (k, json!(v))).collect());
-        }
-    }
-    fill(&mut object, what, pairs, entry);
-    if option("immutable") {
-        object["immutable"] = json!(true);
-    }
-    let mut r = Resource::new(object);
-    r.needs_hash = !option("disableNameSuffixHash");
-    Ok(r)
+    Ok(pairs)
 }
 
 /// The data of the generated object: a `ConfigMap`'s text in `data` (other bytes in

@@ -92,12 +92,6 @@ fn built(files: &Files, dir: &str) -> Result<Vec<build::Resource>, KustomizeErro
     Ok(resources)
 }
 
-/// Whether folder `dir` of `files` holds a kustomization.
-#[must_use]
-pub fn is_kustomization(files: &Files, dir: &str) -> bool {
-    file::find(files, &normalize(dir)).is_some()
-}
-
 /// What makes the build of kustomization `text` (at `path`) more than the files it lists:
 /// the fields that transform, patch or generate, and resources from outside its folder. Empty
 /// when applying its folder's files as they are gives the same objects.
@@ -244,6 +238,12 @@ pub fn layouts(kustomizations: &[(String, Vec<u8>)]) -> Vec<Layout> {
     out
 }
 
+/// Whether `path` is a kustomization file (by its name).
+#[must_use]
+pub fn is_kustomization(path: &str) -> bool {
+    KUSTOMIZATION_FILE_NAMES.contains(&path.rsplit('/').next().unwrap_or(path))
+}
+
 /// Whether a `resources` entry names something fetched at build time (a Git repository or an
 /// URL), not a path of the repository.
 fn is_remote(entry: &str) -> bool {
@@ -263,8 +263,7 @@ pub fn outside_paths(files: &[(String, Vec<u8>)], inside: &[String]) -> Vec<Stri
     };
     let mut out: Vec<String> = Vec::new();
     for (path, bytes) in files {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        if !KUSTOMIZATION_FILE_NAMES.contains(&name) {
+        if !is_kustomization(path) {
             continue;
         }
         let dir = path.rsplit_once('/').map_or("", |(d, _)| d);

@@ -167,18 +167,10 @@ fn at(file: Option<&String>, document: usize) -> Option<Origin> {
 /// The YAML documents of a patch (read as every manifest is, within its limits), each with
 /// its place among the file's documents.
 fn documents(text: &str, file: &str) -> Result<Vec<(usize, Value)>, KustomizeError> {
-    let parsed = crate::document::parse_file(file, text.as_bytes()).map_err(|e| {
-        KustomizeError::Invalid {
-            file: file.to_string(),
-            reason: format!("a patch does not read: {e}"),
-        }
-    })?;
-    Ok(parsed
-        .docs
+    Ok(super::file::documents_of(file, text.as_bytes())?
         .into_iter()
         .enumerate()
-        .filter(|(_, d)| !d.value.is_null())
-        .map(|(i, d)| (i, d.value))
+        .filter(|(_, d)| !d.is_null())
         .collect())
 }
 

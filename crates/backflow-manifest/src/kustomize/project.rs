@@ -170,12 +170,7 @@ impl<'a> Documents<'a> {
                 what: "file",
                 path: path.to_string(),
             })?;
-        let parsed =
-            crate::document::parse_file(path, bytes).map_err(|e| KustomizeError::Invalid {
-                file: path.to_string(),
-                reason: e.to_string(),
-            })?;
-        let docs: Vec<Value> = parsed.docs.into_iter().map(|d| d.value).collect();
+        let docs = super::file::documents_of(path, bytes)?;
         self.parsed.insert(path.to_string(), docs.clone());
         Ok(docs)
     }
@@ -350,12 +345,7 @@ pub fn with_edits(files: &Files, edits: &[DocumentEdit]) -> Result<Files, Kustom
             what: "file",
             path: path.to_string(),
         })?;
-        let parsed =
-            crate::document::parse_file(path, bytes).map_err(|e| KustomizeError::Invalid {
-                file: path.to_string(),
-                reason: e.to_string(),
-            })?;
-        let mut docs: Vec<Value> = parsed.docs.into_iter().map(|d| d.value).collect();
+        let mut docs = super::file::documents_of(path, bytes)?;
         for e in edits.iter().filter(|e| e.path == path) {
             if let Some(slot) = docs.get_mut(e.document) {
                 slot.clone_from(&e.value);
