@@ -9,6 +9,7 @@ use backflow_manifest::Identity;
 
 use std::sync::{Arc, OnceLock};
 
+use crate::withheld::Withheld;
 use crate::{ApplyWindows, CatchUps, EventRecorder, Note, StreamSpec, TargetRef};
 
 /// Where a watch stream stands.
@@ -168,6 +169,8 @@ pub struct Board {
     resync_news: tokio::sync::Notify,
     /// Apply windows, shared with the claims that open and close them.
     pub windows: ApplyWindows,
+    /// Objects whose applier's write was withheld from Git, beyond the streams that saw it.
+    pub withheld: Withheld,
     /// Where each running stream takes its catch-ups.
     pub catch_ups: CatchUps,
     /// Where Events are recorded, once the mirror has a client.

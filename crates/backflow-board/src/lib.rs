@@ -10,6 +10,8 @@
 //! - `registry.rs`: the running branch workers by (repository, branch), and
 //!   [`BranchRegistry`], what an applier claim or a push webhook reads and tells.
 //! - `streams.rs`: what a watch stream is ([`StreamSpec`]).
+//! - `withheld.rs`: [`Withheld`], objects whose applier's write was kept out of Git (a
+//!   collision), remembered beyond the streams that found them.
 //! - `catch_up.rs`: [`CatchUps`], each stream asked to decide what its scope holds now (before
 //!   an apply's flush, before a `CommitRequest`).
 //! - `events.rs`: Kubernetes Events about what backflow did, counted when repeated.
@@ -24,6 +26,7 @@ mod events;
 mod explain;
 mod registry;
 mod streams;
+mod withheld;
 
 pub use apply_windows::{ApplyWindows, Pruned};
 pub use board::{
@@ -36,3 +39,4 @@ pub use events::{Correlator, EventRecorder, EventType, Note, Regarding, Write};
 pub use explain::explain;
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
 pub use streams::{ServedType, StreamSpec, TargetRef};
+pub use withheld::{Kept, Withheld, WithheldWrite};

@@ -133,15 +133,36 @@ pub struct Intent {
 pub enum Baseline {
     /// The object read as this (sanitized) value; for a sweep, nothing is known.
     Value(Arc<ObjectJson>),
-    /// The live side held what this commit holds (the last commit applied to it): the shell
-    /// reads the object there ([`crate::Planner::held`]) before planning. A sweep removes only
-    /// documents that commit held: a file added in Git since is Git's change, not a live
-    /// removal.
-    Commit(CommitId),
+    /// The live side held what a commit holds (the last commit applied to it in full), and
+    /// perhaps part of a later one: the shell reads the object there ([`crate::Planner::held`])
+    /// before planning. A sweep removes only documents the first commit held: a file added in
+    /// Git since is Git's change, not a live removal.
+    Commit(LiveHeld),
     /// What the commit the live side held (a [`Baseline::Commit`], resolved by the shell) held
     /// of the object: merged as a [`Baseline::Value`], and a document Git removed since stays
     /// removed when the object still reads as this (Git's change, made while backflow was down).
     Held(Arc<ObjectJson>),
+}
+
+/// The commits the live side held, which a snapshot's objects are read against
+/// ([`Baseline::Commit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LiveHeld {
+    /// The last commit the live side held in full (the claim's in-step commit).
+    pub in_step: CommitId,
+    /// The commit an operation applied since, which may have reached the live side in part
+    /// (cut short, failed, or objects left to newer edits): an object that reads as this commit
+    /// holds it was written by the applier, not changed live.
+    pub applying: Option<CommitId>,
+}
+
+impl From<CommitId> for LiveHeld {
+    fn from(in_step: CommitId) -> Self {
+        Self {
+            in_step,
+            applying: None,
+        }
+    }
 }
 
 impl Baseline {
@@ -244,10 +265,11 @@ impl Intent {
         self
     }
 
-    /// The same intent, as a change of what `commit` holds (see [`Baseline::Commit`]).
+    /// The same intent, as a change of what the live side held: a commit in full, perhaps
+    /// part of another (see [`Baseline::Commit`]).
     #[must_use]
-    pub fn since(mut self, commit: CommitId) -> Self {
-        self.baseline = Some(Baseline::Commit(commit));
+    pub fn since(mut self, held: impl Into<LiveHeld>) -> Self {
+        self.baseline = Some(Baseline::Commit(held.into()));
         self
     }
 

@@ -49,8 +49,8 @@ pub use error::{CycleFailure, IoFailure, PlanError, TreeError};
 pub use file_planner::FilePerObjectPlanner;
 pub use input::{BuiltChain, BuiltWrite, FetchedTip, Input, PushAnswer, RefusedIntent};
 pub use intent::{
-    Attribution, Baseline, ChangedBy, FlushMark, Intent, IntentSeq, ObjectJson, ObjectState,
-    Origin, PendingWrite, Slot, SweepScope, WriteKind,
+    Attribution, Baseline, ChangedBy, FlushMark, Intent, IntentSeq, LiveHeld, ObjectJson,
+    ObjectState, Origin, PendingWrite, Slot, SweepScope, WriteKind,
 };
 pub use moment::Moment;
 pub use planner::{Held, Planner};

@@ -9,8 +9,8 @@ use backflow_api::{GroupResource, ObjectKey};
 
 use crate::{
     Attribution, Baseline, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig,
-    DurableTips, Effect, Event, FetchedTip, Held, Input, Intent, IntentSeq, IoFailure, Moment,
-    ObjectState, Origin, PendingWrite, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
+    DurableTips, Effect, Event, FetchedTip, Held, Input, Intent, IntentSeq, IoFailure, LiveHeld,
+    Moment, ObjectState, Origin, PendingWrite, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -691,10 +691,19 @@ impl Shell {
     /// its object — or what backflow's last push after it held, when the object reads as that
     /// — and a sweep's removes only what the commit held.
     fn with_baseline(&self, intent: &Intent, parent: Option<CommitId>) -> Intent {
-        let Some(Baseline::Commit(commit)) = intent.baseline else {
+        let Some(Baseline::Commit(LiveHeld { in_step, applying })) = intent.baseline else {
             return intent.clone();
         };
+        let commit = in_step;
         let files = self.remote.files(Some(commit));
+        // As the git shell: backflow's last push came after that commit when it descends from
+        // it, or when the branch was rewritten past it.
+        let on_branch = self.remote.contains(parent, commit);
+        let pushed = self
+            .core
+            .durable()
+            .pushed
+            .filter(|p| *p != commit && (!on_branch || self.remote.contains(Some(*p), commit)));
         if let ObjectState::Sweep(scope) = &intent.state {
             let held = files
                 .keys()
@@ -704,20 +713,21 @@ impl Shell {
             return intent.with_held(Held::Objects(held));
         }
         let path = path_of(intent);
-        let pushed = self
-            .core
-            .durable()
-            .pushed
-            .filter(|p| *p != commit && self.remote.contains(Some(*p), commit));
-        let since_push = pushed.and_then(|p| self.remote.files(Some(p)).get(&path).cloned());
-        let held = match since_push {
-            Some(value) if render(intent).as_ref() == Some(&value) => Some(value),
-            _ => files.get(&path).cloned(),
+        // An object that reads as the operation applied since held it, or as backflow's last
+        // push did, did not change live since either.
+        let ours = render(intent);
+        let later = [applying, pushed].into_iter().flatten().find_map(|c| {
+            let value = self.remote.files(Some(c)).get(&path).cloned()?;
+            (ours.as_ref() == Some(&value)).then_some((value, c))
+        });
+        let (held, on_branch) = match later {
+            Some((value, c)) => (Some(value), self.remote.contains(parent, c)),
+            None => (files.get(&path).cloned(), on_branch),
         };
         let mut resolved = intent.with_held(Held::Object(held.map(serde_json::Value::String)));
-        // As the git shell: on a branch rewritten past that commit, what Git lacks is written
-        // back (a relist's baseline), not a removal that stands.
-        if !self.remote.contains(parent, commit) {
+        // As the git shell: on a branch rewritten past the commit read, what Git lacks is
+        // written back (a relist's baseline), not a removal that stands.
+        if !on_branch {
             resolved.baseline = match resolved.baseline {
                 Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
                 other => other,

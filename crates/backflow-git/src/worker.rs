@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_branch::{Baseline, Held, Intent, ObjectState, Origin, WriteKind};
+use backflow_branch::{Baseline, Held, Intent, LiveHeld, ObjectState, Origin, WriteKind};
 use backflow_branch::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
@@ -932,10 +932,12 @@ impl BranchWorker {
     /// that commit holds of its object read in. A commit the cache cannot read leaves its
     /// intents whole (as before baselines existed), logged.
     ///
-    /// The live side also held what backflow's last push carried of the objects it wrote: an
-    /// object that reads as that push held it did not change live since, even when the commit
-    /// the live side last applied is older. So a push made over backflow's commit of a live
-    /// edit while backflow was down is Git's change, not overwritten by the start-up resync.
+    /// The live side also held what backflow's last push carried of the objects it wrote, and
+    /// whatever the operation it applied since wrote of its commit: an object that reads as
+    /// either held it did not change live since, even when the commit the live side last
+    /// applied in full is older. So a push made over backflow's commit of a live edit, or over
+    /// objects an apply cut short had written, while backflow was down is Git's change, not
+    /// overwritten by the start-up resync.
     fn with_baselines<'w>(
         &self,
         write: &'w PendingWrite,
@@ -946,54 +948,61 @@ impl BranchWorker {
             .values()
             .map(|(_, i)| Cow::Borrowed(i))
             .collect();
-        let commits: BTreeSet<CommitId> = intents
+        let commits: BTreeSet<LiveHeld> = intents
             .iter()
             .filter_map(|i| match i.baseline {
                 Some(Baseline::Commit(c)) => Some(c),
                 _ => None,
             })
             .collect();
-        for commit in commits {
+        for live_held in commits {
+            let commit = live_held.in_step;
             let at: Vec<usize> = (0..intents.len())
-                .filter(|&n| intents[n].baseline == Some(Baseline::Commit(commit)))
+                .filter(|&n| intents[n].baseline == Some(Baseline::Commit(live_held)))
                 .collect();
             let asked: Vec<&Intent> = at.iter().map(|&n| intents[n].as_ref()).collect();
             let held = self.held_at(commit, &asked)?.unwrap_or_else(|| {
                 tracing::warn!(branch = %self.cfg.branch, %commit, "cannot read the commit the live side last held; its objects are written whole");
                 vec![Held::Nothing; at.len()]
             });
-            // Only objects that do not read as that commit held them may read as the last push
-            // did (most objects did not change: no second tree read for them).
-            let changed: Vec<usize> = (0..at.len())
+            // Only objects that do not read as that commit held them may read as the operation
+            // applied since or the last push did (most objects did not change: no second tree
+            // read for them).
+            let mut changed: Vec<usize> = (0..at.len())
                 .filter(|&i| !reads_as(&intents[at[i]], &held[i]))
                 .collect();
-            let mut since_push: BTreeMap<usize, Held> = BTreeMap::new();
-            if let Some(pushed) = self
-                .last_push_after(commit)?
-                .filter(|_| !changed.is_empty())
-            {
+            let descends = self.on_branch(parent, commit)?;
+            // Per object read as a later commit held it: what it held, and whether the branch
+            // still holds that commit.
+            let mut since: BTreeMap<usize, (Held, bool)> = BTreeMap::new();
+            let later = [live_held.applying, self.last_push_after(commit, descends)?];
+            for later in later.into_iter().flatten().filter(|c| *c != commit) {
+                if changed.is_empty() {
+                    break;
+                }
                 let asked: Vec<&Intent> =
                     changed.iter().map(|&i| intents[at[i]].as_ref()).collect();
-                if let Some(held) = self.held_at(pushed, &asked)? {
-                    since_push.extend(changed.into_iter().zip(held));
-                }
-            }
-            // A removal stands only where Git removed the document since that commit: on a
-            // branch rewritten past it (a force-push, a deleted branch) the live side is
-            // published again, so what Git lacks is written back.
-            let descends = match parent {
-                Some(parent) => self
-                    .tip_contains(parent, oid(commit))
-                    .map_err(IoFailure::new)?,
-                None => false,
-            };
-            for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
-                let held = match since_push.remove(&i) {
-                    Some(p) if reads_as(&intents[n], &p) => p,
-                    _ => held,
+                let Some(later_held) = self.held_at(later, &asked)? else {
+                    continue;
                 };
+                let later_on_branch = self.on_branch(parent, later)?;
+                let mut still = Vec::new();
+                for (i, h) in changed.into_iter().zip(later_held) {
+                    if reads_as(&intents[at[i]], &h) {
+                        since.insert(i, (h, later_on_branch));
+                    } else {
+                        still.push(i);
+                    }
+                }
+                changed = still;
+            }
+            for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
+                let (held, on_branch) = since.remove(&i).unwrap_or((held, descends));
                 let mut resolved = intents[n].with_held(held);
-                if !descends {
+                // A removal stands only where Git removed the document since the commit read:
+                // on a branch rewritten past it (a force-push, a deleted branch) the live side
+                // is published again, so what Git lacks is written back.
+                if !on_branch {
                     resolved.baseline = match resolved.baseline {
                         Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
                         other => other,
@@ -1003,6 +1012,16 @@ impl BranchWorker {
             }
         }
         Ok(intents)
+    }
+
+    /// Whether the branch, at the build's `parent`, holds `commit`.
+    fn on_branch(&self, parent: Option<Oid>, commit: CommitId) -> Result<bool, IoFailure> {
+        match parent {
+            Some(parent) => self
+                .tip_contains(parent, oid(commit))
+                .map_err(IoFailure::new),
+            None => Ok(false),
+        }
     }
 
     /// What `commit` holds of the objects `asked` names; `None` when the cache cannot read it.
@@ -1018,14 +1037,20 @@ impl BranchWorker {
         }
     }
 
-    /// Backflow's last push, when it came after `commit` (descends from it).
-    fn last_push_after(&self, commit: CommitId) -> Result<Option<CommitId>, IoFailure> {
+    /// Backflow's last push, when it came after `commit`: it descends from it, or the branch
+    /// was rewritten past it (`on_branch` false), and backflow pushed onto what replaced it.
+    fn last_push_after(
+        &self,
+        commit: CommitId,
+        on_branch: bool,
+    ) -> Result<Option<CommitId>, IoFailure> {
         let Some(pushed) = self.core.durable().pushed.filter(|p| *p != commit) else {
             return Ok(None);
         };
-        let after = self
-            .tip_contains(oid(pushed), oid(commit))
-            .map_err(IoFailure::new)?;
+        let after = !on_branch
+            || self
+                .tip_contains(oid(pushed), oid(commit))
+                .map_err(IoFailure::new)?;
         Ok(after.then_some(pushed))
     }
 

@@ -13,7 +13,7 @@ use backflow_api::config::PruneMode;
 use backflow_api::config::{ClaimStatus, FirstContact, claim_resource};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_branch::{
-    Attribution, ChangedBy, CommitId, Intent, ObjectJson, ObjectState, SweepScope,
+    Attribution, ChangedBy, CommitId, Intent, LiveHeld, ObjectJson, ObjectState, SweepScope,
 };
 use backflow_git::{Pushed, WorkerHandle, WriteError};
 use backflow_manifest::Identity;
@@ -31,7 +31,9 @@ use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
 use backflow_board::Pruned;
-use backflow_board::{Barrier, Board, PushReport, RefusedEdit, StreamState, WriteScope};
+use backflow_board::{
+    Barrier, Board, Kept, PushReport, RefusedEdit, StreamState, WithheldWrite, WriteScope,
+};
 use backflow_decision::{
     Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
 };
@@ -715,12 +717,80 @@ fn undecodable(
     key
 }
 
+/// A list as Git keeps it (see [`as_git_keeps`]).
+#[derive(Default)]
+struct ListedAsKept {
+    /// The objects to publish.
+    objects: Vec<Listed>,
+    /// Objects listed as the edit Git keeps: published as changes of that edit, so what Git
+    /// gained since (a push after the edit) stands, and what Git lost (a force-push) comes back.
+    edits: BTreeSet<ObjectKey>,
+    /// Objects listed live whose edit was a delete: their documents go.
+    deleted: Vec<ObjectKey>,
+}
+
+/// The listed `objects` of type `gr` (in `namespace`, or all) as Git keeps them where an
+/// applier's write was withheld (`kept`, see [`backflow_board::Withheld`]) and nothing wrote
+/// the object since: such an object is listed as the edit Git keeps, an edit the applier
+/// pruned is listed although the list lacks it, and withheld objects whose edit was a delete
+/// come back apart.
+fn as_git_keeps(
+    objects: Vec<Listed>,
+    mut kept: Kept,
+    gr: &GroupResource,
+    namespace: Option<&str>,
+) -> ListedAsKept {
+    kept.retain(|key, _| key.resource == *gr && namespace.is_none_or(|ns| key.namespace == ns));
+    let mut out = ListedAsKept::default();
+    for mut listed in objects {
+        let withheld = kept.remove(&listed.key);
+        // A later write of the object (another version, or a create after a prune) is what
+        // it is.
+        match withheld.filter(|w| w.version == listed.resource_version && w.version != 0) {
+            None => out.objects.push(listed),
+            Some(WithheldWrite { kept: None, .. }) => out.deleted.push(listed.key),
+            Some(WithheldWrite {
+                kept: Some(edit), ..
+            }) => {
+                listed.value = Some((fingerprint(&edit.value()), ObjectJson::clone(&edit)));
+                out.edits.insert(listed.key.clone());
+                out.objects.push(listed);
+            }
+        }
+    }
+    for (key, write) in kept {
+        if let Some(edit) = write.kept {
+            out.edits.insert(key.clone());
+            out.objects.push(Listed {
+                key,
+                resource_version: 0,
+                value: Some((fingerprint(&edit.value()), ObjectJson::clone(&edit))),
+                stamped: true,
+                owner: None,
+                writers: Writers::default(),
+            });
+        }
+    }
+    out
+}
+
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     let previous = std::mem::take(&mut memory.submitted);
     let baseline = SnapshotBaseline::of(ctx.keeps_values(), previous, memory.start.take());
+    let kept = ctx.board.withheld.of(&ctx.spec.target);
+    let ListedAsKept {
+        objects,
+        edits,
+        deleted,
+    } = as_git_keeps(objects, kept, gr, ctx.spec.namespace.as_deref());
     let count = objects.len();
-    let mut intents = Vec::with_capacity(count);
+    let mut intents = Vec::with_capacity(count + deleted.len());
     let mut keep = BTreeSet::new();
+    for key in deleted {
+        // Kept in the sweep's scope: the delete removes its document, whatever the sweep may.
+        keep.insert((key.namespace.clone(), key.name.clone()));
+        intents.push(Intent::delete(ctx.path.clone(), key));
+    }
     let mut seen: Vec<(ObjectKey, u64)> = Vec::with_capacity(count);
     for listed in objects {
         let Listed {
@@ -753,8 +823,12 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
                 value: ctx.keeps_values().then(|| object.clone()),
             };
             memory.submitted.insert(key.clone(), seen);
-            let intent = Intent::put_json(ctx.path.clone(), key.clone(), object);
-            intents.push(baseline.of_object(intent, &key));
+            let intent = Intent::put_json(ctx.path.clone(), key.clone(), object.clone());
+            intents.push(if edits.contains(&key) {
+                intent.edit_of(object)
+            } else {
+                baseline.of_object(intent, &key)
+            });
         }
     }
     if ctx.policy.applier.is_some() {
@@ -826,16 +900,23 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         value: ctx.keeps_values().then(|| json.clone()),
     };
     match verdict {
-        Verdict::Edit | Verdict::Late => {}
+        Verdict::Edit | Verdict::Late => ctx.board.withheld.release(&ctx.spec.target, &key),
         Verdict::Landing => {
             // Git holds what was applied (or a newer tip that will be applied).
+            ctx.board.withheld.release(&ctx.spec.target, &key);
             memory.submitted.insert(key.clone(), seen);
             ctx.tracker.record_unchanged(key, rv);
             return;
         }
         Verdict::Collision | Verdict::OverCollided => {
-            // Git keeps the edit, and so does what this stream remembers Git holds; the next
-            // event is judged against this one's writers.
+            // Git keeps the edit, and so does what this stream remembers Git holds (and the
+            // board, for a stream that lists again); the next event is judged against this
+            // one's writers.
+            let kept = memory.submitted.get(&key).and_then(|s| s.value.clone());
+            let write = WithheldWrite { version: rv, kept };
+            ctx.board
+                .withheld
+                .withhold(&ctx.spec.target, key.clone(), write);
             if let Some(seen) = memory.submitted.get_mut(&key) {
                 seen.rv = rv;
                 seen.writers = writers;
@@ -914,8 +995,9 @@ enum SnapshotBaseline {
     /// A relist: each object as this stream last saw it; a sweep removes only objects it saw
     /// (none, when it saw none).
     Seen(Submitted),
-    /// The first snapshot: what the commit the live side last held in full holds.
-    Applied(CommitId),
+    /// The first snapshot: what the commit the live side last held in full holds, or the
+    /// commit of the operation applied since, where an object reads as that.
+    Applied(LiveHeld),
     /// The first snapshot of a folder no claim applied yet (first contact): Git's documents
     /// are the applier's to create, so a sweep removes none of them; an object both sides
     /// hold follows the claim's rule.
@@ -934,7 +1016,10 @@ impl SnapshotBaseline {
             return Self::Seen(previous);
         };
         match (start.since, start.first_contact) {
-            (Some(commit), _) => Self::Applied(commit),
+            (Some(in_step), _) => Self::Applied(LiveHeld {
+                in_step,
+                applying: start.applying,
+            }),
             (None, Some(rule)) => Self::FirstContact(rule),
             // Operations were recorded, none succeeded: what the live side held is unknown,
             // and it is taken as the truth (as before baselines existed).
@@ -982,6 +1067,10 @@ impl SnapshotBaseline {
 struct ClaimStart {
     /// See [`claim_start`].
     since: Option<CommitId>,
+    /// The commit of the claim's last operation, when it is not `since`: applied in part at
+    /// most (cut short, failed, or objects left to newer edits), so an object that reads as it
+    /// holds the object was written by the applier, not changed live.
+    applying: Option<CommitId>,
     /// `spec.firstContact`, when this is the claim's first contact with its branch (it never
     /// recorded an operation, as the decision core judges it).
     first_contact: Option<FirstContact>,
@@ -1021,8 +1110,12 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
                 serde_json::from_value(found.data["spec"]["firstContact"].clone())
                     .unwrap_or_default()
             });
+            let applying = (status.operation.as_ref())
+                .and_then(|op| op.commit.parse().ok())
+                .filter(|commit| Some(*commit) != since);
             ClaimStart {
                 since,
+                applying,
                 first_contact,
             }
         }
@@ -1103,7 +1196,7 @@ fn owner(obj: &DynamicObject) -> Option<AppliedBy> {
 fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
-    memory.submitted.remove(&key);
+    let kept = memory.submitted.remove(&key).and_then(|s| s.value);
     if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
         memory.excluded.remove(&key);
         ctx.tracker.record_unchanged(key, rv);
@@ -1127,6 +1220,17 @@ fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: 
     };
     let pruned_in = ctx.board.windows.take_prune(&ctx.spec.target, &pruned);
     let verdict = memory.window_edits.judge_delete(&key, &windows, pruned_in);
+    match verdict {
+        Verdict::Collision | Verdict::OverCollided => {
+            let write = WithheldWrite { version: rv, kept };
+            ctx.board
+                .withheld
+                .withhold(&ctx.spec.target, key.clone(), write);
+        }
+        Verdict::Edit | Verdict::Late | Verdict::Landing => {
+            ctx.board.withheld.release(&ctx.spec.target, &key);
+        }
+    }
     if count_verdict(ctx, &key, verdict) != Verdict::Edit {
         // The applier's prune: Git does not hold the object at the applied commit (a landing),
         // or holds a live edit it deleted (a collision, repaired).
@@ -1223,18 +1327,24 @@ mod tests {
     #[test]
     fn the_first_snapshot_is_a_change_of_the_commit_the_live_side_last_held() {
         let commit: CommitId = "1111111111111111111111111111111111111111".parse().unwrap();
+        let applying: CommitId = "2222222222222222222222222222222222222222".parse().unwrap();
         let start = ClaimStart {
             since: Some(commit),
+            applying: Some(applying),
             first_contact: None,
         };
         let b = SnapshotBaseline::of(true, Submitted::new(), Some(start));
+        let held = LiveHeld {
+            in_step: commit,
+            applying: Some(applying),
+        };
         assert_eq!(
             b.of_object(put("a", "1"), &cm_key("a")).baseline,
-            Some(backflow_branch::Baseline::Commit(commit))
+            Some(backflow_branch::Baseline::Commit(held))
         );
         assert_eq!(
             b.of_sweep(sweep()).baseline,
-            Some(backflow_branch::Baseline::Commit(commit))
+            Some(backflow_branch::Baseline::Commit(held))
         );
         // A folder no claim coordinates: whole objects, a sweep of everything not kept.
         let whole = SnapshotBaseline::of(false, seen("a", "0"), None);
@@ -1266,6 +1376,7 @@ mod tests {
     fn at_first_contact_git_wins_publishes_a_change_of_nothing() {
         let start = |rule| ClaimStart {
             since: None,
+            applying: None,
             first_contact: Some(rule),
         };
         let git_wins =
@@ -1295,5 +1406,79 @@ mod tests {
             unknown.of_object(put("a", "live"), &cm_key("a")).baseline,
             None
         );
+    }
+
+    fn listed(name: &str, v: &str, namespace: &str) -> Listed {
+        let value = serde_json::json!({"v": v});
+        let key = ObjectKey::new(GroupResource::new("", "configmaps"), namespace, name);
+        Listed {
+            key,
+            resource_version: 7,
+            value: Some((fingerprint(&value), ObjectJson::new(&value))),
+            stamped: true,
+            owner: None,
+            writers: Writers::default(),
+        }
+    }
+
+    fn values(objects: &[Listed]) -> Vec<(String, String)> {
+        objects
+            .iter()
+            .map(|l| {
+                let v = l.value.as_ref().map(|(_, o)| o.value()["v"].clone());
+                (l.key.name.clone(), v.unwrap_or_default().to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_list_reads_a_withheld_applier_write_as_the_edit_git_keeps() {
+        let edit = |v: &str| Some(Arc::new(ObjectJson::new(&serde_json::json!({"v": v}))));
+        let secrets = ObjectKey::new(GroupResource::new("", "secrets"), "web", "s");
+        let at = |version, kept| WithheldWrite { version, kept };
+        let kept = Kept::from([
+            (cm_key("a"), at(7, edit("person"))),
+            (cm_key("b"), at(7, None)),
+            (cm_key("c"), at(5, edit("pruned edit"))),
+            (cm_key("gone"), at(5, None)),
+            (cm_key("later"), at(5, edit("older than what is listed"))),
+            (secrets, at(7, edit("another type"))),
+            (
+                ObjectKey::new(GroupResource::new("", "configmaps"), "other", "d"),
+                at(7, edit("another namespace")),
+            ),
+        ]);
+        let objects = vec![
+            listed("a", "applier", "web"),
+            listed("b", "applier re-created", "web"),
+            listed("x", "untouched", "web"),
+            listed("later", "written since", "web"),
+        ];
+        let configmaps = GroupResource::new("", "configmaps");
+        let as_kept = as_git_keeps(objects, kept.clone(), &configmaps, Some("web"));
+        assert_eq!(as_kept.edits, BTreeSet::from([cm_key("a"), cm_key("c")]));
+        let (objects, deleted) = (as_kept.objects, as_kept.deleted);
+        assert_eq!(
+            values(&objects),
+            [
+                ("a".into(), "\"person\"".into()),
+                ("x".into(), "\"untouched\"".into()),
+                ("later".into(), "\"written since\"".into()),
+                ("c".into(), "\"pruned edit\"".into()),
+            ]
+        );
+        assert_eq!(deleted, [cm_key("b")]);
+        // Nothing withheld: the list as it was.
+        let unchanged = as_git_keeps(
+            vec![listed("a", "applier", "web")],
+            Kept::new(),
+            &configmaps,
+            None,
+        );
+        assert_eq!(
+            values(&unchanged.objects),
+            [("a".into(), "\"applier\"".into())]
+        );
+        assert!(unchanged.deleted.is_empty() && unchanged.edits.is_empty());
     }
 }

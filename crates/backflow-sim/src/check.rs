@@ -77,6 +77,11 @@ pub(crate) struct Expected {
     pub candidates: Vec<String>,
     /// The newest API edit, and its submission once the mirror made it.
     person: Option<(String, Option<Submitted>)>,
+    /// Any value will do, as long as both sides agree: a person's delete that never reached a
+    /// branch worker (its event died with the process or the stream) and that the next list's
+    /// sweep does not remove (the commit it reads against did not hold the object); until the
+    /// person's next edit (older edits still on their way may win over later pushes).
+    pub any: bool,
 }
 
 impl Expected {
@@ -84,20 +89,35 @@ impl Expected {
         Self {
             candidates: vec![value],
             person: None,
+            any: false,
         }
     }
 
     pub(crate) fn person_edits(&mut self, value: String) {
         self.candidates = vec![value.clone()];
         self.person = Some((value, None));
+        self.any = false;
+    }
+
+    /// The watch events on their way died (with the process, or with the streams a divergence
+    /// starts again): a person's delete never handed to the branch worker is known to nobody
+    /// now (the live store keeps no trace of it), and the object may come back.
+    pub(crate) fn unseen(&mut self) {
+        if let Some((value, None)) = &self.person
+            && value.starts_with('-')
+        {
+            self.any = true;
+        }
     }
 
     /// The mirror submitted `value`, named `tag` in its commit.
     pub(crate) fn submitted(&mut self, value: &str, tag: &str) {
         if let Some(p) = self.person.as_mut().filter(|p| p.0 == value) {
-            p.1 = Some(Submitted {
-                tag: tag.to_string(),
-            });
+            // Submitted again (a snapshot after a restart or a divergence): any commit naming
+            // one of its submissions carries it.
+            p.1.get_or_insert_with(|| Submitted { tags: Vec::new() })
+                .tags
+                .push(tag.to_string());
         }
     }
 
@@ -123,11 +143,24 @@ impl Expected {
         }
     }
 
+    /// An applier wrote over the newest API edit, and the streams listed again before the edit
+    /// was repaired (a restart, a divergence): the edit may be lost (a known gap, see
+    /// docs/simulation.md), and any value will do as long as both sides agree.
+    pub(crate) fn lost_in_a_list(&mut self) {
+        self.any = true;
+    }
+
     /// A held applier wrote `value` over the newest API edit while backflow was down, before
     /// the edit reached Git: the edit is lost as it would be without backflow.
-    pub(crate) fn lost_to_applier(&mut self, value: String) {
-        self.candidates = vec![value];
-        self.person = None;
+    /// `in_git`: what the branch holds of the object now.
+    pub(crate) fn lost_to_applier(&mut self, value: String, in_git: String) {
+        if let Some((edit, _)) = self.person.take() {
+            self.candidates.retain(|c| *c != edit);
+        }
+        // What Git holds stands against the applier's older value where the start-up snapshot
+        // reads the object as unchanged since the live side last held a commit.
+        self.candidates.push(value);
+        self.candidates.push(in_git);
     }
 
     /// Somebody pushed `value` (already on `remote`).
@@ -147,8 +180,9 @@ impl Expected {
 /// An API edit's submission to the branch worker.
 #[derive(Debug, Clone)]
 struct Submitted {
-    /// The `Changed-by:` name of its intent.
-    tag: String,
+    /// The `Changed-by:` names of its intents (the mirror's submission, and the snapshots
+    /// that carried it again).
+    tags: Vec<String>,
 }
 
 impl Submitted {
@@ -160,7 +194,7 @@ impl Submitted {
             remote
                 .commits
                 .get(c)
-                .is_some_and(|m| m.changed_by.contains(&self.tag))
+                .is_some_and(|m| self.tags.iter().any(|t| m.changed_by.contains(t)))
         })
     }
 }
@@ -185,10 +219,12 @@ impl World {
             if self.left_by_contract(name) {
                 continue;
             }
-            let allowed = &self.expected[name].candidates;
+            let expected = &self.expected[name];
+            let allowed = &expected.candidates;
             let live = &self.live[name].value;
             let in_git = git.get(&model::file(name)).map_or(ABSENT, String::as_str);
-            if !allowed.iter().any(|a| same(a, live)) || !same(in_git, live) {
+            let wanted = expected.any || allowed.iter().any(|a| same(a, live));
+            if !wanted || !same(in_git, live) {
                 return Err(Violation::WrongFinalValue(format!(
                     "{name}: expected one of {allowed:?}, live {live}, Git {in_git}"
                 )));

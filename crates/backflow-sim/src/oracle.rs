@@ -22,6 +22,10 @@ struct Submission {
     /// An applier's echo: the worker may drop it (Git held that value), so it is owed to no
     /// flush; a newer value of the object all the same.
     echo: bool,
+    /// A snapshot's object read against the claim's in-step commit: when Git held this value
+    /// before, the object reads as unchanged live and Git's value since stands, so it is owed
+    /// to no apply.
+    baselined: bool,
 }
 
 /// For each object, which of its submissions a flush or a snapshot covers (an index into
@@ -48,19 +52,26 @@ impl Ledger {
             value: value.to_string(),
             since: remote.tips.len(),
             echo,
+            baselined: false,
         });
     }
 
-    /// The mirror submitted a snapshot of the live state.
+    /// The mirror submitted a snapshot of the live state (`baselined`: read against the
+    /// claim's in-step commit, not whole).
     pub(crate) fn snapshot<'a>(
         &mut self,
         objects: impl Iterator<Item = (&'a String, &'a str)>,
+        baselined: bool,
         remote: &ModelRemote,
     ) {
         let mut covered = Covered::new();
         for (name, value) in objects {
             self.submitted(name, value, false, remote);
-            covered.insert(name.clone(), self.submissions[name].len() - 1);
+            let list = self.submissions.entry(name.clone()).or_default();
+            if let Some(last) = list.last_mut() {
+                last.baselined = baselined;
+            }
+            covered.insert(name.clone(), list.len() - 1);
         }
         self.snapshot = Some(covered);
     }
@@ -109,9 +120,10 @@ impl Ledger {
             .iter()
             .filter(|(name, from)| {
                 let list = &self.submissions[name.as_str()];
-                !list[**from..]
-                    .iter()
-                    .any(|sub| held_since(remote, commit, name, sub))
+                !list[**from..].iter().any(|sub| {
+                    held_since(remote, commit, name, sub)
+                        || (sub.baselined && held_before(remote, name, sub))
+                })
             })
             .map(|(name, from)| format!("{name} = {}", self.submissions[name][*from].value))
             .collect();
@@ -142,6 +154,16 @@ fn held_since(remote: &ModelRemote, commit: CommitId, name: &str, sub: &Submissi
     tips.iter().enumerate().any(|(at, (tip, _))| {
         let forced_since = tips[at + 1..].iter().any(|(_, forced)| *forced);
         holds(*tip) && (forced_since || tip.is_none_or(|t| remote.contains(Some(commit), t)))
+    })
+}
+
+/// Whether Git held `sub`'s value of `name` at some tip before it was submitted: a snapshot
+/// read against a commit takes such an object as unchanged live, and Git's value since wins.
+fn held_before(remote: &ModelRemote, name: &str, sub: &Submission) -> bool {
+    let path = model::file(name);
+    remote.tips[..sub.since].iter().any(|(tip, _)| {
+        let files = remote.files(*tip);
+        same(files.get(&path).map_or(ABSENT, String::as_str), &sub.value)
     })
 }
 

@@ -3,13 +3,14 @@
 //! both sides and time. One [`World::step`] is one scheduled action, run to its end.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
-    Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, Moment, Phase,
-    SweepScope, Waiters,
+    Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, LiveHeld, Moment,
+    ObjectJson, Phase, SweepScope, Waiters,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
@@ -76,6 +77,32 @@ enum Schedule {
     Scripted,
 }
 
+/// What a snapshot's objects are published as changes of: what the folder's claim said when
+/// the streams started (the mirror's `SnapshotBaseline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListBaseline {
+    /// The live side is the truth: objects are written whole, and the sweep removes every file
+    /// the list lacks (first contact with the default rule, or a claim whose operations never
+    /// succeeded).
+    Whole,
+    /// Each object as a change of what the claim's in-step commit holds (what the live side
+    /// held in full), or of what its last operation's commit holds where the object reads as
+    /// that: one unchanged since reads as Git has it, and the sweep removes only files the
+    /// in-step commit held.
+    Applied(LiveHeld),
+}
+
+/// An applier's write the mirror withheld from Git (a collision): the board's
+/// `WithheldWrite`, the write told apart by its value rather than its resourceVersion.
+#[derive(Debug, Clone)]
+struct Withheld {
+    /// The value the applier wrote (a tombstone for a prune): a list that reads another
+    /// value reads a later write.
+    write: String,
+    /// What Git keeps: the edit's value (a tombstone for a delete).
+    kept: String,
+}
+
 /// The simulated system. See the module documentation.
 pub struct World {
     variant: Variant,
@@ -110,6 +137,18 @@ pub struct World {
     /// Per object, who the last event the mirror judged showed wrote it (the real stream's
     /// `Seen::writers`).
     writers_seen: BTreeMap<String, Writers>,
+    /// Per object, the value the mirror last submitted (the real stream's `Seen::value`): what
+    /// Git keeps when the applier's next write is withheld. Dies with the streams.
+    mirrored: BTreeMap<String, String>,
+    /// Objects whose applier's write was withheld (a collision) and what Git keeps of each
+    /// (the board's `Withheld`): outlives the streams, dies with the process.
+    withheld: BTreeMap<String, Withheld>,
+    /// Objects an applier wrote over a person's edit (a held applier's collision, or landing
+    /// where the edit came through a list; backflow's own re-creating what a person deleted): a
+    /// restart or a new list before the edit's repair may lose it (a known gap).
+    applied_over_edit: BTreeSet<String>,
+    /// The receipt of a snapshot submitted and not published yet.
+    snapshot_unpublished: Option<IntentSeq>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -125,6 +164,10 @@ pub struct World {
     /// The mirror's initial list is under way: the decision started, no snapshot is submitted
     /// yet, and people's edits meanwhile reach it through the list (no watch event).
     listing: bool,
+    /// While the list is under way, what each object absent live when it started may end
+    /// with: a create and a delete before the list reads it leave it absent, as if neither
+    /// happened (the list sees neither).
+    absent_at_list: BTreeMap<String, Expected>,
     /// The streams' lists are submitted and the claim has not heard so yet.
     gate_opening: bool,
     /// The world stopped: no more edits, pushes or faults.
@@ -132,6 +175,12 @@ pub struct World {
     /// The claim's status as the apply decision recorded it (what a restart reads back).
     recorded: Option<Operation>,
     recorded_applied: Option<CommitId>,
+    /// The claim's `status.inStepCommit`: the commit of its last operation that succeeded
+    /// with nothing left to a newer edit (catch-ups included), as the claims' runner keeps it.
+    recorded_in_step: Option<CommitId>,
+    /// What the list under way reads its objects against (what the folder's claim said when
+    /// the streams started).
+    list_baseline: ListBaseline,
     /// An operation a restart found in flight: followed, not newly asked.
     followed: Option<OperationId>,
     pub(crate) asks: usize,
@@ -185,6 +234,10 @@ impl World {
             windows: WindowHistory::default(),
             window_edits: WindowEdits::default(),
             writers_seen: BTreeMap::new(),
+            mirrored: BTreeMap::new(),
+            withheld: BTreeMap::new(),
+            applied_over_edit: BTreeSet::new(),
+            snapshot_unpublished: None,
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
             flushes: Waiters::default(),
@@ -193,10 +246,13 @@ impl World {
             retry_at: None,
             expected: BTreeMap::new(),
             listing: false,
+            absent_at_list: BTreeMap::new(),
             gate_opening: false,
             quiescing: false,
             recorded: None,
             recorded_applied: None,
+            recorded_in_step: None,
+            list_baseline: ListBaseline::Whole,
             followed: None,
             asks: 0,
             counter: 0,
@@ -245,40 +301,83 @@ impl World {
     /// published; the mirror starts listing the live objects (the list returns at a later step,
     /// [`World::list`]).
     fn snapshot(&mut self, restored: ApplyInput) {
+        self.list_baseline = self.claim_start();
         self.applier_input(restored);
         self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
             "the initial snapshot is not published".into(),
         ))));
         self.applier_input(ApplyInput::Reason(Reason::CatchUpConverge));
         self.listing = true;
+        self.absent_at_list = (self.expected.iter())
+            .filter(|(name, _)| absent(&self.live[*name].value))
+            .map(|(name, e)| (name.clone(), e.clone()))
+            .collect();
         self.gate_opening = false;
         self.log("the mirror starts listing the live objects".into());
         self.pump();
     }
 
+    /// What the streams read from the folder's claim as they start, as the mirror's
+    /// `claim_start`: its in-step commit, else its last applied one; with neither, the live
+    /// side is the truth (first contact under the default rule, or operations that never
+    /// succeeded).
+    fn claim_start(&self) -> ListBaseline {
+        let Some(in_step) = self.recorded_in_step.or(self.recorded_applied) else {
+            return ListBaseline::Whole;
+        };
+        let applying = (self.recorded.as_ref())
+            .map(|op| op.commit)
+            .filter(|c| *c != in_step);
+        ListBaseline::Applied(LiveHeld { in_step, applying })
+    }
+
     /// The mirror's list returns: it publishes the live state as a resync.
     fn list(&mut self) {
         self.listing = false;
-        self.publish_live_state();
+        self.publish_live_state(self.list_baseline);
     }
 
     /// The mirror publishes the live state as a resync (its initial list, or a resync of every
-    /// target after the branch lost backflow's commits).
-    fn publish_live_state(&mut self) {
+    /// target after the branch lost backflow's commits), read against `baseline`.
+    fn publish_live_state(&mut self, baseline: ListBaseline) {
         let tag = self.fresh("snapshot-");
-        let mut intents: Vec<Intent> = self
-            .live
-            .iter()
-            .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, o)| changed_by(model::put(name, &o.value), &tag))
+        let against = |intent: Intent| match baseline {
+            ListBaseline::Whole => intent,
+            ListBaseline::Applied(held) => intent.since(held),
+        };
+        // As the real stream: an object whose applier's write was withheld (the board's
+        // `Withheld`) is listed as the edit Git keeps.
+        let edits: BTreeSet<&String> = (self.live.iter())
+            .filter(|(name, o)| self.withheld.get(*name).is_some_and(|w| w.write == o.value))
+            .map(|(name, _)| name)
             .collect();
+        let listed: BTreeMap<String, String> = (self.live.iter())
+            .map(|(name, o)| {
+                let kept = match self.withheld.get(name) {
+                    Some(w) if edits.contains(name) => &w.kept,
+                    _ => &o.value,
+                };
+                (name.clone(), kept.clone())
+            })
+            .collect();
+        let mut intents: Vec<Intent> = Vec::new();
+        let mut keep = BTreeSet::new();
+        for (name, value) in &listed {
+            let live = !absent(&self.live[name].value);
+            if live || !absent(value) {
+                keep.insert(("web".to_string(), name.clone()));
+            }
+            if !absent(value) && edits.contains(name) {
+                // A change of the edit itself: what Git gained since stands.
+                let edit = Arc::new(ObjectJson::new(&serde_json::Value::String(value.clone())));
+                intents.push(changed_by(model::put(name, value).edit_of(edit), &tag));
+            } else if !absent(value) {
+                intents.push(changed_by(against(model::put(name, value)), &tag));
+            } else if live {
+                intents.push(changed_by(Intent::delete("apps", model::key(name)), &tag));
+            }
+        }
         // Files of objects the snapshot does not hold go (prune: Always).
-        let keep = self
-            .live
-            .iter()
-            .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, _)| ("web".to_string(), name.clone()))
-            .collect();
         let sweep = Intent::sweep(
             "apps",
             SweepScope {
@@ -288,7 +387,7 @@ impl World {
                 removable: None,
             },
         );
-        intents.push(changed_by(sweep, &tag));
+        intents.push(changed_by(against(sweep), &tag));
         // As the stream of a coordinated folder: it exists before it is applied, even empty.
         intents.push(changed_by(Intent::bootstrap("apps"), &tag));
         // As the real stream: each listed object's next event is judged against its writers.
@@ -298,6 +397,7 @@ impl World {
             .filter(|(_, o)| !absent(&o.value))
             .map(|(name, o)| (name.clone(), o.event(name).writes.writers()))
             .collect();
+        self.mirrored = listed.clone();
         self.log("the mirror publishes the live objects as a resync".into());
         self.branch.step(Input::Resync {
             target: "apps".into(),
@@ -305,17 +405,27 @@ impl World {
         });
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.resynced(receipt, now, self.branch.core.config());
-        let listed = self.live.iter().map(|(name, o)| (name, o.value.as_str()));
-        self.ledger.snapshot(listed, &self.branch.remote);
+        self.snapshot_unpublished = Some(receipt);
+        // The oracle's own reading of the claim, not the list's: once an operation succeeded,
+        // the live side held a commit in full, and a snapshot may only carry what changed
+        // since (the live side is the truth only at first contact, or when no operation ever
+        // succeeded).
+        let baselined = self.recorded_in_step.or(self.recorded_applied).is_some();
+        let values = listed.iter().map(|(name, v)| (name, v.as_str()));
+        self.ledger.snapshot(values, baselined, &self.branch.remote);
         // As the board: the stream streams once its list is submitted, and the claim hears
         // so at a later step (the coordinator is woken, then steps the claim); an apply's
         // flush publishes the list before anything is asked.
         self.log("the snapshot is submitted: the streams stream".into());
         self.gate_opening = true;
         for (name, e) in &mut self.expected {
-            let value = self.live[name].value.clone();
-            e.person_edits(value.clone());
-            e.submitted(&value, &tag);
+            let value = &listed[name];
+            // A whole snapshot makes the live side the truth; one read against a commit only
+            // carries what changed since, and the edits it carries are people's already.
+            if !baselined {
+                e.person_edits(value.clone());
+            }
+            e.submitted(value, &tag);
         }
         self.pump();
     }
@@ -326,6 +436,11 @@ impl World {
     fn crash(&mut self) {
         let pushing = matches!(self.branch.in_flight, Some(Effect::Push { .. }));
         let lands = pushing && !self.quiescing && self.rng.random_range(0..2) == 0;
+        if !self.held() && self.rng.random_range(0..2) == 0 {
+            // backflow's own applier dies part-way through its writes.
+            let written = self.rng.random_range(1..=NAMES.len());
+            self.cut_short(written);
+        }
         self.restart(lands);
     }
 
@@ -337,6 +452,10 @@ impl World {
         }
         self.log("--- the process is killed and starts again ---".into());
         self.ledger.restarted();
+        self.snapshot_unpublished = None;
+        for e in self.expected.values_mut() {
+            e.unseen();
+        }
         self.pace.restarted();
         // The provider's settings are what they were last set to.
         let config = self.branch.core.config().clone();
@@ -358,6 +477,34 @@ impl World {
         self.windows = WindowHistory::default();
         self.window_edits = WindowEdits::default();
         self.writers_seen.clear();
+        self.mirrored.clear();
+        // An applier's write over an edit, withheld and to be repaired by this process: the
+        // new one lists the write and knows nothing of the collision (a known gap: unlike a
+        // delete, a collision is not journaled). Read against the in-step commit, the write
+        // may stand, or lose to what Git holds.
+        // So is a held applier's write over an edit that was not in Git yet, judged the landing
+        // of an operation whose window this process opened at its start, after the edit.
+        let withheld = std::mem::take(&mut self.withheld);
+        let in_git = self.branch.remote.tip_files();
+        for name in NAMES {
+            // An object the live side lacks and Git created again: the start-up sweep may take
+            // it for a live delete since the in-step commit (a known gap).
+            if absent(&self.live[name].value) && in_git.contains_key(&model::file(name)) {
+                let swept = self.fresh("-swept");
+                if let Some(e) = self.expected.get_mut(name) {
+                    e.candidates.push(swept);
+                }
+            }
+            let object = &self.live[name];
+            let live = &object.value;
+            let collided = withheld.get(name).is_some_and(|w| w.write == *live);
+            let held_over = self.applied_over_edit.contains(name) && object.by.is_applier();
+            if let Some(e) = self.expected.get_mut(name)
+                && (collided || held_over)
+            {
+                e.lost_in_a_list();
+            }
+        }
         self.deferred.clear();
         self.retry_at = None;
         let in_flight = self
@@ -380,6 +527,19 @@ impl World {
             last_operation,
             status_read: true,
         });
+    }
+
+    /// The streams list again (a divergence): an applier's write over a person's edit that a
+    /// list reads may stand, as it does after a restart (see [`World::restart`]).
+    fn lost_to_applier(&mut self) {
+        for name in &self.applied_over_edit {
+            let object = &self.live[name];
+            if let Some(e) = self.expected.get_mut(name)
+                && object.by.is_applier()
+            {
+                e.lost_in_a_list();
+            }
+        }
     }
 
     /// The new process submitted the journal's deletes again (the live store keeps no trace of
@@ -496,8 +656,25 @@ impl World {
             self.watch.push_back(object.event(&name));
         }
         self.live.insert(name.clone(), object);
-        if let Some(e) = self.expected.get_mut(&name) {
+        self.applied_over_edit.remove(&name);
+        if deletes
+            && self.listing
+            && let Some(before) = self.absent_at_list.get(&name)
+        {
+            // Absent when the list started, absent when it reads it: nothing to see.
+            self.expected.insert(name, before.clone());
+        } else if let Some(e) = self.expected.get_mut(&name) {
+            // A delete the list reads, of an object whose create never reached Git (it died with
+            // the process): against the in-step commit, which lacks it, nothing changed, and
+            // what Git created meanwhile may stand (a known gap).
+            let unseen_create = deletes
+                && self.listing
+                && self.list_baseline != ListBaseline::Whole
+                && !e.edit_in_git(&self.branch.remote);
             e.person_edits(value);
+            if unseen_create {
+                e.lost_in_a_list();
+            }
         }
     }
 
@@ -524,8 +701,16 @@ impl World {
                 .foreign_push(&model::file(&name), Some(&value));
             value
         };
-        if let Some(e) = self.expected.get_mut(&name) {
-            e.foreign_push(value, &self.branch.remote);
+        // A snapshot listed before this push and published after it may sweep away a file the
+        // push created for an object the live side lacks (a known gap).
+        let swept =
+            (!removal && absent(&self.live[&name].value) && self.snapshot_unpublished.is_some())
+                .then(|| self.fresh("-swept"));
+        let remote = &self.branch.remote;
+        let before = self.absent_at_list.get_mut(&name);
+        for e in self.expected.get_mut(&name).into_iter().chain(before) {
+            e.foreign_push(value.clone(), remote);
+            e.candidates.extend(swept.clone());
         }
     }
 
@@ -555,8 +740,15 @@ impl World {
                 .get(&model::file(name))
                 .cloned()
                 .unwrap_or_else(|| self.fresh("-g"));
-            if let Some(e) = self.expected.get_mut(name) {
-                e.force_pushed(value, in_git[name], &self.branch.remote);
+            let remote = &self.branch.remote;
+            // The resync after a divergence writes back what the branch lost of the live side,
+            // whoever wrote it.
+            let live = &self.live[name].value;
+            let written_back = (!absent(live) && absent(&value)).then(|| live.clone());
+            let before = self.absent_at_list.get_mut(name);
+            for e in self.expected.get_mut(name).into_iter().chain(before) {
+                e.force_pushed(value.clone(), in_git[name], remote);
+                e.candidates.extend(written_back.clone());
             }
         }
     }
@@ -654,6 +846,14 @@ impl World {
         self.log(what.to_string());
         let (before, lost) = (self.branch.remote.tip, self.branch.faults.lose_answer > 0);
         self.branch.answer();
+        if std::env::var("SIMDBG").is_ok() {
+            let t = self.branch.remote.tip;
+            self.log(format!(
+                "DBG tip {t:?} {:?} effects {:?}",
+                self.branch.remote.tip_files(),
+                self.branch.effects.last()
+            ));
+        }
         let (now, cfg) = (self.branch.now, self.branch.core.config());
         let remote = &self.branch.remote;
         if fetch {
@@ -713,6 +913,8 @@ impl World {
             model::put(&event.name, &event.value)
         };
         let tag = self.fresh("edit-");
+        self.mirrored
+            .insert(event.name.clone(), event.value.clone());
         self.branch.step(Input::Submit(changed_by(intent, &tag)));
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.submitted(receipt, now);
@@ -754,6 +956,20 @@ impl World {
                 .judge(&event.name, &event.writes, previous, &windows)
         };
         let (name, value) = (&event.name, &event.value);
+        match verdict {
+            Verdict::Collision | Verdict::OverCollided => {
+                let kept = (self.mirrored.get(name).cloned()).unwrap_or_else(|| ABSENT.into());
+                let write = value.clone();
+                self.withheld.insert(name.clone(), Withheld { write, kept });
+            }
+            Verdict::Edit | Verdict::Late | Verdict::Landing => {
+                self.withheld.remove(name);
+            }
+        }
+        if verdict == Verdict::Landing {
+            // As the stream: Git holds what was applied.
+            self.mirrored.insert(name.clone(), value.clone());
+        }
         match verdict {
             Verdict::Edit | Verdict::Late => {}
             Verdict::Landing => self.log(format!(
@@ -877,6 +1093,9 @@ impl World {
         match event {
             Event::Published { tip, through } => {
                 self.pace.published(through);
+                if self.snapshot_unpublished.is_some_and(|r| r <= through) {
+                    self.snapshot_unpublished = None;
+                }
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));
                 }
@@ -912,6 +1131,10 @@ impl World {
                     "the branch lost backflow's commits ({divergence:?}): the mirror resyncs"
                 ));
                 self.watch.clear();
+                for e in self.expected.values_mut() {
+                    e.unseen();
+                }
+                self.lost_to_applier();
                 self.echoes_queued = 0;
                 // The new list replaces one still under way.
                 self.listing = false;
@@ -919,7 +1142,9 @@ impl World {
                 self.applier_input(ApplyInput::Gate(Some(Hold::Snapshots(
                     "the branch is resynced after it lost backflow's commits".into(),
                 ))));
-                self.publish_live_state();
+                // The streams start again: each reads the claim before its list.
+                let baseline = self.claim_start();
+                self.publish_live_state(baseline);
                 self.branch.step(Input::Recovered);
                 if let Some(tip) = divergence.tip {
                     self.applier_input(ApplyInput::Foreign(tip));
@@ -950,11 +1175,12 @@ impl World {
             ApplyEffect::Record { operation, .. } => {
                 // As the runner: an operation that left objects to a newer live edit is not
                 // the live side's in full, so a restart applies its commit again.
-                if operation.phase == OperationPhase::Succeeded
-                    && !operation.reasons.catch_up_only()
-                    && self.deferred.is_empty()
-                {
-                    self.recorded_applied = Some(operation.commit);
+                if operation.phase == OperationPhase::Succeeded && self.deferred.is_empty() {
+                    // A catch-up only stamps: in step, not what "changed since" starts from.
+                    if !operation.reasons.catch_up_only() {
+                        self.recorded_applied = Some(operation.commit);
+                    }
+                    self.recorded_in_step = Some(operation.commit);
                 }
                 if self.found.is_none() {
                     self.found = self.operations.recorded(&operation);

@@ -19,6 +19,15 @@ fn told(world: &World, what: &str) -> bool {
     world.trace().iter().any(|line| line.contains(what))
 }
 
+/// The story reached `what` (a line of its trace contains it); the trace when it did not.
+fn reached(world: &World, what: &str) {
+    assert!(
+        told(world, what),
+        "the story never told {what:?}\n--- trace ---\n{}",
+        world.trace().join("\n")
+    );
+}
+
 /// Started: the initial list read and published, the first apply done.
 const STARTED: [Action; 3] = [ListReturns, GateOpens, Settle];
 
@@ -108,4 +117,67 @@ fn an_edit_whose_push_failed_is_retried_after_the_backoff() {
     let world = story(Variant::Correct, &script);
     assert!(told(&world, "the push never reaches the remote"));
     assert!(told(&world, "the cycle failed"));
+}
+
+/// "No edit lost" case 2: pushes made while backflow is stopped — an edit of an object the
+/// live side has, and a new file for one it lacks — are applied at start, not reverted by the
+/// start-up snapshot (read against the claim's in-step commit, the live objects did not change
+/// since).
+#[test]
+fn pushes_made_while_backflow_was_stopped_are_applied_not_reverted() {
+    let mut script = STARTED.to_vec();
+    // The live side lacks b, and so does the commit it last held in full.
+    script.extend([PushRemoval("b"), Webhook, Settle]);
+    script.extend([
+        Restart,
+        Push("a"),
+        Push("b"),
+        ListReturns,
+        GateOpens,
+        Settle,
+    ]);
+    let world = story(Variant::WithDeletes, &script);
+    reached(&world, "writes b = -");
+    reached(&world, "writes a = g");
+    reached(&world, "writes b = g");
+}
+
+/// "No edit lost" case 2, over backflow's own commit: a live edit mirrored and pushed, the
+/// process stopped before any apply took the live side to that commit, then somebody pushes
+/// over it. The in-step commit predates the edit, but the object reads as backflow's last push
+/// held it: the push wins (session 25's `DurableTips::pushed` baseline).
+#[test]
+fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
+    let mut script = STARTED.to_vec();
+    script.extend([Edit("a"), Deliver]);
+    script.extend(A_SECOND);
+    script.extend([Answer, Answer, Answer]);
+    script.extend([Restart, Push("a"), ListReturns, GateOpens, Settle]);
+    let world = story(Variant::Correct, &script);
+    reached(&world, "the push is answered");
+    reached(&world, "apply 2 writes a = g");
+}
+
+/// "No edit lost" case 3: an apply of a push changing all three objects is cut short after
+/// writing one; at start the objects it did not write read as the in-step commit holds them,
+/// so Git's values stand and are applied — and the one it wrote reads as the operation's
+/// commit, so a push made over it meanwhile stands too (the claim's `operation.commit`).
+#[test]
+fn an_apply_cut_short_is_finished_at_start_and_a_push_over_it_stands() {
+    let mut script = STARTED.to_vec();
+    // Past the second the objects were created in (the applier leaves what was written in
+    // its flush's second).
+    script.extend(A_SECOND);
+    script.extend([Push("a"), Push("b"), Push("c"), Webhook, Tick, Answer, Tick]);
+    script.extend([
+        RestartDuringApply(1),
+        Push("a"),
+        ListReturns,
+        GateOpens,
+        Settle,
+    ]);
+    let world = story(Variant::Correct, &script);
+    reached(&world, "is cut short after at most 1 writes");
+    reached(&world, "apply 2 writes a = g");
+    reached(&world, "apply 3 writes b = g");
 }

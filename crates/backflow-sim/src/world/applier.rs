@@ -147,14 +147,32 @@ impl World {
             }
             return self.succeeded(&op);
         }
-        self.native_writes(&op);
+        self.native_writes(&op, NAMES.len());
         self.succeeded(&op);
+    }
+
+    /// The process dies while backflow's own applier carries out its operation, after it
+    /// wrote at most `written` of the objects it changes (their events die with the process).
+    pub(super) fn cut_short(&mut self, written: usize) {
+        if self.held() || self.stalled_until.is_some() {
+            return;
+        }
+        let Some(op) = self.asked.take() else {
+            return;
+        };
+        self.log(format!(
+            "apply {} is cut short after at most {written} writes",
+            op.id.0
+        ));
+        self.native_writes(&op, written);
     }
 
     /// backflow's own applier writes what Git changed since the last applied commit and
     /// creates what Git declares and the live side lacks, over nothing a person edited after
-    /// the flush (left, and looked at again after 1.5 s).
-    fn native_writes(&mut self, op: &Operation) {
+    /// the flush (left, and looked at again after 1.5 s). It stops after `limit` writes (the
+    /// process dies).
+    fn native_writes(&mut self, op: &Operation, limit: usize) {
+        let mut written = 0;
         let files = self.branch.remote.files(Some(op.commit));
         let before = self.branch.remote.files(self.last_applied);
         let catch_up_only = op.reasons.catch_up_only();
@@ -194,6 +212,10 @@ impl World {
                 self.deferred.insert(name.to_string());
                 continue;
             }
+            if written == limit {
+                return;
+            }
+            written += 1;
             self.deferred.remove(name);
             self.log(format!("apply {} writes {name} = {want}", op.id.0));
             self.applier_writes(name, want, now);
@@ -275,7 +297,16 @@ impl World {
         {
             // A held applier writes over an edit while backflow is down (its list not back
             // yet): nobody sees the edit, as nobody would without backflow.
-            e.lost_to_applier(value.to_string());
+            let in_git = self
+                .branch
+                .remote
+                .tip_files()
+                .get(&model::file(name))
+                .cloned();
+            e.lost_to_applier(value.to_string(), in_git.unwrap_or_else(|| ABSENT.into()));
+        }
+        if previous.is_some_and(|p| p.by == Writer::Person) {
+            self.applied_over_edit.insert(name.to_string());
         }
         let object = LiveObject::written(previous, value.to_string(), writer, now, uid);
         if !self.listing {

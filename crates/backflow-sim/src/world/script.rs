@@ -40,6 +40,9 @@ pub enum Action {
     Restart,
     /// The process is killed between its push landing and the push's answer.
     RestartAfterPushLands,
+    /// The process is killed while backflow's own applier carries out its operation, after
+    /// it wrote this many of the objects it changes (an apply cut short).
+    RestartDuringApply(usize),
     /// Everything in flight runs out (events delivered, I/O answered, applies finished) until
     /// the system is quiet; the world goes on afterwards.
     Settle,
@@ -95,6 +98,10 @@ impl World {
             Action::Tick => self.tick(),
             Action::Restart => self.restart(false),
             Action::RestartAfterPushLands => self.restart(true),
+            Action::RestartDuringApply(written) => {
+                self.cut_short(written);
+                self.restart(false);
+            }
             Action::Settle => {
                 let stopping = std::mem::replace(&mut self.quiescing, true);
                 let settled = self.run_out();
