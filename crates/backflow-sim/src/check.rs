@@ -121,6 +121,11 @@ impl Expected {
         }
     }
 
+    /// The newest API edit's value, if a person edited the object.
+    pub(crate) fn edit(&self) -> Option<&str> {
+        self.person.as_ref().map(|(value, _)| value.as_str())
+    }
+
     /// Whether the newest API edit is in a commit the branch holds.
     pub(crate) fn edit_in_git(&self, remote: &ModelRemote) -> bool {
         self.person

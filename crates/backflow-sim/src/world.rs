@@ -149,6 +149,9 @@ pub struct World {
     applied_over_edit: BTreeSet<String>,
     /// The receipt of a snapshot submitted and not published yet.
     snapshot_unpublished: Option<IntentSeq>,
+    /// While a whole snapshot (the live side taken as the truth) is not published, what each
+    /// object could end with before it: a process that dies first never made it the truth.
+    before_whole: BTreeMap<String, Vec<String>>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -238,6 +241,7 @@ impl World {
             withheld: BTreeMap::new(),
             applied_over_edit: BTreeSet::new(),
             snapshot_unpublished: None,
+            before_whole: BTreeMap::new(),
             flushed_at: Moment(Duration::ZERO),
             flush_mark: IntentSeq(0),
             flushes: Waiters::default(),
@@ -423,6 +427,7 @@ impl World {
             // A whole snapshot makes the live side the truth; one read against a commit only
             // carries what changed since, and the edits it carries are people's already.
             if !baselined {
+                self.before_whole.insert(name.clone(), e.candidates.clone());
                 e.person_edits(value.clone());
             }
             e.submitted(value, &tag);
@@ -453,6 +458,13 @@ impl World {
         self.log("--- the process is killed and starts again ---".into());
         self.ledger.restarted();
         self.snapshot_unpublished = None;
+        // A whole snapshot the process died before publishing never made the live side the
+        // truth: what each object could end with before it still holds.
+        for (name, before) in std::mem::take(&mut self.before_whole) {
+            if let Some(e) = self.expected.get_mut(&name) {
+                e.candidates.extend(before);
+            }
+        }
         for e in self.expected.values_mut() {
             e.unseen();
         }
@@ -530,12 +542,15 @@ impl World {
     }
 
     /// The streams list again (a divergence): an applier's write over a person's edit that a
-    /// list reads may stand, as it does after a restart (see [`World::restart`]).
+    /// list reads may stand, as it does after a restart (see [`World::restart`]) — unless the
+    /// mirror judged it a collision: the board keeps that beyond the streams.
     fn lost_to_applier(&mut self) {
         for name in &self.applied_over_edit {
             let object = &self.live[name];
+            let withheld = (self.withheld.get(name)).is_some_and(|w| w.write == object.value);
             if let Some(e) = self.expected.get_mut(name)
                 && object.by.is_applier()
+                && !withheld
             {
                 e.lost_in_a_list();
             }
@@ -1095,6 +1110,7 @@ impl World {
                 self.pace.published(through);
                 if self.snapshot_unpublished.is_some_and(|r| r <= through) {
                     self.snapshot_unpublished = None;
+                    self.before_whole.clear();
                 }
                 if let Some(tip) = tip {
                     self.applier_input(ApplyInput::Published(tip));

@@ -305,7 +305,11 @@ impl World {
                 .cloned();
             e.lost_to_applier(value.to_string(), in_git.unwrap_or_else(|| ABSENT.into()));
         }
-        if previous.is_some_and(|p| p.by == Writer::Person) {
+        // Over a person's edit Git does not hold yet.
+        let pending = (self.expected.get(name))
+            .filter(|e| !e.edit_in_git(&self.branch.remote))
+            .and_then(|e| e.edit());
+        if previous.is_some_and(|p| p.by == Writer::Person && pending == Some(p.value.as_str())) {
             self.applied_over_edit.insert(name.to_string());
         }
         let object = LiveObject::written(previous, value.to_string(), writer, now, uid);

@@ -565,10 +565,15 @@ impl World {
 
     /// Kills the server (SIGKILL: nothing pending is pushed) and starts it again with `flags`.
     pub fn crash_and_restart(&mut self, flags: &[&str]) {
+        self.crash();
+        self.restart(flags);
+    }
+
+    /// Kills the server (SIGKILL: nothing pending is pushed) and leaves it down.
+    pub fn crash(&mut self) {
         if let Some(server) = self.server.take() {
             server.kill();
         }
-        self.restart(flags);
     }
 
     /// Stops the server (SIGTERM; it pushes what is pending first).
