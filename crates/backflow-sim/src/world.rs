@@ -349,21 +349,7 @@ impl World {
             ListBaseline::Whole => intent,
             ListBaseline::Applied(held) => intent.since(held),
         };
-        // As the real stream: an object whose applier's write was withheld (the board's
-        // `Withheld`) is listed as the edit Git keeps.
-        let edits: BTreeSet<&String> = (self.live.iter())
-            .filter(|(name, o)| self.withheld.get(*name).is_some_and(|w| w.write == o.value))
-            .map(|(name, _)| name)
-            .collect();
-        let listed: BTreeMap<String, String> = (self.live.iter())
-            .map(|(name, o)| {
-                let kept = match self.withheld.get(name) {
-                    Some(w) if edits.contains(name) => &w.kept,
-                    _ => &o.value,
-                };
-                (name.clone(), kept.clone())
-            })
-            .collect();
+        let (listed, edits) = self.listed_as_git_keeps();
         let mut intents: Vec<Intent> = Vec::new();
         let mut keep = BTreeSet::new();
         for (name, value) in &listed {
@@ -410,29 +396,52 @@ impl World {
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.resynced(receipt, now, self.branch.core.config());
         self.snapshot_unpublished = Some(receipt);
-        // The oracle's own reading of the claim, not the list's: once an operation succeeded,
-        // the live side held a commit in full, and a snapshot may only carry what changed
-        // since (the live side is the truth only at first contact, or when no operation ever
-        // succeeded).
-        let baselined = self.recorded_in_step.or(self.recorded_applied).is_some();
-        let values = listed.iter().map(|(name, v)| (name, v.as_str()));
-        self.ledger.snapshot(values, baselined, &self.branch.remote);
+        self.expect_snapshot(&listed, &tag);
         // As the board: the stream streams once its list is submitted, and the claim hears
         // so at a later step (the coordinator is woken, then steps the claim); an apply's
         // flush publishes the list before anything is asked.
         self.log("the snapshot is submitted: the streams stream".into());
         self.gate_opening = true;
+        self.pump();
+    }
+
+    /// What a list reads, as the real stream lists it: an object whose live state is an
+    /// applier's write the mirror withheld (the board's `Withheld`) is listed as the edit Git
+    /// keeps; those objects come back apart too.
+    fn listed_as_git_keeps(&self) -> (BTreeMap<String, String>, BTreeSet<String>) {
+        let edits: BTreeSet<String> = (self.live.iter())
+            .filter(|(name, o)| self.withheld.get(*name).is_some_and(|w| w.write == o.value))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let listed = (self.live.iter())
+            .map(|(name, o)| {
+                let kept = match self.withheld.get(name) {
+                    Some(w) if edits.contains(name) => &w.kept,
+                    _ => &o.value,
+                };
+                (name.clone(), kept.clone())
+            })
+            .collect();
+        (listed, edits)
+    }
+
+    /// The oracle takes the snapshot `listed` (named `tag` in its commits). It reads the claim
+    /// itself, not how the list was read: once an operation succeeded, the live side held a
+    /// commit in full, and a snapshot only carries what changed since — the edits people made,
+    /// which it already holds; the live side is the truth only at first contact, or when no
+    /// operation ever succeeded.
+    fn expect_snapshot(&mut self, listed: &BTreeMap<String, String>, tag: &str) {
+        let baselined = self.recorded_in_step.or(self.recorded_applied).is_some();
+        let values = listed.iter().map(|(name, v)| (name, v.as_str()));
+        self.ledger.snapshot(values, baselined, &self.branch.remote);
         for (name, e) in &mut self.expected {
             let value = &listed[name];
-            // A whole snapshot makes the live side the truth; one read against a commit only
-            // carries what changed since, and the edits it carries are people's already.
             if !baselined {
                 self.before_whole.insert(name.clone(), e.candidates.clone());
                 e.person_edits(value.clone());
             }
-            e.submitted(value, &tag);
+            e.submitted(value, tag);
         }
-        self.pump();
     }
 
     /// The process is killed and started again: memory is lost (pending writes, queued watch
@@ -456,18 +465,7 @@ impl World {
             self.log("the push lands; the process dies before it hears so".into());
         }
         self.log("--- the process is killed and starts again ---".into());
-        self.ledger.restarted();
-        self.snapshot_unpublished = None;
-        // A whole snapshot the process died before publishing never made the live side the
-        // truth: what each object could end with before it still holds.
-        for (name, before) in std::mem::take(&mut self.before_whole) {
-            if let Some(e) = self.expected.get_mut(&name) {
-                e.candidates.extend(before);
-            }
-        }
-        for e in self.expected.values_mut() {
-            e.unseen();
-        }
+        self.expect_after_a_restart();
         self.pace.restarted();
         // The provider's settings are what they were last set to.
         let config = self.branch.core.config().clone();
@@ -490,33 +488,7 @@ impl World {
         self.window_edits = WindowEdits::default();
         self.writers_seen.clear();
         self.mirrored.clear();
-        // An applier's write over an edit, withheld and to be repaired by this process: the
-        // new one lists the write and knows nothing of the collision (a known gap: unlike a
-        // delete, a collision is not journaled). Read against the in-step commit, the write
-        // may stand, or lose to what Git holds.
-        // So is a held applier's write over an edit that was not in Git yet, judged the landing
-        // of an operation whose window this process opened at its start, after the edit.
-        let withheld = std::mem::take(&mut self.withheld);
-        let in_git = self.branch.remote.tip_files();
-        for name in NAMES {
-            // An object the live side lacks and Git created again: the start-up sweep may take
-            // it for a live delete since the in-step commit (a known gap).
-            if absent(&self.live[name].value) && in_git.contains_key(&model::file(name)) {
-                let swept = self.fresh("-swept");
-                if let Some(e) = self.expected.get_mut(name) {
-                    e.candidates.push(swept);
-                }
-            }
-            let object = &self.live[name];
-            let live = &object.value;
-            let collided = withheld.get(name).is_some_and(|w| w.write == *live);
-            let held_over = self.applied_over_edit.contains(name) && object.by.is_applier();
-            if let Some(e) = self.expected.get_mut(name)
-                && (collided || held_over)
-            {
-                e.lost_in_a_list();
-            }
-        }
+        self.known_gaps_of_a_restart();
         self.deferred.clear();
         self.retry_at = None;
         let in_flight = self
@@ -539,6 +511,49 @@ impl World {
             last_operation,
             status_read: true,
         });
+    }
+
+    /// What may end where after the process died, for the oracle: this process submitted
+    /// nothing yet; a whole snapshot the process died before publishing never made the live side
+    /// the truth (what each object could end with before it still holds); a person's delete whose
+    /// event died is known to nobody.
+    fn expect_after_a_restart(&mut self) {
+        self.ledger.restarted();
+        self.snapshot_unpublished = None;
+        for (name, before) in std::mem::take(&mut self.before_whole) {
+            if let Some(e) = self.expected.get_mut(&name) {
+                e.candidates.extend(before);
+            }
+        }
+        for e in self.expected.values_mut() {
+            e.unseen();
+        }
+    }
+
+    /// The known gaps a restart opens (docs/simulation.md, "Known gaps the oracle accepts"),
+    /// as the board's withheld writes die with the process: an applier's write over an edit,
+    /// withheld and to be repaired, is listed as the write (a collision is not journaled, unlike
+    /// a delete), and so is a held applier's write over an edit the mirror never judged; an
+    /// object the live side lacks and Git created again may be swept again.
+    fn known_gaps_of_a_restart(&mut self) {
+        let withheld = std::mem::take(&mut self.withheld);
+        let in_git = self.branch.remote.tip_files();
+        for name in NAMES {
+            if absent(&self.live[name].value) && in_git.contains_key(&model::file(name)) {
+                let swept = self.fresh("-swept");
+                if let Some(e) = self.expected.get_mut(name) {
+                    e.candidates.push(swept);
+                }
+            }
+            let object = &self.live[name];
+            let collided = withheld.get(name).is_some_and(|w| w.write == object.value);
+            let applied_over = self.applied_over_edit.contains(name) && object.by.is_applier();
+            if let Some(e) = self.expected.get_mut(name)
+                && (collided || applied_over)
+            {
+                e.lost_in_a_list();
+            }
+        }
     }
 
     /// The streams list again (a divergence): an applier's write over a person's edit that a
