@@ -14,6 +14,8 @@
 //! - `worker.rs`: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
 //! - `waiters.rs`: which writers and flushes a publication (or a refusal) answers.
+//! - `snapshot.rs`: what a live snapshot's objects are published as changes of (the mirror's
+//!   rule for its lists: whole, as last seen, as the claim's commits held them, first contact).
 //! - `input.rs` and `effect.rs`: the core's vocabulary with its shell and its owner.
 //! - `tree.rs` and `planner.rs`: the planner seam — how intents become path updates against a
 //!   read-only view of a tree — which the shell runs for [`Effect::Build`]; the YAML planner
@@ -36,6 +38,7 @@ mod intent;
 pub mod model;
 mod moment;
 mod planner;
+mod snapshot;
 mod tree;
 mod waiters;
 mod worker;
@@ -54,6 +57,7 @@ pub use intent::{
 };
 pub use moment::Moment;
 pub use planner::{Held, Planner};
+pub use snapshot::{ClaimStart, FirstContactRule, SeenValues, SnapshotBaseline};
 pub use tree::{
     LayeredView, PathUpdate, TreeView, blob_id, changes_in, dir_prefix, files_with_changes,
 };

@@ -13,7 +13,8 @@ use backflow_api::config::PruneMode;
 use backflow_api::config::{ClaimStatus, FirstContact, claim_resource};
 use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
 use backflow_branch::{
-    Attribution, ChangedBy, CommitId, Intent, LiveHeld, ObjectJson, ObjectState, SweepScope,
+    Attribution, ChangedBy, ClaimStart, FirstContactRule, Intent, ObjectJson, ObjectState,
+    SnapshotBaseline, SweepScope,
 };
 use backflow_git::{Pushed, WorkerHandle, WriteError};
 use backflow_manifest::Identity;
@@ -776,7 +777,8 @@ fn as_git_keeps(
 
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     let previous = std::mem::take(&mut memory.submitted);
-    let baseline = SnapshotBaseline::of(ctx.keeps_values(), previous, memory.start.take());
+    let seen = previous.into_iter().map(|(k, s)| (k, s.value)).collect();
+    let baseline = SnapshotBaseline::of(ctx.keeps_values(), seen, memory.start.take());
     let kept = ctx.board.withheld.of(&ctx.spec.target);
     let ListedAsKept {
         objects,
@@ -827,7 +829,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
             intents.push(if edits.contains(&key) {
                 intent.edit_of(object)
             } else {
-                baseline.of_object(intent, &key)
+                baseline.of_object(intent)
             });
         }
     }
@@ -987,95 +989,6 @@ fn already_submitted(
             .is_some_and(|s| s.print == *print && s.rv == rv)
 }
 
-/// What a snapshot's objects are published as changes of, where an applier coordinates the
-/// folder (elsewhere the live side is the truth, and objects are written whole).
-enum SnapshotBaseline {
-    /// Not coordinated: whole objects, and a sweep removes every document not kept.
-    Whole,
-    /// A relist: each object as this stream last saw it; a sweep removes only objects it saw
-    /// (none, when it saw none).
-    Seen(Submitted),
-    /// The first snapshot: what the commit the live side last held in full holds, or the
-    /// commit of the operation applied since, where an object reads as that.
-    Applied(LiveHeld),
-    /// The first snapshot of a folder no claim applied yet (first contact): Git's documents
-    /// are the applier's to create, so a sweep removes none of them; an object both sides
-    /// hold follows the claim's rule.
-    FirstContact(FirstContact),
-}
-
-impl SnapshotBaseline {
-    /// `start`: what the claim said, for the first snapshot since the watch started; `None`
-    /// for a relist.
-    /// `coordinated`: whether an applier claim coordinates the folder.
-    fn of(coordinated: bool, previous: Submitted, start: Option<ClaimStart>) -> Self {
-        if !coordinated {
-            return Self::Whole;
-        }
-        let Some(start) = start else {
-            return Self::Seen(previous);
-        };
-        match (start.since, start.first_contact) {
-            (Some(in_step), _) => Self::Applied(LiveHeld {
-                in_step,
-                applying: start.applying,
-            }),
-            (None, Some(rule)) => Self::FirstContact(rule),
-            // Operations were recorded, none succeeded: what the live side held is unknown,
-            // and it is taken as the truth (as before baselines existed).
-            (None, None) => Self::Whole,
-        }
-    }
-
-    fn of_object(&self, intent: Intent, key: &ObjectKey) -> Intent {
-        match self {
-            Self::Seen(seen) => match seen.get(key).and_then(|s| s.value.clone()) {
-                Some(before) => intent.edit_of(before),
-                None => intent,
-            },
-            Self::Applied(commit) => intent.since(*commit),
-            Self::FirstContact(FirstContact::GitWins) => match &intent.state {
-                // A change of nothing: every field reads as Git has it, so a file that holds
-                // the object is left as it is (the apply writes it live); one that does not is
-                // written whole.
-                ObjectState::Present(value) => {
-                    let unchanged = value.clone();
-                    intent.edit_of(unchanged)
-                }
-                _ => intent,
-            },
-            Self::Whole | Self::FirstContact(FirstContact::LiveWins) => intent,
-        }
-    }
-
-    fn of_sweep(&self, intent: Intent) -> Intent {
-        let removable = match self {
-            Self::Whole => return intent,
-            Self::Applied(commit) => return intent.since(*commit),
-            Self::Seen(seen) => seen
-                .keys()
-                .map(|k| (k.namespace.clone(), k.name.clone()))
-                .collect(),
-            Self::FirstContact(_) => BTreeSet::new(),
-        };
-        intent.removing_only(removable)
-    }
-}
-
-/// What a stream's first snapshot reads from the folder's claim.
-#[derive(Debug, Default)]
-struct ClaimStart {
-    /// See [`claim_start`].
-    since: Option<CommitId>,
-    /// The commit of the claim's last operation, when it is not `since`: applied in part at
-    /// most (cut short, failed, or objects left to newer edits), so an object that reads as it
-    /// holds the object was written by the applier, not changed live.
-    applying: Option<CommitId>,
-    /// `spec.firstContact`, when this is the claim's first contact with its branch (it never
-    /// recorded an operation, as the decision core judges it).
-    first_contact: Option<FirstContact>,
-}
-
 /// What the folder's claim says when a stream starts. `since`: the newest commit the live side
 /// of the folder is known to have held in full: the claim's
 /// `status.inStepCommit` (the commit of its last operation that succeeded; an operation cut
@@ -1107,8 +1020,13 @@ async fn claim_start(ctx: &StreamContext) -> ClaimStart {
                 .or(status.last_applied_commit)
                 .and_then(|c| c.parse().ok());
             let first_contact = (status.operation.is_none() && since.is_none()).then(|| {
-                serde_json::from_value(found.data["spec"]["firstContact"].clone())
-                    .unwrap_or_default()
+                let rule: FirstContact =
+                    serde_json::from_value(found.data["spec"]["firstContact"].clone())
+                        .unwrap_or_default();
+                match rule {
+                    FirstContact::LiveWins => FirstContactRule::LiveWins,
+                    FirstContact::GitWins => FirstContactRule::GitWins,
+                }
             });
             let applying = (status.operation.as_ref())
                 .and_then(|op| op.commit.parse().ok())
@@ -1286,126 +1204,6 @@ mod tests {
 
     fn cm_key(name: &str) -> ObjectKey {
         ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
-    }
-
-    fn put(name: &str, v: &str) -> Intent {
-        Intent::put("live", cm_key(name), serde_json::json!({"v": v}))
-    }
-
-    fn sweep() -> Intent {
-        Intent::sweep(
-            "live",
-            SweepScope {
-                resource: GroupResource::new("", "configmaps"),
-                namespace: None,
-                keep: BTreeSet::new(),
-                removable: None,
-            },
-        )
-    }
-
-    fn removable(intent: &Intent) -> Option<BTreeSet<(String, String)>> {
-        match &intent.state {
-            ObjectState::Sweep(scope) => scope.removable.clone(),
-            _ => None,
-        }
-    }
-
-    fn seen(name: &str, v: &str) -> Submitted {
-        let value = serde_json::json!({"v": v});
-        BTreeMap::from([(
-            cm_key(name),
-            Seen {
-                print: fingerprint(&value),
-                rv: 1,
-                writers: Writers::default(),
-                value: Some(Arc::new(ObjectJson::new(&value))),
-            },
-        )])
-    }
-
-    #[test]
-    fn the_first_snapshot_is_a_change_of_the_commit_the_live_side_last_held() {
-        let commit: CommitId = "1111111111111111111111111111111111111111".parse().unwrap();
-        let applying: CommitId = "2222222222222222222222222222222222222222".parse().unwrap();
-        let start = ClaimStart {
-            since: Some(commit),
-            applying: Some(applying),
-            first_contact: None,
-        };
-        let b = SnapshotBaseline::of(true, Submitted::new(), Some(start));
-        let held = LiveHeld {
-            in_step: commit,
-            applying: Some(applying),
-        };
-        assert_eq!(
-            b.of_object(put("a", "1"), &cm_key("a")).baseline,
-            Some(backflow_branch::Baseline::Commit(held))
-        );
-        assert_eq!(
-            b.of_sweep(sweep()).baseline,
-            Some(backflow_branch::Baseline::Commit(held))
-        );
-        // A folder no claim coordinates: whole objects, a sweep of everything not kept.
-        let whole = SnapshotBaseline::of(false, seen("a", "0"), None);
-        assert_eq!(whole.of_object(put("a", "1"), &cm_key("a")).baseline, None);
-        assert_eq!(removable(&whole.of_sweep(sweep())), None);
-    }
-
-    #[test]
-    fn a_relist_is_a_change_of_what_the_stream_saw_and_sweeps_only_that() {
-        let b = SnapshotBaseline::of(true, seen("a", "0"), None);
-        let edit = b.of_object(put("a", "1"), &cm_key("a"));
-        assert_eq!(
-            edit.baseline
-                .as_ref()
-                .and_then(backflow_branch::Baseline::value),
-            Some(&ObjectJson::new(&serde_json::json!({"v": "0"})))
-        );
-        assert_eq!(b.of_object(put("new", "1"), &cm_key("new")).baseline, None);
-        assert_eq!(
-            removable(&b.of_sweep(sweep())),
-            Some(BTreeSet::from([("web".to_string(), "a".to_string())]))
-        );
-        // A relist of a type the stream saw nothing of removes nothing Git holds.
-        let empty = SnapshotBaseline::of(true, Submitted::new(), None);
-        assert_eq!(removable(&empty.of_sweep(sweep())), Some(BTreeSet::new()));
-    }
-
-    #[test]
-    fn at_first_contact_git_wins_publishes_a_change_of_nothing() {
-        let start = |rule| ClaimStart {
-            since: None,
-            applying: None,
-            first_contact: Some(rule),
-        };
-        let git_wins =
-            SnapshotBaseline::of(true, Submitted::new(), Some(start(FirstContact::GitWins)));
-        let intent = git_wins.of_object(put("a", "live"), &cm_key("a"));
-        let before = intent
-            .baseline
-            .as_ref()
-            .and_then(backflow_branch::Baseline::value);
-        assert_eq!(
-            before,
-            Some(&ObjectJson::new(&serde_json::json!({"v": "live"})))
-        );
-        assert_eq!(
-            removable(&git_wins.of_sweep(sweep())),
-            Some(BTreeSet::new())
-        );
-        let live_wins =
-            SnapshotBaseline::of(true, Submitted::new(), Some(start(FirstContact::LiveWins)));
-        assert_eq!(
-            live_wins.of_object(put("a", "live"), &cm_key("a")).baseline,
-            None
-        );
-        // Operations recorded, none succeeded: nothing known, the live side is the truth.
-        let unknown = SnapshotBaseline::of(true, Submitted::new(), Some(ClaimStart::default()));
-        assert_eq!(
-            unknown.of_object(put("a", "live"), &cm_key("a")).baseline,
-            None
-        );
     }
 
     fn listed(name: &str, v: &str, namespace: &str) -> Listed {

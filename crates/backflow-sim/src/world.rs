@@ -9,8 +9,8 @@ use std::time::Duration;
 use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
-    Attribution, ChangedBy, CoreConfig, Effect, Event, Input, Intent, IntentSeq, LiveHeld, Moment,
-    ObjectJson, Phase, SweepScope, Waiters,
+    Attribution, ChangedBy, ClaimStart, CoreConfig, Effect, Event, FirstContactRule, Input, Intent,
+    IntentSeq, Moment, ObjectJson, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
@@ -75,21 +75,6 @@ enum Schedule {
     Drawn,
     /// Named by a script ([`World::act`]); nothing else happens.
     Scripted,
-}
-
-/// What a snapshot's objects are published as changes of: what the folder's claim said when
-/// the streams started (the mirror's `SnapshotBaseline`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListBaseline {
-    /// The live side is the truth: objects are written whole, and the sweep removes every file
-    /// the list lacks (first contact with the default rule, or a claim whose operations never
-    /// succeeded).
-    Whole,
-    /// Each object as a change of what the claim's in-step commit holds (what the live side
-    /// held in full), or of what its last operation's commit holds where the object reads as
-    /// that: one unchanged since reads as Git has it, and the sweep removes only files the
-    /// in-step commit held.
-    Applied(LiveHeld),
 }
 
 /// An applier's write the mirror withheld from Git (a collision): the board's
@@ -181,9 +166,9 @@ pub struct World {
     /// The claim's `status.inStepCommit`: the commit of its last operation that succeeded
     /// with nothing left to a newer edit (catch-ups included), as the claims' runner keeps it.
     recorded_in_step: Option<CommitId>,
-    /// What the list under way reads its objects against (what the folder's claim said when
-    /// the streams started).
-    list_baseline: ListBaseline,
+    /// What the list under way reads its objects against: the mirror's own rule
+    /// ([`SnapshotBaseline`]) over what the folder's claim said when the streams started.
+    list_baseline: SnapshotBaseline,
     /// An operation a restart found in flight: followed, not newly asked.
     followed: Option<OperationId>,
     pub(crate) asks: usize,
@@ -256,7 +241,7 @@ impl World {
             recorded: None,
             recorded_applied: None,
             recorded_in_step: None,
-            list_baseline: ListBaseline::Whole,
+            list_baseline: SnapshotBaseline::Whole,
             followed: None,
             asks: 0,
             counter: 0,
@@ -321,34 +306,32 @@ impl World {
         self.pump();
     }
 
-    /// What the streams read from the folder's claim as they start, as the mirror's
-    /// `claim_start`: its in-step commit, else its last applied one; with neither, the live
-    /// side is the truth (first contact under the default rule, or operations that never
-    /// succeeded).
-    fn claim_start(&self) -> ListBaseline {
-        let Some(in_step) = self.recorded_in_step.or(self.recorded_applied) else {
-            return ListBaseline::Whole;
+    /// What the streams read from the folder's claim as they start (the mirror's `claim_start`
+    /// reads the same fields of its status), and the list's baseline by the mirror's own rule.
+    fn claim_start(&self) -> SnapshotBaseline {
+        let since = self.recorded_in_step.or(self.recorded_applied);
+        let start = ClaimStart {
+            since,
+            applying: (self.recorded.as_ref())
+                .map(|op| op.commit)
+                .filter(|c| Some(*c) != since),
+            first_contact: (self.recorded.is_none() && since.is_none())
+                .then_some(FirstContactRule::LiveWins),
         };
-        let applying = (self.recorded.as_ref())
-            .map(|op| op.commit)
-            .filter(|c| *c != in_step);
-        ListBaseline::Applied(LiveHeld { in_step, applying })
+        // The world's lists are each the first since its streams started: nothing was seen.
+        SnapshotBaseline::of(true, SeenValues::new(), Some(start))
     }
 
     /// The mirror's list returns: it publishes the live state as a resync.
     fn list(&mut self) {
         self.listing = false;
-        self.publish_live_state(self.list_baseline);
+        self.publish_live_state(self.list_baseline.clone());
     }
 
     /// The mirror publishes the live state as a resync (its initial list, or a resync of every
     /// target after the branch lost backflow's commits), read against `baseline`.
-    fn publish_live_state(&mut self, baseline: ListBaseline) {
+    fn publish_live_state(&mut self, baseline: SnapshotBaseline) {
         let tag = self.fresh("snapshot-");
-        let against = |intent: Intent| match baseline {
-            ListBaseline::Whole => intent,
-            ListBaseline::Applied(held) => intent.since(held),
-        };
         let (listed, edits) = self.listed_as_git_keeps();
         let mut intents: Vec<Intent> = Vec::new();
         let mut keep = BTreeSet::new();
@@ -362,7 +345,10 @@ impl World {
                 let edit = Arc::new(ObjectJson::new(&serde_json::Value::String(value.clone())));
                 intents.push(changed_by(model::put(name, value).edit_of(edit), &tag));
             } else if !absent(value) {
-                intents.push(changed_by(against(model::put(name, value)), &tag));
+                intents.push(changed_by(
+                    baseline.of_object(model::put(name, value)),
+                    &tag,
+                ));
             } else if live {
                 intents.push(changed_by(Intent::delete("apps", model::key(name)), &tag));
             }
@@ -377,7 +363,7 @@ impl World {
                 removable: None,
             },
         );
-        intents.push(changed_by(against(sweep), &tag));
+        intents.push(changed_by(baseline.of_sweep(sweep), &tag));
         // As the stream of a coordinated folder: it exists before it is applied, even empty.
         intents.push(changed_by(Intent::bootstrap("apps"), &tag));
         // As the real stream: each listed object's next event is judged against its writers.
@@ -432,11 +418,18 @@ impl World {
     /// operation ever succeeded.
     fn expect_snapshot(&mut self, listed: &BTreeMap<String, String>, tag: &str) {
         let baselined = self.recorded_in_step.or(self.recorded_applied).is_some();
-        let values = listed.iter().map(|(name, v)| (name, v.as_str()));
+        // At first contact what only Git holds is created live: the list's absence is no edit.
+        let first_contact = self.recorded.is_none() && !baselined;
+        let values = (listed.iter())
+            .filter(|(_, v)| !(first_contact && absent(v)))
+            .map(|(name, v)| (name, v.as_str()));
         self.ledger.snapshot(values, baselined, &self.branch.remote);
+        let in_git = self.branch.remote.tip_files();
         for (name, e) in &mut self.expected {
             let value = &listed[name];
-            if !baselined {
+            if first_contact && absent(value) {
+                e.candidates.extend(in_git.get(&model::file(name)).cloned());
+            } else if !baselined {
                 self.before_whole.insert(name.clone(), e.candidates.clone());
                 e.person_edits(value.clone());
             }
@@ -699,7 +692,7 @@ impl World {
             // what Git created meanwhile may stand (a known gap).
             let unseen_create = deletes
                 && self.listing
-                && self.list_baseline != ListBaseline::Whole
+                && matches!(self.list_baseline, SnapshotBaseline::Applied(_))
                 && !e.edit_in_git(&self.branch.remote);
             e.person_edits(value);
             if unseen_create {
