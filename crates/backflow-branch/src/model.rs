@@ -716,10 +716,24 @@ impl Shell {
         // An object that reads as the operation applied since held it, or as backflow's last
         // push did, did not change live since either.
         let ours = render(intent);
-        let later = [applying, pushed].into_iter().flatten().find_map(|c| {
-            let value = self.remote.files(Some(c)).get(&path).cloned()?;
-            (ours.as_ref() == Some(&value)).then_some((value, c))
-        });
+        // As the git shell: only an object that does not read as the in-step commit holds it
+        // is read against later commits — the operation's, backflow's last push, then the
+        // branch's first parents since the in-step commit (at most 64).
+        let changed = ours.is_none() || files.get(&path) != ours.as_ref();
+        let walk = if changed && on_branch {
+            self.first_parents_since(parent, commit)
+        } else {
+            Vec::new()
+        };
+        let later = [applying, pushed]
+            .into_iter()
+            .flatten()
+            .chain(walk)
+            .filter(|c| changed && *c != commit)
+            .find_map(|c| {
+                let value = self.remote.files(Some(c)).get(&path).cloned()?;
+                (ours.as_ref() == Some(&value)).then_some((value, c))
+            });
         let (held, on_branch) = match later {
             Some((value, c)) => (Some(value), self.remote.contains(parent, c)),
             None => (files.get(&path).cloned(), on_branch),
@@ -734,6 +748,18 @@ impl Shell {
             };
         }
         resolved
+    }
+
+    /// As the git shell: the commits on `parent`'s first-parent history after `commit`, newest
+    /// first, at most 64.
+    fn first_parents_since(&self, parent: Option<CommitId>, commit: CommitId) -> Vec<CommitId> {
+        let mut out = Vec::new();
+        let mut at = parent;
+        while let Some(c) = at.filter(|c| *c != commit && out.len() < 64) {
+            out.push(c);
+            at = self.remote.commits.get(&c).and_then(|m| m.parent);
+        }
+        out
     }
 
     /// As the git shell: a delete the journal kept and this process submitted again is held

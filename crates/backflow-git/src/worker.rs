@@ -177,6 +177,15 @@ pub struct BranchWorker {
 /// The longest a routine record of the tips waits before it is written.
 const REF_PACE: Duration = Duration::from_secs(1);
 
+/// How far back a start-up snapshot's objects are read, besides the commit the live side held
+/// in full: at most this many commits since it (each read costs a tree and the objects'
+/// documents)...
+const WALK_COMMITS: usize = 64;
+
+/// ... and only while at most this many objects read as changed (a mass of live changes made
+/// while backflow was down is published as it is, without the walk).
+const WALK_OBJECTS: usize = 256;
+
 impl Drop for BranchWorker {
     fn drop(&mut self) {
         self.flush_refs(true);
@@ -975,8 +984,19 @@ impl BranchWorker {
             // Per object read as a later commit held it: what it held, and whether the branch
             // still holds that commit.
             let mut since: BTreeMap<usize, (Held, bool)> = BTreeMap::new();
-            let later = [live_held.applying, self.last_push_after(commit, descends)?];
-            for later in later.into_iter().flatten().filter(|c| *c != commit) {
+            let mut later: Vec<CommitId> =
+                [live_held.applying, self.last_push_after(commit, descends)?]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            if descends && changed.len() <= WALK_OBJECTS {
+                later.extend(self.first_parents_since(parent, commit)?);
+            }
+            let mut tried = BTreeSet::new();
+            for later in later.into_iter().filter(|c| *c != commit) {
+                if !tried.insert(later) {
+                    continue;
+                }
                 if changed.is_empty() {
                     break;
                 }
@@ -1012,6 +1032,28 @@ impl BranchWorker {
             }
         }
         Ok(intents)
+    }
+
+    /// The commits on `parent`'s first-parent history after `commit`, newest first, at most
+    /// [`WALK_COMMITS`] (the branch holds `commit`): what the live side may have held since the
+    /// commit it held in full — backflow's own commits of live edits, and Git's changes an
+    /// apply brought.
+    fn first_parents_since(
+        &self,
+        parent: Option<Oid>,
+        commit: CommitId,
+    ) -> Result<Vec<CommitId>, IoFailure> {
+        let mut out = Vec::new();
+        let mut at = parent;
+        while let Some(c) = at {
+            let id = commit_id(c);
+            if id == commit || out.len() == WALK_COMMITS {
+                break;
+            }
+            out.push(id);
+            at = self.repo.parent(c).map_err(IoFailure::new)?;
+        }
+        Ok(out)
     }
 
     /// Whether the branch, at the build's `parent`, holds `commit`.

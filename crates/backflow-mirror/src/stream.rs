@@ -721,11 +721,10 @@ fn undecodable(
 /// A list as Git keeps it (see [`as_git_keeps`]).
 #[derive(Default)]
 struct ListedAsKept {
-    /// The objects to publish.
+    /// The objects to publish (one listed as the edit Git keeps is read against the claim's
+    /// commits like any other: an edit a commit since holds was published, and what Git
+    /// gained after it stands).
     objects: Vec<Listed>,
-    /// Objects listed as the edit Git keeps: published as changes of that edit, so what Git
-    /// gained since (a push after the edit) stands, and what Git lost (a force-push) comes back.
-    edits: BTreeSet<ObjectKey>,
     /// Objects listed live whose edit was a delete: their documents go.
     deleted: Vec<ObjectKey>,
 }
@@ -754,14 +753,12 @@ fn as_git_keeps(
                 kept: Some(edit), ..
             }) => {
                 listed.value = Some((fingerprint(&edit.value()), ObjectJson::clone(&edit)));
-                out.edits.insert(listed.key.clone());
                 out.objects.push(listed);
             }
         }
     }
     for (key, write) in kept {
         if let Some(edit) = write.kept {
-            out.edits.insert(key.clone());
             out.objects.push(Listed {
                 key,
                 resource_version: 0,
@@ -780,11 +777,8 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
     let seen = previous.into_iter().map(|(k, s)| (k, s.value)).collect();
     let baseline = SnapshotBaseline::of(ctx.keeps_values(), seen, memory.start.take());
     let kept = ctx.board.withheld.of(&ctx.spec.target);
-    let ListedAsKept {
-        objects,
-        edits,
-        deleted,
-    } = as_git_keeps(objects, kept, gr, ctx.spec.namespace.as_deref());
+    let ListedAsKept { objects, deleted } =
+        as_git_keeps(objects, kept, gr, ctx.spec.namespace.as_deref());
     let count = objects.len();
     let mut intents = Vec::with_capacity(count + deleted.len());
     let mut keep = BTreeSet::new();
@@ -825,12 +819,8 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
                 value: ctx.keeps_values().then(|| object.clone()),
             };
             memory.submitted.insert(key.clone(), seen);
-            let intent = Intent::put_json(ctx.path.clone(), key.clone(), object.clone());
-            intents.push(if edits.contains(&key) {
-                intent.edit_of(object)
-            } else {
-                baseline.of_object(intent)
-            });
+            let intent = Intent::put_json(ctx.path.clone(), key.clone(), object);
+            intents.push(baseline.of_object(intent));
         }
     }
     if ctx.policy.applier.is_some() {
@@ -1254,7 +1244,6 @@ mod tests {
         ];
         let configmaps = GroupResource::new("", "configmaps");
         let as_kept = as_git_keeps(objects, kept.clone(), &configmaps, Some("web"));
-        assert_eq!(as_kept.edits, BTreeSet::from([cm_key("a"), cm_key("c")]));
         let (objects, deleted) = (as_kept.objects, as_kept.deleted);
         assert_eq!(
             values(&objects),
@@ -1277,6 +1266,6 @@ mod tests {
             values(&unchanged.objects),
             [("a".into(), "\"applier\"".into())]
         );
-        assert!(unchanged.deleted.is_empty() && unchanged.edits.is_empty());
+        assert!(unchanged.deleted.is_empty());
     }
 }

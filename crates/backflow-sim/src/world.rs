@@ -3,14 +3,13 @@
 //! both sides and time. One [`World::step`] is one scheduled action, run to its end.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
     Attribution, ChangedBy, ClaimStart, CoreConfig, Effect, Event, FirstContactRule, Input, Intent,
-    IntentSeq, Moment, ObjectJson, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
+    IntentSeq, Moment, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
@@ -332,7 +331,7 @@ impl World {
     /// target after the branch lost backflow's commits), read against `baseline`.
     fn publish_live_state(&mut self, baseline: SnapshotBaseline) {
         let tag = self.fresh("snapshot-");
-        let (listed, edits) = self.listed_as_git_keeps();
+        let listed = self.listed_as_git_keeps();
         let mut intents: Vec<Intent> = Vec::new();
         let mut keep = BTreeSet::new();
         for (name, value) in &listed {
@@ -340,11 +339,9 @@ impl World {
             if live || !absent(value) {
                 keep.insert(("web".to_string(), name.clone()));
             }
-            if !absent(value) && edits.contains(name) {
-                // A change of the edit itself: what Git gained since stands.
-                let edit = Arc::new(ObjectJson::new(&serde_json::Value::String(value.clone())));
-                intents.push(changed_by(model::put(name, value).edit_of(edit), &tag));
-            } else if !absent(value) {
+            // A withheld write's edit is read against the claim's commits like any object:
+            // one a commit since holds was published, and what Git gained after it stands.
+            if !absent(value) {
                 intents.push(changed_by(
                     baseline.of_object(model::put(name, value)),
                     &tag,
@@ -393,22 +390,17 @@ impl World {
 
     /// What a list reads, as the real stream lists it: an object whose live state is an
     /// applier's write the mirror withheld (the board's `Withheld`) is listed as the edit Git
-    /// keeps; those objects come back apart too.
-    fn listed_as_git_keeps(&self) -> (BTreeMap<String, String>, BTreeSet<String>) {
-        let edits: BTreeSet<String> = (self.live.iter())
-            .filter(|(name, o)| self.withheld.get(*name).is_some_and(|w| w.write == o.value))
-            .map(|(name, _)| name.clone())
-            .collect();
-        let listed = (self.live.iter())
+    /// keeps.
+    fn listed_as_git_keeps(&self) -> BTreeMap<String, String> {
+        (self.live.iter())
             .map(|(name, o)| {
                 let kept = match self.withheld.get(name) {
-                    Some(w) if edits.contains(name) => &w.kept,
+                    Some(w) if w.write == o.value => &w.kept,
                     _ => &o.value,
                 };
                 (name.clone(), kept.clone())
             })
-            .collect();
-        (listed, edits)
+            .collect()
     }
 
     /// The oracle takes the snapshot `listed` (named `tag` in its commits). It reads the claim

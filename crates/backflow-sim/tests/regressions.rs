@@ -181,3 +181,22 @@ fn an_apply_cut_short_is_finished_at_start_and_a_push_over_it_stands() {
     reached(&world, "apply 2 writes a = g");
     reached(&world, "apply 3 writes b = g");
 }
+
+/// A live edit mirrored and pushed, somebody pushes over it, another live edit is mirrored on
+/// top before that push is applied, and the process dies: at start the object reads as
+/// backflow's commit of the edit held it (a commit on the branch since the in-step one, neither
+/// the last push nor the operation's), so the push stands (default seed 59889 of a soak).
+#[test]
+fn a_push_over_a_mirrored_edit_stands_though_backflow_pushed_again_since() {
+    let mut script = STARTED.to_vec();
+    script.extend(A_SECOND);
+    script.extend([Edit("a"), Deliver]);
+    script.extend(A_SECOND);
+    script.extend([Answer, Answer, Answer, Push("a"), Edit("b"), Deliver]);
+    script.extend(A_SECOND);
+    script.extend([Answer, Answer, Answer, Answer, Answer, Answer]);
+    script.extend([Restart, ListReturns, GateOpens, Settle]);
+    let world = story(Variant::Correct, &script);
+    reached(&world, "somebody pushes a = g");
+    reached(&world, "writes a = g");
+}

@@ -162,6 +162,43 @@ fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
     );
 }
 
+/// A live edit mirrored, a push over it that the claim has not applied (suspended), then another
+/// live edit mirrored on top of that push, and the process stops: the start-up resync reads the
+/// object against the branch's commits since the one the live side held in full — backflow's
+/// commit of the edit holds it, so it did not change live since, and the push wins on both
+/// sides. (Read against that commit and backflow's *last* push only, neither of which holds the
+/// edit, it was taken for a change made while down and written back over the push.)
+#[test]
+fn a_push_over_a_mirrored_live_edit_stands_though_backflow_pushed_again_since() {
+    let (mut w, path) = a_demo_adopted();
+    suspend_default_claim(&w, true);
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "demo",
+        "-p",
+        r#"{"data":{"greeting":"edited-live"}}"#,
+    ]);
+    w.wait_file(path, |t| t.contains("edited-live"));
+    w.push_edit(path, "edited-live", "edited-in-git");
+    w.apply(&configmap("default", "other", &[("greeting", "later")]));
+    w.wait_file("live/default/configmaps/other.yaml", |t| {
+        t.contains("later")
+    });
+    w.wait_settled();
+    assert!(w.show(path).is_some_and(|t| t.contains("edited-in-git")));
+    w.stop();
+    w.restart(&[]);
+    suspend_default_claim(&w, false);
+    wait_live(&w, "default", "demo", "greeting", "edited-in-git");
+    w.wait_settled();
+    let file = w.show(path).expect("the file");
+    assert!(
+        file.contains("edited-in-git"),
+        "Git keeps the push:\n{file}"
+    );
+}
+
 /// A file removed by a push while backflow was stopped stays removed, and its object goes from
 /// the live side: the start-up resync reads the unchanged live object as Git's to decide.
 #[test]
