@@ -719,7 +719,9 @@ impl Shell {
         // As the git shell: only an object that does not read as the in-step commit holds it
         // is read against later commits — the operation's, backflow's last push, then the
         // branch's first parents since the in-step commit (at most 64).
-        let changed = ours.is_none() || files.get(&path) != ours.as_ref();
+        // (All objects, on a branch rewritten past it: one that reads as a later commit the
+        // branch holds keeps Git's removal since.)
+        let changed = ours.is_none() || files.get(&path) != ours.as_ref() || !on_branch;
         let walk = if changed && on_branch {
             self.first_parents_since(parent, commit)
         } else {

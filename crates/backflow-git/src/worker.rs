@@ -976,11 +976,12 @@ impl BranchWorker {
             });
             // Only objects that do not read as that commit held them may read as the operation
             // applied since or the last push did (most objects did not change: no second tree
-            // read for them).
-            let mut changed: Vec<usize> = (0..at.len())
-                .filter(|&i| !reads_as(&intents[at[i]], &held[i]))
-                .collect();
+            // read for them) — or all, on a branch rewritten past that commit: one that reads
+            // as a later commit the branch holds keeps Git's removal since.
             let descends = self.on_branch(parent, commit)?;
+            let mut changed: Vec<usize> = (0..at.len())
+                .filter(|&i| !descends || !reads_as(&intents[at[i]], &held[i]))
+                .collect();
             // Per object read as a later commit held it: what it held, and whether the branch
             // still holds that commit.
             let mut since: BTreeMap<usize, (Held, bool)> = BTreeMap::new();
