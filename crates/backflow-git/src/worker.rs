@@ -979,12 +979,9 @@ impl BranchWorker {
             // read for them) — or all, on a branch rewritten past that commit: one that reads
             // as a later commit the branch holds keeps Git's removal since.
             let descends = self.on_branch(parent, commit)?;
-            let mut changed: Vec<usize> = (0..at.len())
+            let changed: Vec<usize> = (0..at.len())
                 .filter(|&i| !descends || !reads_as(&intents[at[i]], &held[i]))
                 .collect();
-            // Per object read as a later commit held it: what it held, and whether the branch
-            // still holds that commit.
-            let mut since: BTreeMap<usize, (Held, bool)> = BTreeMap::new();
             let mut later: Vec<CommitId> =
                 [live_held.applying, self.last_push_after(commit, descends)?]
                     .into_iter()
@@ -993,30 +990,8 @@ impl BranchWorker {
             if descends && changed.len() <= WALK_OBJECTS {
                 later.extend(self.first_parents_since(parent, commit)?);
             }
-            let mut tried = BTreeSet::new();
-            for later in later.into_iter().filter(|c| *c != commit) {
-                if !tried.insert(later) {
-                    continue;
-                }
-                if changed.is_empty() {
-                    break;
-                }
-                let asked: Vec<&Intent> =
-                    changed.iter().map(|&i| intents[at[i]].as_ref()).collect();
-                let Some(later_held) = self.held_at(later, &asked)? else {
-                    continue;
-                };
-                let later_on_branch = self.on_branch(parent, later)?;
-                let mut still = Vec::new();
-                for (i, h) in changed.into_iter().zip(later_held) {
-                    if reads_as(&intents[at[i]], &h) {
-                        since.insert(i, (h, later_on_branch));
-                    } else {
-                        still.push(i);
-                    }
-                }
-                changed = still;
-            }
+            later.retain(|c| *c != commit);
+            let mut since = self.read_as_later(&asked, changed, later, parent)?;
             for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
                 let (held, on_branch) = since.remove(&i).unwrap_or((held, descends));
                 let mut resolved = intents[n].with_held(held);
@@ -1033,6 +1008,43 @@ impl BranchWorker {
             }
         }
         Ok(intents)
+    }
+
+    /// Which of `objects` (by index; only the `changed` ones are read) read as one of the
+    /// `later` commits, tried in order, held them: what that commit held, and whether the
+    /// branch at `parent` holds it.
+    fn read_as_later(
+        &self,
+        objects: &[&Intent],
+        mut changed: Vec<usize>,
+        later: Vec<CommitId>,
+        parent: Option<Oid>,
+    ) -> Result<BTreeMap<usize, (Held, bool)>, IoFailure> {
+        let mut since = BTreeMap::new();
+        let mut tried = BTreeSet::new();
+        for later in later {
+            if changed.is_empty() {
+                break;
+            }
+            if !tried.insert(later) {
+                continue;
+            }
+            let asked: Vec<&Intent> = changed.iter().map(|&i| objects[i]).collect();
+            let Some(later_held) = self.held_at(later, &asked)? else {
+                continue;
+            };
+            let later_on_branch = self.on_branch(parent, later)?;
+            let mut still = Vec::new();
+            for (i, h) in changed.into_iter().zip(later_held) {
+                if reads_as(objects[i], &h) {
+                    since.insert(i, (h, later_on_branch));
+                } else {
+                    still.push(i);
+                }
+            }
+            changed = still;
+        }
+        Ok(since)
     }
 
     /// The commits on `parent`'s first-parent history after `commit`, newest first, at most

@@ -827,21 +827,7 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
         // A coordinated folder exists before it is applied, even with nothing in it.
         intents.push(Intent::bootstrap(ctx.path.clone()));
     }
-    if ctx.prune == PruneMode::Always {
-        let scope = SweepScope {
-            resource: gr.clone(),
-            namespace: ctx.spec.namespace.clone(),
-            keep,
-            removable: None,
-        };
-        intents.push(baseline.of_sweep(Intent::sweep(ctx.path.clone(), scope)));
-        ctx.metrics
-            .sweeps
-            .get_or_create(&TargetLabels {
-                target: ctx.target_label(),
-            })
-            .inc();
-    }
+    intents.extend(sweep(ctx, gr, keep, &baseline));
     tracing::debug!(target = %ctx.target_label(), resource = %ctx.spec.served.plural, namespace = ?ctx.spec.namespace, objects = count, "initial snapshot read; publishing it as a resync");
     let scope = WriteScope::Resync(gr.clone(), ctx.spec.namespace.clone());
     let rx = ctx.follow(
@@ -859,6 +845,32 @@ fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory:
     for (key, rv) in seen {
         ctx.tracker.record(key, rv, rx.clone(), &ctx.worker);
     }
+}
+
+/// Under `prune.mode: Always`, the list's sweep of its scope: every document not in `keep`
+/// that `baseline` lets it remove.
+fn sweep(
+    ctx: &StreamContext,
+    gr: &GroupResource,
+    keep: BTreeSet<(String, String)>,
+    baseline: &SnapshotBaseline,
+) -> Option<Intent> {
+    if ctx.prune != PruneMode::Always {
+        return None;
+    }
+    let scope = SweepScope {
+        resource: gr.clone(),
+        namespace: ctx.spec.namespace.clone(),
+        keep,
+        removable: None,
+    };
+    ctx.metrics
+        .sweeps
+        .get_or_create(&TargetLabels {
+            target: ctx.target_label(),
+        })
+        .inc();
+    Some(baseline.of_sweep(Intent::sweep(ctx.path.clone(), scope)))
 }
 
 fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {

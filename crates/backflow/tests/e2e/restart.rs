@@ -256,7 +256,7 @@ fn an_apply_cut_short_by_a_crash_is_finished_not_reverted() {
     record_running_operation(&w, 90, &pushed);
     w.crash_and_restart(&[]);
     w.wait_settled();
-    let reverted = not_new_in_git(&w, "cfg", N);
+    let reverted = not_in_git(&w, "cfg", N, "new");
     assert!(
         reverted.is_empty(),
         "the restart's resync wrote the live side over unapplied files {reverted:?}"
@@ -460,28 +460,28 @@ fn a_push_over_an_apply_cut_short_made_while_backflow_was_down_stands() {
     w.crash();
     push_every_value(&w, N, "new", "newer");
     w.restart(&[]);
-    wait_for(
-        &format!("all {N} newer live"),
-        || {
-            format!(
-                "{} newer live; {:#}",
-                value_of(&w, "newer"),
-                claim(&w)["operation"]
-            )
-        },
-        || (value_of(&w, "newer") == N).then_some(()),
-    );
+    wait_all_live(&w, N, "newer", "");
     w.wait_settled();
-    let clone = w.clone_origin("checker");
-    let stale: Vec<usize> = (0..N)
-        .filter(|i| {
-            let file = clone.join(format!("live/default/configmaps/many-{i}.yaml"));
-            std::fs::read_to_string(file).is_ok_and(|t| !t.contains("newer"))
-        })
-        .collect();
+    let stale = not_in_git(&w, "many", N, "newer");
     assert!(
         stale.is_empty(),
         "files written back over the push: {stale:?}"
+    );
+}
+
+/// Waits until every `ConfigMap` `many-0 .. n` reads `v` live (`context` says why in the log).
+fn wait_all_live(w: &World, n: usize, v: &str, context: &str) {
+    wait_for(
+        &format!("all {n} {v} live{context}"),
+        || {
+            let in_git = n - not_in_git(w, "many", n, v).len();
+            format!(
+                "{} {v} live, {in_git} {v} in Git; claim {:#}",
+                value_of(w, v),
+                claim(w)["operation"]
+            )
+        },
+        || (value_of(w, v) == n).then_some(()),
     );
 }
 
@@ -512,29 +512,19 @@ fn many_files_survive_a_stop_during_their_apply(stop: Stop) {
         Stop::Kill => w.crash_and_restart(&[]),
         Stop::Term => w.restart(&[]),
     }
-    wait_for(
-        &format!("all {N} new live ({stop:?} with {applied_at_kill} applied)"),
-        || {
-            let in_git = N - not_new_in_git(&w, "many", N).len();
-            format!(
-                "{} new live, {in_git} new in Git; claim {:#}",
-                value_of(&w, "new"),
-                claim(&w)["operation"]
-            )
-        },
-        || (value_of(&w, "new") == N).then_some(()),
-    );
+    let context = format!(" ({stop:?} with {applied_at_kill} applied)");
+    wait_all_live(&w, N, "new", &context);
     w.wait_settled();
-    let reverted = not_new_in_git(&w, "many", N);
+    let reverted = not_in_git(&w, "many", N, "new");
     assert!(reverted.is_empty(), "files reverted in Git: {reverted:?}");
 }
 
-/// Which of the files of `ConfigMap`s `default/{prefix}-0 .. n` do not read `new` in Git.
-fn not_new_in_git(w: &World, prefix: &str, n: usize) -> Vec<usize> {
+/// Which of the files of `ConfigMap`s `default/{prefix}-0 .. n` do not read `v` in Git.
+fn not_in_git(w: &World, prefix: &str, n: usize, v: &str) -> Vec<usize> {
     (0..n)
         .filter(|i| {
             w.show(&format!("live/default/configmaps/{prefix}-{i}.yaml"))
-                .is_none_or(|t| !t.contains("new"))
+                .is_none_or(|t| !t.contains(v))
         })
         .collect()
 }
