@@ -454,12 +454,8 @@ impl BranchCore {
         if let Phase::BackingOff { until } = &mut self.phase {
             *until = now;
         }
-        if self
-            .push_not_before
-            .is_some_and(|at| at > now + cfg.push_cooldown)
-        {
-            self.push_not_before = Some(now + cfg.push_cooldown);
-        }
+        // A cooldown already running ends no later than the new one would.
+        self.push_not_before = (self.push_not_before).map(|at| at.min(now + cfg.push_cooldown));
         self.refresh_at = self.refresh_at.min(now + cfg.refresh_interval);
         self.cfg = cfg;
         if self.window.is_immediate() && !self.window.is_empty() {
@@ -645,12 +641,9 @@ impl BranchCore {
         for deadline in windows.filter_map(CommitWindow::deadline) {
             wake = wake.min(deadline);
         }
+        // An unknown tip needs no case of its own: `refresh_at` starts at the core's creation.
         match self.phase {
-            Phase::Idle
-                if self.remote_tip == Tip::Unknown
-                    || self.chain_is_stale()
-                    || self.is_hurried() =>
-            {
+            Phase::Idle if self.chain_is_stale() || self.is_hurried() => {
                 wake = now;
             }
             Phase::Idle if self.has_work() => {

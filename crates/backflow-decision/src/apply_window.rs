@@ -790,6 +790,27 @@ mod tests {
         assert_eq!(edits.judge(&"e", &later, None, &next), Verdict::Landing);
     }
 
+    /// An edit judged in one window and submitted after the next opened is in both; the
+    /// applier's first write over it collides in the first. Its next write, which seconds
+    /// cannot place, still finds the edit no write collided with in the second window: a
+    /// Repair too many costs an apply, one too few loses the edit.
+    #[test]
+    fn an_edit_in_two_windows_collides_in_each() {
+        let mut edits = WindowEdits::default();
+        let edit = writes(&[("backflow-applier", 90), ("kubectl-edit", 100)]);
+        assert_eq!(edits.judge(&"a", &edit, None, &[open(100)]), Verdict::Edit);
+        let both = [ended(100, 101), open(101)];
+        edits.submitted(&"a", &both);
+        let over = writes(&[("backflow-applier", 101)]);
+        assert_eq!(edits.judge(&"a", &over, None, &both), Verdict::Collision);
+        assert_eq!(
+            edits.judge(&"a", &over, None, &both),
+            Verdict::Collision,
+            "the second window's edit asks its own Repair"
+        );
+        assert_eq!(edits.judge(&"a", &over, None, &both), Verdict::OverCollided);
+    }
+
     #[test]
     fn the_applier_deleting_is_a_landing_and_over_an_edit_in_the_window_a_collision() {
         let w = [open(100)];
@@ -888,6 +909,11 @@ mod tests {
         );
         let edited = writes(&[("kubectl-edit", 101)]);
         assert!(!edited.looks_like_applier(Some(100)));
+        let stale = writes(&[("argocd-controller", 90), ("kubectl-edit", 100)]);
+        assert!(
+            !stale.looks_like_applier(Some(100)),
+            "the applier's entry is older than the newest second"
+        );
     }
 
     #[test]
@@ -969,6 +995,11 @@ mod tests {
         assert!(w.only_by_at(&["b", "c"], 7));
         assert!(!w.only_by_at(&["b"], 7));
         assert!(w.newest_only_by(&["b", "c"]));
+        assert!(
+            !w.newest_only_by(&["a", "b"]),
+            "c wrote in the newest second too"
+        );
+        assert!(!Writes::default().newest_only_by(&["a"]));
         assert_eq!(w.newest_other(&["c"]), Some(7));
         assert_eq!(w.newest_other(&["a", "b", "c"]), None);
         assert_eq!(Writes::default().newest_manager(), None);

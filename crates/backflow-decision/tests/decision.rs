@@ -519,3 +519,38 @@ fn an_operation_that_only_stamped_does_not_count_as_applied() {
         "Git's changes are not live yet"
     );
 }
+
+#[test]
+fn a_gate_said_open_again_during_the_flush_asks_at_once_and_a_hold_is_reported() {
+    let mut core = open();
+    assert!(flushes(&core.step(ApplyInput::Foreign(commit(1)), at(1))));
+    // The board says the gate is open again (another stream's list came in): nothing was held.
+    core.step(ApplyInput::Gate(None), at(1));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(1))), at(1));
+    assert_eq!(asked(&effects).map(|op| op.commit), Some(commit(1)));
+    assert_eq!(core.hold(), None);
+    core.step(ApplyInput::Gate(Some(Hold::CommitRequest)), at(2));
+    assert_eq!(core.hold(), Some(&Hold::CommitRequest));
+}
+
+#[test]
+fn an_operation_in_flight_asks_to_be_woken_when_it_would_be_unresolved_and_no_longer_after() {
+    let mut core = open();
+    core.step(ApplyInput::Foreign(commit(1)), at(10));
+    let effects = core.step(ApplyInput::Flushed(Some(commit(1))), at(10));
+    assert!(asked(&effects).is_some());
+    assert!(
+        effects.contains(&ApplyEffect::WakeAt(at(310))),
+        "five minutes after the request: {effects:?}"
+    );
+    let effects = core.step(ApplyInput::Tick, at(310));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, ApplyEffect::Emit(ApplyEvent::Unresolved(_))))
+    );
+    assert!(
+        !effects.iter().any(|e| matches!(e, ApplyEffect::WakeAt(_))),
+        "an unresolved operation is only followed: {effects:?}"
+    );
+}

@@ -10,5 +10,6 @@ use backflow_branch::model;
 
 mod crash;
 mod layering;
+mod pacing;
 mod property;
 mod transitions;
