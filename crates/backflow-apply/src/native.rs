@@ -23,6 +23,9 @@ use backflow_api::config::NativeClaim;
 use backflow_api::{AppliedBy, GroupResource, ObjectKey};
 use backflow_board::{ApplyWindows, Pruned};
 use backflow_decision::CommitId;
+use backflow_decision::object_write::{
+    self, LiveOwner, ObjectWrite, OperationKind, Prune, RemovedLive, RemovedObject,
+};
 use backflow_git::WorkerHandle;
 use backflow_manifest::{
     DeclarationProblem, DeclaredObject, Identity, declared_objects_within, object_path,
@@ -264,6 +267,22 @@ async fn delete_judged(
     }
 }
 
+/// Carries out `prune` of `live` (read as it was judged).
+async fn carry_out(
+    prune: Prune,
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    live: Option<&DynamicObject>,
+    pruning: &Pruning<'_>,
+) -> Result<PruneOutcome, String> {
+    match (prune, live) {
+        (Prune::Delete, Some(live)) => delete_judged(api, resource, live, pruning.notice).await,
+        (Prune::Kept, _) => Ok(PruneOutcome::Kept),
+        (Prune::Spared, _) => Ok(PruneOutcome::Spared),
+        (Prune::Gone | Prune::Delete, _) => Ok(PruneOutcome::Gone),
+    }
+}
+
 /// What [`NativeApplier::prune`] looks at for one operation.
 struct Gone<'a> {
     /// The last applied commit.
@@ -401,8 +420,6 @@ struct Judging<'a> {
     cutoff: u64,
     /// Objects whose live edit is not in Git yet (a file blocked it): left as they are.
     spare: &'a BTreeSet<ObjectKey>,
-    /// A catch-up: stamps what is live, creates nothing.
-    stamp_only: bool,
 }
 
 /// The folders of one claim on one branch, and how to read and decrypt them.
@@ -625,18 +642,24 @@ impl NativeApplier {
             .map(|o| o.identity.clone())
             .collect();
         report.plaintext = plaintext_secrets(&declared.objects);
-        let changed = |object: &DeclaredObject| {
-            !stamp_only
-                && (retry.contains(&object.identity)
-                    || before.get(&object.identity).map(|o| &o.value) != Some(&object.value))
+        // What Git says of each object; `apply_one` adds what the live side shows.
+        let facts = |object: &DeclaredObject| object_write::DeclaredObject {
+            git_changed: before.get(&object.identity).map(|o| &o.value) != Some(&object.value),
+            retried: retry.contains(&object.identity),
+            operation: if stamp_only {
+                OperationKind::CatchUp
+            } else {
+                OperationKind::Apply
+            },
+            spared: false,
+            live: None,
         };
         let judging = Judging {
             cutoff,
             spare: &spare,
-            stamp_only,
         };
         let mut inventory = self
-            .apply_all(declared.objects, changed, judging, &mut kinds, &mut report)
+            .apply_all(declared.objects, facts, judging, &mut kinds, &mut report)
             .await;
         if folder_read && !stamp_only && unreadable.new_file.is_none() {
             let owned: BTreeSet<String> = previous.iter().map(|e| e.id.clone()).collect();
@@ -669,7 +692,7 @@ impl NativeApplier {
     async fn apply_all(
         &self,
         objects: Vec<DeclaredObject>,
-        changed: impl Fn(&DeclaredObject) -> bool,
+        facts: impl Fn(&DeclaredObject) -> object_write::DeclaredObject,
         judging: Judging<'_>,
         kinds: &mut Kinds,
         report: &mut ApplyReport,
@@ -678,7 +701,7 @@ impl NativeApplier {
         let reads = self.read_many(&objects, kinds).await;
         for object in ordered(objects) {
             match self
-                .apply_one(&object, changed(&object), judging, kinds, &reads)
+                .apply_one(&object, facts(&object), judging, kinds, &reads)
                 .await
             {
                 Ok((entry, write)) => {
@@ -899,7 +922,7 @@ impl NativeApplier {
     async fn apply_one(
         &self,
         object: &DeclaredObject,
-        changed: bool,
+        facts: object_write::DeclaredObject,
         judging: Judging<'_>,
         kinds: &mut Kinds,
         reads: &LiveReads,
@@ -951,32 +974,36 @@ impl NativeApplier {
             };
             return Ok((entry, write));
         }
-        let owner = live.as_ref().and_then(owned_by);
-        let spared = judging.spare.contains(&key);
-        let write = match live {
-            Some(_) if changed && spared => Write::Spared(key),
-            // A delete that is not in Git yet (its file blocked it) is not undone either.
-            None if spared => Write::Spared(key),
-            _ if AppliedBy::excludes(Some(&self.applied_by), owner.as_ref()) => Write::Foreign,
-            // Missing live although Git declares it, "changed" or not: after the flush a live
-            // delete is in Git or older than Git's word (a revert, a force-push); a delete
-            // made since collides in the apply's window. Only a catch-up leaves it.
-            None if judging.stamp_only => Write::Absent,
-            None => Write::Apply,
-            Some(live) if changed && !holds(&content, &live) => {
-                if edited_since(&live, judging.cutoff) {
-                    Write::Deferred
+        let facts = object_write::DeclaredObject {
+            spared: judging.spare.contains(&key),
+            live: live.as_ref().map(|live| object_write::LiveObject {
+                holds: holds(&content, live),
+                edited_since_flush: edited_since(live, judging.cutoff),
+                owner: if AppliedBy::excludes(Some(&self.applied_by), owned_by(live).as_ref()) {
+                    LiveOwner::Foreign
+                } else if live["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str() {
+                    LiveOwner::Stamped
                 } else {
+                    LiveOwner::Unstamped
+                },
+            }),
+            ..facts
+        };
+        let write = match facts.write() {
+            ObjectWrite::Nothing => Write::None,
+            ObjectWrite::Stamp => Write::Stamp,
+            ObjectWrite::Apply => {
+                if let Some(live) = &live {
                     // Applied only over the version judged: an edit landing meanwhile is kept.
                     desired["metadata"]["resourceVersion"] =
                         live["metadata"]["resourceVersion"].clone();
-                    Write::Apply
                 }
+                Write::Apply
             }
-            Some(live) if live["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str() => {
-                Write::None
-            }
-            Some(_) => Write::Stamp,
+            ObjectWrite::Deferred => Write::Deferred,
+            ObjectWrite::LeftAbsent => Write::Absent,
+            ObjectWrite::Foreign => Write::Foreign,
+            ObjectWrite::Spared => Write::Spared(key),
         };
         let write = self.write(&api, object, write, &desired).await?;
         Ok((entry, write))
@@ -1119,24 +1146,37 @@ impl NativeApplier {
             return Ok(PruneOutcome::Gone);
         }
         let api = api_for(&self.client, &resource, &namespace);
-        let Some(live) = api
+        let live = api
             .get_opt(&object.identity.name)
             .await
-            .map_err(|e| backflow_board::explain(&e))?
-        else {
-            return Ok(PruneOutcome::Gone);
+            .map_err(|e| backflow_board::explain(&e))?;
+        // A file gone before its object was ever applied: no other claim's label on it.
+        let ours = |value: &Value| {
+            let label = value["metadata"]["labels"][APPLIER_LABEL].as_str();
+            label.is_none_or(|l| l == self.owner)
+                && !AppliedBy::excludes(Some(&self.applied_by), owned_by(value).as_ref())
         };
-        let value = serde_json::to_value(&live).unwrap_or(Value::Null);
-        let label = value["metadata"]["labels"][APPLIER_LABEL].as_str();
-        if label.is_some_and(|l| l != self.owner)
-            || AppliedBy::excludes(Some(&self.applied_by), owned_by(&value).as_ref())
-        {
-            return Ok(PruneOutcome::Gone);
-        }
-        if edited_since(&value, pruning.cutoff) {
-            return Ok(PruneOutcome::Kept);
-        }
-        delete_judged(&api, &resource, &live, pruning.notice).await
+        let removed = self.removed(false, live.as_ref(), ours, pruning.cutoff);
+        carry_out(removed.prune(), &api, &resource, live.as_ref(), pruning).await
+    }
+
+    /// What an apply knows of an object the commit no longer declares (`ours`: whether the
+    /// live object is this applier's to remove).
+    fn removed(
+        &self,
+        spared: bool,
+        live: Option<&DynamicObject>,
+        ours: impl Fn(&Value) -> bool,
+        cutoff: u64,
+    ) -> RemovedObject {
+        let live = live.map(|live| {
+            let value = serde_json::to_value(live).unwrap_or(Value::Null);
+            RemovedLive {
+                ours: ours(&value),
+                edited_since_flush: edited_since(&value, cutoff),
+            }
+        });
+        RemovedObject { spared, live }
     }
 
     /// Removes the ownership label from what the claim stamped (and still carries it): a claim
@@ -1206,32 +1246,21 @@ impl NativeApplier {
             namespace.to_string(),
             name.to_string(),
         );
-        if pruning.spare.contains(&key) {
-            return Ok(PruneOutcome::Spared);
-        }
+        let spared = pruning.spare.contains(&key);
         let api = api_for(&self.client, &resource, namespace);
-        let Some(live) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| backflow_board::explain(&e))?
-        else {
-            return Ok(PruneOutcome::Gone);
+        // A spared object is left whatever the live side shows: not even read.
+        let live = if spared {
+            None
+        } else {
+            api.get_opt(name)
+                .await
+                .map_err(|e| backflow_board::explain(&e))?
         };
-        if live
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(APPLIER_LABEL))
-            != Some(&self.owner)
-        {
-            // Not ours any more (relabelled by hand, or another claim took it): never touched.
-            return Ok(PruneOutcome::Gone);
-        }
-        let value = serde_json::to_value(&live).unwrap_or(Value::Null);
-        if edited_since(&value, pruning.cutoff) {
-            return Ok(PruneOutcome::Kept);
-        }
-        delete_judged(&api, &resource, &live, pruning.notice).await
+        // Not ours any more (relabelled by hand, or another claim took it): untouched.
+        let ours =
+            |value: &Value| value["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str();
+        let removed = self.removed(spared, live.as_ref(), ours, pruning.cutoff);
+        carry_out(removed.prune(), &api, &resource, live.as_ref(), pruning).await
     }
 }
 

@@ -9,9 +9,12 @@
 //! - `operation.rs`: one apply as the claim's `status.operation` records it.
 //! - `core.rs`: the state machine (one [`ApplyPhase`] enum).
 //! - `apply_window.rs`: which write seen during an apply is the apply's own ([`WindowEdits`]).
+//! - `object_write.rs`: what backflow's own applier does with each object (write, stamp,
+//!   leave to a newer edit, prune or keep).
 
 mod apply_window;
 mod core;
+pub mod object_write;
 mod operation;
 mod reason;
 

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use backflow_branch::Moment;
 use backflow_branch::model;
+use backflow_decision::object_write::{
+    DeclaredObject, LiveObject as LiveFacts, LiveOwner, ObjectWrite, OperationKind, Prune,
+    RemovedLive, RemovedObject,
+};
 use backflow_decision::{ApplyInput, CommitId, Operation, OperationId, OperationPhase};
 use rand::Rng;
 
@@ -186,39 +190,72 @@ impl World {
             // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
             let live = &self.live[name];
-            // What Git declares and the live side lacks is created whether Git changed it or
-            // not (a revert or a force-push back to what was last applied).
-            let changed = !same(before.get(&path).unwrap_or(&gone), want)
-                || (absent(want) && left.contains(&path))
-                || (absent(&live.value) && !absent(want))
-                || self.deferred.contains(name);
-            if catch_up_only {
+            let git_changed = !same(before.get(&path).unwrap_or(&gone), want)
+                || (absent(want) && left.contains(&path));
+            let retried = self.deferred.contains(name);
+            // As the native applier: an object somebody wrote in the flush's second or later
+            // (`edited_since`) is left, whether it would be written or pruned; what somebody
+            // deleted is created again (a delete leaves nothing to read): the mirror's window
+            // judges that. The rule is the native applier's own (`object_write`).
+            let edited_since_flush = live.edited_since(self.flushed_at);
+            let verdict = if absent(want) {
+                // A catch-up prunes nothing; what is not there is gone.
+                let removed = RemovedObject {
+                    spared: false,
+                    live: (!catch_up_only && (git_changed || retried) && !absent(&live.value))
+                        .then_some(RemovedLive {
+                            ours: true,
+                            edited_since_flush,
+                        }),
+                };
+                match removed.prune() {
+                    Prune::Delete => Some(true),
+                    Prune::Kept => Some(false),
+                    Prune::Gone | Prune::Spared => None,
+                }
+            } else {
+                let declared = DeclaredObject {
+                    git_changed,
+                    retried,
+                    operation: if catch_up_only {
+                        OperationKind::CatchUp
+                    } else {
+                        OperationKind::Apply
+                    },
+                    spared: false,
+                    live: (!absent(&live.value)).then(|| LiveFacts {
+                        holds: same(&live.value, want),
+                        edited_since_flush,
+                        owner: LiveOwner::Stamped,
+                    }),
+                };
+                match declared.write() {
+                    ObjectWrite::Apply => Some(true),
+                    ObjectWrite::Deferred => Some(false),
+                    _ => None,
+                }
+            };
+            match verdict {
                 // Only stamps: what an earlier apply deferred stays deferred (the runner's).
-                continue;
+                _ if catch_up_only => {}
+                None => {
+                    self.deferred.remove(name);
+                }
+                Some(false) => {
+                    self.log(format!(
+                        "apply {}: {name} was edited after the flush: left",
+                        op.id.0
+                    ));
+                    self.deferred.insert(name.to_string());
+                }
+                Some(true) if written == limit => return,
+                Some(true) => {
+                    written += 1;
+                    self.deferred.remove(name);
+                    self.log(format!("apply {} writes {name} = {want}", op.id.0));
+                    self.applier_writes(name, want, now);
+                }
             }
-            if !changed || same(&live.value, want) {
-                self.deferred.remove(name);
-                continue;
-            }
-            // As the native applier: it leaves an object somebody wrote in the flush's second or
-            // later (`edited_since`), whether it would write or prune it, and re-creates what
-            // somebody deleted (a delete leaves nothing to read): the mirror's window judges
-            // that.
-            if live.edited_since(self.flushed_at) {
-                self.log(format!(
-                    "apply {}: {name} was edited after the flush: left",
-                    op.id.0
-                ));
-                self.deferred.insert(name.to_string());
-                continue;
-            }
-            if written == limit {
-                return;
-            }
-            written += 1;
-            self.deferred.remove(name);
-            self.log(format!("apply {} writes {name} = {want}", op.id.0));
-            self.applier_writes(name, want, now);
         }
         // A catch-up only stamps: it is not what the next apply's "changed since" starts from.
         if !catch_up_only {
