@@ -19,6 +19,7 @@ FILES=(
   crates/backflow-decision/src/apply_window.rs
   crates/backflow-decision/src/operation.rs
   crates/backflow-decision/src/reason.rs
+  crates/backflow-decision/src/object_write.rs
   crates/backflow-branch/src/worker.rs
   crates/backflow-branch/src/commit_window.rs
   crates/backflow-branch/src/backoff.rs

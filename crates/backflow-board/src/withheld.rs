@@ -23,15 +23,9 @@ pub struct Withheld(Arc<Mutex<BTreeMap<TargetRef, Kept>>>);
 /// One target's withheld objects.
 pub type Kept = BTreeMap<ObjectKey, WithheldWrite>;
 
-/// An applier's write kept out of Git, and what Git keeps instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WithheldWrite {
-    /// The `resourceVersion` the write made (of its delete, for a prune): a list that shows
-    /// another version shows a later write, which is what it is.
-    pub version: u64,
-    /// The edit's sanitized value, or `None` when the edit was a delete.
-    pub kept: Option<Arc<ObjectJson>>,
-}
+/// An applier's write kept out of Git, and what Git keeps instead: the edit's sanitized value,
+/// or `None` when the edit was a delete (how a list reads it: [`backflow_decision::as_git_keeps`]).
+pub type WithheldWrite = backflow_decision::WithheldWrite<Arc<ObjectJson>>;
 
 impl Withheld {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<TargetRef, Kept>> {

@@ -11,12 +11,14 @@
 //! - `apply_window.rs`: which write seen during an apply is the apply's own ([`WindowEdits`]).
 //! - `object_write.rs`: what backflow's own applier does with each object (write, stamp,
 //!   leave to a newer edit, prune or keep).
+//! - `withheld.rs`: how a list reads an object whose applier's write was withheld from Git.
 
 mod apply_window;
 mod core;
 pub mod object_write;
 mod operation;
 mod reason;
+mod withheld;
 
 pub use apply_window::{
     APPLIER_MANAGERS, ManagedWrite, Mirrored, Verdict, WindowEdits, WindowHistory, WindowSpan,
@@ -25,5 +27,6 @@ pub use apply_window::{
 pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
 pub use operation::{Operation, OperationId, OperationPhase};
 pub use reason::{Reason, Reasons};
+pub use withheld::{AsKept, ListedAsKept, WithheldWrite, as_git_keeps};
 
 pub use backflow_branch::{CommitId, Moment};

@@ -36,7 +36,7 @@ use backflow_board::{
     Barrier, Board, Kept, PushReport, RefusedEdit, StreamState, WithheldWrite, WriteScope,
 };
 use backflow_decision::{
-    Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
+    AsKept, Mirrored, OperationPhase, Verdict, WindowEdits, WindowSpan, Writers, Writes,
 };
 
 /// Everything a stream needs.
@@ -741,33 +741,28 @@ fn as_git_keeps(
     namespace: Option<&str>,
 ) -> ListedAsKept {
     kept.retain(|key, _| key.resource == *gr && namespace.is_none_or(|ns| key.namespace == ns));
+    let versions = objects.iter().map(|l| (l.key.clone(), l.resource_version));
+    let read = backflow_decision::as_git_keeps(versions, kept);
     let mut out = ListedAsKept::default();
-    for mut listed in objects {
-        let withheld = kept.remove(&listed.key);
-        // A later write of the object (another version, or a create after a prune) is what
-        // it is.
-        match withheld.filter(|w| w.version == listed.resource_version && w.version != 0) {
-            None => out.objects.push(listed),
-            Some(WithheldWrite { kept: None, .. }) => out.deleted.push(listed.key),
-            Some(WithheldWrite {
-                kept: Some(edit), ..
-            }) => {
+    for (mut listed, (_, reads)) in objects.into_iter().zip(read.listed) {
+        match reads {
+            AsKept::Listed => out.objects.push(listed),
+            AsKept::Deleted => out.deleted.push(listed.key),
+            AsKept::Edit(edit) => {
                 listed.value = Some((fingerprint(&edit.value()), ObjectJson::clone(&edit)));
                 out.objects.push(listed);
             }
         }
     }
-    for (key, write) in kept {
-        if let Some(edit) = write.kept {
-            out.objects.push(Listed {
-                key,
-                resource_version: 0,
-                value: Some((fingerprint(&edit.value()), ObjectJson::clone(&edit))),
-                stamped: true,
-                owner: None,
-                writers: Writers::default(),
-            });
-        }
+    for (key, edit) in read.unlisted {
+        out.objects.push(Listed {
+            key,
+            resource_version: 0,
+            value: Some((fingerprint(&edit.value()), ObjectJson::clone(&edit))),
+            stamped: true,
+            owner: None,
+            writers: Writers::default(),
+        });
     }
     out
 }

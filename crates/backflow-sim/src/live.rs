@@ -66,11 +66,13 @@ pub(crate) struct LiveObject {
     /// The object's managedFields: the applier's (its label and the fields it applied) and a
     /// person's. Empty for an object that does not exist.
     pub managed: Vec<ManagedWrite>,
+    /// Its `resourceVersion`: every write makes a new one (a delete too).
+    pub version: u64,
 }
 
 impl LiveObject {
-    /// The object after `by` wrote `value` at `at` over `previous` (`fresh`: the uid of an
-    /// object created). Each writer owns a field of its own besides the value (the applier its
+    /// The object after `by` wrote `value` at `at` over `previous` (`fresh`: a number never
+    /// used before — the uid of an object created, and the write's `resourceVersion`). Each writer owns a field of its own besides the value (the applier its
     /// label, a person kubectl's last-applied annotation), so a write takes the value over and
     /// leaves the other writer's entry as it was; a delete leaves nothing.
     pub(crate) fn written(
@@ -102,6 +104,7 @@ impl LiveObject {
             by,
             uid,
             managed,
+            version: fresh,
         }
     }
 
@@ -121,6 +124,7 @@ impl LiveObject {
             value: self.value.clone(),
             by: self.by,
             uid: self.uid,
+            version: self.version,
             writes: Writes::new(self.managed.clone()),
         }
     }
@@ -133,6 +137,7 @@ pub(crate) struct WatchEvent {
     pub value: String,
     pub by: Writer,
     pub uid: u64,
+    pub version: u64,
     pub writes: Writes,
 }
 

@@ -12,8 +12,9 @@ use backflow_branch::{
     IntentSeq, Moment, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, CommitId, Hold, Mirrored,
-    Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory, Writers,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, AsKept, CommitId, Hold,
+    Mirrored, Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
+    WithheldWrite, Writers, as_git_keeps,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -76,17 +77,6 @@ enum Schedule {
     Scripted,
 }
 
-/// An applier's write the mirror withheld from Git (a collision): the board's
-/// `WithheldWrite`, the write told apart by its value rather than its resourceVersion.
-#[derive(Debug, Clone)]
-struct Withheld {
-    /// The value the applier wrote (a tombstone for a prune): a list that reads another
-    /// value reads a later write.
-    write: String,
-    /// What Git keeps: the edit's value (a tombstone for a delete).
-    kept: String,
-}
-
 /// The simulated system. See the module documentation.
 pub struct World {
     variant: Variant,
@@ -126,7 +116,7 @@ pub struct World {
     mirrored: BTreeMap<String, String>,
     /// Objects whose applier's write was withheld (a collision) and what Git keeps of each
     /// (the board's `Withheld`): outlives the streams, dies with the process.
-    withheld: BTreeMap<String, Withheld>,
+    withheld: BTreeMap<String, WithheldWrite<String>>,
     /// Objects an applier wrote over a person's edit (a held applier's collision, or landing
     /// where the edit came through a list; backflow's own re-creating what a person deleted): a
     /// restart or a new list before the edit's repair may lose it (a known gap).
@@ -392,15 +382,30 @@ impl World {
     /// applier's write the mirror withheld (the board's `Withheld`) is listed as the edit Git
     /// keeps.
     fn listed_as_git_keeps(&self) -> BTreeMap<String, String> {
-        (self.live.iter())
-            .map(|(name, o)| {
-                let kept = match self.withheld.get(name) {
-                    Some(w) if w.write == o.value => &w.kept,
-                    _ => &o.value,
-                };
-                (name.clone(), kept.clone())
-            })
-            .collect()
+        let listed = (self.live.iter())
+            .filter(|(_, o)| !absent(&o.value))
+            .map(|(name, o)| (name.clone(), o.version));
+        let read = as_git_keeps(listed, self.withheld.clone());
+        // What the list lacks is as absent as it is live, unless it is an edit an applier
+        // pruned.
+        let mut as_kept: BTreeMap<String, String> = (self.live.iter())
+            .map(|(name, o)| (name.clone(), o.value.clone()))
+            .collect();
+        for (name, reads) in read.listed {
+            let value = match reads {
+                AsKept::Listed => self.live[&name].value.clone(),
+                AsKept::Edit(edit) => edit,
+                AsKept::Deleted => ABSENT.to_string(),
+            };
+            as_kept.insert(name, value);
+        }
+        as_kept.extend(read.unlisted);
+        as_kept
+    }
+
+    /// Whether `name`'s live state is an applier's write the mirror withheld.
+    fn is_withheld(&self, name: &str) -> bool {
+        (self.withheld.get(name)).is_some_and(|w| w.version == self.live[name].version)
     }
 
     /// The oracle takes the snapshot `listed` (named `tag` in its commits). It reads the claim
@@ -531,7 +536,9 @@ impl World {
                 }
             }
             let object = &self.live[name];
-            let collided = withheld.get(name).is_some_and(|w| w.write == object.value);
+            let collided = withheld
+                .get(name)
+                .is_some_and(|w| w.version == object.version);
             let applied_over = self.applied_over_edit.contains(name) && object.by.is_applier();
             if let Some(e) = self.expected.get_mut(name)
                 && (collided || applied_over)
@@ -546,8 +553,8 @@ impl World {
     /// mirror judged it a collision: the board keeps that beyond the streams.
     fn lost_to_applier(&mut self) {
         for name in &self.applied_over_edit {
+            let withheld = self.is_withheld(name);
             let object = &self.live[name];
-            let withheld = (self.withheld.get(name)).is_some_and(|w| w.write == object.value);
             if let Some(e) = self.expected.get_mut(name)
                 && object.by.is_applier()
                 && !withheld
@@ -973,9 +980,12 @@ impl World {
         let (name, value) = (&event.name, &event.value);
         match verdict {
             Verdict::Collision | Verdict::OverCollided => {
-                let kept = (self.mirrored.get(name).cloned()).unwrap_or_else(|| ABSENT.into());
-                let write = value.clone();
-                self.withheld.insert(name.clone(), Withheld { write, kept });
+                let kept = (self.mirrored.get(name).cloned()).filter(|v| !absent(v));
+                let write = WithheldWrite {
+                    version: event.version,
+                    kept,
+                };
+                self.withheld.insert(name.clone(), write);
             }
             Verdict::Edit | Verdict::Late | Verdict::Landing => {
                 self.withheld.remove(name);
