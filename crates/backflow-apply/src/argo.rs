@@ -16,15 +16,14 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::InventoryEntry;
+use backflow_decision::held_status::HeldOutcome;
+use backflow_decision::held_status::argo::{self, Driven};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use crate::held::Held;
 use crate::native::{Applier, ApplyReport, ApplyRequest};
-
-/// The `info` entry that marks an operation as backflow's, with its correlation id.
-const CORRELATION: &str = "backflow-operation";
 
 /// `argoproj.io/v1alpha1` `Application`.
 #[must_use]
@@ -81,21 +80,6 @@ fn application_set_owns_automated(set: &Value, app: &str) -> bool {
     !(never_updates || ignored)
 }
 
-/// Which of an Application's sources backflow drives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Driven {
-    /// `spec.source`: the sync names one `revision`.
-    Single,
-    /// `spec.sources[index]`: the sync names one revision per source (`revisions`), the others
-    /// at their own `targetRevision`.
-    Multi {
-        /// Its position in `spec.sources`.
-        index: usize,
-        /// Every source's `targetRevision` (`HEAD` when unset).
-        revisions: Vec<String>,
-    },
-}
-
 /// The `repoURL` and `targetRevision` of each of `app`'s sources: `spec.sources` when it lists
 /// any (a multi-source Application), else `spec.source`.
 fn sources(app: &Value) -> Vec<(String, String)> {
@@ -108,28 +92,6 @@ fn sources(app: &Value) -> Vec<(String, String)> {
     match app["spec"]["sources"].as_array() {
         Some(list) if !list.is_empty() => list.iter().map(read).collect(),
         _ => vec![read(&app["spec"]["source"])],
-    }
-}
-
-/// The sync request of `commit` for the driven source.
-fn sync_request(driven: &Driven, commit: &str) -> Value {
-    match driven {
-        Driven::Single => json!({"revision": commit, "prune": true}),
-        Driven::Multi { index, revisions } => {
-            let mut revisions = revisions.clone();
-            if let Some(r) = revisions.get_mut(*index) {
-                *r = commit.to_string();
-            }
-            json!({"revisions": revisions, "prune": true})
-        }
-    }
-}
-
-/// The revision a finished sync applied to the driven source.
-fn synced_revision<'a>(driven: &Driven, state: &'a Value) -> &'a Value {
-    match driven {
-        Driven::Single => &state["syncResult"]["revision"],
-        Driven::Multi { index, .. } => &state["syncResult"]["revisions"][*index],
     }
 }
 
@@ -240,20 +202,9 @@ impl ArgoApplier {
     /// carries: backflow's request not taken up yet, or its sync running or done at `commit`.
     /// `None`: ask again (it never reached Argo CD, or ended without applying `commit`).
     fn request_in_flight(&self, app: &Value, driven: &Driven, commit: &str) -> Option<String> {
-        let ours = |info: &Value| {
-            info.as_array()?.iter().find(|i| i["name"] == CORRELATION)?["value"]
-                .as_str()
-                .map(str::to_string)
-        };
-        if let Some(token) = ours(&app["operation"]["info"]) {
-            return Some(token);
-        }
-        let state = &app["status"]["operationState"];
-        let token = ours(&state["operation"]["info"])?;
-        let running = state["phase"] == "Running";
-        let applied = matches!(outcome(app, driven, commit, &token), Some(Ok(_)));
-        tracing::info!(application = %self.held.shown(), %token, running, applied, "an operation found in flight at start");
-        (running || applied).then_some(token)
+        let token = argo::request_in_flight(app, driven, commit);
+        tracing::info!(application = %self.held.shown(), followed = ?token, "an operation found in flight at start");
+        token
     }
 
     /// Writes the sync request, once no sync is running (however long that takes: a request
@@ -262,11 +213,7 @@ impl ArgoApplier {
         while self.get().await?.data["status"]["operationState"]["phase"] == "Running" {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let operation = json!({"operation": {
-            "sync": sync_request(driven, commit),
-            "initiatedBy": {"username": "backflow"},
-            "info": [{"name": CORRELATION, "value": token}],
-        }});
+        let operation = json!({"operation": argo::operation(driven, commit, token)});
         self.api()
             .patch(&self.held.name, &Held::params(), &Patch::Merge(&operation))
             .await
@@ -358,32 +305,18 @@ impl ArgoApplier {
     }
 }
 
-/// What an Application's status says about our sync of `commit` (correlated by `token`):
-/// `None` while undecided.
+/// What an Application's status says about our sync of `commit` (correlated by `token`), with
+/// the inventory of a sync that applied it: `None` while undecided.
 fn outcome(
     app: &Value,
     driven: &Driven,
     commit: &str,
     token: &str,
 ) -> Option<Result<Vec<InventoryEntry>, String>> {
-    let state = &app["status"]["operationState"];
-    let ours = state["operation"]["info"].as_array().is_some_and(|info| {
-        info.iter()
-            .any(|i| i["name"] == CORRELATION && i["value"] == token)
-    });
-    if !ours {
-        return None;
-    }
-    let synced = synced_revision(driven, state);
-    match state["phase"].as_str() {
-        Some("Succeeded") if synced == commit => Some(Ok(inventory(&app["status"]))),
-        Some("Succeeded") => Some(Err(format!("synced {synced} instead of {commit}"))),
-        Some("Failed" | "Error") => Some(Err(state["message"]
-            .as_str()
-            .unwrap_or("the sync failed")
-            .to_string())),
-        _ => None,
-    }
+    argo::outcome(app, driven, commit, token).map(|outcome| match outcome {
+        HeldOutcome::Applied => Ok(inventory(&app["status"])),
+        HeldOutcome::Failed(message) => Err(message),
+    })
 }
 
 fn inventory(status: &Value) -> Vec<InventoryEntry> {
@@ -459,41 +392,17 @@ mod tests {
         }
     }
 
-    /// A multi-source Application: the request names one revision per source, the driven one at
-    /// the commit and the others at their own; done when the driven source synced the commit.
+    /// A multi-source Application's sources, each at its own revision (`HEAD` when unset).
     #[test]
-    fn a_multi_source_sync_names_every_revision_and_checks_the_driven_one() {
+    fn the_sources_of_an_application_are_listed_with_their_revisions() {
         let app = json!({"spec": {"sources": [
             {"repoURL": "https://charts.example.com", "targetRevision": "1.2.3", "chart": "web"},
             {"repoURL": "file:///srv/git/config.git", "targetRevision": "main", "ref": "values"},
             {"repoURL": "https://example.com/other.git"}
         ]}});
         let listed = sources(&app);
+        assert_eq!(listed[1].1, "main");
         assert_eq!(listed[2].1, "HEAD");
-        let driven = Driven::Multi {
-            index: 1,
-            revisions: listed.into_iter().map(|(_, r)| r).collect(),
-        };
-        assert_eq!(
-            sync_request(&driven, "abc"),
-            json!({"revisions": ["1.2.3", "abc", "HEAD"], "prune": true})
-        );
-        let state = |revisions: Value| {
-            json!({"status": {"operationState": {
-                "operation": {"info": [{"name": CORRELATION, "value": "t"}]},
-                "phase": "Succeeded", "syncResult": {"revisions": revisions}}}})
-        };
-        assert!(
-            outcome(&state(json!(["1.2.3", "abc", "f00"])), &driven, "abc", "t")
-                .expect("decided")
-                .is_ok()
-        );
-        assert!(
-            outcome(&state(json!(["abc", "old", "f00"])), &driven, "abc", "t")
-                .expect("decided")
-                .is_err(),
-            "another source at the commit is not the driven one"
-        );
         assert_eq!(
             sources(&json!({"spec": {"source": {"repoURL": "u"}}})),
             [("u".to_string(), "HEAD".to_string())]
@@ -501,37 +410,16 @@ mod tests {
     }
 
     #[test]
-    fn done_means_our_operation_succeeded_at_the_commit() {
-        let app = |token: &str, phase: &str, revision: &str| {
-            json!({"status": {"operationState": {
-                "operation": {"info": [{"name": CORRELATION, "value": token}]},
-                "phase": phase, "message": "one or more objects failed to apply",
-                "syncResult": {"revision": revision}},
-                "resources": [{"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "demo"}]}})
-        };
-        let done =
-            outcome(&app("t", "Succeeded", "abc"), &Driven::Single, "abc", "t").expect("decided");
+    fn a_sync_that_applied_the_commit_reports_the_resources_it_synced() {
+        let app = json!({"status": {"operationState": {
+            "operation": {"info": [{"name": argo::CORRELATION, "value": "t"}]},
+            "phase": "Succeeded", "syncResult": {"revision": "abc"}},
+            "resources": [{"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "demo"}]}});
+        let done = outcome(&app, &Driven::Single, "abc", "t").expect("decided");
         assert_eq!(done.expect("synced")[0].id, "shop_demo__ConfigMap");
-        assert!(outcome(&app("t", "Running", ""), &Driven::Single, "abc", "t").is_none());
-        assert!(
-            outcome(
-                &app("other", "Succeeded", "abc"),
-                &Driven::Single,
-                "abc",
-                "t"
-            )
-            .is_none(),
-            "another request's state is not ours"
-        );
-        assert!(
-            outcome(&app("t", "Succeeded", "old"), &Driven::Single, "abc", "t")
-                .expect("decided")
-                .is_err()
-        );
-        assert!(
-            outcome(&app("t", "Failed", ""), &Driven::Single, "abc", "t")
-                .expect("decided")
-                .is_err()
+        assert_eq!(
+            outcome(&app, &Driven::Single, "def", "t").expect("decided"),
+            Err("synced \"abc\" instead of def".to_string())
         );
     }
 }

@@ -18,15 +18,14 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::InventoryEntry;
+use backflow_decision::held_status::HeldOutcome;
+use backflow_decision::held_status::flux::{self, REQUESTED_AT};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::held::Held;
 use crate::native::{Applier, ApplyReport, ApplyRequest};
-
-/// The annotation Flux reconciles on.
-const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 
 /// `kustomize.toolkit.fluxcd.io/v1` `Kustomization`.
 #[must_use]
@@ -140,14 +139,10 @@ impl FluxApplier {
             .get_opt(&self.held.name)
             .await
             .ok()??;
-        let token = ks.annotations().get(REQUESTED_AT)?.clone();
-        let resumed = ks.data["spec"]["suspend"] != true;
-        let applied = matches!(
-            outcome(&ks.data, ks.metadata.generation, commit, &token),
-            Some(Ok(_))
-        );
-        tracing::info!(kustomization = %self.held.shown(), %token, resumed, applied, "an operation found in flight at start");
-        (resumed || applied).then_some(token)
+        let requested_at = ks.annotations().get(REQUESTED_AT).map(String::as_str);
+        let token = flux::request_in_flight(requested_at, &ks.data, ks.metadata.generation, commit);
+        tracing::info!(kustomization = %self.held.shown(), followed = ?token, "an operation found in flight at start");
+        token
     }
 
     /// Asks the source to fetch and the Kustomization to reconcile, resumed for it.
@@ -244,37 +239,18 @@ impl FluxApplier {
     }
 }
 
-/// What a Kustomization's status says about applying `commit` after the request `token`:
-/// `None` while undecided.
+/// What a Kustomization's status says about applying `commit` after the request `token`, with
+/// the inventory of a reconcile that applied it: `None` while undecided.
 fn outcome(
     ks: &Value,
     generation: Option<i64>,
     commit: &str,
     token: &str,
 ) -> Option<Result<Vec<InventoryEntry>, String>> {
-    let status = &ks["status"];
-    if status["observedGeneration"].as_i64() != generation {
-        return None;
-    }
-    let text = |field: &str| status[field].as_str().unwrap_or_default();
-    let of_commit = |field: &str| text(field).ends_with(&format!("@sha1:{commit}"));
-    // The reconcile our request started, at the revision its source fetched after the flush.
-    let ours = text("lastHandledReconcileAt") == token;
-    let ready = status["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))?;
-    let applied = of_commit("lastAppliedRevision")
-        || (ours
-            && !text("lastAppliedRevision").is_empty()
-            && text("lastAppliedRevision") == text("lastAttemptedRevision"));
-    match ready["status"].as_str() {
-        Some("True") if applied => Some(Ok(inventory(status))),
-        Some("False") if ours || of_commit("lastAttemptedRevision") => Some(Err(ready["message"]
-            .as_str()
-            .unwrap_or("Ready=False")
-            .to_string())),
-        _ => None,
-    }
+    flux::outcome(ks, generation, commit, token).map(|outcome| match outcome {
+        HeldOutcome::Applied => Ok(inventory(&ks["status"])),
+        HeldOutcome::Failed(message) => Err(message),
+    })
 }
 
 fn inventory(status: &Value) -> Vec<InventoryEntry> {
@@ -317,28 +293,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn done_means_applied_at_the_current_generation_never_handled() {
+    fn a_reconcile_that_applied_the_commit_reports_its_inventory() {
         let sha = "0123456789012345678901234567890123456789";
-        let ks = |observed: i64, ready: &str, applied: &str, attempted: &str| {
-            json!({"status": {"observedGeneration": observed,
-                "lastAppliedRevision": applied, "lastAttemptedRevision": attempted,
-                "lastHandledReconcileAt": "token",
-                "conditions": [{"type": "Ready", "status": ready, "message": "kustomize build failed"}],
-                "inventory": {"entries": [{"id": "default_a__ConfigMap", "v": "v1"}]}}})
-        };
         let rev = format!("main@sha1:{sha}");
-        let decide = |ks: &Value, token: &str| outcome(ks, Some(2), sha, token);
-        let applied = decide(&ks(2, "True", &rev, &rev), "other").expect("decided");
-        assert_eq!(applied.expect("applied").len(), 1);
-        // An older generation's status, or another revision of another request, decides nothing.
-        assert!(decide(&ks(1, "True", &rev, &rev), "token").is_none());
-        let later = "main@sha1:descendant";
-        assert!(decide(&ks(2, "True", later, later), "other").is_none());
-        // The reconcile our request started applied what its source fetched after the flush.
-        assert!(decide(&ks(2, "True", later, later), "token").is_some());
-        // Handled is not applied: a suspended Kustomization copies the token and applies nothing.
-        assert!(decide(&ks(2, "Unknown", "", ""), "token").is_none());
-        let failed = decide(&ks(2, "False", "main@sha1:old", &rev), "other").expect("decided");
-        assert_eq!(failed.expect_err("failed"), "kustomize build failed");
+        let ks = json!({"status": {"observedGeneration": 2,
+            "lastAppliedRevision": rev, "lastAttemptedRevision": rev,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "inventory": {"entries": [{"id": "default_a__ConfigMap", "v": "v1"}]}}});
+        let applied = outcome(&ks, Some(2), sha, "token").expect("decided");
+        assert_eq!(applied.expect("applied")[0].id, "default_a__ConfigMap");
+        assert_eq!(outcome(&ks, Some(3), sha, "token"), None);
     }
 }

@@ -12,9 +12,11 @@
 //! - `object_write.rs`: what backflow's own applier does with each object (write, stamp,
 //!   leave to a newer edit, prune or keep).
 //! - `withheld.rs`: how a list reads an object whose applier's write was withheld from Git.
+//! - `held_status.rs`: what Flux's and Argo CD's own status says of backflow's request.
 
 mod apply_window;
 mod core;
+pub mod held_status;
 pub mod object_write;
 mod operation;
 mod reason;
