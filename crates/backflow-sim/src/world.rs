@@ -64,7 +64,10 @@ pub enum Variant {
 }
 
 mod applier;
+mod held;
 mod script;
+
+use held::HeldResource;
 
 pub use script::{Action, IoFault};
 
@@ -89,9 +92,12 @@ pub struct World {
     watch: VecDeque<WatchEvent>,
     /// The operation the applier is carrying out.
     asked: Option<Operation>,
-    /// An operation a held applier ended while no process followed it (backflow restarted):
-    /// reported when the restart follows it.
-    ended: Option<(Operation, OperationPhase)>,
+    /// The `Kustomization` or `Application` a held applier is driven through, by its
+    /// controller's contract: what a restart reads to follow an operation it finds in flight.
+    held_resource: HeldResource,
+    /// The mark (`requestedAt`, the operation's correlation id) of the request the held
+    /// applier carries out.
+    request: Option<String>,
     /// Until when the applier is stalled on it (past the decision's 5 minutes before it reports
     /// the operation `Unresolved`), when it is.
     stalled_until: Option<Moment>,
@@ -203,7 +209,8 @@ impl World {
             live: BTreeMap::new(),
             watch: VecDeque::new(),
             asked: None,
-            ended: None,
+            held_resource: HeldResource::of(HELD_MANAGERS[0]),
+            request: None,
             stalled_until: None,
             reconciles_until: None,
             held_manager: HELD_MANAGERS[0],
@@ -246,6 +253,7 @@ impl World {
         if variant == Variant::HeldApplier {
             // Flux's or Argo CD's, whose managedFields name it differently.
             world.held_manager = HELD_MANAGERS[world.rng.random_range(0..HELD_MANAGERS.len())];
+            world.held_resource = HeldResource::of(world.held_manager);
         }
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
@@ -1302,7 +1310,6 @@ impl World {
             && !self.flushes.flush_waiting()
             && self.watch.is_empty()
             && self.asked.is_none()
-            && self.ended.is_none()
             && self.echoes_queued == 0
             && !self.branch.core.has_unpublished()
             && matches!(self.branch.core.phase(), Phase::Idle)

@@ -82,6 +82,22 @@ fn an_operation_in_flight_at_a_restart_is_followed_not_asked_again() {
 /// Somebody pushes `a`; the worker reads it, the claim flushes and asks its applier.
 const ASKED_FOR_A_PUSH_OF_A: [Action; 5] = [Push("a"), Webhook, Tick, Answer, Tick];
 
+/// Flux's contract, session 30: an operation the held applier finished while backflow was
+/// down is read from the Kustomization's status when the restart follows it (resumed, Ready at
+/// its generation, the commit applied), not asked again; and one backflow recorded but never
+/// requested (the Kustomization still suspended) is asked for.
+#[test]
+fn an_operation_finished_while_backflow_was_down_is_read_from_the_appliers_status() {
+    let mut script = STARTED.to_vec();
+    script.extend(ASKED_FOR_A_PUSH_OF_A);
+    script.extend([Restart, ApplierFinishes, ApplierFinishes, ApplierFinishes]);
+    script.extend([ApplierFinishes, ListReturns, GateOpens, Settle]);
+    let world = story(Variant::HeldApplier, &script);
+    reached(&world, "apply 2 ends while backflow is down");
+    reached(&world, "apply 2 ended while backflow was down");
+    assert!(!told(&world, "apply 2 is not in flight at the applier"));
+}
+
 /// A held applier at an older commit when backflow restarts, a live edit of the object made
 /// just before (its event and pending write die with the process): the restart's snapshot
 /// carries the edit to Git, the applier writes the older commit over it, and once its

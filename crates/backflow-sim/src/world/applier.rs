@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use backflow_branch::Moment;
 use backflow_branch::model;
+use backflow_decision::held_status::HeldOutcome;
 use backflow_decision::object_write::{
     DeclaredObject, LiveObject as LiveFacts, LiveOwner, ObjectWrite, OperationKind, Prune,
     RemovedLive, RemovedObject,
 };
 use backflow_decision::{ApplyInput, CommitId, Operation, OperationId, OperationPhase};
 use rand::Rng;
+
+use crate::check::Violation;
 
 use super::{ABSENT, LiveObject, NAMES, Pruned, RECONCILE, STALL, World, Writer, absent, same};
 
@@ -46,10 +49,10 @@ impl World {
                 message: "interrupted".into(),
             });
         }
-        self.asked = Some(operation);
         if self.held() {
-            self.reconciles_until = Some(self.branch.now + RECONCILE);
+            self.request_held(&operation);
         }
+        self.asked = Some(operation);
         if !self.quiescing
             && self.schedule == super::Schedule::Drawn
             && self.rng.random_range(0..8) == 0
@@ -66,44 +69,57 @@ impl World {
         });
     }
 
-    /// A restart follows the operation its held applier carries on with: the applier ended
-    /// it meanwhile, is still at it, or never heard of it (the process died before asking) and
-    /// is asked now. Its window opened at the restart.
+    /// backflow's driver asks the held applier for `operation`'s commit under a new mark (its
+    /// `requestedAt`, or the operation's correlation id); the applier reconciles for a while.
+    fn request_held(&mut self, operation: &Operation) {
+        let token = self.fresh("request-");
+        self.held_resource
+            .request(&operation.commit.to_string(), &token);
+        self.request = Some(token);
+        self.reconciles_until = Some(self.branch.now + RECONCILE);
+    }
+
+    /// A restart follows the operation its held applier carries on with, by the driver's rule
+    /// over what the `Kustomization` or `Application` says: the request ended meanwhile, is
+    /// still under way, or never reached the applier (or ended without applying the commit)
+    /// and is asked for now. Its window opened at the restart.
     fn follow_held(&mut self, operation: Operation) {
         let id = operation.id;
+        let commit = operation.commit.to_string();
         let running = ApplyInput::Progress {
             id,
             phase: OperationPhase::Running,
             message: String::new(),
         };
-        match self.ended.take() {
-            Some((ended, phase)) if ended.id == id => {
-                self.log(format!("apply {} ended while backflow was down", id.0));
-                self.applier_input(running);
-                self.applier_input(ApplyInput::Progress {
-                    id,
-                    phase,
-                    message: String::new(),
-                });
-                self.close_window();
-            }
-            _ if self.asked.as_ref().is_some_and(|a| a.id == id) => {
-                self.log(format!(
-                    "apply {} is followed: the applier is still at it",
-                    id.0
-                ));
-                self.applier_input(running);
-            }
-            _ => {
-                self.log(format!(
-                    "apply {} never reached the applier: asked now",
-                    id.0
-                ));
-                self.asked = Some(operation);
-                self.reconciles_until = Some(self.branch.now + RECONCILE);
-                self.applier_input(running);
-            }
-        }
+        let Some(token) = self.held_resource.in_flight(&commit) else {
+            self.log(format!(
+                "apply {} is not in flight at the applier: asked now",
+                id.0
+            ));
+            self.request_held(&operation);
+            self.asked = Some(operation);
+            return self.applier_input(running);
+        };
+        let Some(outcome) = self.held_resource.outcome(&commit, &token) else {
+            self.log(format!(
+                "apply {} is followed: the applier is still at it",
+                id.0
+            ));
+            debug_assert!(
+                self.asked.as_ref().is_some_and(|a| a.id == id) && self.request == Some(token),
+                "a request in flight that the applier does not carry out"
+            );
+            return self.applier_input(running);
+        };
+        self.log(format!("apply {} ended while backflow was down", id.0));
+        self.applier_input(running);
+        self.held_resource.hold();
+        self.applier_input(ApplyInput::Progress {
+            id,
+            phase: phase_of(&outcome),
+            message: String::new(),
+        });
+        self.close_window();
     }
 
     /// The applier finishes: backflow's own writes what Git changed since the last applied
@@ -130,26 +146,37 @@ impl World {
             self.reports_running_again(op.id);
         }
         // Once the world stops, the applier stops failing too.
-        if !self.quiescing
+        let fails = !self.quiescing
             && self.schedule == super::Schedule::Drawn
-            && self.rng.random_range(0..10) == 0
-        {
-            if !heard {
-                self.log(format!("apply {} fails while backflow is down", op.id.0));
-                self.ended = Some((op, OperationPhase::Failed));
-                return;
-            }
-            return self.fail_apply(&op);
-        }
+            && self.rng.random_range(0..10) == 0;
         if self.held() {
-            self.held_writes(&op);
-            self.last_applied = Some(op.commit);
+            if !fails {
+                self.held_writes(&op);
+                self.last_applied = Some(op.commit);
+            }
+            let commit = op.commit.to_string();
+            self.held_resource.finished(&commit, !fails);
             if !heard {
                 self.log(format!("apply {} ends while backflow is down", op.id.0));
-                self.ended = Some((op, OperationPhase::Succeeded));
                 return;
             }
-            return self.succeeded(&op);
+            // As the driver: the outcome is what the status says of its request.
+            let outcome = (self.request.as_ref())
+                .and_then(|token| self.held_resource.outcome(&commit, token));
+            self.held_resource.hold();
+            return match outcome {
+                Some(HeldOutcome::Applied) => self.succeeded(&op),
+                Some(HeldOutcome::Failed(_)) => self.fail_apply(&op),
+                None => {
+                    self.found = Some(Violation::Operations(format!(
+                        "the held applier finished apply {} but its status says nothing of the request",
+                        op.id.0
+                    )));
+                }
+            };
+        }
+        if fails {
+            return self.fail_apply(&op);
         }
         self.native_writes(&op, NAMES.len());
         self.succeeded(&op);
@@ -392,5 +419,13 @@ impl World {
             at = remote.commits.get(&c).and_then(|m| m.parent);
         }
         left
+    }
+}
+
+/// The phase an operation ends in, as the held applier's status says.
+fn phase_of(outcome: &HeldOutcome) -> OperationPhase {
+    match outcome {
+        HeldOutcome::Applied => OperationPhase::Succeeded,
+        HeldOutcome::Failed(_) => OperationPhase::Failed,
     }
 }
