@@ -20,6 +20,7 @@ mod health;
 mod operator;
 mod output;
 mod receiver;
+mod status;
 
 use flags::{
     parse_authorization_mode, parse_bind_address, parse_bytes, parse_first_contact, parse_interval,
@@ -53,6 +54,14 @@ enum Command {
     /// Print the `CustomResourceDefinitions` of the configuration kinds, for `kubectl apply -f -`:
     /// one JSON List, or (`-o yaml`) one YAML document each, as the install's `crds.yaml`.
     Crds(CrdsArgs),
+    /// Every target, branch and claim, and what needs a person (conditions that are not fine,
+    /// an apply that failed or is unresolved, a held prune, refused changes, unreadable files,
+    /// plaintext secrets). Exit code 0: all fine; 1: something needs a person; 2: the API could
+    /// not be read.
+    ///
+    /// Examples: `backflow status` (beside a `backflow serve`: its ./backflow-data/kubeconfig),
+    /// `backflow status --kubeconfig ~/.kube/config -n team-a`, `backflow status -o json`.
+    Status(status::StatusArgs),
     /// Post a signed push notice to a receiver for every ref a `post-receive` hook's input
     /// names (what the hook `serve` installs in its repository runs). Never fails.
     #[command(hide = true)]
@@ -741,5 +750,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve(args) => run(cli.log_format, run_serve(*args)),
+        Command::Status(args) => status::run(&args),
     }
 }

@@ -35,4 +35,5 @@ mod receiver;
 mod restart;
 mod secrets;
 mod ssh;
+mod status;
 mod window;

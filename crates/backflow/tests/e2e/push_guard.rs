@@ -43,7 +43,7 @@ fn patch_data(w: &World, name: &str, key: &str, value: &str) {
 
 /// A server whose default claim acts, with `ConfigMaps` `names` (each holding `v: <name>`)
 /// created through the API, pushed and adopted.
-fn started_with(names: &[&str]) -> World {
+pub(crate) fn started_with(names: &[&str]) -> World {
     let w = World::start(&[]);
     wait_acting(&w);
     for name in names {
