@@ -20,6 +20,8 @@ FILES=(
   crates/backflow-decision/src/operation.rs
   crates/backflow-decision/src/reason.rs
   crates/backflow-decision/src/object_write.rs
+  crates/backflow-decision/src/withheld.rs
+  crates/backflow-decision/src/held_status.rs
   crates/backflow-branch/src/worker.rs
   crates/backflow-branch/src/commit_window.rs
   crates/backflow-branch/src/backoff.rs

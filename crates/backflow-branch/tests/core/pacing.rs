@@ -31,6 +31,11 @@ fn cooling(cooldown: Duration) -> Shell {
     s.tick();
     assert_eq!(pushes(&s), 1);
     assert_eq!(s.core.published_through(), IntentSeq(1));
+    assert_eq!(
+        s.core.durable().pushed,
+        s.remote.tip,
+        "what a restart starts from"
+    );
     s
 }
 
