@@ -22,6 +22,7 @@ FILES=(
   crates/backflow-decision/src/object_write.rs
   crates/backflow-decision/src/withheld.rs
   crates/backflow-decision/src/held_status.rs
+  crates/backflow-decision/src/deferrals.rs
   crates/backflow-branch/src/worker.rs
   crates/backflow-branch/src/commit_window.rs
   crates/backflow-branch/src/backoff.rs

@@ -13,9 +13,12 @@
 //!   leave to a newer edit, prune or keep).
 //! - `withheld.rs`: how a list reads an object whose applier's write was withheld from Git.
 //! - `held_status.rs`: what Flux's and Argo CD's own status says of backflow's request.
+//! - `deferrals.rs`: what an operation left to a newer live edit, and what the claim records
+//!   as applied and in step because of it.
 
 mod apply_window;
 mod core;
+mod deferrals;
 pub mod held_status;
 pub mod object_write;
 mod operation;
@@ -27,6 +30,7 @@ pub use apply_window::{
     Writers, Writes,
 };
 pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
+pub use deferrals::{Deferrals, LeftOff, RETRY_DEFERRED, Recorded};
 pub use operation::{Operation, OperationId, OperationPhase};
 pub use reason::{Reason, Reasons};
 pub use withheld::{AsKept, ListedAsKept, WithheldWrite, as_git_keeps};

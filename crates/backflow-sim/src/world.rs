@@ -12,8 +12,8 @@ use backflow_branch::{
     IntentSeq, Moment, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, AsKept, CommitId, Hold,
-    Mirrored, Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits, WindowHistory,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, AsKept, CommitId, Deferrals,
+    Hold, LeftOff, Mirrored, Operation, OperationId, Reason, Verdict, WindowEdits, WindowHistory,
     WithheldWrite, Writers, as_git_keeps,
 };
 use rand::rngs::StdRng;
@@ -141,7 +141,7 @@ pub struct World {
     last_applied: Option<CommitId>,
     /// Objects the last apply left to a newer live edit, and when they are looked at again
     /// (the native applier's 1.5 s retry).
-    deferred: BTreeSet<String>,
+    deferred: Deferrals<String>,
     retry_at: Option<Moment>,
     pub(crate) expected: BTreeMap<String, Expected>,
     /// The mirror's initial list is under way: the decision started, no snapshot is submitted
@@ -227,7 +227,7 @@ impl World {
             flush_mark: IntentSeq(0),
             flushes: Waiters::default(),
             last_applied: None,
-            deferred: BTreeSet::new(),
+            deferred: Deferrals::default(),
             retry_at: None,
             expected: BTreeMap::new(),
             listing: false,
@@ -487,7 +487,7 @@ impl World {
         self.writers_seen.clear();
         self.mirrored.clear();
         self.known_gaps_of_a_restart();
-        self.deferred.clear();
+        self.deferred = Deferrals::default();
         self.retry_at = None;
         let in_flight = self
             .recorded
@@ -1207,15 +1207,11 @@ impl World {
             ApplyEffect::Ask(operation) => self.ask(operation),
             ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
             ApplyEffect::Record { operation, .. } => {
-                // As the runner: an operation that left objects to a newer live edit is not
-                // the live side's in full, so a restart applies its commit again.
-                if operation.phase == OperationPhase::Succeeded && self.deferred.is_empty() {
-                    // A catch-up only stamps: in step, not what "changed since" starts from.
-                    if !operation.reasons.catch_up_only() {
-                        self.recorded_applied = Some(operation.commit);
-                    }
-                    self.recorded_in_step = Some(operation.commit);
-                }
+                // As the runner, by its rule: an operation that left objects to a newer live
+                // edit is not the live side's in full, so a restart applies its commit again.
+                let recorded = self.deferred.recorded(&operation, LeftOff::default());
+                self.recorded_applied = recorded.applied.or(self.recorded_applied);
+                self.recorded_in_step = recorded.in_step.or(self.recorded_in_step);
                 if self.found.is_none() {
                     self.found = self.operations.recorded(&operation);
                 }

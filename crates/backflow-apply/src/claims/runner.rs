@@ -13,8 +13,9 @@ use backflow_api::config::{
 };
 use backflow_board::{BranchRegistry, RefusedEdit};
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId, Hold,
-    Moment, Operation, OperationId, OperationPhase, Reason, Reasons,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, CommitId,
+    Deferrals, Hold, LeftOff, Moment, Operation, OperationId, OperationPhase, RETRY_DEFERRED,
+    Reason, Reasons,
 };
 use backflow_git::{BranchNotice, WorkerHandle};
 use kube::{Api, Client};
@@ -102,7 +103,7 @@ pub struct Runner {
     /// When the last flush was asked for (wall clock, compared with managedFields times).
     flushed_at: Option<std::time::SystemTime>,
     /// Objects the last apply left to a newer live edit: looked at again by the next one.
-    deferred: BTreeSet<backflow_manifest::Identity>,
+    deferred: Deferrals<backflow_manifest::Identity>,
     /// What the last apply could not do because of what was pushed.
     limits: PushLimits,
     /// The prune the last apply held, until an apply does not.
@@ -203,7 +204,7 @@ impl Runner {
             failures: Vec::new(),
             wake: None,
             flushed_at: None,
-            deferred: BTreeSet::new(),
+            deferred: Deferrals::default(),
             limits: PushLimits::default(),
             prune_held: None,
             confirming: None,
@@ -603,7 +604,7 @@ impl Runner {
             now
         });
         self.reapplying = std::mem::take(&mut self.reapply);
-        let mut retry = self.deferred.clone();
+        let mut retry = self.deferred.objects().clone();
         retry.extend(
             self.reapplying
                 .values()
@@ -649,16 +650,9 @@ impl Runner {
         self.failures.clone_from(&report.failures);
         let catch_up = matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only());
         self.push_limits(&mut report, !catch_up);
-        let deferred = report.deferred.iter().cloned();
-        if catch_up {
-            // An operation that only stamped looked at no deferred object: they stay deferred
-            // for the Repair (replaced, the Repair would find nothing changed and a push the
-            // first operation left to a live edit would never reach the live side).
-            self.deferred.extend(deferred);
-        } else {
-            self.deferred = deferred.collect();
-        }
-        let retry_soon = !self.deferred.is_empty();
+        let retry_soon = self
+            .deferred
+            .ended(catch_up, report.deferred.iter().cloned());
         if !report.spared.is_empty() {
             // Left to a live edit not in Git yet: looked at again once it got there.
             self.deferred
@@ -670,7 +664,7 @@ impl Runner {
             // managedFields having second precision), apply them: after a new flush.
             let done = self.done.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(1500)).await;
+                tokio::time::sleep(RETRY_DEFERRED).await;
                 let _ = done.send(Done::Retry).await;
             });
         }
@@ -957,20 +951,16 @@ impl Runner {
     /// after a crash must apply it again (the deferred set dies with this one). A held prune is
     /// not on the live side either: the next apply looks at it again.
     fn note_in_step(&mut self, operation: &Operation) {
-        if operation.phase == OperationPhase::Succeeded
-            && self.deferred.is_empty()
-            && self.prune_held.is_none()
-        {
-            // A catch-up only stamps: Git's changes up to its commit are not on the live side
-            // yet, so it is not what the next apply's "changed since" starts from.
-            if !operation.reasons.catch_up_only() {
-                self.last_applied = Some(operation.commit.to_string());
-            }
-            // What an unreadable file declares is not known to be live: the mirror's baseline
-            // for its objects stays the last commit that could read it.
-            if self.limits.unreadable.is_empty() {
-                self.in_step = Some(operation.commit.to_string());
-            }
+        let left = LeftOff {
+            prune_held: self.prune_held.is_some(),
+            unreadable: !self.limits.unreadable.is_empty(),
+        };
+        let recorded = self.deferred.recorded(operation, left);
+        if let Some(applied) = recorded.applied {
+            self.last_applied = Some(applied.to_string());
+        }
+        if let Some(in_step) = recorded.in_step {
+            self.in_step = Some(in_step.to_string());
         }
     }
 

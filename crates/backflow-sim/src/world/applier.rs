@@ -3,7 +3,6 @@
 //! asked, writes, fails, stalls and reports.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use backflow_branch::Moment;
 use backflow_branch::model;
@@ -12,7 +11,9 @@ use backflow_decision::object_write::{
     DeclaredObject, LiveObject as LiveFacts, LiveOwner, ObjectWrite, OperationKind, Prune,
     RemovedLive, RemovedObject,
 };
-use backflow_decision::{ApplyInput, CommitId, Operation, OperationId, OperationPhase};
+use backflow_decision::{
+    ApplyInput, CommitId, Operation, OperationId, OperationPhase, RETRY_DEFERRED,
+};
 use rand::Rng;
 
 use crate::check::Violation;
@@ -210,6 +211,7 @@ impl World {
         let now = self.branch.now;
         let gone = ABSENT.to_string();
         let left = self.left_since(self.last_applied, op.commit);
+        let mut deferred_now = Vec::new();
         for name in NAMES {
             let path = model::file(name);
             // A file Git does not hold is an object the applier removes (prunes); one whose
@@ -265,20 +267,17 @@ impl World {
             match verdict {
                 // Only stamps: what an earlier apply deferred stays deferred (the runner's).
                 _ if catch_up_only => {}
-                None => {
-                    self.deferred.remove(name);
-                }
+                None => {}
                 Some(false) => {
                     self.log(format!(
                         "apply {}: {name} was edited after the flush: left",
                         op.id.0
                     ));
-                    self.deferred.insert(name.to_string());
+                    deferred_now.push(name.to_string());
                 }
                 Some(true) if written == limit => return,
                 Some(true) => {
                     written += 1;
-                    self.deferred.remove(name);
                     self.log(format!("apply {} writes {name} = {want}", op.id.0));
                     self.applier_writes(name, want, now);
                 }
@@ -288,8 +287,8 @@ impl World {
         if !catch_up_only {
             self.last_applied = Some(op.commit);
         }
-        if !self.deferred.is_empty() {
-            self.retry_at = Some(now + Duration::from_millis(1500));
+        if self.deferred.ended(catch_up_only, deferred_now) {
+            self.retry_at = Some(now + RETRY_DEFERRED);
         }
     }
 
