@@ -37,7 +37,7 @@ fn nanos(at: SystemTime) -> u128 {
 impl ApplyWindows {
     /// How long a window stays open after its operation ended: the apply's last watch events
     /// may still be on their way.
-    pub const GRACE: Duration = Duration::from_secs(2);
+    pub const GRACE: Duration = backflow_decision::APPLY_WINDOW_GRACE;
 
     fn lock(&self) -> MutexGuard<'_, ByTarget> {
         self.0
@@ -78,7 +78,7 @@ impl ApplyWindows {
         let mut windows = self.lock();
         for t in targets {
             if let Some(w) = windows.get_mut(t) {
-                w.close(nanos(at + Self::GRACE));
+                w.ended(nanos(at));
             }
         }
     }

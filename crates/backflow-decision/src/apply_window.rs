@@ -14,6 +14,11 @@
 //! simulator what its model's writes are.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// How long an apply window stays open after its operation ended: the apply's last watch events
+/// may still be on their way.
+pub const APPLY_WINDOW_GRACE: Duration = Duration::from_secs(2);
 
 /// The field managers of the appliers backflow holds: its own, Flux's kustomize-controller and
 /// Argo CD's application controller, which writes as `argocd-controller` with server-side apply
@@ -213,6 +218,12 @@ impl<K: Ord + Clone> WindowHistory<K> {
         while self.windows.len() > Self::KEPT {
             self.windows.pop_front();
         }
+    }
+
+    /// The operation of the open window ended at `at` (nanoseconds): the window closes after
+    /// [`APPLY_WINDOW_GRACE`], the apply's last watch events may still be on their way.
+    pub fn ended(&mut self, at: u128) {
+        self.close(at + APPLY_WINDOW_GRACE.as_nanos());
     }
 
     /// The open window's operation ended: it counts until `ends` (the end plus the grace).

@@ -26,8 +26,8 @@ mod reason;
 mod withheld;
 
 pub use apply_window::{
-    APPLIER_MANAGERS, ManagedWrite, Mirrored, Verdict, WindowEdits, WindowHistory, WindowSpan,
-    Writers, Writes,
+    APPLIER_MANAGERS, APPLY_WINDOW_GRACE, ManagedWrite, Mirrored, Verdict, WindowEdits,
+    WindowHistory, WindowSpan, Writers, Writes,
 };
 pub use core::{ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, Hold};
 pub use deferrals::{Deferrals, LeftOff, RETRY_DEFERRED, Recorded};

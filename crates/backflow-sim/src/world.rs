@@ -29,9 +29,6 @@ use crate::pace::{COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
 
-/// How long a window stays open after its apply ended (the board's `ApplyWindows::GRACE`).
-const WINDOW_GRACE: Duration = Duration::from_secs(2);
-
 /// How long a stalled applier takes: past the 5 minutes after which the apply decision reports
 /// an operation `Unresolved` (and keeps following it).
 const STALL: Duration = Duration::from_secs(360);
@@ -1024,8 +1021,7 @@ impl World {
 
     /// The apply ended: its window stays open for the grace, as the real one does.
     fn close_window(&mut self) {
-        let ends = self.branch.now + WINDOW_GRACE;
-        self.windows.close(ends.0.as_nanos());
+        self.windows.ended(self.branch.now.0.as_nanos());
     }
 
     /// Time moves to the next wake-up of either core (or a little), and both look at it.
