@@ -54,10 +54,11 @@ enum Command {
     /// Print the `CustomResourceDefinitions` of the configuration kinds, for `kubectl apply -f -`:
     /// one JSON List, or (`-o yaml`) one YAML document each, as the install's `crds.yaml`.
     Crds(CrdsArgs),
-    /// Every target, branch and claim, and what needs a person (conditions that are not fine,
-    /// an apply that failed or is unresolved, a held prune, refused changes, unreadable files,
-    /// plaintext secrets). Exit code 0: all fine; 1: something needs a person; 2: the API could
-    /// not be read.
+    /// Show every target, branch and claim, and what needs a person (exit code 1).
+    ///
+    /// What needs a person: conditions that are not fine, an apply that failed or is
+    /// unresolved, a held prune, refused changes, unreadable files, plaintext secrets. Exit
+    /// code 0: all fine; 1: something needs a person; 2: the API could not be read.
     ///
     /// Examples: `backflow status` (beside a `backflow serve`: its ./backflow-data/kubeconfig),
     /// `backflow status --kubeconfig ~/.kube/config -n team-a`, `backflow status -o json`.
