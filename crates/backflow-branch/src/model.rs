@@ -339,6 +339,39 @@ pub struct Shell {
     /// The journal's deletes this process submitted again: judged against backflow's last push
     /// as the worker knows it when it builds, as the git shell judges them.
     pub resubmitted: BTreeSet<IntentSeq>,
+    /// What this process's core was answered, counted by the shell: what its stats must say.
+    pub answered: Answered,
+}
+
+/// The answers a shell gave its core, counted as the core's [`crate::WorkerStats`] counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answered {
+    /// Commits the builds answered wrote.
+    pub commits: u64,
+    /// Pushes answered accepted.
+    pub pushes_accepted: u64,
+    /// Pushes answered refused.
+    pub pushes_rejected: u64,
+    /// Pushes whose answer was an error.
+    pub push_errors: u64,
+}
+
+impl Answered {
+    /// Counts `input` as the core takes it in `phase` (an answer in another phase is ignored).
+    fn count(&mut self, input: &Input, phase: &crate::Phase) {
+        match (input, phase) {
+            (Input::Pushed(answer), crate::Phase::Pushing { .. }) => match answer {
+                PushAnswer::Accepted => self.pushes_accepted += 1,
+                PushAnswer::Rejected { .. } => self.pushes_rejected += 1,
+                PushAnswer::Lost(_) => self.push_errors += 1,
+            },
+            (Input::Built(Ok(built)), crate::Phase::Building { count, .. }) => {
+                let written = built.writes.iter().take(*count);
+                self.commits += written.filter(|w| w.commit.is_some()).count() as u64;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// How a refused write is planned again onto the new tip.
@@ -380,6 +413,7 @@ impl Shell {
             in_flight: None,
             journal: BTreeMap::new(),
             resubmitted: BTreeSet::new(),
+            answered: Answered::default(),
         }
     }
 
@@ -424,6 +458,7 @@ impl Shell {
                         .retain(|_, d| !(d.target == intent.target && d.key == intent.key));
                 }
             }
+            self.answered.count(&input, self.core.phase());
             let effects = self.core.step(input, self.now, &mut self.rng);
             if let Some(delete) = delete {
                 self.journal.insert(self.core.last_seq(), delete);

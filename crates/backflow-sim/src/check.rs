@@ -10,6 +10,9 @@
 //! 6. A quiescent system makes no commit and asks for no apply.
 //! 7. Nothing is applied before the initial snapshot is published.
 //! 10. The branch worker keeps its timing (`pace.rs`).
+//! 11. What the branch worker reports (its stats, read by the metrics) is what happened: the
+//!     commits its builds wrote, the pushes accepted, refused and unanswered, the foreign
+//!     commits it reported — counted by the world as it answered.
 
 use std::fmt;
 
@@ -41,6 +44,8 @@ pub enum Violation {
     Late(String),
     /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
     CoreCheck(String),
+    /// 11: the branch worker's stats say something else than what happened.
+    Reported(String),
 }
 
 impl fmt::Display for Violation {
@@ -60,6 +65,7 @@ impl fmt::Display for Violation {
             }
             Self::Late(m) => write!(f, "(10) timing: {m}"),
             Self::CoreCheck(m) => write!(f, "a core broke its own check: {m}"),
+            Self::Reported(m) => write!(f, "(11) reported: {m}"),
         }
     }
 }
@@ -210,10 +216,30 @@ impl World {
         if let Some(v) = self.found.take() {
             return Err(v);
         }
+        self.check_reported()?;
         match self.branch.remote.dropped_by_a_push() {
             Some(dropped) => Err(Violation::LostCommit(dropped)),
             None => Ok(()),
         }
+    }
+
+    /// Invariant 11: the worker's stats count what the world answered and heard.
+    fn check_reported(&self) -> Result<(), Violation> {
+        let stats = self.branch.core.stats();
+        let answered = self.branch.answered;
+        let reported = model::Answered {
+            commits: stats.commits,
+            pushes_accepted: stats.pushes_accepted,
+            pushes_rejected: stats.pushes_rejected,
+            push_errors: stats.push_errors,
+        };
+        if reported != answered || stats.foreign_commits != self.foreign_seen() {
+            return Err(Violation::Reported(format!(
+                "the worker's stats {stats:?}; answered {answered:?}, {} foreign commits reported",
+                self.foreign_seen()
+            )));
+        }
+        Ok(())
     }
 
     /// The invariants of a quiescent system (call after [`World::quiesce`]).

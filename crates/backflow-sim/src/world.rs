@@ -182,6 +182,8 @@ pub struct World {
     /// How deep the world is in steps inside which nothing is pumped (the streams catching up
     /// inside a flush): what they set off is pumped once the outer step is done.
     pump_held: u32,
+    /// The foreign commits the worker of this process reported (what its stats must say).
+    foreign_seen: u64,
 }
 
 impl World {
@@ -245,6 +247,7 @@ impl World {
             pace: Pace::default(),
             cooling_logged: None,
             pump_held: 0,
+            foreign_seen: 0,
             schedule: Schedule::Drawn,
         };
         if variant == Variant::HeldApplier {
@@ -467,6 +470,7 @@ impl World {
         let shell = std::mem::replace(&mut self.branch, Shell::new(config.clone()));
         self.branch = shell.restart(config);
         self.journal_resubmitted();
+        self.foreign_seen = 0;
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
@@ -586,6 +590,11 @@ impl World {
                 .submitted(&name, &value, true, &self.branch.remote);
             self.pace.submitted(seq, now);
         }
+    }
+
+    /// The foreign commits this process's worker reported.
+    pub(crate) fn foreign_seen(&self) -> u64 {
+        self.foreign_seen
     }
 
     /// Every step and effect so far.
@@ -1138,6 +1147,7 @@ impl World {
                 }
             }
             Event::Foreign(foreign) => {
+                self.foreign_seen += 1;
                 self.log(format!("the worker saw a foreign commit {}", foreign.tip));
                 // Backflow's own commit is foreign only when somebody else moved the branch
                 // to it (a force-push back).
