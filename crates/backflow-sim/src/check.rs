@@ -9,10 +9,11 @@
 //! 5. No commit is lost and no push is forced: every tip descends from the one before.
 //! 6. A quiescent system makes no commit and asks for no apply.
 //! 7. Nothing is applied before the initial snapshot is published.
-//! 10. The branch worker keeps its timing (`pace.rs`).
+//! 10. The branch worker keeps its timing, and the apply decision its backoff (`pace.rs`).
 //! 11. What the branch worker reports (its stats, read by the metrics) is what happened: the
 //!     commits its builds wrote, the pushes accepted, refused and unanswered, the foreign
-//!     commits it reported — counted by the world as it answered.
+//!     commits it reported — counted by the world as it answered; and the apply decision's last
+//!     applied commit is the one of the operation that just succeeded (unless it only stamped).
 
 use std::fmt;
 
@@ -44,7 +45,8 @@ pub enum Violation {
     Late(String),
     /// A core broke one of its own checks (a `debug_assert!` on its phase or watermarks).
     CoreCheck(String),
-    /// 11: the branch worker's stats say something else than what happened.
+    /// 11: the branch worker's stats, or the decision's last applied commit, say something
+    /// else than what happened.
     Reported(String),
 }
 

@@ -305,3 +305,46 @@ pub(crate) const COOLDOWNS: [Duration; 3] =
 /// The longest a commit window may stay open, per seed: the default, or short enough that a
 /// stream of edits reaches it.
 pub(crate) const MAX_WINDOW_AGES: [Duration; 2] = [Duration::from_secs(10), Duration::from_secs(2)];
+
+/// The apply decision's backoff, as it promises it: after failed operations in a row nothing is
+/// flushed for the applier before `backoff_base` doubled per further failure (at most
+/// `backoff_max`) has passed since the last one failed.
+#[derive(Debug, Default)]
+pub(crate) struct ApplyPace {
+    /// Operations failed in a row in this process, and when the last one failed.
+    failed: Option<(u32, Moment)>,
+}
+
+impl ApplyPace {
+    /// An operation failed at `now`.
+    pub(crate) fn failed(&mut self, now: Moment) {
+        let failures = self.failed.map_or(0, |(n, _)| n);
+        self.failed = Some((failures + 1, now));
+    }
+
+    /// An operation succeeded: the backoff starts over.
+    pub(crate) fn succeeded(&mut self) {
+        self.failed = None;
+    }
+
+    /// The decision flushes for an apply at `now`: not inside its backoff.
+    pub(crate) fn flushed(
+        &self,
+        now: Moment,
+        config: &backflow_decision::ApplierConfig,
+    ) -> Result<(), Violation> {
+        let Some((failures, at)) = self.failed else {
+            return Ok(());
+        };
+        let doublings = failures.saturating_sub(1).min(31);
+        let backoff = (config.backoff_base)
+            .saturating_mul(1_u32 << doublings)
+            .min(config.backoff_max);
+        if now.0 < at.0 + backoff {
+            return Err(Violation::Late(format!(
+                "the apply decision flushed at {now:?}, inside the {backoff:?} backoff after {failures} failed operations (the last at {at:?})"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -13,8 +13,8 @@ use backflow_branch::{
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, AsKept, CommitId, Deferrals,
-    Hold, LeftOff, Mirrored, Operation, OperationId, Reason, Verdict, WindowEdits, WindowHistory,
-    WithheldWrite, Writers, as_git_keeps,
+    Hold, LeftOff, Mirrored, Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits,
+    WindowHistory, WithheldWrite, Writers, as_git_keeps,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -24,7 +24,7 @@ pub(crate) use crate::live::{
     ABSENT, HELD_MANAGERS, LiveObject, Pruned, WatchEvent, Writer, absent, same,
 };
 use crate::oracle::{Ledger, OperationLog};
-use crate::pace::{COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
+use crate::pace::{ApplyPace, COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
 
 /// The objects of the simulated folder.
 pub(crate) const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -184,6 +184,8 @@ pub struct World {
     pump_held: u32,
     /// The foreign commits the worker of this process reported (what its stats must say).
     foreign_seen: u64,
+    /// What the world saw of this process's apply decision, against the backoff it promises.
+    apply_pace: ApplyPace,
 }
 
 impl World {
@@ -248,6 +250,7 @@ impl World {
             cooling_logged: None,
             pump_held: 0,
             foreign_seen: 0,
+            apply_pace: ApplyPace::default(),
             schedule: Schedule::Drawn,
         };
         if variant == Variant::HeldApplier {
@@ -471,6 +474,7 @@ impl World {
         self.branch = shell.restart(config);
         self.journal_resubmitted();
         self.foreign_seen = 0;
+        self.apply_pace = ApplyPace::default();
         self.applier = ApplierCore::new(ApplierConfig::default());
         self.apply_wake = None;
         self.apply_inputs.clear();
@@ -1209,12 +1213,28 @@ impl World {
 
     fn apply_effect(&mut self, effect: ApplyEffect) {
         match effect {
-            ApplyEffect::Flush => self.flush(),
+            ApplyEffect::Flush => {
+                let paced = self
+                    .apply_pace
+                    .flushed(self.branch.now, &ApplierConfig::default());
+                if self.found.is_none() {
+                    self.found = paced.err();
+                }
+                self.flush();
+            }
             ApplyEffect::Ask(operation) => self.ask(operation),
             ApplyEffect::WakeAt(at) => self.apply_wake = Some(at),
             ApplyEffect::Record { operation, .. } => {
                 // As the runner, by its rule: an operation that left objects to a newer live
                 // edit is not the live side's in full, so a restart applies its commit again.
+                match operation.phase {
+                    OperationPhase::Failed => self.apply_pace.failed(self.branch.now),
+                    OperationPhase::Succeeded => {
+                        self.apply_pace.succeeded();
+                        self.check_last_applied(&operation);
+                    }
+                    _ => {}
+                }
                 let recorded = self.deferred.recorded(&operation, LeftOff::default());
                 self.recorded_applied = recorded.applied.or(self.recorded_applied);
                 self.recorded_in_step = recorded.in_step.or(self.recorded_in_step);
@@ -1224,6 +1244,21 @@ impl World {
                 self.recorded = Some(operation);
             }
             ApplyEffect::Emit(event) => self.log(format!("apply decision: {event:?}")),
+        }
+    }
+
+    /// What the decision reports as last applied (the claim's `lastAppliedCommit` reads it) is
+    /// the commit of the operation that just succeeded, unless that only stamped.
+    fn check_last_applied(&mut self, operation: &Operation) {
+        let reported = self.applier.last_applied();
+        if !operation.reasons.catch_up_only()
+            && reported != Some(operation.commit)
+            && self.found.is_none()
+        {
+            self.found = Some(Violation::Reported(format!(
+                "apply {} succeeded at {}, the decision reports {reported:?} last applied",
+                operation.id.0, operation.commit
+            )));
         }
     }
 
