@@ -12,9 +12,9 @@ use backflow_branch::{
     IntentSeq, Moment, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
-    ApplierConfig, ApplierCore, ApplyEffect, ApplyInput, ApplyPhase, AsKept, CommitId, Deferrals,
-    Hold, LeftOff, Mirrored, Operation, OperationId, OperationPhase, Reason, Verdict, WindowEdits,
-    WindowHistory, WithheldWrite, Writers, as_git_keeps,
+    ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, AsKept, CommitId,
+    Deferrals, Hold, LeftOff, Mirrored, Operation, OperationId, OperationPhase, Reason, Verdict,
+    WindowEdits, WindowHistory, WithheldWrite, Writers, as_git_keeps,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -1243,7 +1243,12 @@ impl World {
                 }
                 self.recorded = Some(operation);
             }
-            ApplyEffect::Emit(event) => self.log(format!("apply decision: {event:?}")),
+            ApplyEffect::Emit(event) => {
+                if let ApplyEvent::Unresolved(operation) = &event {
+                    self.check_unresolved(operation);
+                }
+                self.log(format!("apply decision: {event:?}"));
+            }
         }
     }
 
@@ -1258,6 +1263,20 @@ impl World {
             self.found = Some(Violation::Reported(format!(
                 "apply {} succeeded at {}, the decision reports {reported:?} last applied",
                 operation.id.0, operation.commit
+            )));
+        }
+    }
+
+    /// An operation is reported unresolved only once it was in flight as long as the decision
+    /// promises (`unresolved_after`, 5 minutes), counted from when the claim's status says it
+    /// was requested.
+    fn check_unresolved(&mut self, operation: &Operation) {
+        let patience = ApplierConfig::default().unresolved_after;
+        let waited = self.branch.now.saturating_since(operation.requested_at);
+        if waited < patience && self.found.is_none() {
+            self.found = Some(Violation::Late(format!(
+                "apply {} reported unresolved after {waited:?}, before {patience:?}",
+                operation.id.0
             )));
         }
     }
