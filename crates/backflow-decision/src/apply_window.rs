@@ -898,6 +898,19 @@ mod tests {
     }
 
     #[test]
+    fn a_window_stays_open_for_the_grace_after_its_operation_ended() {
+        let mut history: WindowHistory<String> = WindowHistory::default();
+        history.open(100 * NANOS);
+        let ended = 105 * NANOS;
+        history.ended(ended);
+        let grace = APPLY_WINDOW_GRACE.as_nanos();
+        let during = history.spans(ended + grace - 1);
+        assert!(during.last().is_some_and(|w| w.open), "{during:?}");
+        let after = history.spans(ended + grace + 1);
+        assert!(after.last().is_some_and(|w| !w.open), "{after:?}");
+    }
+
+    #[test]
     fn a_tie_with_an_entry_seen_before_looks_like_the_appliers_write() {
         // Created by a person in the flush's second (that event came before), then applied in
         // the same second: still an edit to the window (a tie), but it looks like the applier's.

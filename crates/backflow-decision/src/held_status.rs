@@ -221,6 +221,11 @@ mod tests {
             decide(&ks(2, "False", "main@sha1:old", &rev), "other"),
             Some(HeldOutcome::Failed("kustomize build failed".into()))
         );
+        assert_eq!(
+            decide(&ks(2, "False", "main@sha1:old", "main@sha1:old"), "other"),
+            None,
+            "another request's failure at another revision is not ours"
+        );
         // Found in flight: followed when it applied the commit or is resumed, else asked again.
         let in_flight = |ks: &Value| flux::request_in_flight(Some("token"), ks, Some(2), sha);
         assert_eq!(
