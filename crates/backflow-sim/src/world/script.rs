@@ -61,12 +61,15 @@ pub enum IoFault {
 
 impl World {
     /// A scripted world of `variant`: the folder holds `a`, `b`, `c` = `v0` live, the
-    /// provider's timing is the default, and nothing happens but the actions given to
-    /// [`World::act`].
+    /// provider's timing is the default, a held applier is Flux's, and nothing happens but the
+    /// actions given to [`World::act`].
     #[must_use]
     pub fn scripted(variant: Variant) -> Self {
         let mut world = Self::new(0, variant);
         world.schedule = Schedule::Scripted;
+        // A scripted held applier is Flux's (the drawn schedules play Argo CD's too).
+        world.held_manager = super::HELD_MANAGERS[0];
+        world.held_resource = super::HeldResource::of(world.held_manager);
         let config = CoreConfig::default();
         let shell = std::mem::replace(&mut world.branch, Shell::new(config.clone()));
         world.branch = shell.restart(config);
