@@ -28,7 +28,7 @@ use backflow_decision::object_write::{
 };
 use backflow_git::WorkerHandle;
 use backflow_manifest::{
-    DeclarationProblem, DeclaredObject, Identity, declared_objects_within, object_path,
+    DeclarationProblem, Declared, DeclaredObject, Identity, declared_objects_within, object_path,
     sops_object_path,
 };
 
@@ -265,6 +265,15 @@ async fn delete_judged(
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(PruneOutcome::Gone),
         Err(e) => Err(backflow_board::explain(&e)),
     }
+}
+
+/// The live object `name` (`None`: not there) as JSON.
+async fn read_one(api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, String> {
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading {name}: {}", backflow_board::explain(&e)))?;
+    Ok(live.map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)))
 }
 
 /// Carries out `prune` of `live` (read as it was judged).
@@ -625,17 +634,9 @@ impl NativeApplier {
         let before = self.declared_at(since).await;
         let declared = declared_objects_within(&files, &self.folders, &self.identities);
         let mut kinds = Kinds::default();
-        let unreadable = if declared.problems.is_empty() {
-            Unreadable::default()
-        } else {
-            let by_path = self.known_paths(&before, &previous, &mut kinds).await;
-            Unreadable::of(&declared.problems, &by_path)
-        };
-        report.unreadable = declared
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", p.path, p.reason))
-            .collect();
+        let unreadable = self
+            .unreadable(&declared, &before, &previous, &mut kinds, &mut report)
+            .await;
         let declared_ids: BTreeSet<Identity> = declared
             .objects
             .iter()
@@ -646,11 +647,7 @@ impl NativeApplier {
         let facts = |object: &DeclaredObject| object_write::DeclaredObject {
             git_changed: before.get(&object.identity).map(|o| &o.value) != Some(&object.value),
             retried: retry.contains(&object.identity),
-            operation: if stamp_only {
-                OperationKind::CatchUp
-            } else {
-                OperationKind::Apply
-            },
+            operation: OperationKind::of(stamp_only),
             spared: false,
             live: None,
         };
@@ -685,6 +682,28 @@ impl NativeApplier {
         inventory.sort();
         report.inventory = inventory;
         report
+    }
+
+    /// The files of the commit that cannot be read, reported in `report`, and which objects
+    /// they declared as far as is known (those stay owned and unpruned).
+    async fn unreadable(
+        &self,
+        declared: &Declared,
+        before: &BTreeMap<Identity, DeclaredObject>,
+        previous: &[InventoryEntry],
+        kinds: &mut Kinds,
+        report: &mut ApplyReport,
+    ) -> Unreadable {
+        report.unreadable = declared
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.reason))
+            .collect();
+        if declared.problems.is_empty() {
+            return Unreadable::default();
+        }
+        let by_path = self.known_paths(before, previous, kinds).await;
+        Unreadable::of(&declared.problems, &by_path)
     }
 
     /// Brings each of `objects` in line (CRDs first, then Namespaces), counting it in `report`;
@@ -917,8 +936,6 @@ impl NativeApplier {
     /// Brings one object in line: a whole apply when Git changed it (or it is missing) and the
     /// live side does not hold it yet, a stamp when only the label is missing; says whether it
     /// wrote. The live object is taken from `reads` when its type was listed.
-    // Long on purpose: the judgement of one object (read, owner, window, write or stamp) is one
-    // sequence of early returns; split, each piece would need the whole context passed along.
     async fn apply_one(
         &self,
         object: &DeclaredObject,
@@ -952,17 +969,7 @@ impl NativeApplier {
         };
         let live = match reads.get(&resource, &namespace, &object.identity.name) {
             Some(listed) => Some(listed),
-            None => api
-                .get_opt(&object.identity.name)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "reading {}: {}",
-                        object.identity.name,
-                        backflow_board::explain(&e)
-                    )
-                })?
-                .map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)),
+            None => read_one(&api, &object.identity.name).await?,
         };
         if let Some(why) = protection(&object.identity, &namespace) {
             // Reported for as long as Git says otherwise, not only by the apply of the push.
@@ -976,17 +983,9 @@ impl NativeApplier {
         }
         let facts = object_write::DeclaredObject {
             spared: judging.spare.contains(&key),
-            live: live.as_ref().map(|live| object_write::LiveObject {
-                holds: holds(&content, live),
-                edited_since_flush: edited_since(live, judging.cutoff),
-                owner: if AppliedBy::excludes(Some(&self.applied_by), owned_by(live).as_ref()) {
-                    LiveOwner::Foreign
-                } else if live["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str() {
-                    LiveOwner::Stamped
-                } else {
-                    LiveOwner::Unstamped
-                },
-            }),
+            live: live
+                .as_ref()
+                .map(|live| self.live_facts(live, &content, judging.cutoff)),
             ..facts
         };
         let write = match facts.write() {
@@ -1007,6 +1006,23 @@ impl NativeApplier {
         };
         let write = self.write(&api, object, write, &desired).await?;
         Ok((entry, write))
+    }
+
+    /// What `live` shows against `content` (what Git declares, without the label) for the
+    /// object rule.
+    fn live_facts(&self, live: &Value, content: &Value, cutoff: u64) -> object_write::LiveObject {
+        let owner = if AppliedBy::excludes(Some(&self.applied_by), owned_by(live).as_ref()) {
+            LiveOwner::Foreign
+        } else if live["metadata"]["labels"][APPLIER_LABEL] == self.owner.as_str() {
+            LiveOwner::Stamped
+        } else {
+            LiveOwner::Unstamped
+        };
+        object_write::LiveObject {
+            holds: holds(content, live),
+            edited_since_flush: edited_since(live, cutoff),
+            owner,
+        }
     }
 
     /// Carries out `write` of `object` (`desired`: with the label, and for a whole apply the

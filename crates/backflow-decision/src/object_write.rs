@@ -27,6 +27,18 @@ pub enum OperationKind {
     CatchUp,
 }
 
+impl OperationKind {
+    /// A catch-up when `stamp_only`, else an apply.
+    #[must_use]
+    pub fn of(stamp_only: bool) -> Self {
+        if stamp_only {
+            Self::CatchUp
+        } else {
+            Self::Apply
+        }
+    }
+}
+
 /// Whose the live object is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LiveOwner {

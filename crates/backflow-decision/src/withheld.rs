@@ -32,8 +32,8 @@ pub enum AsKept<V> {
 /// A list read as Git keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedAsKept<K, V> {
-    /// Each listed object, in the list's order, and how it reads.
-    pub listed: Vec<(K, AsKept<V>)>,
+    /// How each listed object reads, in the list's order.
+    pub listed: Vec<AsKept<V>>,
     /// Edits an applier pruned: listed although the list lacks them.
     pub unlisted: Vec<(K, V)>,
 }
@@ -43,23 +43,22 @@ pub struct ListedAsKept<K, V> {
 /// keeps (or as deleted, when the edit was a delete); an object written since (another
 /// version) reads as listed; an edit the applier pruned is listed although the list lacks it.
 #[must_use]
-pub fn as_git_keeps<K: Ord, V>(
-    listed: impl IntoIterator<Item = (K, u64)>,
+pub fn as_git_keeps<'a, K: Ord + 'a, V>(
+    listed: impl IntoIterator<Item = (&'a K, u64)>,
     mut kept: BTreeMap<K, WithheldWrite<V>>,
 ) -> ListedAsKept<K, V> {
     let listed = listed
         .into_iter()
         .map(|(key, version)| {
-            let withheld = kept.remove(&key);
+            let withheld = kept.remove(key);
             // Version 0 is no version (an object never written): never a withheld write.
-            let reads = match withheld.filter(|w| w.version == version && w.version != 0) {
+            match withheld.filter(|w| w.version == version && w.version != 0) {
                 None => AsKept::Listed,
                 Some(WithheldWrite { kept: None, .. }) => AsKept::Deleted,
                 Some(WithheldWrite {
                     kept: Some(edit), ..
                 }) => AsKept::Edit(edit),
-            };
-            (key, reads)
+            }
         })
         .collect();
     let unlisted = kept
@@ -88,20 +87,20 @@ mod tests {
             ("never", at(0, Some("no version"))),
         ]);
         let listed = [("a", 7), ("b", 7), ("x", 3), ("later", 9), ("never", 0)];
-        let read = as_git_keeps(listed, kept);
+        let read = as_git_keeps(listed.iter().map(|(k, v)| (k, *v)), kept);
         assert_eq!(
             read.listed,
             [
-                ("a", AsKept::Edit("person")),
-                ("b", AsKept::Deleted),
-                ("x", AsKept::Listed),
-                ("later", AsKept::Listed),
-                ("never", AsKept::Listed),
+                AsKept::Edit("person"),
+                AsKept::Deleted,
+                AsKept::Listed,
+                AsKept::Listed,
+                AsKept::Listed,
             ]
         );
         assert_eq!(read.unlisted, [("c", "pruned edit")]);
-        let nothing = as_git_keeps([("a", 7)], BTreeMap::<_, WithheldWrite<()>>::new());
-        assert_eq!(nothing.listed, [("a", AsKept::Listed)]);
+        let nothing = as_git_keeps([(&"a", 7)], BTreeMap::<_, WithheldWrite<()>>::new());
+        assert_eq!(nothing.listed, [AsKept::Listed]);
         assert!(nothing.unlisted.is_empty());
     }
 }

@@ -741,10 +741,10 @@ fn as_git_keeps(
     namespace: Option<&str>,
 ) -> ListedAsKept {
     kept.retain(|key, _| key.resource == *gr && namespace.is_none_or(|ns| key.namespace == ns));
-    let versions = objects.iter().map(|l| (l.key.clone(), l.resource_version));
+    let versions = objects.iter().map(|l| (&l.key, l.resource_version));
     let read = backflow_decision::as_git_keeps(versions, kept);
     let mut out = ListedAsKept::default();
-    for (mut listed, (_, reads)) in objects.into_iter().zip(read.listed) {
+    for (mut listed, reads) in objects.into_iter().zip(read.listed) {
         match reads {
             AsKept::Listed => out.objects.push(listed),
             AsKept::Deleted => out.deleted.push(listed.key),

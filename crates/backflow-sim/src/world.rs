@@ -393,22 +393,23 @@ impl World {
     /// applier's write the mirror withheld (the board's `Withheld`) is listed as the edit Git
     /// keeps.
     fn listed_as_git_keeps(&self) -> BTreeMap<String, String> {
-        let listed = (self.live.iter())
+        let listed: Vec<(&String, u64)> = (self.live.iter())
             .filter(|(_, o)| !absent(&o.value))
-            .map(|(name, o)| (name.clone(), o.version));
-        let read = as_git_keeps(listed, self.withheld.clone());
+            .map(|(name, o)| (name, o.version))
+            .collect();
+        let read = as_git_keeps(listed.iter().copied(), self.withheld.clone());
         // What the list lacks is as absent as it is live, unless it is an edit an applier
         // pruned.
         let mut as_kept: BTreeMap<String, String> = (self.live.iter())
             .map(|(name, o)| (name.clone(), o.value.clone()))
             .collect();
-        for (name, reads) in read.listed {
+        for ((name, _), reads) in listed.into_iter().zip(read.listed) {
             let value = match reads {
-                AsKept::Listed => self.live[&name].value.clone(),
+                AsKept::Listed => self.live[name].value.clone(),
                 AsKept::Edit(edit) => edit,
                 AsKept::Deleted => ABSENT.to_string(),
             };
-            as_kept.insert(name, value);
+            as_kept.insert(name.clone(), value);
         }
         as_kept.extend(read.unlisted);
         as_kept

@@ -218,65 +218,27 @@ impl World {
             // file went away since the last apply is removed even if it was never applied (the
             // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
-            let live = &self.live[name];
             let git_changed = !same(before.get(&path).unwrap_or(&gone), want)
                 || (absent(want) && left.contains(&path));
-            let retried = self.deferred.contains(name);
-            // As the native applier: an object somebody wrote in the flush's second or later
-            // (`edited_since`) is left, whether it would be written or pruned; what somebody
-            // deleted is created again (a delete leaves nothing to read): the mirror's window
-            // judges that. The rule is the native applier's own (`object_write`).
-            let edited_since_flush = live.edited_since(self.flushed_at);
-            let verdict = if absent(want) {
-                // A catch-up prunes nothing; what is not there is gone.
-                let removed = RemovedObject {
-                    spared: false,
-                    live: (!catch_up_only && (git_changed || retried) && !absent(&live.value))
-                        .then_some(RemovedLive {
-                            ours: true,
-                            edited_since_flush,
-                        }),
-                };
-                match removed.prune() {
-                    Prune::Delete => Some(true),
-                    Prune::Kept => Some(false),
-                    Prune::Gone | Prune::Spared => None,
-                }
-            } else {
-                let declared = DeclaredObject {
-                    git_changed,
-                    retried,
-                    operation: if catch_up_only {
-                        OperationKind::CatchUp
-                    } else {
-                        OperationKind::Apply
-                    },
-                    spared: false,
-                    live: (!absent(&live.value)).then(|| LiveFacts {
-                        holds: same(&live.value, want),
-                        edited_since_flush,
-                        owner: LiveOwner::Stamped,
-                    }),
-                };
-                match declared.write() {
-                    ObjectWrite::Apply => Some(true),
-                    ObjectWrite::Deferred => Some(false),
-                    _ => None,
-                }
+            let change = Change {
+                git_changed,
+                retried: self.deferred.contains(name),
+                catch_up_only,
             };
+            let verdict = self.native_verdict(name, want, change);
             match verdict {
                 // Only stamps: what an earlier apply deferred stays deferred (the runner's).
                 _ if catch_up_only => {}
-                None => {}
-                Some(false) => {
+                NativeVerdict::Leave => {}
+                NativeVerdict::Defer => {
                     self.log(format!(
                         "apply {}: {name} was edited after the flush: left",
                         op.id.0
                     ));
                     deferred_now.push(name.to_string());
                 }
-                Some(true) if written == limit => return,
-                Some(true) => {
+                NativeVerdict::Write if written == limit => return,
+                NativeVerdict::Write => {
                     written += 1;
                     self.log(format!("apply {} writes {name} = {want}", op.id.0));
                     self.applier_writes(name, want, now);
@@ -289,6 +251,48 @@ impl World {
         }
         if self.deferred.ended(catch_up_only, deferred_now) {
             self.retry_at = Some(now + RETRY_DEFERRED);
+        }
+    }
+
+    /// What backflow's own applier does with `name` given Git's `want`, by the native
+    /// applier's own rule (`object_write`). An object somebody wrote in the flush's second or
+    /// later (`edited_since`) is left, whether it would be written or pruned; what somebody
+    /// deleted is created again (a delete leaves nothing to read): the mirror's window judges
+    /// that.
+    fn native_verdict(&self, name: &str, want: &str, change: Change) -> NativeVerdict {
+        let live = &self.live[name];
+        let edited_since_flush = live.edited_since(self.flushed_at);
+        if absent(want) {
+            // A catch-up prunes nothing; what is not there is gone.
+            let looked_at = !change.catch_up_only && (change.git_changed || change.retried);
+            let removed = RemovedObject {
+                spared: false,
+                live: (looked_at && !absent(&live.value)).then_some(RemovedLive {
+                    ours: true,
+                    edited_since_flush,
+                }),
+            };
+            return match removed.prune() {
+                Prune::Delete => NativeVerdict::Write,
+                Prune::Kept => NativeVerdict::Defer,
+                Prune::Gone | Prune::Spared => NativeVerdict::Leave,
+            };
+        }
+        let declared = DeclaredObject {
+            git_changed: change.git_changed,
+            retried: change.retried,
+            operation: OperationKind::of(change.catch_up_only),
+            spared: false,
+            live: (!absent(&live.value)).then(|| LiveFacts {
+                holds: same(&live.value, want),
+                edited_since_flush,
+                owner: LiveOwner::Stamped,
+            }),
+        };
+        match declared.write() {
+            ObjectWrite::Apply => NativeVerdict::Write,
+            ObjectWrite::Deferred => NativeVerdict::Defer,
+            _ => NativeVerdict::Leave,
         }
     }
 
@@ -419,6 +423,28 @@ impl World {
         }
         left
     }
+}
+
+/// What an apply knows of how Git moved for one object.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    /// Git changed or removed its file since the last applied commit.
+    git_changed: bool,
+    /// An earlier apply left it to a newer live edit.
+    retried: bool,
+    /// The operation only stamps.
+    catch_up_only: bool,
+}
+
+/// What backflow's own applier does with one model object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NativeVerdict {
+    /// Writes Git's value (a prune when Git lacks it).
+    Write,
+    /// Leaves it to a live edit made since the flush, looked at again later.
+    Defer,
+    /// Nothing to do.
+    Leave,
 }
 
 /// The phase an operation ends in, as the held applier's status says.

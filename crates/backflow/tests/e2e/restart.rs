@@ -128,14 +128,8 @@ fn an_edit_pushed_while_backflow_was_stopped_is_applied_not_reverted() {
     );
 }
 
-/// A live edit mirrored into Git, then a push on top of it changing the same field while
-/// backflow was stopped: the pusher saw the live edit in Git and changed it, so the push is the
-/// newer edit and wins on both sides. (The start-up resync reads the live value against the
-/// commit the live side last applied, which predates backflow's own commit of the edit: it took
-/// the edit for a change made while down, and wrote it back over the push.)
-#[test]
-fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
-    let (mut w, path) = a_demo_adopted();
+/// `kubectl patch` of `demo`'s greeting to `edited-live`, then a wait until `path` holds it.
+fn edit_demo_live_and_wait_mirrored(w: &World, path: &str) {
     w.kubectl(&[
         "patch",
         "configmap",
@@ -144,6 +138,17 @@ fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
         r#"{"data":{"greeting":"edited-live"}}"#,
     ]);
     w.wait_file(path, |t| t.contains("edited-live"));
+}
+
+/// A live edit mirrored into Git, then a push on top of it changing the same field while
+/// backflow was stopped: the pusher saw the live edit in Git and changed it, so the push is the
+/// newer edit and wins on both sides. (The start-up resync reads the live value against the
+/// commit the live side last applied, which predates backflow's own commit of the edit: it took
+/// the edit for a change made while down, and wrote it back over the push.)
+#[test]
+fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
+    let (mut w, path) = a_demo_adopted();
+    edit_demo_live_and_wait_mirrored(&w, path);
     w.wait_settled();
     w.stop();
     w.push_edit(path, "edited-live", "edited-in-git");
@@ -172,14 +177,7 @@ fn a_push_over_a_mirrored_live_edit_made_while_backflow_was_stopped_wins() {
 fn a_push_over_a_mirrored_live_edit_stands_though_backflow_pushed_again_since() {
     let (mut w, path) = a_demo_adopted();
     suspend_default_claim(&w, true);
-    w.kubectl(&[
-        "patch",
-        "configmap",
-        "demo",
-        "-p",
-        r#"{"data":{"greeting":"edited-live"}}"#,
-    ]);
-    w.wait_file(path, |t| t.contains("edited-live"));
+    edit_demo_live_and_wait_mirrored(&w, path);
     w.push_edit(path, "edited-live", "edited-in-git");
     w.apply(&configmap("default", "other", &[("greeting", "later")]));
     w.wait_file("live/default/configmaps/other.yaml", |t| {
