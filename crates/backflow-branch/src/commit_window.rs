@@ -57,6 +57,12 @@ impl CommitWindow {
         self.entries.len()
     }
 
+    /// The oldest intent the window holds.
+    #[must_use]
+    pub fn first_seq(&self) -> Option<IntentSeq> {
+        self.entries.values().map(|(seq, _)| *seq).min()
+    }
+
     /// Adds an intent; an earlier intent for the same object is replaced. A sweep is the newer
     /// word on every object of its scope it does not keep: an earlier write of one in this
     /// window (a snapshot listed before the object was deleted, superseded by a newer one) is

@@ -489,6 +489,14 @@ impl BranchCore {
             }
             return;
         }
+        // Windows never interleave: a target's window opened before another's is closed
+        // before it gathers intents newer than that one's.
+        let first = self.resyncs.get(&target).and_then(CommitWindow::first_seq);
+        if first.is_some_and(|f| {
+            (self.resyncs.values()).any(|w| w.first_seq().is_some_and(|other| other > f))
+        }) {
+            self.decide_resyncs_of(&target);
+        }
         let silence = self.cfg.window.min(self.cfg.resync_window);
         let max_age = self.cfg.max_window_age.min(self.cfg.resync_window * 10);
         let window = self
@@ -500,25 +508,34 @@ impl BranchCore {
             window.put(self.last_seq, intent, now);
         }
         if self.cfg.window.is_zero() {
-            self.decide_resyncs(|_| true);
+            self.decide_resyncs(|_, _| true);
         }
     }
 
-    /// Decides the resync windows `which` selects, each into a write of its own.
-    fn decide_resyncs(&mut self, which: impl Fn(&CommitWindow) -> bool) {
-        let due: Vec<String> = self
-            .resyncs
-            .iter()
-            .filter(|(_, w)| which(w))
-            .map(|(t, _)| t.clone())
+    /// Decides the resync windows `which` selects — and every window opened before the newest
+    /// of them — each into a write of its own, oldest first: writes are pending, and so
+    /// published, in the order of their intents (a report published through N holds every
+    /// intent up to N, which is what a flush waits for).
+    fn decide_resyncs(&mut self, which: impl Fn(&str, &CommitWindow) -> bool) {
+        let mut open: Vec<(Option<IntentSeq>, String, bool)> = (self.resyncs.iter())
+            .map(|(t, w)| (w.first_seq(), t.clone(), which(t, w)))
             .collect();
-        for target in due {
-            self.decide_resyncs_of(&target);
+        open.sort();
+        let Some(newest) = open.iter().rposition(|(_, _, chosen)| *chosen) else {
+            return;
+        };
+        for (_, target, _) in open.into_iter().take(newest + 1) {
+            self.decide_one_resync(&target);
         }
     }
 
-    /// Decides `target`'s resync window now, if it holds anything.
+    /// Decides `target`'s resync window now, with the windows opened before it.
     fn decide_resyncs_of(&mut self, target: &str) {
+        self.decide_resyncs(|t, _| t == target);
+    }
+
+    /// Decides `target`'s resync window alone, if it holds anything.
+    fn decide_one_resync(&mut self, target: &str) {
         if let Some(mut window) = self.resyncs.remove(target) {
             let intents = window.close();
             self.push_write(
@@ -557,7 +574,7 @@ impl BranchCore {
     /// user, so history says who changed what; the writes go into the pending list together,
     /// so they are built and pushed as one chain (one compare-and-swap push).
     fn decide(&mut self, kind: WriteKind) {
-        self.decide_resyncs(|_| true);
+        self.decide_resyncs(|_, _| true);
         let intents = self.window.close();
         if kind != WriteKind::Window {
             return self.push_write(intents, kind);
@@ -582,7 +599,7 @@ impl BranchCore {
 
     /// Starts whatever is due when nothing is in flight.
     fn advance(&mut self, now: Moment, out: &mut Vec<Effect>) {
-        self.decide_resyncs(|w| w.is_due(now));
+        self.decide_resyncs(|_, w| w.is_due(now));
         if self.window.is_due(now) {
             self.decide(WriteKind::Window);
         }
