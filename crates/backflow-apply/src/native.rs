@@ -159,6 +159,12 @@ pub struct ApplyRequest {
     pub commit: CommitId,
     /// The commit the last successful operation applied.
     pub since: Option<CommitId>,
+    /// The commit of the operation asked before this one, when it is not `since`: it may have
+    /// written some of its objects (cut short, failed, interrupted by a restart), so an object
+    /// it declared otherwise than this commit is changed too, whatever `since` says — as the
+    /// mirror reads the live side (`LiveHeld::applying`): else, after a force-push past that
+    /// commit, Git and the live side could stay apart with nothing left to apply.
+    pub tried: Option<CommitId>,
     /// When the flush before this apply was asked for: a live edit made since is not in the
     /// commit, and is never overwritten (it reaches Git, and the API side wins).
     pub flushed_at: SystemTime,
@@ -614,6 +620,7 @@ impl NativeApplier {
         let ApplyRequest {
             commit,
             since,
+            tried,
             flushed_at,
             inventory: previous,
             retry,
@@ -632,6 +639,10 @@ impl NativeApplier {
         });
         let folder_read = report.failures.is_empty();
         let before = self.declared_at(since).await;
+        let before_tried = match tried.filter(|t| Some(*t) != since && *t != commit) {
+            Some(tried) => self.declared_at(Some(tried)).await,
+            None => BTreeMap::new(),
+        };
         let declared = declared_objects_within(&files, &self.folders, &self.identities);
         let mut kinds = Kinds::default();
         let unreadable = self
@@ -645,7 +656,8 @@ impl NativeApplier {
         report.plaintext = plaintext_secrets(&declared.objects);
         // What Git says of each object; `apply_one` adds what the live side shows.
         let facts = |object: &DeclaredObject| object_write::DeclaredObject {
-            git_changed: before.get(&object.identity).map(|o| &o.value) != Some(&object.value),
+            git_changed: before.get(&object.identity).map(|o| &o.value) != Some(&object.value)
+                || (before_tried.get(&object.identity)).is_some_and(|o| o.value != object.value),
             retried: retry.contains(&object.identity),
             operation: OperationKind::of(stamp_only),
             spared: false,

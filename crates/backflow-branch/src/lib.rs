@@ -14,6 +14,8 @@
 //! - `worker.rs`: everything else — when to fetch, build, push, replay, back off; what is
 //!   published; what counts as foreign; when the branch diverged — as one [`Phase`] enum.
 //! - `waiters.rs`: which writers and flushes a publication (or a refusal) answers.
+//! - `merge.rs`: the three-way merge that lays a live edit onto what Git holds, field by field
+//!   (the replay's rule: the git shell's planner and the model shell both call it).
 //! - `snapshot.rs`: what a live snapshot's objects are published as changes of (the mirror's
 //!   rule for its lists: whole, as last seen, as the claim's commits held them, first contact).
 //! - `input.rs` and `effect.rs`: the core's vocabulary with its shell and its owner.
@@ -34,6 +36,7 @@ mod error;
 mod file_planner;
 mod input;
 mod intent;
+mod merge;
 #[cfg(feature = "testing")]
 pub mod model;
 mod moment;
@@ -55,6 +58,7 @@ pub use intent::{
     Attribution, Baseline, ChangedBy, FlushMark, Intent, IntentSeq, LiveHeld, ObjectJson,
     ObjectState, Origin, PendingWrite, Slot, SweepScope, WriteKind,
 };
+pub use merge::{Merged, baseline_since, merge_keys, merge_object};
 pub use moment::Moment;
 pub use planner::{Held, Planner};
 pub use snapshot::{ClaimStart, FirstContactRule, SeenValues, SnapshotBaseline};

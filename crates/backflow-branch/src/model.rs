@@ -11,6 +11,7 @@ use crate::{
     Attribution, Baseline, BranchCore, BuiltChain, BuiltWrite, ChangedBy, CommitId, CoreConfig,
     DurableTips, Effect, Event, FetchedTip, Held, Input, Intent, IntentSeq, IoFailure, LiveHeld,
     Moment, ObjectState, Origin, PendingWrite, PlanError, PushAnswer, RefusedIntent, Slot, Tip,
+    baseline_since, merge_object,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -203,10 +204,41 @@ pub fn key(name: &str) -> ObjectKey {
     ObjectKey::new(GroupResource::new("", "configmaps"), "web", name)
 }
 
-/// "`name` now reads `value`" in target `apps`.
+/// "`name` now reads `value`" in target `apps`: a one-value object, or (`value` a JSON
+/// object's text, as [`text_of`] writes it) an object of several fields.
 #[must_use]
 pub fn put(name: &str, value: &str) -> Intent {
-    Intent::put("apps", key(name), serde_json::json!(value))
+    Intent::put("apps", key(name), value_of(value))
+}
+
+/// A model file's content as the object it holds: a JSON object's text is that object, any
+/// other text one value.
+#[must_use]
+pub fn value_of(text: &str) -> serde_json::Value {
+    if text.starts_with('{')
+        && let Ok(value @ serde_json::Value::Object(_)) = serde_json::from_str(text)
+    {
+        return value;
+    }
+    serde_json::Value::String(text.to_string())
+}
+
+/// The model file's content for `value`: a one-value object's value, or an object's JSON text
+/// with its fields in order — one text per object, whatever order a merge left them in.
+#[must_use]
+pub fn text_of(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(fields) => {
+            let sorted: BTreeMap<&String, &serde_json::Value> = fields.iter().collect();
+            let ordered: serde_json::Map<String, serde_json::Value> = sorted
+                .into_iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            serde_json::Value::Object(ordered).to_string()
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The model file of object `name` in target `apps`.
@@ -260,28 +292,33 @@ fn bootstrap(files: &mut Files, target: &str) -> bool {
     true
 }
 
-/// What `intent` makes of a file that reads `current`: its value, or — when the object reads
-/// as its baseline (nothing changed live since) — the file as it is (the three-way replay of
-/// one-value objects): a file Git removed is written back, unless the baseline is what the
-/// commit the live side held held ([`Baseline::keeps_git_removal`]).
+/// What `intent` makes of a file that reads `current`, as the git shell's planner makes it: with
+/// a baseline, the live change from it laid onto the file field by field (the real
+/// [`merge_object`]; for a one-value object: the file as it is when the object reads as its
+/// baseline, else the intent's value); a file Git removed is written back, unless the object
+/// reads as its baseline and that is what the commit the live side held held
+/// ([`Baseline::keeps_git_removal`]).
 fn merged(intent: &Intent, current: Option<&String>) -> Option<String> {
     let ours = render(intent);
-    let Some(baseline) = &intent.baseline else {
+    let (Some(baseline), ObjectState::Present(value)) = (&intent.baseline, &intent.state) else {
         return ours;
     };
-    let base = baseline
-        .value()
-        .and_then(|v| v.value().as_str().map(str::to_string));
-    match (base, current) {
-        (Some(base), Some(current)) if ours.as_ref() == Some(&base) => Some(current.clone()),
-        (Some(base), None) if ours.as_ref() == Some(&base) && baseline.keeps_git_removal() => None,
-        _ => ours,
+    let Some(base) = baseline.value() else {
+        return ours;
+    };
+    let (base, value) = (base.value(), value.value());
+    match current {
+        Some(current) => Some(text_of(
+            &merge_object(&base, &value, &value_of(current)).value,
+        )),
+        None if base == value && baseline.keeps_git_removal() => None,
+        None => ours,
     }
 }
 
 fn render(intent: &Intent) -> Option<String> {
     match &intent.state {
-        ObjectState::Present(v) => Some(v.value().as_str().unwrap_or_default().to_string()),
+        ObjectState::Present(v) => Some(text_of(&v.value())),
         ObjectState::Absent | ObjectState::Sweep(_) | ObjectState::Bootstrap => None,
     }
 }
@@ -762,20 +799,21 @@ impl Shell {
         } else {
             Vec::new()
         };
-        let later = [applying, pushed]
+        let later: Vec<CommitId> = [applying, pushed]
             .into_iter()
             .flatten()
             .chain(walk)
             .filter(|c| changed && *c != commit)
-            .find_map(|c| {
-                let value = self.remote.files(Some(c)).get(&path).cloned()?;
-                (ours.as_ref() == Some(&value)).then_some((value, c))
-            });
-        let (held, on_branch) = match later {
-            Some((value, c)) => (Some(value), self.remote.contains(parent, c)),
-            None => (files.get(&path).cloned(), on_branch),
+            .collect();
+        let whole = later.iter().find_map(|c| {
+            let value = self.remote.files(Some(*c)).get(&path).cloned()?;
+            (ours.as_ref() == Some(&value)).then_some((value, *c))
+        });
+        let (held, on_branch) = match whole {
+            Some((value, c)) => (Some(value_of(&value)), self.remote.contains(parent, c)),
+            None => (self.fields_since(intent, &files, &later, parent), on_branch),
         };
-        let mut resolved = intent.with_held(Held::Object(held.map(serde_json::Value::String)));
+        let mut resolved = intent.with_held(Held::Object(held));
         // As the git shell: on a branch rewritten past the commit read, what Git lacks is
         // written back (a relist's baseline), not a removal that stands.
         if !on_branch {
@@ -785,6 +823,29 @@ impl Shell {
             };
         }
         resolved
+    }
+
+    /// As the git shell: what the commit read (`files`) held of `intent`'s object, with each
+    /// field a later commit on the branch held as the live side holds it now taken as
+    /// unchanged since ([`baseline_since`]).
+    fn fields_since(
+        &self,
+        intent: &Intent,
+        files: &Files,
+        later: &[CommitId],
+        parent: Option<CommitId>,
+    ) -> Option<serde_json::Value> {
+        let path = path_of(intent);
+        let held = value_of(files.get(&path)?);
+        let ObjectState::Present(live) = &intent.state else {
+            return Some(held);
+        };
+        let later: Vec<serde_json::Value> = (later.iter())
+            .filter(|c| self.remote.contains(parent, **c))
+            .filter_map(|c| self.remote.files(Some(*c)).get(&path).map(|t| value_of(t)))
+            .collect();
+        let later: Vec<&serde_json::Value> = later.iter().collect();
+        Some(baseline_since(&held, &later, &live.value()))
     }
 
     /// As the git shell: the commits on `parent`'s first-parent history after `commit`, newest

@@ -14,7 +14,10 @@
 //! simulator what its model's writes are.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
+
+use backflow_branch::{Intent, ObjectJson};
 
 /// How long an apply window stays open after its operation ended: the apply's last watch events
 /// may still be on their way.
@@ -315,6 +318,25 @@ pub enum Mirrored {
     Edit,
     /// An applier's write of what Git held: never written over a push made since.
     Echo,
+}
+
+impl Mirrored {
+    /// `write` (the object as the watch event showed it) as it goes to Git: an echo is marked
+    /// one, and either is a change of `before`, what the stream last submitted of the object
+    /// (or saw an apply land) — so the replay lays it onto Git field by field. An echo too: one
+    /// that is not the applier's (a person's edit in its second looks the same) keeps what a
+    /// push gained since in the fields it did not change.
+    #[must_use]
+    pub fn intent(self, write: Intent, before: Option<Arc<ObjectJson>>) -> Intent {
+        let write = match self {
+            Self::Echo => write.echo(),
+            Self::Edit => write,
+        };
+        match before {
+            Some(before) => write.edit_of(before),
+            None => write,
+        }
+    }
 }
 
 impl Verdict {
@@ -622,6 +644,33 @@ mod tests {
             Some(Mirrored::Edit),
             "another manager wrote since the previous event"
         );
+    }
+
+    /// An echo goes to Git as a change of what the stream last submitted, as an edit does: a
+    /// person's edit in the applier's second (an echo by the seconds) must not carry the other
+    /// fields over a push made since.
+    #[test]
+    fn an_echo_and_an_edit_are_each_a_change_of_what_was_submitted_before() {
+        use backflow_api::{GroupResource, ObjectKey};
+        use backflow_branch::{Baseline, Origin};
+        let key = ObjectKey::new(GroupResource::new("", "configmaps"), "web", "a");
+        let write = || Intent::put("apps", key.clone(), serde_json::json!({"x": "2"}));
+        let before = Arc::new(ObjectJson::new(&serde_json::json!({"x": "1"})));
+        for mirrored in [Mirrored::Echo, Mirrored::Edit] {
+            let intent = mirrored.intent(write(), Some(before.clone()));
+            assert_eq!(
+                intent.baseline,
+                Some(Baseline::Value(before.clone())),
+                "{mirrored:?}"
+            );
+            let echo = matches!(intent.origin, Origin::Echo { .. });
+            assert_eq!(echo, mirrored == Mirrored::Echo);
+            assert_eq!(
+                mirrored.intent(write(), None).baseline,
+                None,
+                "nothing seen before"
+            );
+        }
     }
 
     #[test]

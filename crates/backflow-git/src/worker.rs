@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backflow_api::{Clock, ObjectKey};
-use backflow_branch::{Baseline, Held, Intent, LiveHeld, ObjectState, Origin, WriteKind};
+use backflow_branch::{
+    Baseline, Held, Intent, LiveHeld, ObjectState, Origin, WriteKind, baseline_since,
+};
 use backflow_branch::{
     BranchCore, BuiltChain, BuiltWrite, CommitId, CoreConfig, CycleFailure, Divergence,
     DurableTips, Effect, Event, FetchedTip, FlushMark, ForeignCommit, Input, IntentSeq, IoFailure,
@@ -26,6 +28,7 @@ use backflow_branch::{
 use git2::Oid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use serde_json::Value;
 
 use crate::error::{RepoError, TreeError};
 use crate::health::{RemoteHealth, RemoteProblem};
@@ -993,7 +996,16 @@ impl BranchWorker {
             later.retain(|c| *c != commit);
             let mut since = self.read_as_later(&asked, changed, later, parent)?;
             for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
-                let (held, on_branch) = since.remove(&i).unwrap_or((held, descends));
+                // An object that reads as no later commit held it whole may still read as
+                // one in some fields: those did not change live since.
+                let held = match (held, since.fields.remove(&i), &intents[n].state) {
+                    (Held::Object(Some(held)), Some(later), ObjectState::Present(live)) => {
+                        let later: Vec<&Value> = later.iter().collect();
+                        Held::Object(Some(baseline_since(&held, &later, &live.value())))
+                    }
+                    (held, ..) => held,
+                };
+                let (held, on_branch) = since.whole.remove(&i).unwrap_or((held, descends));
                 let mut resolved = intents[n].with_held(held);
                 // A removal stands only where Git removed the document since the commit read:
                 // on a branch rewritten past it (a force-push, a deleted branch) the live side
@@ -1012,15 +1024,16 @@ impl BranchWorker {
 
     /// Which of `objects` (by index; only the `changed` ones are read) read as one of the
     /// `later` commits, tried in order, held them: what that commit held, and whether the
-    /// branch at `parent` holds it.
+    /// branch at `parent` holds it; and for the others, what the later commits the branch
+    /// holds held of them (read field by field, [`baseline_since`]).
     fn read_as_later(
         &self,
         objects: &[&Intent],
         mut changed: Vec<usize>,
         later: Vec<CommitId>,
         parent: Option<Oid>,
-    ) -> Result<BTreeMap<usize, (Held, bool)>, IoFailure> {
-        let mut since = BTreeMap::new();
+    ) -> Result<ReadSince, IoFailure> {
+        let mut since = ReadSince::default();
         let mut tried = BTreeSet::new();
         for later in later {
             if changed.is_empty() {
@@ -1037,10 +1050,14 @@ impl BranchWorker {
             let mut still = Vec::new();
             for (i, h) in changed.into_iter().zip(later_held) {
                 if reads_as(objects[i], &h) {
-                    since.insert(i, (h, later_on_branch));
-                } else {
-                    still.push(i);
+                    since.whole.insert(i, (h, later_on_branch));
+                    since.fields.remove(&i);
+                    continue;
                 }
+                if let (true, Held::Object(Some(doc))) = (later_on_branch, h) {
+                    since.fields.entry(i).or_default().push(doc);
+                }
+                still.push(i);
             }
             changed = still;
         }
@@ -1143,6 +1160,17 @@ impl BranchWorker {
             .plan(&view, intent)
             .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
     }
+}
+
+/// What the later commits after the one the live side held held of the objects that changed
+/// live ([`BranchWorker::read_as_later`]), by the objects' index.
+#[derive(Default)]
+struct ReadSince {
+    /// The objects that read as a later commit held them whole: that document, and whether
+    /// the branch holds the commit.
+    whole: BTreeMap<usize, (Held, bool)>,
+    /// The others: what each later commit the branch holds held of them, newest first.
+    fields: BTreeMap<usize, Vec<Value>>,
 }
 
 /// Whether the object `intent` writes reads exactly as `held` (what a commit held of it).

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use backflow_branch::merge_keys;
 use serde_json::{Map, Value};
 use yaml_edit::SyntaxKind;
 
@@ -317,28 +318,6 @@ fn apply(text: &str, splices: &[Splice]) -> Option<String> {
 
 /// "This node cannot be edited in place; render its enclosing entry or item again."
 struct Replace;
-
-/// Lists whose items are matched by a key, as strategic merge patch does; candidates in order.
-pub(crate) fn merge_keys(list: &str) -> &'static [&'static str] {
-    match list {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        // A kustomization's entries, which a live edit projected back changes one by one.
-        | "images"
-        | "replicas"
-        | "configMapGenerator"
-        | "secretGenerator" => &["name"],
-        "ports" => &["containerPort", "port"],
-        "volumeMounts" => &["mountPath"],
-        "volumeDevices" => &["devicePath"],
-        "conditions" => &["type"],
-        _ => &[],
-    }
-}
 
 struct Editor<'t> {
     text: &'t str,

@@ -7,7 +7,6 @@
 //! - `index.rs`: every manifest document of a folder by identity, and the folder's acceptance
 //!   check.
 //! - `edit.rs`: in-place edits of one document, keeping comments, order and other documents.
-//! - `merge.rs`: the three-way merge that lays a live edit onto what Git holds, field by field.
 //! - `encryption.rs`: which objects are sensitive and how each folder encrypts them (SOPS).
 //! - `bootstrap.rs`: the README and ignore file a folder gets with its first write.
 //! - `owner.rs`: which backflow writes a folder (`.backflow-owner`); others keep out.
@@ -32,7 +31,6 @@ mod kinds;
 pub mod kustomize;
 mod kustomized;
 mod layout;
-mod merge;
 mod owner;
 mod placement;
 mod planner;
@@ -55,7 +53,6 @@ pub use identity::Identity;
 pub use index::{DocRef, FolderIndex};
 pub use kinds::KindMap;
 pub use layout::{is_git_dir, normalize_target, object_path, sops_object_path};
-pub use merge::{Merged, merge_object};
 pub use owner::{FolderOwner, OWNER_FILE, Ownership};
 pub use placement::{PlacementMap, PlacementRules, validate_template};
 pub use planner::MergeReport;

@@ -47,11 +47,11 @@ use crate::kinds::KindMap;
 use crate::layout::{
     check_key, is_sops_path, join, normalize_target, object_path, sops_object_path,
 };
-use crate::merge::merge_object;
 use crate::owner::{FolderOwner, Ownership};
 use crate::placement::PlacementMap;
 use crate::sanitize::sanitize;
 use crate::yaml::render;
+use backflow_branch::merge_object;
 
 /// What encrypting sensitive objects needs: the per-folder encryptors, and the time and
 /// randomness handed in (planning never reads the system clock or generator itself).

@@ -434,3 +434,34 @@ fn a_resync_since_a_commit_keeps_what_git_gained_after_it() {
             .contains("c: \"1\"")
     );
 }
+
+/// A resync at start-up of an object backflow pushed a live edit of after the commit the live
+/// side last held in full (`b`), edited live again since (`a`), while somebody pushed another
+/// value of `b`: `b` reads as backflow's push held it, so it did not change live since and
+/// Git's later value stands; `a` is the live side's. (Read against the held commit alone, `b`
+/// looked changed on both sides and the live value was written over the push.)
+#[test]
+fn a_resync_keeps_a_fields_later_push_when_the_live_side_held_it_since() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    let conf = |a: &str, b: &str| cm("web", "conf", json!({"a": a, "b": b}));
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1", "1")));
+    let held: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
+        .trim()
+        .parse()
+        .unwrap();
+    let before = Arc::new(backflow_branch::ObjectJson::new(&conf("1", "1")));
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1", "2")).edit_of(before));
+    assert!(s.show(path).contains("b: \"2\""), "{}", s.show(path));
+    s.push_by_hand(&[(path, &s.show(path).replace("b: \"2\"", "b: git"))]);
+    s.worker.notify_remote_moved();
+    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("live", "2")).since(held)];
+    s.worker.submit_resync("live", resync);
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    let conf = s.show(path);
+    assert!(
+        conf.contains("a: \"live\"") && conf.contains("b: git"),
+        "both sides' fields:\n{conf}"
+    );
+}

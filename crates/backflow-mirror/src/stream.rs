@@ -929,13 +929,12 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
         ctx.board.unstamped_object(&ctx.spec.target);
     }
     memory.submitted.insert(key.clone(), seen);
-    let mut intent =
+    let intent =
         Intent::put_json(ctx.path.clone(), key.clone(), json).attributed(ctx.attribution(by));
-    if verdict.mirrored_as(&writes, previous) == Some(Mirrored::Echo) {
-        intent = intent.echo();
-    } else if let Some(before) = before {
-        intent = intent.edit_of(before);
-    }
+    let mirrored = verdict
+        .mirrored_as(&writes, previous)
+        .unwrap_or(Mirrored::Edit);
+    let intent = mirrored.intent(intent, before);
     let rx = ctx.submit(intent);
     // Read after the submit: a window opening from now on flushes the edit.
     memory.window_edits.submitted(&key, &ctx.windows());

@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use backflow_branch::model::{self, ModelRemote};
+use backflow_branch::model;
 
 use crate::world::{ABSENT, NAMES, World, same};
 
@@ -72,146 +72,6 @@ impl fmt::Display for Violation {
     }
 }
 
-/// What one object may end with, following the last edit on each side.
-///
-/// An API edit (or a snapshot of the live state) wins over a push made after Git held it; over
-/// a push made while it was still on its way, either may win (the API side wins the replay
-/// unless its intent was dropped as unchanged, judged against a tip read after the edit, which
-/// depends on when the push landed), so both are accepted — but nothing older ever is. Whether
-/// Git held it is read from the remote's history, not from the branch worker.
-#[derive(Debug, Clone)]
-pub(crate) struct Expected {
-    /// The values the object may end with.
-    pub candidates: Vec<String>,
-    /// The newest API edit, and its submission once the mirror made it.
-    person: Option<(String, Option<Submitted>)>,
-    /// Any value will do, as long as both sides agree: a person's delete that never reached a
-    /// branch worker (its event died with the process or the stream) and that the next list's
-    /// sweep does not remove (the commit it reads against did not hold the object); until the
-    /// person's next edit (older edits still on their way may win over later pushes).
-    pub any: bool,
-}
-
-impl Expected {
-    pub(crate) fn new(value: String) -> Self {
-        Self {
-            candidates: vec![value],
-            person: None,
-            any: false,
-        }
-    }
-
-    pub(crate) fn person_edits(&mut self, value: String) {
-        self.candidates = vec![value.clone()];
-        self.person = Some((value, None));
-        self.any = false;
-    }
-
-    /// The watch events on their way died (with the process, or with the streams a divergence
-    /// starts again): a person's delete never handed to the branch worker is known to nobody
-    /// now (the live store keeps no trace of it), and the object may come back.
-    pub(crate) fn unseen(&mut self) {
-        if let Some((value, None)) = &self.person
-            && value.starts_with('-')
-        {
-            self.any = true;
-        }
-    }
-
-    /// The mirror submitted `value`, named `tag` in its commit.
-    pub(crate) fn submitted(&mut self, value: &str, tag: &str) {
-        if let Some(p) = self.person.as_mut().filter(|p| p.0 == value) {
-            // Submitted again (a snapshot after a restart or a divergence): any commit naming
-            // one of its submissions carries it.
-            p.1.get_or_insert_with(|| Submitted { tags: Vec::new() })
-                .tags
-                .push(tag.to_string());
-        }
-    }
-
-    /// The newest API edit's value, if a person edited the object.
-    pub(crate) fn edit(&self) -> Option<&str> {
-        self.person.as_ref().map(|(value, _)| value.as_str())
-    }
-
-    /// Whether the newest API edit is in a commit the branch holds.
-    pub(crate) fn edit_in_git(&self, remote: &ModelRemote) -> bool {
-        self.person
-            .as_ref()
-            .and_then(|(_, submitted)| submitted.as_ref())
-            .is_some_and(|s| s.pushed(remote))
-    }
-
-    /// Somebody force-pushed the branch to a commit holding `value` (`was_in_git`: whether the
-    /// newest API edit was in the branch before). When that dropped the edit's commit, the
-    /// worker publishes the edit again — as a replay when it did not know the commit landed,
-    /// or in the resync after it saw its commits go — so the edit may win again.
-    pub(crate) fn force_pushed(&mut self, value: String, was_in_git: bool, remote: &ModelRemote) {
-        self.foreign_push(value, remote);
-        if was_in_git
-            && !self.edit_in_git(remote)
-            && let Some((edit, _)) = &self.person
-        {
-            self.candidates.push(edit.clone());
-        }
-    }
-
-    /// An applier wrote over the newest API edit, and the streams listed again before the edit
-    /// was repaired (a restart, a divergence): the edit may be lost (a known gap, see
-    /// docs/simulation.md), and any value will do as long as both sides agree.
-    pub(crate) fn lost_in_a_list(&mut self) {
-        self.any = true;
-    }
-
-    /// A held applier wrote `value` over the newest API edit while backflow was down, before
-    /// the edit reached Git: the edit is lost as it would be without backflow.
-    /// `in_git`: what the branch holds of the object now.
-    pub(crate) fn lost_to_applier(&mut self, value: String, in_git: String) {
-        if let Some((edit, _)) = self.person.take() {
-            self.candidates.retain(|c| *c != edit);
-        }
-        // What Git holds stands against the applier's older value where the start-up snapshot
-        // reads the object as unchanged since the live side last held a commit.
-        self.candidates.push(value);
-        self.candidates.push(in_git);
-    }
-
-    /// Somebody pushed `value` (already on `remote`).
-    pub(crate) fn foreign_push(&mut self, value: String, remote: &ModelRemote) {
-        let settled = match &self.person {
-            None => true,
-            Some((_, submitted)) => submitted.as_ref().is_some_and(|s| s.pushed(remote)),
-        };
-        if settled {
-            self.candidates = vec![value];
-        } else {
-            self.candidates.push(value);
-        }
-    }
-}
-
-/// An API edit's submission to the branch worker.
-#[derive(Debug, Clone)]
-struct Submitted {
-    /// The `Changed-by:` names of its intents (the mirror's submission, and the snapshots
-    /// that carried it again).
-    tags: Vec<String>,
-}
-
-impl Submitted {
-    /// Whether the branch holds a commit that carries it (names it in its `Changed-by:`). An
-    /// edit Git held already changes no file: when it counts as published is the worker's
-    /// business, which the remote's history does not show, so until then either side may win.
-    fn pushed(&self, remote: &ModelRemote) -> bool {
-        remote.history().iter().any(|c| {
-            remote
-                .commits
-                .get(c)
-                .is_some_and(|m| self.tags.iter().any(|t| m.changed_by.contains(t)))
-        })
-    }
-}
-
 impl World {
     /// The invariants that hold after every step.
     pub fn check_step(&mut self) -> Result<(), Violation> {
@@ -252,14 +112,13 @@ impl World {
             if self.left_by_contract(name) {
                 continue;
             }
-            let expected = &self.expected[name];
-            let allowed = &expected.candidates;
             let live = &self.live[name].value;
             let in_git = git.get(&model::file(name)).map_or(ABSENT, String::as_str);
-            let wanted = expected.any || allowed.iter().any(|a| same(a, live));
-            if !wanted || !same(in_git, live) {
+            let unmet = self.expected[name].unmet(live);
+            if unmet.is_some() || !same(in_git, live) {
                 return Err(Violation::WrongFinalValue(format!(
-                    "{name}: expected one of {allowed:?}, live {live}, Git {in_git}"
+                    "{name}: {}, live {live}, Git {in_git}",
+                    unmet.as_deref().unwrap_or("as expected")
                 )));
             }
         }

@@ -14,7 +14,7 @@
 //! - `oracle.rs`: the outside oracle's ledgers: what was submitted and flushed, which commit
 //!   an apply must hold; which operations were asked and what the status recorded.
 //! - `world/script.rs`: scripted schedules, the world's actions named rather than drawn.
-//! - `check.rs`: the invariants and what each object may end with.
+//! - `check.rs`: the invariants; `expected.rs`: what each object may end with, field by field.
 //! - `pace.rs`: time as a yardstick — what the branch worker was seen doing when, against the
 //!   timing its configuration promises.
 //!
@@ -22,6 +22,7 @@
 //! mirrored back) show the checker bites.
 
 mod check;
+mod expected;
 mod live;
 mod oracle;
 mod pace;
@@ -44,7 +45,11 @@ pub fn run(seed: u64, variant: Variant) -> Result<(), Failure> {
     let fail = |world: &World, violation: Violation| Failure {
         seed,
         violation,
-        trace: world.trace().join("\n"),
+        trace: format!(
+            "{}\n--- the branch's tips ---\n{}",
+            world.trace().join("\n"),
+            world.branch_history()
+        ),
     };
     let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for _ in 0..STEPS {
@@ -77,7 +82,11 @@ pub fn run_script(variant: Variant, actions: &[Action]) -> Result<World, Failure
     let fail = |world: &World, violation: Violation| Failure {
         seed: 0,
         violation,
-        trace: world.trace().join("\n"),
+        trace: format!(
+            "{}\n--- the branch's tips ---\n{}",
+            world.trace().join("\n"),
+            world.branch_history()
+        ),
     };
     let schedule = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for action in actions {

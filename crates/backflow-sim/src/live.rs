@@ -2,6 +2,7 @@
 //! mirror judges them by: who wrote, in which second.
 
 use backflow_branch::Moment;
+use backflow_branch::model;
 use backflow_decision::{ManagedWrite, Writes};
 
 /// The field manager of a person's edits (kubectl's).
@@ -29,6 +30,42 @@ pub(crate) fn absent(value: &str) -> bool {
 /// Whether two values say the same: equal, or both that the object does not exist.
 pub(crate) fn same(a: &str, b: &str) -> bool {
     a == b || (absent(a) && absent(b))
+}
+
+/// The fields of a one-value object: the value is its one field.
+pub(crate) const ONE_VALUE: &[&str] = &[""];
+/// The fields of a two-field object (`Variant::TwoFields`).
+pub(crate) const TWO_FIELDS: &[&str] = &["x", "y"];
+
+/// What `value` holds in `field`: the value itself for a one-value object and for a
+/// tombstone (every field of an object that does not exist is absent).
+pub(crate) fn field_of(value: &str, field: &str) -> String {
+    if field.is_empty() || absent(value) {
+        return value.to_string();
+    }
+    match model::value_of(value).get(field) {
+        Some(serde_json::Value::String(v)) => v.clone(),
+        _ => ABSENT.to_string(),
+    }
+}
+
+/// `value` (of `fields`) with `field` set to `to`: for a one-value object `to` itself; an
+/// object that does not exist is created with every field set to `to`.
+pub(crate) fn with_field(value: &str, fields: &[&str], field: &str, to: &str) -> String {
+    if field.is_empty() {
+        return to.to_string();
+    }
+    let mut object = serde_json::Map::new();
+    for f in fields {
+        let kept = field_of(value, f);
+        let v = if *f == field || absent(&kept) {
+            to.to_string()
+        } else {
+            kept
+        };
+        object.insert((*f).to_string(), serde_json::Value::String(v));
+    }
+    model::text_of(&serde_json::Value::Object(object))
 }
 
 /// `at` in whole seconds, the precision of managedFields (the simulated clock starts 1,000 s
@@ -68,6 +105,9 @@ pub(crate) struct LiveObject {
     pub managed: Vec<ManagedWrite>,
     /// Its `resourceVersion`: every write makes a new one (a delete too).
     pub version: u64,
+    /// The value this write replaced, when it changed an object that existed (the oracle's:
+    /// which fields a person's edit changed).
+    pub replaced: Option<String>,
 }
 
 impl LiveObject {
@@ -99,12 +139,14 @@ impl LiveObject {
                 second: second(at),
             });
         }
+        let replaced = (existing.filter(|_| !absent(&value))).map(|p| p.value.clone());
         Self {
             value,
             by,
             uid,
             managed,
             version: fresh,
+            replaced,
         }
     }
 
@@ -126,6 +168,7 @@ impl LiveObject {
             uid: self.uid,
             version: self.version,
             writes: Writes::new(self.managed.clone()),
+            replaced: self.replaced.clone(),
         }
     }
 }
@@ -139,6 +182,8 @@ pub(crate) struct WatchEvent {
     pub uid: u64,
     pub version: u64,
     pub writes: Writes,
+    /// See [`LiveObject::replaced`].
+    pub replaced: Option<String>,
 }
 
 /// An object the applier deletes, as the mirror's windows hold it: name and uid.

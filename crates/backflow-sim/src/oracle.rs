@@ -11,9 +11,25 @@ use backflow_branch::model::{self, ModelRemote};
 use backflow_decision::{Operation, OperationId, OperationPhase};
 
 use crate::check::Violation;
-use crate::live::{ABSENT, same};
+use crate::live::{ABSENT, absent, field_of, same};
 
-/// One object's value as the mirror submitted it.
+/// One field of one object: the ledger's unit (a one-value object's field is `""`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct FieldKey {
+    name: String,
+    field: &'static str,
+}
+
+impl std::fmt::Display for FieldKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field {
+            "" => write!(f, "{}", self.name),
+            field => write!(f, "{}.{field}", self.name),
+        }
+    }
+}
+
+/// One field of one object as the mirror submitted it.
 #[derive(Debug, Clone)]
 struct Submission {
     value: String,
@@ -26,17 +42,34 @@ struct Submission {
     /// before, the object reads as unchanged live and Git's value since stands, so it is owed
     /// to no apply.
     baselined: bool,
+    /// A field the write left as it was, of an object it made exist again after a delete:
+    /// owed only that the object exists (its value may be what Git gained meanwhile).
+    revived: bool,
 }
 
-/// For each object, which of its submissions a flush or a snapshot covers (an index into
-/// [`Ledger::submitted`]'s list): the commit applied must hold that one or a newer one.
-type Covered = BTreeMap<String, usize>;
+impl Submission {
+    /// Whether a tree whose object holds `held` in this field carries this submission.
+    fn carried_by(&self, held: &str) -> bool {
+        if self.revived {
+            !absent(held)
+        } else {
+            same(held, &self.value)
+        }
+    }
+}
 
-/// The world's record of what this process submitted and flushed.
-#[derive(Debug, Default)]
+/// For each field, which of its submissions a flush or a snapshot covers (an index into
+/// [`Ledger::submitted`]'s list): the commit applied must hold that one or a newer one.
+type Covered = BTreeMap<FieldKey, usize>;
+
+/// The world's record of what this process submitted and flushed, field by field: a submission
+/// owes to a flush only the fields it changed (the replay keeps Git's value of the others).
+#[derive(Debug)]
 pub(crate) struct Ledger {
-    /// Every submission of each object, in order.
-    submissions: BTreeMap<String, Vec<Submission>>,
+    /// The fields of the world's objects.
+    fields: &'static [&'static str],
+    /// Every submission of each field, in order.
+    submissions: BTreeMap<FieldKey, Vec<Submission>>,
     /// The latest snapshot of the live state (the initial list, a resync after a divergence).
     snapshot: Option<Covered>,
     /// The flush of the next apply, taken when it was asked of the worker.
@@ -44,16 +77,49 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// The mirror submitted `value` for `name`: an API edit, a snapshot's object, or (`echo`)
-    /// an applier's write.
-    pub(crate) fn submitted(&mut self, name: &str, value: &str, echo: bool, remote: &ModelRemote) {
-        let list = self.submissions.entry(name.to_string()).or_default();
-        list.push(Submission {
-            value: value.to_string(),
-            since: remote.tips.len(),
-            echo,
-            baselined: false,
-        });
+    /// The ledger of a world whose objects have `fields`.
+    pub(crate) fn new(fields: &'static [&'static str]) -> Self {
+        Self {
+            fields,
+            submissions: BTreeMap::new(),
+            snapshot: None,
+            flush: None,
+        }
+    }
+
+    /// The mirror submitted `value` for `name`, a change of `before` (the live value it
+    /// replaced: the fields it holds otherwise are submitted; all, without one): an API edit, a
+    /// snapshot's object, or (`echo`) an applier's write.
+    pub(crate) fn submitted(
+        &mut self,
+        name: &str,
+        value: &str,
+        before: Option<&str>,
+        echo: bool,
+        remote: &ModelRemote,
+    ) {
+        for field in self.fields {
+            let held = field_of(value, field);
+            let key = FieldKey {
+                name: name.to_string(),
+                field,
+            };
+            // A field the write left as it was is owed nothing — unless its last submission
+            // was a delete the write revives (the object exists again, this field with it).
+            let last = (self.submissions.get(&key)).and_then(|list| list.last());
+            let revived = !absent(value) && last.is_some_and(|sub| absent(&sub.value));
+            let unchanged = before.is_some_and(|b| field_of(b, field) == held);
+            if unchanged && !revived {
+                continue;
+            }
+            self.submissions.entry(key).or_default().push(Submission {
+                value: held,
+                since: remote.tips.len(),
+                echo,
+                baselined: false,
+                revived: unchanged,
+            });
+        }
     }
 
     /// The mirror submitted a snapshot of the live state (`baselined`: read against the
@@ -66,12 +132,18 @@ impl Ledger {
     ) {
         let mut covered = Covered::new();
         for (name, value) in objects {
-            self.submitted(name, value, false, remote);
-            let list = self.submissions.entry(name.clone()).or_default();
-            if let Some(last) = list.last_mut() {
-                last.baselined = baselined;
+            self.submitted(name, value, None, false, remote);
+            for field in self.fields {
+                let key = FieldKey {
+                    name: name.clone(),
+                    field,
+                };
+                let list = self.submissions.entry(key.clone()).or_default();
+                if let Some(last) = list.last_mut() {
+                    last.baselined = baselined;
+                }
+                covered.insert(key, list.len() - 1);
             }
-            covered.insert(name.clone(), list.len() - 1);
         }
         self.snapshot = Some(covered);
     }
@@ -92,7 +164,7 @@ impl Ledger {
 
     /// The process was killed: the new one submitted nothing yet.
     pub(crate) fn restarted(&mut self) {
-        *self = Self::default();
+        *self = Self::new(self.fields);
     }
 
     /// The applier is asked for `commit`: invariants 1 and 7, from the remote's history.
@@ -118,14 +190,14 @@ impl Ledger {
     fn missing(&self, covered: &Covered, commit: CommitId, remote: &ModelRemote) -> Option<String> {
         let missing: Vec<String> = covered
             .iter()
-            .filter(|(name, from)| {
-                let list = &self.submissions[name.as_str()];
+            .filter(|(key, from)| {
+                let list = &self.submissions[*key];
                 !list[**from..].iter().any(|sub| {
-                    held_since(remote, commit, name, sub)
-                        || (sub.baselined && held_before(remote, name, sub))
+                    held_since(remote, commit, key, sub)
+                        || (sub.baselined && held_before(remote, key, sub))
                 })
             })
-            .map(|(name, from)| format!("{name} = {}", self.submissions[name][*from].value))
+            .map(|(key, from)| format!("{key} = {}", self.submissions[key][*from].value))
             .collect();
         (!missing.is_empty()).then(|| {
             format!(
@@ -140,12 +212,8 @@ impl Ledger {
 /// the submission on (or right before it: Git may have held the value already) held it, and
 /// `commit` is that tip or descends from it — or somebody force-pushed the branch since, a
 /// Git-side change newer than the edit.
-fn held_since(remote: &ModelRemote, commit: CommitId, name: &str, sub: &Submission) -> bool {
-    let path = model::file(name);
-    let holds = |tip: Option<CommitId>| {
-        let files = remote.files(tip);
-        same(files.get(&path).map_or(ABSENT, String::as_str), &sub.value)
-    };
+fn held_since(remote: &ModelRemote, commit: CommitId, key: &FieldKey, sub: &Submission) -> bool {
+    let holds = |tip: Option<CommitId>| holds(remote, tip, key, sub);
     if sub.since == 0 && holds(None) {
         return true;
     }
@@ -159,12 +227,15 @@ fn held_since(remote: &ModelRemote, commit: CommitId, name: &str, sub: &Submissi
 
 /// Whether Git held `sub`'s value of `name` at some tip before it was submitted: a snapshot
 /// read against a commit takes such an object as unchanged live, and Git's value since wins.
-fn held_before(remote: &ModelRemote, name: &str, sub: &Submission) -> bool {
-    let path = model::file(name);
-    remote.tips[..sub.since].iter().any(|(tip, _)| {
-        let files = remote.files(*tip);
-        same(files.get(&path).map_or(ABSENT, String::as_str), &sub.value)
-    })
+fn held_before(remote: &ModelRemote, key: &FieldKey, sub: &Submission) -> bool {
+    (remote.tips[..sub.since].iter()).any(|(tip, _)| holds(remote, *tip, key, sub))
+}
+
+/// Whether the tree of `tip` carries `sub` in `key`'s field.
+fn holds(remote: &ModelRemote, tip: Option<CommitId>, key: &FieldKey, sub: &Submission) -> bool {
+    let files = remote.files(tip);
+    let file = files.get(&model::file(&key.name));
+    sub.carried_by(&field_of(file.map_or(ABSENT, String::as_str), key.field))
 }
 
 /// The operations asked of the applier and the phases the claim's status recorded for them, in

@@ -3,13 +3,14 @@
 //! both sides and time. One [`World::step`] is one scheduled action, run to its end.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backflow_api::CommitAuthors;
 use backflow_branch::model::{self, Shell};
 use backflow_branch::{
     Attribution, ChangedBy, ClaimStart, CoreConfig, Effect, Event, FirstContactRule, Input, Intent,
-    IntentSeq, Moment, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
+    IntentSeq, Moment, ObjectJson, Phase, SeenValues, SnapshotBaseline, SweepScope, Waiters,
 };
 use backflow_decision::{
     ApplierConfig, ApplierCore, ApplyEffect, ApplyEvent, ApplyInput, ApplyPhase, AsKept, CommitId,
@@ -19,9 +20,11 @@ use backflow_decision::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::check::{Expected, Violation};
+use crate::check::Violation;
+use crate::expected::{EditsInGit, Expected};
 pub(crate) use crate::live::{
-    ABSENT, HELD_MANAGERS, LiveObject, Pruned, WatchEvent, Writer, absent, same,
+    ABSENT, HELD_MANAGERS, LiveObject, ONE_VALUE, Pruned, TWO_FIELDS, WatchEvent, Writer, absent,
+    same, with_field,
 };
 use crate::oracle::{Ledger, OperationLog};
 use crate::pace::{ApplyPace, COOLDOWNS, Held, MAX_WINDOW_AGES, Pace};
@@ -58,6 +61,10 @@ pub enum Variant {
     /// prunes what it applied before and Git no longer holds, and goes on through backflow's
     /// restarts (a restart follows its operation).
     HeldApplier,
+    /// backflow as designed, with deletes on both sides and objects of two fields: a person's
+    /// edit and a push each change one field, so an edit and a push of one object meet in the
+    /// field-level replay (the real three-way merge) and in the oracle, field by field.
+    TwoFields,
 }
 
 mod applier;
@@ -80,6 +87,8 @@ enum Schedule {
 /// The simulated system. See the module documentation.
 pub struct World {
     variant: Variant,
+    /// The fields of the world's objects ([`ONE_VALUE`], or [`TWO_FIELDS`]).
+    fields: &'static [&'static str],
     rng: StdRng,
     pub(crate) branch: Shell,
     applier: ApplierCore,
@@ -128,7 +137,7 @@ pub struct World {
     snapshot_unpublished: Option<IntentSeq>,
     /// While a whole snapshot (the live side taken as the truth) is not published, what each
     /// object could end with before it: a process that dies first never made it the truth.
-    before_whole: BTreeMap<String, Vec<String>>,
+    before_whole: BTreeMap<String, Expected>,
     /// When the last flush was asked for, and the last intent it covers.
     flushed_at: Moment,
     flush_mark: IntentSeq,
@@ -141,6 +150,11 @@ pub struct World {
     deferred: Deferrals<String>,
     retry_at: Option<Moment>,
     pub(crate) expected: BTreeMap<String, Expected>,
+    /// The commit of the native operation asked last (the claim's `status.operation` after a
+    /// restart), and the one asked before the current operation when it is not the last
+    /// applied: what the native applier looks at besides the last applied commit.
+    tried: Option<CommitId>,
+    tried_before: Option<CommitId>,
     /// The mirror's initial list is under way: the decision started, no snapshot is submitted
     /// yet, and people's edits meanwhile reach it through the list (no watch event).
     listing: bool,
@@ -202,6 +216,11 @@ impl World {
         };
         let mut world = Self {
             variant,
+            fields: if variant == Variant::TwoFields {
+                TWO_FIELDS
+            } else {
+                ONE_VALUE
+            },
             rng,
             branch: Shell::new(config),
             applier: ApplierCore::new(ApplierConfig::default()),
@@ -231,6 +250,8 @@ impl World {
             deferred: Deferrals::default(),
             retry_at: None,
             expected: BTreeMap::new(),
+            tried: None,
+            tried_before: None,
             listing: false,
             absent_at_list: BTreeMap::new(),
             gate_opening: false,
@@ -244,7 +265,7 @@ impl World {
             counter: 0,
             trace: Vec::new(),
             found: None,
-            ledger: Ledger::default(),
+            ledger: Ledger::new(ONE_VALUE),
             operations: OperationLog::default(),
             pace: Pace::default(),
             cooling_logged: None,
@@ -258,6 +279,7 @@ impl World {
             world.held_manager = HELD_MANAGERS[world.rng.random_range(0..HELD_MANAGERS.len())];
             world.held_resource = HeldResource::of(world.held_manager);
         }
+        world.ledger = Ledger::new(world.fields);
         if variant == Variant::ReplayTextualDiff {
             world.branch.replay = model::Replay::FromTextualDiff;
         }
@@ -270,12 +292,13 @@ impl World {
 
     fn start(&mut self) {
         let now = self.branch.now;
+        let v0 = with_field(ABSENT, self.fields, self.fields[0], "v0");
         for name in NAMES {
             let uid = self.uid();
-            let object = LiveObject::written(None, "v0".into(), Writer::Person, now, uid);
+            let object = LiveObject::written(None, v0.clone(), Writer::Person, now, uid);
             self.live.insert(name.to_string(), object);
             self.expected
-                .insert(name.to_string(), Expected::new("v0".into()));
+                .insert(name.to_string(), Expected::new(&v0, self.fields));
         }
         self.log("start: a, b, c = v0 live".into());
         self.snapshot(ApplyInput::Restored {
@@ -437,10 +460,12 @@ impl World {
         for (name, e) in &mut self.expected {
             let value = &listed[name];
             if first_contact && absent(value) {
-                e.candidates.extend(in_git.get(&model::file(name)).cloned());
+                if let Some(in_git) = in_git.get(&model::file(name)) {
+                    e.also(in_git);
+                }
             } else if !baselined {
-                self.before_whole.insert(name.clone(), e.candidates.clone());
-                e.person_edits(value.clone());
+                self.before_whole.insert(name.clone(), e.clone());
+                e.person_edits(value, None);
             }
             e.submitted(value, tag);
         }
@@ -509,6 +534,8 @@ impl World {
             self.log("the operation found in flight opens its window at start".into());
         }
         let last_operation = self.recorded.as_ref().map(|op| op.id);
+        self.tried = self.recorded.as_ref().map(|op| op.commit);
+        self.tried_before = None;
         self.snapshot(ApplyInput::Restored {
             last_applied: self.recorded_applied,
             in_flight,
@@ -526,7 +553,7 @@ impl World {
         self.snapshot_unpublished = None;
         for (name, before) in std::mem::take(&mut self.before_whole) {
             if let Some(e) = self.expected.get_mut(&name) {
-                e.candidates.extend(before);
+                e.also_from(&before);
             }
         }
         for e in self.expected.values_mut() {
@@ -546,7 +573,7 @@ impl World {
             if absent(&self.live[name].value) && in_git.contains_key(&model::file(name)) {
                 let swept = self.fresh("-swept");
                 if let Some(e) = self.expected.get_mut(name) {
-                    e.candidates.push(swept);
+                    e.also(&swept);
                 }
             }
             let object = &self.live[name];
@@ -592,7 +619,7 @@ impl World {
             let value = self.fresh("-j");
             self.log(format!("the journal's delete of {name} is submitted again"));
             self.ledger
-                .submitted(&name, &value, true, &self.branch.remote);
+                .submitted(&name, &value, None, true, &self.branch.remote);
             self.pace.submitted(seq, now);
         }
     }
@@ -606,6 +633,38 @@ impl World {
     #[must_use]
     pub fn trace(&self) -> &[String] {
         &self.trace
+    }
+
+    /// Every commit the branch pointed at, oldest first: who wrote it, what it changed for
+    /// whom, and its objects — the other half of a failure's story.
+    #[must_use]
+    pub fn branch_history(&self) -> String {
+        let remote = &self.branch.remote;
+        let mut out = Vec::new();
+        for (tip, forced) in &remote.tips {
+            let Some(commit) = tip.and_then(|t| remote.commits.get(&t).map(|c| (t, c))) else {
+                out.push(format!(
+                    "(no branch){}",
+                    if *forced { " forced" } else { "" }
+                ));
+                continue;
+            };
+            let (id, c) = commit;
+            let objects: Vec<String> = (NAMES.iter())
+                .map(|n| {
+                    let file = c.files.get(&model::file(n));
+                    format!("{n} = {}", file.map_or(ABSENT, String::as_str))
+                })
+                .collect();
+            out.push(format!(
+                "{id} by {}{} {:?}: {}",
+                c.by,
+                if *forced { " (forced)" } else { "" },
+                c.changed_by,
+                objects.join(", ")
+            ));
+        }
+        out.join("\n")
     }
 
     fn log(&mut self, line: String) {
@@ -658,7 +717,10 @@ impl World {
 
     /// Whether people delete objects and pushes remove files.
     fn deletes(&self) -> bool {
-        matches!(self.variant, Variant::WithDeletes | Variant::HeldApplier)
+        matches!(
+            self.variant,
+            Variant::WithDeletes | Variant::HeldApplier | Variant::TwoFields
+        )
     }
 
     /// Whether backflow holds a Flux-like applier rather than running its own.
@@ -677,12 +739,24 @@ impl World {
         self.person_writes(name, deletes);
     }
 
+    /// Which field a write changes: the one value, or one of two drawn (only then is the draw
+    /// made, so a one-value world's schedule is what it was before fields).
+    fn draw_field(&mut self) -> &'static str {
+        match self.fields {
+            [one] => one,
+            fields => fields[self.rng.random_range(0..fields.len())],
+        }
+    }
+
     /// A person sets `name` to a new value, or (`deletes`) deletes it, through the API.
     fn person_writes(&mut self, name: String, deletes: bool) {
+        let before = self.live[&name].value.clone();
         let value = if deletes {
             self.fresh("-p")
         } else {
-            self.fresh("p")
+            let field = self.draw_field();
+            let to = self.fresh("p");
+            with_field(&before, self.fields, field, &to)
         };
         if deletes {
             self.log(format!("a person deletes {name} through the API"));
@@ -712,7 +786,7 @@ impl World {
                 && self.listing
                 && matches!(self.list_baseline, SnapshotBaseline::Applied(_))
                 && !e.edit_in_git(&self.branch.remote);
-            e.person_edits(value);
+            e.person_edits(&value, Some(&before));
             if unseen_create {
                 e.lost_in_a_list();
             }
@@ -728,14 +802,19 @@ impl World {
 
     /// Somebody pushes a change of `name`, or (`removal`) the removal of its file.
     fn git_writes(&mut self, name: String, removal: bool) {
+        let file = model::file(&name);
+        let previous = self.branch.remote.tip_files().get(&file).cloned();
         let value = if removal {
             self.log(format!(
                 "somebody pushes the removal of {name} to the branch"
             ));
-            self.branch.remote.foreign_push(&model::file(&name), None);
+            self.branch.remote.foreign_push(&file, None);
             self.fresh("-g")
         } else {
-            let value = self.fresh("g");
+            let field = self.draw_field();
+            let to = self.fresh("g");
+            let before = previous.as_deref().unwrap_or(ABSENT);
+            let value = with_field(before, self.fields, field, &to);
             self.log(format!("somebody pushes {name} = {value} to the branch"));
             self.branch
                 .remote
@@ -749,9 +828,12 @@ impl World {
                 .then(|| self.fresh("-swept"));
         let remote = &self.branch.remote;
         let before = self.absent_at_list.get_mut(&name);
+        let previous = previous.as_deref().unwrap_or(ABSENT);
         for e in self.expected.get_mut(&name).into_iter().chain(before) {
-            e.foreign_push(value.clone(), remote);
-            e.candidates.extend(swept.clone());
+            e.foreign_push(&value, Some(previous), remote);
+            if let Some(swept) = &swept {
+                e.also(swept);
+            }
         }
     }
 
@@ -770,10 +852,10 @@ impl World {
             None => self.log("somebody deletes the branch".into()),
         }
         let files = self.branch.remote.files(to);
-        let in_git: BTreeMap<String, bool> = self
+        let in_git: BTreeMap<String, EditsInGit> = self
             .expected
             .iter()
-            .map(|(name, e)| (name.clone(), e.edit_in_git(&self.branch.remote)))
+            .map(|(name, e)| (name.clone(), e.edits_in_git(&self.branch.remote)))
             .collect();
         self.branch.remote.force_push(to);
         for name in NAMES {
@@ -788,8 +870,10 @@ impl World {
             let written_back = (!absent(live) && absent(&value)).then(|| live.clone());
             let before = self.absent_at_list.get_mut(name);
             for e in self.expected.get_mut(name).into_iter().chain(before) {
-                e.force_pushed(value.clone(), in_git[name], remote);
-                e.candidates.extend(written_back.clone());
+                e.force_pushed(&value, &in_git[name], remote);
+                if let Some(written_back) = &written_back {
+                    e.also(written_back);
+                }
             }
         }
     }
@@ -887,14 +971,6 @@ impl World {
         self.log(what.to_string());
         let (before, lost) = (self.branch.remote.tip, self.branch.faults.lose_answer > 0);
         self.branch.answer();
-        if std::env::var("SIMDBG").is_ok() {
-            let t = self.branch.remote.tip;
-            self.log(format!(
-                "DBG tip {t:?} {:?} effects {:?}",
-                self.branch.remote.tip_files(),
-                self.branch.effects.last()
-            ));
-        }
         let (now, cfg) = (self.branch.now, self.branch.core.config());
         let remote = &self.branch.remote;
         if fetch {
@@ -946,22 +1022,29 @@ impl World {
             event.name, event.value, event.by
         ));
         let echo = !absent(&event.value) && mirrored == Mirrored::Echo;
+        // As the stream of a coordinated folder: an edit is a change of what it last submitted
+        // of the object (or saw the apply land), which the replay lays onto Git field by field.
+        let before = (self
+            .mirrored
+            .insert(event.name.clone(), event.value.clone()))
+        .filter(|v| !absent(v));
         let intent = if absent(&event.value) {
             Intent::delete("apps", model::key(&event.name))
-        } else if echo {
-            model::put(&event.name, &event.value).echo()
         } else {
-            model::put(&event.name, &event.value)
+            let before =
+                (before.as_deref()).map(|b| Arc::new(ObjectJson::new(&model::value_of(b))));
+            mirrored.intent(model::put(&event.name, &event.value), before)
         };
         let tag = self.fresh("edit-");
-        self.mirrored
-            .insert(event.name.clone(), event.value.clone());
         self.branch.step(Input::Submit(changed_by(intent, &tag)));
         let (receipt, now) = (self.branch.core.last_seq(), self.branch.now);
         self.pace.submitted(receipt, now);
         let remote = &self.branch.remote;
+        // Owed to a flush: what the write changed of the object it replaced (all of it, a
+        // create or a delete) — not what the mirror read it against.
+        let replaced = event.replaced.as_deref();
         self.ledger
-            .submitted(&event.name, &event.value, echo, remote);
+            .submitted(&event.name, &event.value, replaced, echo, remote);
         let windows = self.windows.spans(self.branch.now.0.as_nanos());
         self.window_edits.submitted(&event.name, &windows);
         if event.by == Writer::Person && self.rng.random_range(0..3) == 0 {

@@ -173,3 +173,14 @@ fn a_held_applier_keeps_every_invariant() {
         }
     }
 }
+
+/// Objects of two fields: a person's edit and a push each change one, so an edit and a push of
+/// one object meet in the field-level replay, and each field must keep its last edit.
+#[test]
+fn edits_of_two_fields_keep_every_invariant() {
+    for seed in seeds() {
+        if let Err(failure) = run(seed, Variant::TwoFields) {
+            panic!("{failure}");
+        }
+    }
+}

@@ -93,6 +93,9 @@ pub struct Runner {
     registry: BranchRegistry,
     inventory: Vec<InventoryEntry>,
     last_applied: Option<String>,
+    /// The commit of the last operation asked (`status.operation.commit` at start): the next
+    /// apply looks at what it declared too ([`ApplyRequest::tried`]).
+    tried: Option<CommitId>,
     /// `status.inStepCommit`: the commit of the last operation that succeeded.
     in_step: Option<String>,
     /// Whether this start is the claim's first contact with its branch, and its report.
@@ -198,6 +201,7 @@ impl Runner {
             registry: shared.registry,
             inventory: Vec::new(),
             last_applied: None,
+            tried: None,
             in_step: None,
             first_contact: FirstContactState::Before,
             operation: None,
@@ -479,6 +483,7 @@ impl Runner {
         self.last_applied.clone_from(&status.last_applied_commit);
         self.in_step.clone_from(&status.in_step_commit);
         self.operation.clone_from(&status.operation);
+        self.tried = (status.operation.as_ref()).and_then(|op| op.commit.parse().ok());
         let in_flight = status.operation.as_ref().and_then(|op| {
             let phase = OperationPhase::parse(&op.phase).filter(|p| p.in_flight())?;
             let commit: CommitId = op.commit.parse().ok()?;
@@ -612,12 +617,15 @@ impl Runner {
                 .map(|edit| edit.object.clone()),
         );
         let (applier, done) = (self.applier.clone(), self.done.clone());
+        let since = (self.last_applied.as_deref()).and_then(|c| c.parse::<CommitId>().ok());
+        let tried = self
+            .tried
+            .replace(operation.commit)
+            .filter(|t| Some(*t) != since);
         let request = ApplyRequest {
             commit: operation.commit,
-            since: self
-                .last_applied
-                .as_deref()
-                .and_then(|c| c.parse::<CommitId>().ok()),
+            since,
+            tried,
             // A restored operation's flush is not known: every later edit is spared.
             flushed_at,
             inventory: self.inventory.clone(),

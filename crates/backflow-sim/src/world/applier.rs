@@ -52,6 +52,11 @@ impl World {
         }
         if self.held() {
             self.request_held(&operation);
+        } else {
+            // As the claims' runner: the operation asked before, when it is not the last
+            // applied one, is looked at too (`ApplyRequest::tried`).
+            let previous = self.tried.replace(operation.commit);
+            self.tried_before = previous.filter(|t| Some(*t) != self.last_applied);
         }
         self.asked = Some(operation);
         if !self.quiescing
@@ -211,6 +216,8 @@ impl World {
         let now = self.branch.now;
         let gone = ABSENT.to_string();
         let left = self.left_since(self.last_applied, op.commit);
+        let tried = (self.tried_before.filter(|t| *t != op.commit))
+            .map(|t| self.branch.remote.files(Some(t)));
         let mut deferred_now = Vec::new();
         for name in NAMES {
             let path = model::file(name);
@@ -218,8 +225,14 @@ impl World {
             // file went away since the last apply is removed even if it was never applied (the
             // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
+            // As the native applier: what the operation asked before declared otherwise counts
+            // as changed too (it may have written it before it was cut short or failed).
+            let tried_otherwise = (tried.as_ref())
+                .and_then(|t| t.get(&path))
+                .is_some_and(|held| !absent(want) && held != want);
             let git_changed = !same(before.get(&path).unwrap_or(&gone), want)
-                || (absent(want) && left.contains(&path));
+                || (absent(want) && left.contains(&path))
+                || tried_otherwise;
             let change = Change {
                 git_changed,
                 retried: self.deferred.contains(name),
@@ -360,7 +373,6 @@ impl World {
         if self.listing
             && previous.is_some_and(|p| p.by == Writer::Person)
             && let Some(e) = self.expected.get_mut(name)
-            && !e.edit_in_git(&self.branch.remote)
         {
             // A held applier writes over an edit while backflow is down (its list not back
             // yet): nobody sees the edit, as nobody would without backflow.
@@ -370,13 +382,16 @@ impl World {
                 .tip_files()
                 .get(&model::file(name))
                 .cloned();
-            e.lost_to_applier(value.to_string(), in_git.unwrap_or_else(|| ABSENT.into()));
+            let in_git = in_git.as_deref().unwrap_or(ABSENT);
+            e.lost_to_applier(value, in_git, &self.branch.remote);
         }
         // Over a person's edit Git does not hold yet.
-        let pending = (self.expected.get(name))
-            .filter(|e| !e.edit_in_git(&self.branch.remote))
-            .and_then(|e| e.edit());
-        if previous.is_some_and(|p| p.by == Writer::Person && pending == Some(p.value.as_str())) {
+        let over_pending = |p: &LiveObject| {
+            let e = self.expected.get(name);
+            p.by == Writer::Person
+                && e.is_some_and(|e| e.pending_edit_in(&p.value, &self.branch.remote))
+        };
+        if previous.is_some_and(over_pending) {
             self.applied_over_edit.insert(name.to_string());
         }
         let object = LiveObject::written(previous, value.to_string(), writer, now, uid);

@@ -942,6 +942,63 @@ fn a_force_push_back_to_a_commit_of_backflows_is_applied() {
     );
 }
 
+/// The process dies while an operation applying backflow's commit of a live edit is recorded
+/// in flight, and while it is down somebody force-pushes the branch back past that commit: Git
+/// no longer holds the edit, and the object reads as that operation's commit held it (taken
+/// as written by the applier: Git's older value stands). The next apply must then bring the
+/// live side to the branch — it compared with the last applied commit alone, where the object
+/// had not changed, wrote nothing, and Git and the live side stayed apart for good (found by
+/// the simulator, default seed 21826). It now also looks at what the operation asked before
+/// declared.
+#[test]
+fn a_force_push_past_an_interrupted_apply_brings_the_live_side_to_the_branch() {
+    let mut w = World::start(&[]);
+    wait_acting(&w);
+    create_adopted(&w, "partial", "one");
+    let path = "live/default/configmaps/partial.yaml";
+    w.wait_file(path, |t| t.contains("one"));
+    w.wait_settled();
+    let held = w.tip().expect("a tip");
+    wait_applied(&w, &held);
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "partial",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"v":"two"}}"#,
+    ]);
+    w.wait_file(path, |t| t.contains("two"));
+    w.wait_settled();
+    let edit = w.tip().expect("backflow's commit of the edit");
+    // The process dies while applying the edit's commit: the live side was last in step with
+    // the commit before it.
+    let status = format!(
+        r#"{{"status":{{"lastAppliedCommit":"{held}","inStepCommit":"{held}","operation":{{"id":90,"commit":"{edit}","reasons":["ForeignCommit"],"phase":"Running"}}}}}}"#
+    );
+    patch_default_claim(&w, &["--subresource=status"], &status);
+    w.crash();
+    let clone = w.clone_origin("hana");
+    w.git_in(
+        Some(&clone),
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("{held}:refs/heads/main"),
+        ],
+    );
+    w.restart(&[]);
+    wait_value(&w, "partial", "v", "one");
+    assert_quiescent(&w, Duration::from_secs(2));
+    let file = w.show(path).expect("the file");
+    assert!(
+        file.contains("one"),
+        "Git holds what the live side holds:\n{file}"
+    );
+}
+
 /// The branch deleted: the worker rebuilds it from the live state, and the claim then applies
 /// the rebuilt tip, so its status names a commit on the branch as what the live side holds
 /// (before, it kept naming the deleted branch's last commit; and an apply still running when

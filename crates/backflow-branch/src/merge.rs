@@ -12,8 +12,6 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::edit::merge_keys;
-
 /// The result of [`merge_object`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Merged {
@@ -30,6 +28,65 @@ pub fn merge_object(base: &Value, ours: &Value, theirs: &Value) -> Merged {
     let mut overrides = Vec::new();
     let value = merge_value(Some(base), ours, theirs, "", "", &mut overrides);
     Merged { value, overrides }
+}
+
+/// What the live side held of an object before its change `live`, field by field, when all
+/// that is known is the commit it held in full (`held`: what that commit held of the object)
+/// and the later commits it may have held the object as since (`later`: what backflow pushed
+/// of live edits, what an apply brought — the branch's commits after `held`'s).
+///
+/// A field that reads as one of the later commits held it did not change live since: the two
+/// sides agreed on it there, so its base is its live value and Git's change after that commit
+/// stands in the merge. Every other field's base is `held`'s. An object that reads as a later
+/// commit held it whole is that commit's document.
+#[must_use]
+pub fn baseline_since(held: &Value, later: &[&Value], live: &Value) -> Value {
+    if later.contains(&live) {
+        return live.clone();
+    }
+    let (Value::Object(held_fields), Value::Object(live_fields)) = (held, live) else {
+        return held.clone();
+    };
+    let mut base = held_fields.clone();
+    for (key, value) in live_fields {
+        let later_values: Vec<&Value> = later.iter().filter_map(|c| c.get(key)).collect();
+        match held_fields.get(key) {
+            Some(was) => {
+                base.insert(key.clone(), baseline_since(was, &later_values, value));
+            }
+            // Added live after `held`, unless a later commit held it too.
+            None if later_values.contains(&value) => {
+                base.insert(key.clone(), value.clone());
+            }
+            None => {}
+        }
+    }
+    Value::Object(base)
+}
+
+/// The keys by which a list's items are matched, as strategic merge patch matches them
+/// (`containers` by `name`, `ports` by `containerPort`, …), candidates in order; none for a
+/// list that is one value.
+#[must_use]
+pub fn merge_keys(list: &str) -> &'static [&'static str] {
+    match list {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        // A kustomization's entries, which a live edit projected back changes one by one.
+        | "images"
+        | "replicas"
+        | "configMapGenerator"
+        | "secretGenerator" => &["name"],
+        "ports" => &["containerPort", "port"],
+        "volumeMounts" => &["mountPath"],
+        "volumeDevices" => &["devicePath"],
+        "conditions" => &["type"],
+        _ => &[],
+    }
 }
 
 /// The merge of one value present on both sides; `field` is its key in its parent (what picks a
@@ -208,6 +265,40 @@ mod tests {
 
     fn cm(a: &str, b: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": a, "b": b}})
+    }
+
+    #[test]
+    fn a_field_a_later_commit_held_is_based_on_its_live_value() {
+        let held = json!({"data": {"a": "1", "b": "1"}, "kind": "ConfigMap"});
+        let pushed = json!({"data": {"a": "1", "b": "2"}, "kind": "ConfigMap"});
+        let live = json!({"data": {"a": "live", "b": "2"}, "kind": "ConfigMap"});
+        let base = baseline_since(&held, &[&pushed], &live);
+        assert_eq!(
+            base,
+            json!({"data": {"a": "1", "b": "2"}, "kind": "ConfigMap"})
+        );
+        let theirs = json!({"data": {"a": "1", "b": "git"}, "kind": "ConfigMap"});
+        let merged = merge_object(&base, &live, &theirs);
+        assert_eq!(merged.value["data"], json!({"a": "live", "b": "git"}));
+        assert!(merged.overrides.is_empty(), "{:?}", merged.overrides);
+    }
+
+    #[test]
+    fn an_object_a_later_commit_held_whole_is_that_document() {
+        let held = json!({"data": {"a": "1"}});
+        let live = json!({"data": {"a": "2", "c": "3"}});
+        assert_eq!(baseline_since(&held, &[&held, &live], &live), live);
+        assert_eq!(
+            baseline_since(&held, &[], &live),
+            held,
+            "nothing later: the commit held"
+        );
+        let other = json!({"data": {"c": "3"}});
+        assert_eq!(
+            baseline_since(&held, &[&other], &live),
+            json!({"data": {"a": "1", "c": "3"}}),
+            "a field added live that a later commit held"
+        );
     }
 
     #[test]
