@@ -31,37 +31,37 @@ pub fn merge_object(base: &Value, ours: &Value, theirs: &Value) -> Merged {
 }
 
 /// What the live side held of an object before its change `live`, field by field, when all
-/// that is known is the commit it held in full (`held`: what that commit held of the object)
-/// and the later commits it may have held the object as since (`later`: what backflow pushed
-/// of live edits, what an apply brought — the branch's commits after `held`'s).
+/// that is known is the commit it held in full (`held`: what that commit held of the object;
+/// `None` when it held none) and the later commits it may have held the object as since
+/// (`later`: what backflow pushed of live edits, what an apply brought — the branch's commits
+/// after `held`'s).
 ///
 /// A field that reads as one of the later commits held it did not change live since: the two
 /// sides agreed on it there, so its base is its live value and Git's change after that commit
-/// stands in the merge. Every other field's base is `held`'s. An object that reads as a later
-/// commit held it whole is that commit's document.
+/// stands in the merge. Every other field's base is `held`'s (none, where `held` has none). An
+/// object that reads as a later commit held it whole is that commit's document; one `held`
+/// lacks and no later commit agrees with in any field has no baseline (it is written whole).
 #[must_use]
-pub fn baseline_since(held: &Value, later: &[&Value], live: &Value) -> Value {
+pub fn baseline_since(held: Option<&Value>, later: &[&Value], live: &Value) -> Option<Value> {
     if later.contains(&live) {
-        return live.clone();
+        return Some(live.clone());
     }
-    let (Value::Object(held_fields), Value::Object(live_fields)) = (held, live) else {
-        return held.clone();
+    let Value::Object(live_fields) = live else {
+        return held.cloned();
     };
-    let mut base = held_fields.clone();
+    let mut base = match held {
+        Some(Value::Object(held_fields)) => held_fields.clone(),
+        Some(other) => return Some(other.clone()),
+        None => Map::new(),
+    };
     for (key, value) in live_fields {
         let later_values: Vec<&Value> = later.iter().filter_map(|c| c.get(key)).collect();
-        match held_fields.get(key) {
-            Some(was) => {
-                base.insert(key.clone(), baseline_since(was, &later_values, value));
-            }
-            // Added live after `held`, unless a later commit held it too.
-            None if later_values.contains(&value) => {
-                base.insert(key.clone(), value.clone());
-            }
-            None => {}
+        let was = held.and_then(|h| h.get(key));
+        if let Some(field) = baseline_since(was, &later_values, value) {
+            base.insert(key.clone(), field);
         }
     }
-    Value::Object(base)
+    (held.is_some() || !base.is_empty()).then_some(Value::Object(base))
 }
 
 /// The keys by which a list's items are matched, as strategic merge patch matches them
@@ -272,7 +272,7 @@ mod tests {
         let held = json!({"data": {"a": "1", "b": "1"}, "kind": "ConfigMap"});
         let pushed = json!({"data": {"a": "1", "b": "2"}, "kind": "ConfigMap"});
         let live = json!({"data": {"a": "live", "b": "2"}, "kind": "ConfigMap"});
-        let base = baseline_since(&held, &[&pushed], &live);
+        let base = baseline_since(Some(&held), &[&pushed], &live).expect("a baseline");
         assert_eq!(
             base,
             json!({"data": {"a": "1", "b": "2"}, "kind": "ConfigMap"})
@@ -287,18 +287,25 @@ mod tests {
     fn an_object_a_later_commit_held_whole_is_that_document() {
         let held = json!({"data": {"a": "1"}});
         let live = json!({"data": {"a": "2", "c": "3"}});
-        assert_eq!(baseline_since(&held, &[&held, &live], &live), live);
+        let since = |held: Option<&Value>, later: &[&Value]| baseline_since(held, later, &live);
+        assert_eq!(since(Some(&held), &[&held, &live]), Some(live.clone()));
         assert_eq!(
-            baseline_since(&held, &[], &live),
-            held,
+            since(Some(&held), &[]),
+            Some(held.clone()),
             "nothing later: the commit held"
         );
         let other = json!({"data": {"c": "3"}});
         assert_eq!(
-            baseline_since(&held, &[&other], &live),
-            json!({"data": {"a": "1", "c": "3"}}),
+            since(Some(&held), &[&other]),
+            Some(json!({"data": {"a": "1", "c": "3"}})),
             "a field added live that a later commit held"
         );
+        assert_eq!(
+            since(None, &[&other]),
+            Some(json!({"data": {"c": "3"}})),
+            "created after the commit held: only what a later commit agrees with"
+        );
+        assert_eq!(since(None, &[&held]), None, "nothing agrees: written whole");
     }
 
     #[test]

@@ -836,16 +836,16 @@ impl Shell {
         parent: Option<CommitId>,
     ) -> Option<serde_json::Value> {
         let path = path_of(intent);
-        let held = value_of(files.get(&path)?);
+        let held = files.get(&path).map(|t| value_of(t));
         let ObjectState::Present(live) = &intent.state else {
-            return Some(held);
+            return held;
         };
         let later: Vec<serde_json::Value> = (later.iter())
             .filter(|c| self.remote.contains(parent, **c))
             .filter_map(|c| self.remote.files(Some(*c)).get(&path).map(|t| value_of(t)))
             .collect();
         let later: Vec<&serde_json::Value> = later.iter().collect();
-        Some(baseline_since(&held, &later, &live.value()))
+        baseline_since(held.as_ref(), &later, &live.value())
     }
 
     /// As the git shell: the commits on `parent`'s first-parent history after `commit`, newest

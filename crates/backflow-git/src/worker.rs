@@ -999,9 +999,9 @@ impl BranchWorker {
                 // An object that reads as no later commit held it whole may still read as
                 // one in some fields: those did not change live since.
                 let held = match (held, since.fields.remove(&i), &intents[n].state) {
-                    (Held::Object(Some(held)), Some(later), ObjectState::Present(live)) => {
+                    (Held::Object(held), Some(later), ObjectState::Present(live)) => {
                         let later: Vec<&Value> = later.iter().collect();
-                        Held::Object(Some(baseline_since(&held, &later, &live.value())))
+                        Held::Object(baseline_since(held.as_ref(), &later, &live.value()))
                     }
                     (held, ..) => held,
                 };

@@ -465,3 +465,35 @@ fn a_resync_keeps_a_fields_later_push_when_the_live_side_held_it_since() {
         "both sides' fields:\n{conf}"
     );
 }
+
+/// The same for an object created live after the commit the live side last held in full: that
+/// commit holds none of it, but backflow's push of the create does, so a field that still reads
+/// as that push held it keeps what Git gained since. (Written whole, the live value of `b` was
+/// put back over the push.)
+#[test]
+fn a_resync_of_an_object_created_since_keeps_a_fields_later_push() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    let conf = |a: &str, b: &str| cm("web", "conf", json!({"a": a, "b": b}));
+    s.submit(Intent::put(
+        "live",
+        cm_key("web", "other"),
+        cm("web", "other", json!({"c": "1"})),
+    ));
+    let held: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
+        .trim()
+        .parse()
+        .unwrap();
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1", "1")));
+    s.push_by_hand(&[(path, &s.show(path).replace("b: \"1\"", "b: git"))]);
+    s.worker.notify_remote_moved();
+    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("live", "1")).since(held)];
+    s.worker.submit_resync("live", resync);
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    let conf = s.show(path);
+    assert!(
+        conf.contains("a: \"live\"") && conf.contains("b: git"),
+        "both sides' fields:\n{conf}"
+    );
+}
