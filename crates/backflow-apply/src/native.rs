@@ -656,8 +656,11 @@ impl NativeApplier {
         report.plaintext = plaintext_secrets(&declared.objects);
         // What Git says of each object; `apply_one` adds what the live side shows.
         let facts = |object: &DeclaredObject| object_write::DeclaredObject {
-            git_changed: before.get(&object.identity).map(|o| &o.value) != Some(&object.value)
-                || (before_tried.get(&object.identity)).is_some_and(|o| o.value != object.value),
+            git_changed: object_write::git_changed(
+                &object.value,
+                before.get(&object.identity).map(|o| &o.value),
+                before_tried.get(&object.identity).map(|o| &o.value),
+            ),
             retried: retry.contains(&object.identity),
             operation: OperationKind::of(stamp_only),
             spared: false,

@@ -3,6 +3,17 @@
 //! `backflow-apply` reads the facts and carries the verdict out; the simulator's applier runs
 //! the same rule over its model objects.
 
+/// Whether Git changed an object's document (`now`) for an operation: since the commit the
+/// last successful operation applied (`since`: what that commit declared of it, `None` for
+/// nothing), or since the commit of the operation asked before this one, when that one did not
+/// succeed (`tried`): cut short, failed or interrupted by a restart, it may have written the
+/// object as it declared it — the live side may hold that, as the mirror reads it
+/// (`LiveHeld::applying`), so an object it declared otherwise is changed too.
+#[must_use]
+pub fn git_changed<V: PartialEq>(now: &V, since: Option<&V>, tried: Option<&V>) -> bool {
+    since != Some(now) || tried.is_some_and(|t| t != now)
+}
+
 /// What an apply knows of one object the commit declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeclaredObject {

@@ -28,7 +28,9 @@ struct FieldExpected {
     /// Any value will do, as long as both sides agree: a person's delete that never reached a
     /// branch worker (its event died with the process or the stream) and that the next list's
     /// sweep does not remove (the commit it reads against did not hold the object); until the
-    /// person's next edit (older edits still on their way may win over later pushes).
+    /// person's next edit (older edits still on their way may win over later pushes). And a
+    /// field a write that makes the object exist again leaves as it is (see
+    /// [`Expected::person_edits`]).
     any: bool,
 }
 
@@ -210,17 +212,20 @@ impl Expected {
 
     /// A person wrote `value` over `previous` through the API (or a snapshot made the live
     /// side the truth: `previous` is `None`). Only the fields the write changed are edits; a
-    /// field it revived is on its way as it is now, and may keep what it may end with.
+    /// field it revived is on its way as it is now, and may end with any value both sides
+    /// agree on.
     pub(crate) fn person_edits(&mut self, value: &str, previous: Option<&str>) {
         for (f, e, touch) in self.touched(value, previous) {
             match touch {
                 Touch::Changed => e.person_edits(field_of(value, f)),
                 Touch::Revived => {
-                    // On its way like an edit (written whole when the mirror had no value to
-                    // read it against), while a merge may keep what the field held.
-                    let kept = std::mem::take(&mut e.candidates);
+                    // Written whole when the mirror had no value to read it against; else the
+                    // delete, the applier's re-creation and this write may go out in one window
+                    // as no change of the field, over whatever Git gained since the window's
+                    // first change — which the oracle cannot tell from outside: any value will
+                    // do, as long as both sides agree, until the field's next edit.
                     e.person_edits(field_of(value, f));
-                    e.candidates.extend(kept);
+                    e.any = true;
                 }
             }
         }

@@ -8,7 +8,7 @@ use backflow_branch::Moment;
 use backflow_branch::model;
 use backflow_decision::held_status::HeldOutcome;
 use backflow_decision::object_write::{
-    DeclaredObject, LiveObject as LiveFacts, LiveOwner, ObjectWrite, OperationKind, Prune,
+    self, DeclaredObject, LiveObject as LiveFacts, LiveOwner, ObjectWrite, OperationKind, Prune,
     RemovedLive, RemovedObject,
 };
 use backflow_decision::{
@@ -225,14 +225,15 @@ impl World {
             // file went away since the last apply is removed even if it was never applied (the
             // native applier's `prune_gone`).
             let want = files.get(&path).unwrap_or(&gone);
-            // As the native applier: what the operation asked before declared otherwise counts
-            // as changed too (it may have written it before it was cut short or failed).
-            let tried_otherwise = (tried.as_ref())
-                .and_then(|t| t.get(&path))
-                .is_some_and(|held| !absent(want) && held != want);
-            let git_changed = !same(before.get(&path).unwrap_or(&gone), want)
-                || (absent(want) && left.contains(&path))
-                || tried_otherwise;
+            // As the native applier (`object_write::git_changed`): changed since the last
+            // applied commit, or since the commit of the operation asked before when that one
+            // did not succeed; a file gone is changed when it left since the last apply.
+            let git_changed = if absent(want) {
+                !same(before.get(&path).unwrap_or(&gone), want) || left.contains(&path)
+            } else {
+                let tried = tried.as_ref().and_then(|t| t.get(&path));
+                object_write::git_changed(want, before.get(&path), tried)
+            };
             let change = Change {
                 git_changed,
                 retried: self.deferred.contains(name),
