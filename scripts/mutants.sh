@@ -26,6 +26,7 @@ FILES=(
   crates/backflow-branch/src/worker.rs
   crates/backflow-branch/src/commit_window.rs
   crates/backflow-branch/src/backoff.rs
+  crates/backflow-branch/src/merge.rs
 )
 file_args=()
 for f in "${FILES[@]}"; do file_args+=(--file "$f"); done
