@@ -570,6 +570,20 @@ impl NativeApplier {
             .collect()
     }
 
+    /// What the operation asked before declared ([`ApplyRequest::tried`]), when its commit is
+    /// neither the last applied one nor this one.
+    async fn declared_tried(
+        &self,
+        tried: Option<CommitId>,
+        since: Option<CommitId>,
+        commit: CommitId,
+    ) -> BTreeMap<Identity, DeclaredObject> {
+        match tried.filter(|t| Some(*t) != since && *t != commit) {
+            Some(tried) => self.declared_at(Some(tried)).await,
+            None => BTreeMap::new(),
+        }
+    }
+
     /// Which objects each file held, as far as is known: the files of the last applied commit,
     /// and the place backflow writes each object the claim owns (an object the API created and
     /// the claim adopted has its file there, though no applied commit read it yet).
@@ -639,10 +653,7 @@ impl NativeApplier {
         });
         let folder_read = report.failures.is_empty();
         let before = self.declared_at(since).await;
-        let before_tried = match tried.filter(|t| Some(*t) != since && *t != commit) {
-            Some(tried) => self.declared_at(Some(tried)).await,
-            None => BTreeMap::new(),
-        };
+        let before_tried = self.declared_tried(tried, since, commit).await;
         let declared = declared_objects_within(&files, &self.folders, &self.identities);
         let mut kinds = Kinds::default();
         let unreadable = self

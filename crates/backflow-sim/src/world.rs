@@ -89,6 +89,8 @@ pub struct World {
     variant: Variant,
     /// The fields of the world's objects ([`ONE_VALUE`], or [`TWO_FIELDS`]).
     fields: &'static [&'static str],
+    /// The field the next write changes, named by a script (else drawn).
+    next_field: Option<&'static str>,
     rng: StdRng,
     pub(crate) branch: Shell,
     applier: ApplierCore,
@@ -221,6 +223,7 @@ impl World {
             } else {
                 ONE_VALUE
             },
+            next_field: None,
             rng,
             branch: Shell::new(config),
             applier: ApplierCore::new(ApplierConfig::default()),
@@ -742,6 +745,9 @@ impl World {
     /// Which field a write changes: the one value, or one of two drawn (only then is the draw
     /// made, so a one-value world's schedule is what it was before fields).
     fn draw_field(&mut self) -> &'static str {
+        if let Some(field) = self.next_field.take() {
+            return field;
+        }
         match self.fields {
             [one] => one,
             fields => fields[self.rng.random_range(0..fields.len())],

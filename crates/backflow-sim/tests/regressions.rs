@@ -216,3 +216,51 @@ fn a_push_over_a_mirrored_edit_stands_though_backflow_pushed_again_since() {
     reached(&world, "somebody pushes a = g");
     reached(&world, "writes a = g");
 }
+
+/// What the branch's tip holds of `name` (the last line of the branch's history).
+fn in_git(world: &World, name: &str) -> String {
+    let history = world.branch_history();
+    let tip = history.lines().last().unwrap_or_default();
+    let start = tip.find(&format!("{name} = ")).unwrap_or(tip.len());
+    let rest = &tip[start..];
+    rest.split(", ").next().unwrap_or_default().to_string()
+}
+
+/// "No edit lost", two fields of one object edited on both sides: a live edit of `x` waits in
+/// the commit window while a push of `y` lands. The replay lays the edit onto the push field
+/// by field, and the apply brings the push's `y` to the live side: both stand.
+#[test]
+fn a_live_edit_of_one_field_and_a_push_of_the_other_both_stand() {
+    let mut script = STARTED.to_vec();
+    script.extend([EditField("a", "x"), Deliver, PushField("a", "y"), Webhook]);
+    script.extend(A_SECOND);
+    script.push(Settle);
+    let world = story(Variant::TwoFields, &script);
+    reached(&world, "somebody pushes a = ");
+    let a = in_git(&world, "a");
+    assert!(
+        a.contains(r#""x":"p"#) && a.contains(r#""y":"g"#),
+        "the person's x and the push's y: {a}\n{}",
+        world.branch_history()
+    );
+}
+
+/// Backflow pushed a live edit of `y`; a person then edits `x` live and the process dies before
+/// that is published; somebody pushes `y` while it is down. The start-up list reads `y` as
+/// backflow's push held it — unchanged live since — so the push's `y` stands beside the live
+/// `x` (session 31, soak seed 5437: read against the in-step commit alone, the live `y` was
+/// written over the push).
+#[test]
+fn a_push_of_a_field_backflow_had_pushed_stands_beside_a_live_edit_after_a_restart() {
+    let mut script = STARTED.to_vec();
+    script.extend([EditField("a", "y"), Deliver, Settle, EditField("a", "x")]);
+    script.extend([Restart, PushField("a", "y"), ListReturns, GateOpens, Settle]);
+    let world = story(Variant::TwoFields, &script);
+    reached(&world, "the process is killed");
+    let a = in_git(&world, "a");
+    assert!(
+        a.contains(r#""x":"p"#) && a.contains(r#""y":"g"#),
+        "the person's x and the push's y: {a}\n{}",
+        world.branch_history()
+    );
+}

@@ -22,10 +22,14 @@ pub enum Action {
     Fail(IoFault),
     /// A person sets the object to a new value through the API.
     Edit(&'static str),
+    /// A person sets one field of the object (`x` or `y`, `Variant::TwoFields`) through the API.
+    EditField(&'static str, &'static str),
     /// A person deletes the object through the API.
     Delete(&'static str),
     /// Somebody pushes a change of the object's file.
     Push(&'static str),
+    /// Somebody pushes a change of one field of the object's file (`Variant::TwoFields`).
+    PushField(&'static str, &'static str),
     /// Somebody pushes the removal of the object's file.
     PushRemoval(&'static str),
     /// The oldest watch event reaches the mirror.
@@ -94,6 +98,14 @@ impl World {
             }
             Action::Delete(_) => {}
             Action::Push(name) => self.git_writes(object(name), false),
+            Action::EditField(name, field) => {
+                self.next_field = Some(self.field(field));
+                self.person_writes(object(name), false);
+            }
+            Action::PushField(name, field) => {
+                self.next_field = Some(self.field(field));
+                self.git_writes(object(name), false);
+            }
             Action::PushRemoval(name) => self.git_writes(object(name), true),
             Action::Deliver => self.deliver(),
             Action::Webhook => self.webhook(),
@@ -113,6 +125,17 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+impl World {
+    /// One of the fields of the world's objects.
+    ///
+    /// # Panics
+    /// When `field` is none of them: a script names `x` or `y` of a two-field world.
+    fn field(&self, field: &str) -> &'static str {
+        let known = self.fields.iter().find(|f| **f == field);
+        *known.unwrap_or_else(|| panic!("the world's objects have {:?}, not {field}", self.fields))
     }
 }
 
