@@ -363,6 +363,52 @@ mod tests {
     }
 
     #[test]
+    fn a_field_changed_live_and_removed_in_git_is_kept_and_reported() {
+        let merged = merge_object(
+            &json!({"data": {"a": "1"}}),
+            &json!({"data": {"a": "live"}}),
+            &json!({"data": {}}),
+        );
+        assert_eq!(merged.value, json!({"data": {"a": "live"}}));
+        assert_eq!(merged.overrides, vec!["data.a".to_string()]);
+    }
+
+    #[test]
+    fn lists_merge_by_the_keys_kubernetes_merges_them_by() {
+        let by_name = ["containers", "initContainers", "ephemeralContainers", "env"]
+            .into_iter()
+            .chain(["volumes", "imagePullSecrets", "images", "replicas"])
+            .chain(["configMapGenerator", "secretGenerator"]);
+        for list in by_name {
+            assert_eq!(merge_keys(list), ["name"], "{list}");
+        }
+        assert_eq!(merge_keys("ports"), ["containerPort", "port"]);
+        assert_eq!(merge_keys("volumeMounts"), ["mountPath"]);
+        assert_eq!(merge_keys("volumeDevices"), ["devicePath"]);
+        assert_eq!(merge_keys("conditions"), ["type"]);
+        assert!(merge_keys("args").is_empty());
+    }
+
+    #[test]
+    fn a_list_whose_items_lack_a_unique_scalar_key_is_one_value() {
+        let twice = |image: &str| json!({"containers": [{"name": "a", "image": image}, {"name": "a", "image": "x"}]});
+        let merged = merge_object(&twice("1"), &twice("2"), &twice("git"));
+        assert_eq!(merged.value, twice("2"));
+        assert_eq!(
+            merged.overrides,
+            vec!["containers".to_string()],
+            "a name twice"
+        );
+        let named = |image: &str| json!({"containers": [{"name": {"n": "a"}, "image": image}]});
+        let merged = merge_object(&named("1"), &named("2"), &named("git"));
+        assert_eq!(
+            merged.overrides,
+            vec!["containers".to_string()],
+            "a name not scalar"
+        );
+    }
+
+    #[test]
     fn a_field_removed_live_and_changed_in_git_is_removed_and_reported() {
         let merged = merge_object(
             &json!({"data": {"a": "1"}}),
