@@ -42,6 +42,11 @@ struct Submission {
     /// before, the object reads as unchanged live and Git's value since stands, so it is owed
     /// to no apply.
     baselined: bool,
+    /// A snapshot's, not an edit's: a push that changed the field after it is a newer change
+    /// of it, which the replay of an older edit of the object may keep (a snapshot whose field
+    /// an older pending write of the object already held is dropped as unchanged, and that
+    /// write, read against its baseline, keeps what Git gained since).
+    listed: bool,
     /// A field the write left as it was, of an object it made exist again after a delete:
     /// owed only that the object exists (its value may be what Git gained meanwhile).
     revived: bool,
@@ -117,6 +122,7 @@ impl Ledger {
                 since: remote.tips.len(),
                 echo,
                 baselined: false,
+                listed: false,
                 revived: unchanged,
             });
         }
@@ -141,6 +147,7 @@ impl Ledger {
                 let list = self.submissions.entry(key.clone()).or_default();
                 if let Some(last) = list.last_mut() {
                     last.baselined = baselined;
+                    last.listed = true;
                 }
                 covered.insert(key, list.len() - 1);
             }
@@ -195,6 +202,7 @@ impl Ledger {
                 !list[**from..].iter().any(|sub| {
                     held_since(remote, commit, key, sub)
                         || (sub.baselined && held_before(remote, key, sub))
+                        || (sub.listed && pushed_since(remote, key, sub))
                 })
             })
             .map(|(key, from)| format!("{key} = {}", self.submissions[key][*from].value))
@@ -229,6 +237,16 @@ fn held_since(remote: &ModelRemote, commit: CommitId, key: &FieldKey, sub: &Subm
 /// read against a commit takes such an object as unchanged live, and Git's value since wins.
 fn held_before(remote: &ModelRemote, key: &FieldKey, sub: &Submission) -> bool {
     (remote.tips[..sub.since].iter()).any(|(tip, _)| holds(remote, *tip, key, sub))
+}
+
+/// Whether somebody else pushed another value of `key`'s field after `sub` was submitted.
+fn pushed_since(remote: &ModelRemote, key: &FieldKey, sub: &Submission) -> bool {
+    (remote.tips[sub.since..].iter()).any(|(tip, _)| {
+        let foreign = tip
+            .and_then(|t| remote.commits.get(&t))
+            .is_some_and(|c| c.by != "backflow");
+        foreign && !holds(remote, *tip, key, sub)
+    })
 }
 
 /// Whether the tree of `tip` carries `sub` in `key`'s field.
