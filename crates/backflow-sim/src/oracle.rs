@@ -35,21 +35,28 @@ struct Submission {
     value: String,
     /// How many tips the branch had had by then.
     since: usize,
-    /// An applier's echo: the worker may drop it (Git held that value), so it is owed to no
-    /// flush; a newer value of the object all the same.
-    echo: bool,
-    /// A snapshot's object read against the claim's in-step commit: when Git held this value
-    /// before, the object reads as unchanged live and Git's value since stands, so it is owed
-    /// to no apply.
-    baselined: bool,
-    /// A snapshot's, not an edit's: a push that changed the field after it is a newer change
-    /// of it, which the replay of an older edit of the object may keep (a snapshot whose field
-    /// an older pending write of the object already held is dropped as unchanged, and that
-    /// write, read against its baseline, keeps what Git gained since).
-    listed: bool,
+    /// Whose it is.
+    source: Source,
     /// A field the write left as it was, of an object it made exist again after a delete:
     /// owed only that the object exists (its value may be what Git gained meanwhile).
     revived: bool,
+}
+
+/// Where a submission came from, as far as the ledger owes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A person's edit through the API.
+    Edit,
+    /// An applier's echo: the worker may drop it (Git held that value), so it is owed to no
+    /// flush; a newer value of the object all the same.
+    Echo,
+    /// A snapshot's object. A push that changed the field after it is a newer change of it,
+    /// which the replay of an older edit of the object may keep (a snapshot whose field an
+    /// older pending write of the object already held is dropped as unchanged, and that write,
+    /// read against its baseline, keeps what Git gained since). `baselined`: read against the
+    /// claim's in-step commit — when Git held this value before, the object reads as unchanged
+    /// live and Git's value since stands, so it is owed to no apply.
+    Listed { baselined: bool },
 }
 
 impl Submission {
@@ -120,9 +127,7 @@ impl Ledger {
             self.submissions.entry(key).or_default().push(Submission {
                 value: held,
                 since: remote.tips.len(),
-                echo,
-                baselined: false,
-                listed: false,
+                source: if echo { Source::Echo } else { Source::Edit },
                 revived: unchanged,
             });
         }
@@ -146,8 +151,7 @@ impl Ledger {
                 };
                 let list = self.submissions.entry(key.clone()).or_default();
                 if let Some(last) = list.last_mut() {
-                    last.baselined = baselined;
-                    last.listed = true;
+                    last.source = Source::Listed { baselined };
                 }
                 covered.insert(key, list.len() - 1);
             }
@@ -163,7 +167,7 @@ impl Ledger {
             .iter()
             .filter_map(|(name, list)| {
                 let last = list.len().checked_sub(1)?;
-                (!list[last].echo).then(|| (name.clone(), last))
+                (list[last].source != Source::Echo).then(|| (name.clone(), last))
             })
             .collect();
         self.flush = Some(covered);
@@ -201,8 +205,13 @@ impl Ledger {
                 let list = &self.submissions[*key];
                 !list[**from..].iter().any(|sub| {
                     held_since(remote, commit, key, sub)
-                        || (sub.baselined && held_before(remote, key, sub))
-                        || (sub.listed && pushed_since(remote, key, sub))
+                        || match sub.source {
+                            Source::Listed { baselined } => {
+                                (baselined && held_before(remote, key, sub))
+                                    || pushed_since(remote, key, sub)
+                            }
+                            Source::Edit | Source::Echo => false,
+                        }
                 })
             })
             .map(|(key, from)| format!("{key} = {}", self.submissions[key][*from].value))

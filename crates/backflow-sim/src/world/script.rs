@@ -134,8 +134,8 @@ impl World {
     /// # Panics
     /// When `field` is none of them: a script names `x` or `y` of a two-field world.
     fn field(&self, field: &str) -> &'static str {
-        let known = self.fields.iter().find(|f| **f == field);
-        *known.unwrap_or_else(|| panic!("the world's objects have {:?}, not {field}", self.fields))
+        let known = self.fields.iter().copied().find(|f| *f == field);
+        known.unwrap_or_else(|| panic!("the world's objects have {:?}, not {field}", self.fields))
     }
 }
 
