@@ -154,6 +154,11 @@ pub struct LiveHeld {
     /// (cut short, failed, or objects left to newer edits): an object that reads as this commit
     /// holds it was written by the applier, not changed live.
     pub applying: Option<CommitId>,
+    /// The branch's tip the worker knew when the snapshot was submitted (the core sets it):
+    /// on a branch rewritten past `in_step`, a document that tip held and Git lacks now was
+    /// removed after the list — a removal that stands; one it lacked was dropped by the
+    /// rewrite, and the live side's is written back.
+    pub listed_on: Option<CommitId>,
 }
 
 impl From<CommitId> for LiveHeld {
@@ -161,6 +166,7 @@ impl From<CommitId> for LiveHeld {
         Self {
             in_step,
             applying: None,
+            listed_on: None,
         }
     }
 }

@@ -763,7 +763,12 @@ impl Shell {
     /// its object — or what backflow's last push after it held, when the object reads as that
     /// — and a sweep's removes only what the commit held.
     fn with_baseline(&self, intent: &Intent, parent: Option<CommitId>) -> Intent {
-        let Some(Baseline::Commit(LiveHeld { in_step, applying })) = intent.baseline else {
+        let Some(Baseline::Commit(LiveHeld {
+            in_step,
+            applying,
+            listed_on,
+        })) = intent.baseline
+        else {
             return intent.clone();
         };
         let commit = in_step;
@@ -815,8 +820,10 @@ impl Shell {
         };
         let mut resolved = intent.with_held(Held::Object(held));
         // As the git shell: on a branch rewritten past the commit read, what Git lacks is
-        // written back (a relist's baseline), not a removal that stands.
-        if !on_branch {
+        // written back (a relist's baseline), not a removal that stands — unless the branch
+        // held the document when the live side was listed: a removal pushed after it stands.
+        let listed = listed_on.is_some_and(|l| self.remote.files(Some(l)).contains_key(&path));
+        if !on_branch && !listed {
             resolved.baseline = match resolved.baseline {
                 Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
                 other => other,

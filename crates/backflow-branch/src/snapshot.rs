@@ -78,6 +78,7 @@ impl SnapshotBaseline {
             (Some(in_step), _) => Self::Applied(LiveHeld {
                 in_step,
                 applying: start.applying,
+                listed_on: None,
             }),
             (None, Some(rule)) => Self::FirstContact(rule),
             // Operations were recorded, none succeeded: what the live side held is unknown,
@@ -179,6 +180,7 @@ mod tests {
         let held = LiveHeld {
             in_step: commit('1'),
             applying: Some(commit('2')),
+            listed_on: None,
         };
         assert_eq!(
             b.of_object(put("a", "1")).baseline,

@@ -41,7 +41,9 @@ use crate::commit_window::CommitWindow;
 use crate::effect::{Divergence, DurableTips, Effect, Event, ForeignCommit};
 use crate::error::{CycleFailure, IoFailure};
 use crate::input::{BuiltChain, FetchedTip, Input, PushAnswer};
-use crate::intent::{FlushMark, Intent, IntentSeq, Origin, PendingWrite, Slot, WriteKind};
+use crate::intent::{
+    Baseline, FlushMark, Intent, IntentSeq, Origin, PendingWrite, Slot, WriteKind,
+};
 use crate::moment::Moment;
 
 /// The timing of a branch worker. [`CoreConfig::default`] gives the documented defaults.
@@ -503,7 +505,14 @@ impl BranchCore {
             .resyncs
             .entry(target.clone())
             .or_insert_with(|| CommitWindow::new(silence, max_age));
-        for intent in intents {
+        // What the branch held when the live side was listed, as far as this worker knows:
+        // on a branch rewritten past the commit the list is read against, a removal pushed
+        // after it stands.
+        let listed_on = self.confirmed.tip.commit();
+        for mut intent in intents {
+            if let Some(Baseline::Commit(held)) = &mut intent.baseline {
+                held.listed_on = held.listed_on.or(listed_on);
+            }
             self.last_seq = IntentSeq(self.last_seq.0 + 1);
             window.put(self.last_seq, intent, now);
         }

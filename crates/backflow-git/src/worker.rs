@@ -995,6 +995,11 @@ impl BranchWorker {
             }
             later.retain(|c| *c != commit);
             let mut since = self.read_as_later(&asked, changed, later, parent)?;
+            let rewritten = !descends || since.whole.values().any(|(_, on)| !on);
+            let listed = match live_held.listed_on.filter(|_| rewritten) {
+                Some(listed_on) => self.held_at(listed_on, &asked)?.unwrap_or_default(),
+                None => Vec::new(),
+            };
             for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
                 // An object that reads as no later commit held it whole may still read as
                 // one in some fields: those did not change live since.
@@ -1006,17 +1011,9 @@ impl BranchWorker {
                     (held, ..) => held,
                 };
                 let (held, on_branch) = since.whole.remove(&i).unwrap_or((held, descends));
-                let mut resolved = intents[n].with_held(held);
-                // A removal stands only where Git removed the document since the commit read:
-                // on a branch rewritten past it (a force-push, a deleted branch) the live side
-                // is published again, so what Git lacks is written back.
-                if !on_branch {
-                    resolved.baseline = match resolved.baseline {
-                        Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
-                        other => other,
-                    };
-                }
-                intents[n] = Cow::Owned(resolved);
+                let listed = matches!(listed.get(i), Some(Held::Object(Some(_))));
+                let resolved = intents[n].with_held(held);
+                intents[n] = Cow::Owned(published_again(resolved, on_branch || listed));
             }
         }
         Ok(intents)
@@ -1160,6 +1157,21 @@ impl BranchWorker {
             .plan(&view, intent)
             .is_ok_and(|updates| view.would_change(&updates).is_ok_and(|changes| !changes))
     }
+}
+
+/// `resolved` (read against a commit's document, [`Baseline::Held`]) as it goes out. A removal
+/// stands only where Git removed the document since the commit read (`removal_stands`): on a
+/// branch rewritten past it (a force-push, a deleted branch) the live side is published again,
+/// so what Git lacks is written back ([`Baseline::Value`]) — unless the branch held the
+/// document when the live side was listed ([`LiveHeld::listed_on`]): Git removed it after.
+fn published_again(mut resolved: Intent, removal_stands: bool) -> Intent {
+    if !removal_stands {
+        resolved.baseline = match resolved.baseline {
+            Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
+            other => other,
+        };
+    }
+    resolved
 }
 
 /// What the later commits after the one the live side held held of the objects that changed

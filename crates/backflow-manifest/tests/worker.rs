@@ -77,8 +77,19 @@ impl Setup {
         git(self.remote(), &["show", &format!("main:{path}")])
     }
 
-    /// Pushes files as a person would, through a clone.
-    fn push_by_hand(&self, files: &[(&str, &str)]) {
+    /// Pushes the removal of `path` as a person would, through a clone.
+    fn push_by_hand_removal(&self, path: &str) {
+        let work = self.work();
+        git(&work, &["rm", "--quiet", path]);
+        git(&work, &["commit", "--quiet", "-m", "removed by hand"]);
+        git(
+            &work,
+            &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
+        );
+    }
+
+    /// A person's clone of the remote, up to date with its branch.
+    fn work(&self) -> PathBuf {
         let work = self.dir.path().join("work");
         if !work.exists() {
             git(
@@ -95,8 +106,15 @@ impl Setup {
             .trim()
             .is_empty()
         {
-            git(&work, &["pull", "--quiet", "origin", "main"]);
+            git(&work, &["fetch", "--quiet", "origin", "main"]);
+            git(&work, &["reset", "--quiet", "--hard", "FETCH_HEAD"]);
         }
+        work
+    }
+
+    /// Pushes files as a person would, through a clone.
+    fn push_by_hand(&self, files: &[(&str, &str)]) {
+        let work = self.work();
         for (path, content) in files {
             let p = work.join(path);
             std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -495,5 +513,53 @@ fn a_resync_of_an_object_created_since_keeps_a_fields_later_push() {
     assert!(
         conf.contains("a: \"live\"") && conf.contains("b: git"),
         "both sides' fields:\n{conf}"
+    );
+}
+
+/// Somebody force-pushes the branch back past the commit the live side last held in full, the
+/// streams list the live side again, and somebody pushes the removal of an object before that
+/// list is built. On a branch rewritten past the commit read, what Git lacks is written back
+/// (the rewrite dropped it) — but this document the branch held when the live side was listed:
+/// Git removed it after, and the removal stands. (It was written back over the removal.)
+#[test]
+fn a_removal_pushed_after_the_list_of_a_rewritten_branch_stands() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    // Sanitized, as the mirror submits it: it reads exactly as a commit's document.
+    let conf = |a: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
+    };
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
+    let before = git(s.remote(), &["rev-parse", "main"]).trim().to_string();
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
+    let in_step: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
+        .trim()
+        .parse()
+        .unwrap();
+    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
+    s.worker.notify_remote_moved();
+    s.worker.poll();
+    let diverged = s.worker.take_events();
+    assert!(
+        diverged
+            .iter()
+            .any(|e| matches!(e, WorkerEvent::Diverged(_))),
+        "{diverged:?}"
+    );
+    // The live side still holds what the in-step commit (now off the branch) held.
+    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)];
+    s.worker.submit_resync("live", resync);
+    s.worker.resync_complete("live".into());
+    s.worker.recovered();
+    s.push_by_hand_removal(path);
+    s.worker.notify_remote_moved();
+    s.worker.poll();
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    assert!(
+        !s.files().contains(path),
+        "the removal pushed after the list stands: {:?}",
+        s.files()
     );
 }
