@@ -799,10 +799,15 @@ impl Shell {
         // (All objects, on a branch rewritten past it: one that reads as a later commit the
         // branch holds keeps Git's removal since.)
         let changed = ours.is_none() || files.get(&path) != ours.as_ref() || !on_branch;
-        let walk = if changed && on_branch {
-            self.first_parents_since(parent, commit)
-        } else {
-            Vec::new()
+        // As the git shell: on a branch rewritten past it, the branch's commits since the
+        // rewrite (after the last one it shares with the commit read).
+        let walk = match (changed, on_branch) {
+            (true, true) => self.first_parents_since(parent, commit),
+            (true, false) => match self.shared_with(parent, commit) {
+                Some(base) => self.first_parents_since(parent, base),
+                None => Vec::new(),
+            },
+            (false, _) => Vec::new(),
         };
         let later: Vec<CommitId> = [applying, pushed]
             .into_iter()
@@ -853,6 +858,19 @@ impl Shell {
             .collect();
         let later: Vec<&serde_json::Value> = later.iter().collect();
         baseline_since(held.as_ref(), &later, &live.value())
+    }
+
+    /// As the git shell: the newest commit of `parent`'s first-parent history that `commit`
+    /// descends from (their merge base, on a linear history).
+    fn shared_with(&self, parent: Option<CommitId>, commit: CommitId) -> Option<CommitId> {
+        let mut at = parent;
+        while let Some(c) = at {
+            if self.remote.contains(Some(commit), c) {
+                return Some(c);
+            }
+            at = self.remote.commits.get(&c).and_then(|m| m.parent);
+        }
+        None
     }
 
     /// As the git shell: the commits on `parent`'s first-parent history after `commit`, newest

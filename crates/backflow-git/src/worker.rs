@@ -990,8 +990,16 @@ impl BranchWorker {
                     .into_iter()
                     .flatten()
                     .collect();
-            if descends && changed.len() <= WALK_OBJECTS {
-                later.extend(self.first_parents_since(parent, commit)?);
+            if changed.len() <= WALK_OBJECTS {
+                // On a branch rewritten past the commit read: the branch's commits since the
+                // rewrite (after the last one it shares with that commit).
+                let since = match descends {
+                    true => Some(commit),
+                    false => self.shared_with(parent, commit)?,
+                };
+                if let Some(since) = since {
+                    later.extend(self.first_parents_since(parent, since)?);
+                }
             }
             later.retain(|c| *c != commit);
             let mut since = self.read_as_later(&asked, changed, later, parent)?;
@@ -1081,6 +1089,23 @@ impl BranchWorker {
             at = self.repo.parent(c).map_err(IoFailure::new)?;
         }
         Ok(out)
+    }
+
+    /// The last commit the branch at `parent` shares with `commit` (their merge base), when
+    /// the cache has both.
+    fn shared_with(
+        &self,
+        parent: Option<Oid>,
+        commit: CommitId,
+    ) -> Result<Option<CommitId>, IoFailure> {
+        let Some(parent) = parent.filter(|_| self.repo.has_object(oid(commit))) else {
+            return Ok(None);
+        };
+        match self.repo.git2().merge_base(parent, oid(commit)) {
+            Ok(base) => Ok(Some(commit_id(base))),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(IoFailure::new(e)),
+        }
     }
 
     /// Whether the branch, at the build's `parent`, holds `commit`.

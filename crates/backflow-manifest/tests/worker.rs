@@ -563,3 +563,54 @@ fn a_removal_pushed_after_the_list_of_a_rewritten_branch_stands() {
         s.files()
     );
 }
+
+/// The branch force-pushed past the commit the live side last held in full; afterwards backflow
+/// pushes a live edit of an object, somebody pushes another value of it, and backflow pushes
+/// again. A resync read against the lost commit finds the object as backflow's push of the
+/// edit held it among the branch's commits since the rewrite: unchanged live since, so the
+/// later push stands. (Nothing was walked on a rewritten branch: the live value was written
+/// over the push.)
+#[test]
+fn a_resync_against_a_lost_commit_keeps_a_push_over_an_edit_made_since_the_rewrite() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    let conf = |a: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
+    };
+    let tip = |s: &Setup| git(s.remote(), &["rev-parse", "main"]).trim().to_string();
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
+    let before = tip(&s);
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
+    let in_step: backflow_branch::CommitId = tip(&s).parse().unwrap();
+    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
+    s.worker.notify_remote_moved();
+    s.worker.poll();
+    s.worker.submit_resync(
+        "live",
+        vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)],
+    );
+    s.worker.resync_complete("live".into());
+    s.worker.recovered();
+    s.worker.poll();
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("3")));
+    assert!(s.show(path).contains("a: \"3\""), "{}", s.show(path));
+    s.push_by_hand(&[(path, &s.show(path).replace("a: \"3\"", "a: git"))]);
+    s.worker.notify_remote_moved();
+    s.submit(Intent::put(
+        "live",
+        cm_key("web", "other"),
+        cm("web", "other", json!({"c": "1"})),
+    ));
+    s.worker.submit_resync(
+        "live",
+        vec![Intent::put("live", cm_key("web", "conf"), conf("3")).since(in_step)],
+    );
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    let conf = s.show(path);
+    assert!(
+        conf.contains("a: git"),
+        "the push over the edit stands:\n{conf}"
+    );
+}
