@@ -993,9 +993,10 @@ impl BranchWorker {
             if changed.len() <= WALK_OBJECTS {
                 // On a branch rewritten past the commit read: the branch's commits since the
                 // rewrite (after the last one it shares with that commit).
-                let since = match descends {
-                    true => Some(commit),
-                    false => self.shared_with(parent, commit)?,
+                let since = if descends {
+                    Some(commit)
+                } else {
+                    self.shared_with(parent, commit)?
                 };
                 if let Some(since) = since {
                     later.extend(self.first_parents_since(parent, since)?);
