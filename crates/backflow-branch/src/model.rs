@@ -826,9 +826,12 @@ impl Shell {
         let mut resolved = intent.with_held(Held::Object(held));
         // As the git shell: on a branch rewritten past the commit read, what Git lacks is
         // written back (a relist's baseline), not a removal that stands — unless the branch
-        // held the document when the live side was listed: a removal pushed after it stands.
-        let listed = listed_on.is_some_and(|l| self.remote.files(Some(l)).contains_key(&path));
-        if !on_branch && !listed {
+        // held the document at the last commit it shares with the commit read, or when the
+        // live side was listed: then Git removed it after the rewrite, and the removal stands.
+        let held_there = |c: CommitId| self.remote.files(Some(c)).contains_key(&path);
+        let removed_since = listed_on.is_some_and(held_there)
+            || (!on_branch && self.shared_with(parent, commit).is_some_and(held_there));
+        if !on_branch && !removed_since {
             resolved.baseline = match resolved.baseline {
                 Some(Baseline::Held(v)) => Some(Baseline::Value(v)),
                 other => other,

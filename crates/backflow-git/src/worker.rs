@@ -1005,9 +1005,10 @@ impl BranchWorker {
             later.retain(|c| *c != commit);
             let mut since = self.read_as_later(&asked, changed, later, parent)?;
             let rewritten = !descends || since.whole.values().any(|(_, on)| !on);
-            let listed = match live_held.listed_on.filter(|_| rewritten) {
-                Some(listed_on) => self.held_at(listed_on, &asked)?.unwrap_or_default(),
-                None => Vec::new(),
+            let removed_since = if rewritten {
+                self.held_after_rewrite(parent, live_held, &asked)?
+            } else {
+                Vec::new()
             };
             for (i, (n, held)) in at.into_iter().zip(held).enumerate() {
                 // An object that reads as no later commit held it whole may still read as
@@ -1020,9 +1021,9 @@ impl BranchWorker {
                     (held, ..) => held,
                 };
                 let (held, on_branch) = since.whole.remove(&i).unwrap_or((held, descends));
-                let listed = matches!(listed.get(i), Some(Held::Object(Some(_))));
+                let removed_since = removed_since.get(i).copied().unwrap_or(false);
                 let resolved = intents[n].with_held(held);
-                intents[n] = Cow::Owned(published_again(resolved, on_branch || listed));
+                intents[n] = Cow::Owned(published_again(resolved, on_branch || removed_since));
             }
         }
         Ok(intents)
@@ -1090,6 +1091,28 @@ impl BranchWorker {
             at = self.repo.parent(c).map_err(IoFailure::new)?;
         }
         Ok(out)
+    }
+
+    /// Which of `asked` the branch held after a rewrite past the commit the live side held:
+    /// at the last commit it shares with that one, or when the live side was listed
+    /// ([`LiveHeld::listed_on`]). Git lacking such a document now removed it after the rewrite.
+    fn held_after_rewrite(
+        &self,
+        parent: Option<Oid>,
+        live_held: LiveHeld,
+        asked: &[&Intent],
+    ) -> Result<Vec<bool>, IoFailure> {
+        let mut held_since = vec![false; asked.len()];
+        let shared = self.shared_with(parent, live_held.in_step)?;
+        for commit in [shared, live_held.listed_on].into_iter().flatten() {
+            let Some(held) = self.held_at(commit, asked)? else {
+                continue;
+            };
+            for (since, held) in held_since.iter_mut().zip(held) {
+                *since |= matches!(held, Held::Object(Some(_)));
+            }
+        }
+        Ok(held_since)
     }
 
     /// The last commit the branch at `parent` shares with `commit` (their merge base), when
@@ -1189,7 +1212,8 @@ impl BranchWorker {
 /// stands only where Git removed the document since the commit read (`removal_stands`): on a
 /// branch rewritten past it (a force-push, a deleted branch) the live side is published again,
 /// so what Git lacks is written back ([`Baseline::Value`]) — unless the branch held the
-/// document when the live side was listed ([`LiveHeld::listed_on`]): Git removed it after.
+/// document after the rewrite (at the last commit it shares with the commit read, or when the
+/// live side was listed, [`LiveHeld::listed_on`]): Git removed it after.
 fn published_again(mut resolved: Intent, removal_stands: bool) -> Intent {
     if !removal_stands {
         resolved.baseline = match resolved.baseline {

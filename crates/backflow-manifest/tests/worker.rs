@@ -614,3 +614,46 @@ fn a_resync_against_a_lost_commit_keeps_a_push_over_an_edit_made_since_the_rewri
         "the push over the edit stands:\n{conf}"
     );
 }
+
+/// The same, with the removal pushed right after the force-push, before the worker noticed
+/// either: the tip it knew when the live side was listed already lacked the document, but the
+/// last commit the branch shares with the commit read held it — the rewrite kept it, and Git
+/// removed it after. The removal stands.
+#[test]
+fn a_removal_pushed_right_after_a_rewrite_stands() {
+    let mut s = Setup::new();
+    let path = "live/web/configmaps/conf.yaml";
+    let conf = |a: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
+    };
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
+    let before = git(s.remote(), &["rev-parse", "main"]).trim().to_string();
+    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
+    let in_step: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
+        .trim()
+        .parse()
+        .unwrap();
+    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
+    s.push_by_hand_removal(path);
+    s.worker.notify_remote_moved();
+    s.worker.poll();
+    let diverged = s.worker.take_events();
+    assert!(
+        diverged
+            .iter()
+            .any(|e| matches!(e, WorkerEvent::Diverged(_))),
+        "{diverged:?}"
+    );
+    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)];
+    s.worker.submit_resync("live", resync);
+    s.worker.resync_complete("live".into());
+    s.worker.recovered();
+    s.worker.poll();
+    assert!(refused(&s.worker.take_events()).is_empty());
+    assert!(
+        !s.files().contains(path),
+        "the removal pushed after the rewrite stands: {:?}",
+        s.files()
+    );
+}
