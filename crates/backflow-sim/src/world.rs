@@ -853,6 +853,11 @@ impl World {
         }
         let deleted = self.deletes() && self.rng.random_range(0..4) == 0;
         let to = (!deleted).then(|| history[self.rng.random_range(1..history.len())]);
+        self.rewrite_branch(to);
+    }
+
+    /// Somebody force-pushes the branch to `to`, or (`None`) deletes it.
+    pub(crate) fn rewrite_branch(&mut self, to: Option<CommitId>) {
         match to {
             Some(commit) => self.log(format!("somebody force-pushes the branch back to {commit}")),
             None => self.log("somebody deletes the branch".into()),

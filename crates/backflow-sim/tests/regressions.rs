@@ -264,3 +264,32 @@ fn a_push_of_a_field_backflow_had_pushed_stands_beside_a_live_edit_after_a_resta
         world.branch_history()
     );
 }
+
+/// Somebody deletes the branch; backflow rebuilds it from the live side, and the process dies
+/// as that push lands, before any apply; somebody then pushes the removal of `a`. The start-up
+/// list is read against the claim's commit, which the branch lost, and the walk has nothing to
+/// walk (the rebuilt branch shares no commit with it): `a` reads as backflow's last push held
+/// it, unchanged live since, so the removal stands (session 31: reverting that rule,
+/// `DurableTips::pushed`, failed no CI seed any more — the walk covers it on a branch that
+/// holds the claim's commit — only soak seeds; this is the case only it covers).
+#[test]
+fn a_removal_over_a_rebuilt_branch_stands_after_a_restart() {
+    let mut script = STARTED.to_vec();
+    script.extend([ApplierFinishes, DeleteBranch, Webhook, Tick, Answer, Tick]);
+    script.extend([
+        ListReturns,
+        GateOpens,
+        Tick,
+        Answer,
+        Tick,
+        RestartAfterPushLands,
+    ]);
+    script.extend([PushRemoval("a"), ListReturns, GateOpens, Settle]);
+    let world = story(Variant::WithDeletes, &script);
+    reached(&world, "somebody deletes the branch");
+    reached(
+        &world,
+        "the push lands; the process dies before it hears so",
+    );
+    assert_eq!(in_git(&world, "a"), "a = -", "{}", world.branch_history());
+}

@@ -36,6 +36,8 @@ pub enum Action {
     Deliver,
     /// A push webhook arrives.
     Webhook,
+    /// Somebody deletes the branch.
+    DeleteBranch,
     /// The applier finishes what it was asked (if its reconcile is not over, time moves on).
     ApplierFinishes,
     /// Time moves to the next wake-up (a quarter of a second at most).
@@ -109,6 +111,7 @@ impl World {
             Action::PushRemoval(name) => self.git_writes(object(name), true),
             Action::Deliver => self.deliver(),
             Action::Webhook => self.webhook(),
+            Action::DeleteBranch => self.rewrite_branch(None),
             Action::ApplierFinishes => self.finish_apply(),
             Action::Tick => self.tick(),
             Action::Restart => self.restart(false),
