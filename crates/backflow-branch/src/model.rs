@@ -801,13 +801,14 @@ impl Shell {
         let changed = ours.is_none() || files.get(&path) != ours.as_ref() || !on_branch;
         // As the git shell: on a branch rewritten past it, the branch's commits since the
         // rewrite (after the last one it shares with the commit read).
-        let walk = match (changed, on_branch) {
-            (true, true) => self.first_parents_since(parent, commit),
-            (true, false) => match self.shared_with(parent, commit) {
-                Some(base) => self.first_parents_since(parent, base),
-                None => Vec::new(),
-            },
-            (false, _) => Vec::new(),
+        let shared = if on_branch {
+            Some(commit)
+        } else {
+            self.shared_with(parent, commit)
+        };
+        let walk = match shared.filter(|_| changed) {
+            Some(shared) => self.first_parents_since(parent, shared),
+            None => Vec::new(),
         };
         let later: Vec<CommitId> = [applying, pushed]
             .into_iter()
@@ -829,8 +830,7 @@ impl Shell {
         // held the document at the last commit it shares with the commit read, or when the
         // live side was listed: then Git removed it after the rewrite, and the removal stands.
         let held_there = |c: CommitId| self.remote.files(Some(c)).contains_key(&path);
-        let removed_since = listed_on.is_some_and(held_there)
-            || (!on_branch && self.shared_with(parent, commit).is_some_and(held_there));
+        let removed_since = listed_on.is_some_and(held_there) || shared.is_some_and(held_there);
         if !on_branch && !removed_since {
             resolved.baseline = match resolved.baseline {
                 Some(Baseline::Held(v)) => Some(Baseline::Value(v)),

@@ -990,23 +990,21 @@ impl BranchWorker {
                     .into_iter()
                     .flatten()
                     .collect();
-            if changed.len() <= WALK_OBJECTS {
-                // On a branch rewritten past the commit read: the branch's commits since the
-                // rewrite (after the last one it shares with that commit).
-                let since = if descends {
-                    Some(commit)
-                } else {
-                    self.shared_with(parent, commit)?
-                };
-                if let Some(since) = since {
-                    later.extend(self.first_parents_since(parent, since)?);
-                }
+            // The last commit the branch shares with the commit read: that one, or on a branch
+            // rewritten past it, where the rewrite left off.
+            let shared = if descends {
+                Some(commit)
+            } else {
+                self.shared_with(parent, commit)?
+            };
+            if let Some(shared) = shared.filter(|_| changed.len() <= WALK_OBJECTS) {
+                later.extend(self.first_parents_since(parent, shared)?);
             }
             later.retain(|c| *c != commit);
             let mut since = self.read_as_later(&asked, changed, later, parent)?;
             let rewritten = !descends || since.whole.values().any(|(_, on)| !on);
             let removed_since = if rewritten {
-                self.held_after_rewrite(parent, live_held, &asked)?
+                self.held_after_rewrite([shared, live_held.listed_on], &asked)?
             } else {
                 Vec::new()
             };
@@ -1093,18 +1091,17 @@ impl BranchWorker {
         Ok(out)
     }
 
-    /// Which of `asked` the branch held after a rewrite past the commit the live side held:
-    /// at the last commit it shares with that one, or when the live side was listed
-    /// ([`LiveHeld::listed_on`]). Git lacking such a document now removed it after the rewrite.
+    /// Which of `asked` the branch held after a rewrite past the commit the live side held, at
+    /// any of `after` (the last commit the branch shares with that one, and the tip when the
+    /// live side was listed, [`LiveHeld::listed_on`]). Git lacking such a document now removed
+    /// it after the rewrite.
     fn held_after_rewrite(
         &self,
-        parent: Option<Oid>,
-        live_held: LiveHeld,
+        after: [Option<CommitId>; 2],
         asked: &[&Intent],
     ) -> Result<Vec<bool>, IoFailure> {
         let mut held_since = vec![false; asked.len()];
-        let shared = self.shared_with(parent, live_held.in_step)?;
-        for commit in [shared, live_held.listed_on].into_iter().flatten() {
+        for commit in after.into_iter().flatten() {
             let Some(held) = self.held_at(commit, asked)? else {
                 continue;
             };

@@ -77,6 +77,57 @@ impl Setup {
         git(self.remote(), &["show", &format!("main:{path}")])
     }
 
+    /// The branch's tip.
+    fn tip(&self) -> String {
+        git(self.remote(), &["rev-parse", "main"])
+            .trim()
+            .to_string()
+    }
+
+    /// `conf` written with `a: 1`, then `a: 2`: the commit before the edit (the one a force-push
+    /// goes back to) and the edit's, which the live side held in full.
+    fn conf_held_then_edited(&mut self) -> (String, backflow_branch::CommitId) {
+        self.submit(Intent::put(
+            "live",
+            cm_key("web", "conf"),
+            sanitized_conf("1"),
+        ));
+        let before = self.tip();
+        self.submit(Intent::put(
+            "live",
+            cm_key("web", "conf"),
+            sanitized_conf("2"),
+        ));
+        let edited = self.tip().parse().expect("a commit id");
+        (before, edited)
+    }
+
+    /// Somebody force-pushes the branch back to `commit`.
+    fn rewind_to(&self, commit: &str) {
+        git(self.remote(), &["update-ref", "refs/heads/main", commit]);
+    }
+
+    /// The worker reads the remote and reports that the branch lost its commits.
+    fn notice_divergence(&mut self) {
+        self.worker.notify_remote_moved();
+        self.worker.poll();
+        let diverged = self.worker.take_events();
+        assert!(
+            diverged
+                .iter()
+                .any(|e| matches!(e, WorkerEvent::Diverged(_))),
+            "{diverged:?}"
+        );
+    }
+
+    /// As the controller after a divergence: the streams list again, then the worker is told
+    /// it recovered.
+    fn resync_after_divergence(&mut self, intents: Vec<Intent>) {
+        self.worker.submit_resync("live", intents);
+        self.worker.resync_complete("live".into());
+        self.worker.recovered();
+    }
+
     /// Pushes the removal of `path` as a person would, through a clone.
     fn push_by_hand_removal(&self, path: &str) {
         let work = self.work();
@@ -136,6 +187,15 @@ fn cm_key(ns: &str, name: &str) -> ObjectKey {
 fn cm(ns: &str, name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": ns, "resourceVersion": "7"}, "data": data})
+}
+
+/// Where `conf` lives.
+const CONF: &str = "live/web/configmaps/conf.yaml";
+
+/// `conf` sanitized, as the mirror submits it: it reads exactly as a commit's document.
+fn sanitized_conf(a: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
 }
 
 fn refused(events: &[WorkerEvent]) -> Vec<String> {
@@ -524,41 +584,20 @@ fn a_resync_of_an_object_created_since_keeps_a_fields_later_push() {
 #[test]
 fn a_removal_pushed_after_the_list_of_a_rewritten_branch_stands() {
     let mut s = Setup::new();
-    let path = "live/web/configmaps/conf.yaml";
-    // Sanitized, as the mirror submits it: it reads exactly as a commit's document.
-    let conf = |a: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
-    };
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
-    let before = git(s.remote(), &["rev-parse", "main"]).trim().to_string();
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
-    let in_step: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
-        .trim()
-        .parse()
-        .unwrap();
-    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
-    s.worker.notify_remote_moved();
-    s.worker.poll();
-    let diverged = s.worker.take_events();
-    assert!(
-        diverged
-            .iter()
-            .any(|e| matches!(e, WorkerEvent::Diverged(_))),
-        "{diverged:?}"
-    );
+    let (before, in_step) = s.conf_held_then_edited();
+    s.rewind_to(&before);
+    s.notice_divergence();
     // The live side still holds what the in-step commit (now off the branch) held.
-    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)];
-    s.worker.submit_resync("live", resync);
-    s.worker.resync_complete("live".into());
-    s.worker.recovered();
-    s.push_by_hand_removal(path);
+    s.resync_after_divergence(vec![
+        Intent::put("live", cm_key("web", "conf"), sanitized_conf("2")).since(in_step),
+    ]);
+    s.push_by_hand_removal(CONF);
     s.worker.notify_remote_moved();
     s.worker.poll();
     s.worker.poll();
     assert!(refused(&s.worker.take_events()).is_empty());
     assert!(
-        !s.files().contains(path),
+        !s.files().contains(CONF),
         "the removal pushed after the list stands: {:?}",
         s.files()
     );
@@ -573,29 +612,18 @@ fn a_removal_pushed_after_the_list_of_a_rewritten_branch_stands() {
 #[test]
 fn a_resync_against_a_lost_commit_keeps_a_push_over_an_edit_made_since_the_rewrite() {
     let mut s = Setup::new();
-    let path = "live/web/configmaps/conf.yaml";
-    let conf = |a: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
-    };
-    let tip = |s: &Setup| git(s.remote(), &["rev-parse", "main"]).trim().to_string();
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
-    let before = tip(&s);
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
-    let in_step: backflow_branch::CommitId = tip(&s).parse().unwrap();
-    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
+    let conf = sanitized_conf;
+    let (before, in_step) = s.conf_held_then_edited();
+    s.rewind_to(&before);
     s.worker.notify_remote_moved();
     s.worker.poll();
-    s.worker.submit_resync(
-        "live",
-        vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)],
-    );
-    s.worker.resync_complete("live".into());
-    s.worker.recovered();
+    s.resync_after_divergence(vec![
+        Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step),
+    ]);
     s.worker.poll();
     s.submit(Intent::put("live", cm_key("web", "conf"), conf("3")));
-    assert!(s.show(path).contains("a: \"3\""), "{}", s.show(path));
-    s.push_by_hand(&[(path, &s.show(path).replace("a: \"3\"", "a: git"))]);
+    assert!(s.show(CONF).contains("a: \"3\""), "{}", s.show(CONF));
+    s.push_by_hand(&[(CONF, &s.show(CONF).replace("a: \"3\"", "a: git"))]);
     s.worker.notify_remote_moved();
     s.submit(Intent::put(
         "live",
@@ -608,7 +636,7 @@ fn a_resync_against_a_lost_commit_keeps_a_push_over_an_edit_made_since_the_rewri
     );
     s.worker.poll();
     assert!(refused(&s.worker.take_events()).is_empty());
-    let conf = s.show(path);
+    let conf = s.show(CONF);
     assert!(
         conf.contains("a: git"),
         "the push over the edit stands:\n{conf}"
@@ -622,37 +650,17 @@ fn a_resync_against_a_lost_commit_keeps_a_push_over_an_edit_made_since_the_rewri
 #[test]
 fn a_removal_pushed_right_after_a_rewrite_stands() {
     let mut s = Setup::new();
-    let path = "live/web/configmaps/conf.yaml";
-    let conf = |a: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "conf", "namespace": "web"}, "data": {"a": a}})
-    };
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("1")));
-    let before = git(s.remote(), &["rev-parse", "main"]).trim().to_string();
-    s.submit(Intent::put("live", cm_key("web", "conf"), conf("2")));
-    let in_step: backflow_branch::CommitId = git(s.remote(), &["rev-parse", "main"])
-        .trim()
-        .parse()
-        .unwrap();
-    git(s.remote(), &["update-ref", "refs/heads/main", &before]);
-    s.push_by_hand_removal(path);
-    s.worker.notify_remote_moved();
-    s.worker.poll();
-    let diverged = s.worker.take_events();
-    assert!(
-        diverged
-            .iter()
-            .any(|e| matches!(e, WorkerEvent::Diverged(_))),
-        "{diverged:?}"
-    );
-    let resync = vec![Intent::put("live", cm_key("web", "conf"), conf("2")).since(in_step)];
-    s.worker.submit_resync("live", resync);
-    s.worker.resync_complete("live".into());
-    s.worker.recovered();
+    let (before, in_step) = s.conf_held_then_edited();
+    s.rewind_to(&before);
+    s.push_by_hand_removal(CONF);
+    s.notice_divergence();
+    s.resync_after_divergence(vec![
+        Intent::put("live", cm_key("web", "conf"), sanitized_conf("2")).since(in_step),
+    ]);
     s.worker.poll();
     assert!(refused(&s.worker.take_events()).is_empty());
     assert!(
-        !s.files().contains(path),
+        !s.files().contains(CONF),
         "the removal pushed after the rewrite stands: {:?}",
         s.files()
     );

@@ -216,13 +216,14 @@ impl World {
             max_window_age: MAX_WINDOW_AGES[rng.random_range(0..MAX_WINDOW_AGES.len())],
             ..CoreConfig::default()
         };
+        let fields = if variant == Variant::TwoFields {
+            TWO_FIELDS
+        } else {
+            ONE_VALUE
+        };
         let mut world = Self {
             variant,
-            fields: if variant == Variant::TwoFields {
-                TWO_FIELDS
-            } else {
-                ONE_VALUE
-            },
+            fields,
             next_field: None,
             rng,
             branch: Shell::new(config),
@@ -268,7 +269,7 @@ impl World {
             counter: 0,
             trace: Vec::new(),
             found: None,
-            ledger: Ledger::new(ONE_VALUE),
+            ledger: Ledger::new(fields),
             operations: OperationLog::default(),
             pace: Pace::default(),
             cooling_logged: None,
@@ -277,20 +278,24 @@ impl World {
             apply_pace: ApplyPace::default(),
             schedule: Schedule::Drawn,
         };
-        if variant == Variant::HeldApplier {
-            // Flux's or Argo CD's, whose managedFields name it differently.
-            world.held_manager = HELD_MANAGERS[world.rng.random_range(0..HELD_MANAGERS.len())];
-            world.held_resource = HeldResource::of(world.held_manager);
-        }
-        world.ledger = Ledger::new(world.fields);
-        if variant == Variant::ReplayTextualDiff {
-            world.branch.replay = model::Replay::FromTextualDiff;
-        }
-        // Fetches, builds and pushes are answered at a step of their own: the world acts while
-        // they are in flight.
-        world.branch.deferred_io = true;
-        world.start();
+        world.set_up();
         world
+    }
+
+    /// What the variant draws or switches, then the start: a held applier's controller, the
+    /// model shell's replay; fetches, builds and pushes answered at a step of their own.
+    fn set_up(&mut self) {
+        if self.variant == Variant::HeldApplier {
+            // Flux's or Argo CD's, whose managedFields name it differently.
+            self.held_manager = HELD_MANAGERS[self.rng.random_range(0..HELD_MANAGERS.len())];
+            self.held_resource = HeldResource::of(self.held_manager);
+        }
+        if self.variant == Variant::ReplayTextualDiff {
+            self.branch.replay = model::Replay::FromTextualDiff;
+        }
+        // The world acts while I/O is in flight.
+        self.branch.deferred_io = true;
+        self.start();
     }
 
     fn start(&mut self) {

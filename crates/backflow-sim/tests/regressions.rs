@@ -226,6 +226,16 @@ fn in_git(world: &World, name: &str) -> String {
     rest.split(", ").next().unwrap_or_default().to_string()
 }
 
+/// The branch's tip holds the person's `x` and the push's `y` of `a`.
+fn persons_x_and_pushs_y_in_git(world: &World) {
+    let a = in_git(world, "a");
+    assert!(
+        a.contains(r#""x":"p"#) && a.contains(r#""y":"g"#),
+        "the person's x and the push's y: {a}\n{}",
+        world.branch_history()
+    );
+}
+
 /// "No edit lost", two fields of one object edited on both sides: a live edit of `x` waits in
 /// the commit window while a push of `y` lands. The replay lays the edit onto the push field
 /// by field, and the apply brings the push's `y` to the live side: both stand.
@@ -237,12 +247,7 @@ fn a_live_edit_of_one_field_and_a_push_of_the_other_both_stand() {
     script.push(Settle);
     let world = story(Variant::TwoFields, &script);
     reached(&world, "somebody pushes a = ");
-    let a = in_git(&world, "a");
-    assert!(
-        a.contains(r#""x":"p"#) && a.contains(r#""y":"g"#),
-        "the person's x and the push's y: {a}\n{}",
-        world.branch_history()
-    );
+    persons_x_and_pushs_y_in_git(&world);
 }
 
 /// Backflow pushed a live edit of `y`; a person then edits `x` live and the process dies before
@@ -257,12 +262,7 @@ fn a_push_of_a_field_backflow_had_pushed_stands_beside_a_live_edit_after_a_resta
     script.extend([Restart, PushField("a", "y"), ListReturns, GateOpens, Settle]);
     let world = story(Variant::TwoFields, &script);
     reached(&world, "the process is killed");
-    let a = in_git(&world, "a");
-    assert!(
-        a.contains(r#""x":"p"#) && a.contains(r#""y":"g"#),
-        "the person's x and the push's y: {a}\n{}",
-        world.branch_history()
-    );
+    persons_x_and_pushs_y_in_git(&world);
 }
 
 /// Somebody deletes the branch; backflow rebuilds it from the live side, and the process dies

@@ -922,16 +922,7 @@ fn a_force_push_back_to_a_commit_of_backflows_is_applied() {
     let pushed = w.commit_all_and_push_rebasing(&clone, "frank changes rollback");
     wait_applied(&w, &pushed);
     wait_value(&w, "rollback", "v", "pushed");
-    w.git_in(
-        Some(&clone),
-        &[
-            "push",
-            "-q",
-            "--force",
-            "origin",
-            &format!("{own}:refs/heads/main"),
-        ],
-    );
+    force_push(&w, &clone, &own);
     wait_applied(&w, &own);
     wait_value(&w, "rollback", "v", "live");
     assert_quiescent(&w, Duration::from_secs(2));
@@ -979,16 +970,7 @@ fn a_force_push_past_an_interrupted_apply_brings_the_live_side_to_the_branch() {
     patch_default_claim(&w, &["--subresource=status"], &status);
     w.crash();
     let clone = w.clone_origin("hana");
-    w.git_in(
-        Some(&clone),
-        &[
-            "push",
-            "-q",
-            "--force",
-            "origin",
-            &format!("{held}:refs/heads/main"),
-        ],
-    );
+    force_push(&w, &clone, &held);
     w.restart(&[]);
     wait_value(&w, "partial", "v", "one");
     assert_quiescent(&w, Duration::from_secs(2));
@@ -997,6 +979,12 @@ fn a_force_push_past_an_interrupted_apply_brings_the_live_side_to_the_branch() {
         file.contains("one"),
         "Git holds what the live side holds:\n{file}"
     );
+}
+
+/// Somebody force-pushes the branch to `commit` from their clone.
+fn force_push(w: &World, clone: &std::path::Path, commit: &str) {
+    let refspec = format!("{commit}:refs/heads/main");
+    w.git_in(Some(clone), &["push", "-q", "--force", "origin", &refspec]);
 }
 
 /// The branch deleted: the worker rebuilds it from the live state, and the claim then applies
