@@ -1,58 +1,70 @@
-//! Who made a write: the contract between the API server (which authenticates the request) and
-//! the mirror (which attributes the commit holding the write to that user).
+//! Who made a write, and when: the contract between the API server (which authenticates the
+//! request) and the mirror (which attributes the commit holding the write to that user), and
+//! what `backflow history` reads of the live side.
 //!
-//! Kubernetes objects do not record who changed them, so the embedded server keeps the user of
-//! each recent write beside the store, keyed by the object and the resourceVersion the write
-//! gave it. It records the user before the write's watch event is sent, so the mirror finds the
-//! user when the event reaches it. The record lives in memory, bounded: a write the mirror reads
-//! after a restart (or after [`WriteAuthors::CAPACITY`] later writes) has no known user and is
+//! Kubernetes objects do not record who changed them, so the embedded server keeps a record of
+//! each recent write beside the store: the object, the resourceVersion the write gave it, the
+//! authenticated user (when there is one), the verb and the time. It records the write before
+//! its watch event is sent, so the mirror finds the user when the event reaches it. The store
+//! keeps the record durably in the same transaction as the write and loads it again on start,
+//! so a write the mirror reads after a restart still names its user. It is bounded: the last
+//! [`WriteRecord::CAPACITY`] writes, older ones forgotten first; a write no longer in it is
 //! attributed from its managedFields instead.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::ObjectKey;
 
-/// The users of the most recent writes of an API server.
+/// What a write did to its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteVerb {
+    /// The object came to be.
+    Create,
+    /// The object changed.
+    Update,
+    /// The object went away.
+    Delete,
+}
+
+/// One write as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedWrite {
+    /// The object written.
+    pub key: ObjectKey,
+    /// The resourceVersion the write gave it.
+    pub resource_version: u64,
+    /// The authenticated user, when the server authenticates requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<Arc<str>>,
+    /// Create, update or delete.
+    pub verb: WriteVerb,
+    /// When the store committed it (RFC 3339).
+    pub at: String,
+}
+
+/// The most recent writes of an API server, oldest first.
 #[derive(Debug, Default)]
-pub struct WriteAuthors {
-    inner: Mutex<Recent>,
+pub struct WriteRecord {
+    inner: Mutex<VecDeque<RecordedWrite>>,
 }
 
-#[derive(Debug, Default)]
-struct Recent {
-    users: HashMap<Written, Arc<str>>,
-    order: VecDeque<Written>,
-}
-
-/// One write: the object and the resourceVersion it gave it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Written {
-    key: ObjectKey,
-    resource_version: u64,
-}
-
-impl WriteAuthors {
+impl WriteRecord {
     /// How many writes are remembered; older ones are forgotten first.
     pub const CAPACITY: usize = 65_536;
 
-    /// Records that `user` made the write that gave `key` the resourceVersion
-    /// `resource_version`.
-    pub fn record(&self, key: ObjectKey, resource_version: u64, user: Arc<str>) {
-        let written = Written {
-            key,
-            resource_version,
-        };
+    /// Records `write`. Writes come in resourceVersion order; one that does not is put in its
+    /// place.
+    pub fn record(&self, write: RecordedWrite) {
         let mut recent = self.lock();
-        if recent.users.insert(written.clone(), user).is_none() {
-            recent.order.push_back(written);
-        }
-        while recent.order.len() > Self::CAPACITY {
-            if let Some(old) = recent.order.pop_front() {
-                recent.users.remove(&old);
-            }
+        let at = recent.partition_point(|w| w.resource_version <= write.resource_version);
+        recent.insert(at, write);
+        while recent.len() > Self::CAPACITY {
+            recent.pop_front();
         }
     }
 
@@ -60,15 +72,37 @@ impl WriteAuthors {
     /// it is still remembered and was made by an authenticated user.
     #[must_use]
     pub fn user_of(&self, key: &ObjectKey, resource_version: u64) -> Option<Arc<str>> {
-        let written = Written {
-            key: key.clone(),
-            resource_version,
-        };
-        self.lock().users.get(&written).cloned()
+        let recent = self.lock();
+        let from = recent.partition_point(|w| w.resource_version < resource_version);
+        recent
+            .range(from..)
+            .take_while(|w| w.resource_version == resource_version)
+            .find(|w| &w.key == key)
+            .and_then(|w| w.user.clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
-        // A panic while holding the lock leaves a map that is still consistent enough to read.
+    /// The remembered writes of `key`, oldest first.
+    #[must_use]
+    pub fn writes_of(&self, key: &ObjectKey) -> Vec<RecordedWrite> {
+        self.lock()
+            .iter()
+            .filter(|w| &w.key == key)
+            .cloned()
+            .collect()
+    }
+
+    /// The remembered writes after resourceVersion `after`, oldest first, at most `limit` of the
+    /// newest.
+    #[must_use]
+    pub fn after(&self, after: u64, limit: usize) -> Vec<RecordedWrite> {
+        let recent = self.lock();
+        let from = recent.partition_point(|w| w.resource_version <= after);
+        let from = from.max(recent.len().saturating_sub(limit));
+        recent.range(from..).cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<RecordedWrite>> {
+        // A panic while holding the lock leaves a queue that is still consistent enough to read.
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -84,18 +118,56 @@ mod tests {
         ObjectKey::new(GroupResource::new("", "configmaps"), "default", name)
     }
 
+    fn write(name: &str, rv: u64, user: Option<&str>) -> RecordedWrite {
+        RecordedWrite {
+            key: key(name),
+            resource_version: rv,
+            user: user.map(Into::into),
+            verb: WriteVerb::Update,
+            at: format!("t{rv}"),
+        }
+    }
+
     #[test]
     fn a_write_is_found_by_object_and_version_and_the_oldest_are_forgotten_first() {
-        let authors = WriteAuthors::default();
-        authors.record(key("a"), 7, "alice".into());
-        assert_eq!(authors.user_of(&key("a"), 7).as_deref(), Some("alice"));
-        assert_eq!(authors.user_of(&key("a"), 8), None);
-        assert_eq!(authors.user_of(&key("b"), 7), None);
-        for rv in 0..WriteAuthors::CAPACITY as u64 {
-            authors.record(key("b"), rv, "bob".into());
+        let record = WriteRecord::default();
+        record.record(write("a", 7, Some("alice")));
+        assert_eq!(record.user_of(&key("a"), 7).as_deref(), Some("alice"));
+        assert_eq!(record.user_of(&key("a"), 8), None);
+        assert_eq!(record.user_of(&key("b"), 7), None);
+        for rv in 8..8 + WriteRecord::CAPACITY as u64 {
+            record.record(write("b", rv, Some("bob")));
         }
-        assert_eq!(authors.user_of(&key("a"), 7), None, "forgotten");
-        assert_eq!(authors.user_of(&key("b"), 0).as_deref(), Some("bob"));
+        assert_eq!(record.user_of(&key("a"), 7), None, "forgotten");
+        assert_eq!(record.user_of(&key("b"), 8).as_deref(), Some("bob"));
+        assert!(record.writes_of(&key("a")).is_empty());
+    }
+
+    #[test]
+    fn an_objects_writes_and_the_newest_writes_come_oldest_first() {
+        let record = WriteRecord::default();
+        record.record(write("a", 3, Some("alice")));
+        record.record(write("b", 5, None));
+        record.record(write("a", 4, None));
+        let of_a: Vec<u64> = record
+            .writes_of(&key("a"))
+            .iter()
+            .map(|w| w.resource_version)
+            .collect();
+        assert_eq!(of_a, [3, 4], "put in its place");
+        let after: Vec<u64> = record
+            .after(3, 10)
+            .iter()
+            .map(|w| w.resource_version)
+            .collect();
+        assert_eq!(after, [4, 5]);
+        let newest: Vec<u64> = record
+            .after(0, 1)
+            .iter()
+            .map(|w| w.resource_version)
+            .collect();
+        assert_eq!(newest, [5], "only the newest when limited");
+        assert_eq!(record.user_of(&key("b"), 5), None, "no user known");
     }
 }
 

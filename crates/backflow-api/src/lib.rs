@@ -17,7 +17,7 @@ pub mod ids;
 pub mod ownership;
 pub mod publication;
 
-pub use authors::{CommitAuthors, WriteAuthors};
+pub use authors::{CommitAuthors, RecordedWrite, WriteRecord, WriteVerb};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use identity::{GroupResource, ObjectKey};
 pub use ids::{IdSource, SequentialIds};

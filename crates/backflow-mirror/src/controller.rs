@@ -12,7 +12,7 @@ use backflow_api::config::{
     ArgoCDClaim, ClusterWatchRule, CommitRequest, ConditionStatus, FluxClaim, GitBranch,
     GitBranchSpec, GitBranchStatus, GitProvider, GitTarget, LocalReference, WatchRule,
 };
-use backflow_api::{Clock, GroupResource, WriteAuthors};
+use backflow_api::{Clock, GroupResource, WriteRecord};
 use backflow_manifest::{KindMap, identities_from_secret};
 use backflow_sops::{Encryptor, Identity, Recipient, generate_identity};
 use k8s_openapi::api::core::v1::Secret;
@@ -82,7 +82,7 @@ pub struct Controller {
     /// every stream of the branch published its resync, its worker is told it recovered.
     recovering: BTreeSet<BranchKey>,
     /// The users of recent writes, when the live side is backflow's own API server.
-    authors: Option<Arc<WriteAuthors>>,
+    authors: Option<Arc<WriteRecord>>,
     /// Per `GitProvider` (namespace, name), why its workers cannot run (its Secret), as the
     /// last reconcile found.
     provider_problems: BTreeMap<(String, String), Problem>,
@@ -103,7 +103,7 @@ fn now(clock: &dyn Clock) -> String {
 impl Controller {
     /// Commits name the users `authors` records as the authors of their changes.
     #[must_use]
-    pub fn with_authors(mut self, authors: Option<Arc<WriteAuthors>>) -> Self {
+    pub fn with_authors(mut self, authors: Option<Arc<WriteRecord>>) -> Self {
         self.authors = authors;
         self
     }

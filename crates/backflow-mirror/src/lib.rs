@@ -63,7 +63,7 @@ pub struct MirrorOptions {
     pub shutdown_grace: Duration,
     /// The users of recent writes, when the live side is backflow's own API server: each
     /// change's commit is authored by the user who made it.
-    pub authors: Option<Arc<backflow_api::WriteAuthors>>,
+    pub authors: Option<Arc<backflow_api::WriteRecord>>,
     /// This backflow as folders' owner files name it ([`this_backflow`]): it writes only the
     /// folders it holds or nobody does. `None`: owner files are not looked at.
     pub owner: Option<backflow_manifest::FolderOwner>,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backflow_api::config::PruneMode;
 use backflow_api::config::{ClaimStatus, FirstContact, claim_resource};
-use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteAuthors};
+use backflow_api::{APPLIER_LABEL, AppliedBy, Clock, GroupResource, ObjectKey, WriteRecord};
 use backflow_branch::{
     Attribution, ChangedBy, ClaimStart, FirstContactRule, Intent, ObjectJson, ObjectState,
     SnapshotBaseline, SweepScope,
@@ -65,7 +65,7 @@ pub struct StreamContext {
     /// Time, for status stamps.
     pub clock: Arc<dyn Clock>,
     /// The users of recent writes, when the live side is backflow's own API server.
-    pub authors: Option<Arc<WriteAuthors>>,
+    pub authors: Option<Arc<WriteRecord>>,
 }
 
 fn api_resource(spec: &StreamSpec) -> ApiResource {

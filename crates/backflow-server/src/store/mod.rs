@@ -8,6 +8,7 @@
 pub mod at_rest;
 mod event_log;
 mod stored_object;
+mod write_record;
 mod write_tx;
 
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::thread;
 
-use backflow_api::{GroupResource, ObjectKey, WriteAuthors};
+use backflow_api::{GroupResource, ObjectKey, WriteRecord};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
@@ -160,7 +161,7 @@ type Job = Box<dyn FnOnce(&mut WriteTx<'_>) -> Completion + Send>;
 pub struct Store {
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
-    authors: Arc<WriteAuthors>,
+    authors: Arc<WriteRecord>,
     health: StoreHealth,
     /// The writer's queue; `None` once [`Store::close`] has run.
     jobs: Arc<RwLock<Option<mpsc::Sender<Job>>>>,
@@ -217,14 +218,15 @@ impl Store {
         };
         // A damaged file may make redb panic rather than answer (debug builds assert on what no
         // file redb wrote holds): every panic of the open and the load is a damaged file.
-        let (db, state, plaintext_secrets) = without_panics(|| {
+        let (db, state, plaintext_secrets, authors) = without_panics(|| {
             let db = open_database(path)?;
             let load = |m: String| StoreError::Load {
                 path: shown.clone(),
                 message: m,
             };
             let (state, plaintext) = load_state(&db, sealer.as_ref(), key_path, &load)?;
-            Ok::<_, StoreError>((db, state, plaintext))
+            let authors = write_record::load(&db).map_err(&load)?;
+            Ok::<_, StoreError>((db, state, plaintext, authors))
         })
         .map_err(|panic| damaged(format!("reading it failed: {panic}")))??;
         let load = |m: String| StoreError::Load {
@@ -241,7 +243,6 @@ impl Store {
         let log = Arc::new(EventLog::new(history, state.resource_version));
         let state = Arc::new(RwLock::new(state));
         let (jobs, rx) = mpsc::channel::<Job>();
-        let authors = Arc::new(WriteAuthors::default());
         let health = StoreHealth::default();
         let writer = Writer {
             db: Some(db),
@@ -308,10 +309,10 @@ impl Store {
         f(&guard)
     }
 
-    /// The users of recent writes (those made by authenticated requests), for the mirror's
-    /// commit authorship.
+    /// The record of recent writes (who, what, when), for the mirror's commit authorship and
+    /// `backflow history`; durable, bounded to [`WriteRecord::CAPACITY`] writes.
     #[must_use]
-    pub fn authors(&self) -> &Arc<WriteAuthors> {
+    pub fn authors(&self) -> &Arc<WriteRecord> {
         &self.authors
     }
 
@@ -503,7 +504,7 @@ struct Writer {
     path: std::path::PathBuf,
     state: Arc<RwLock<State>>,
     log: Arc<EventLog>,
-    authors: Arc<WriteAuthors>,
+    authors: Arc<WriteRecord>,
     health: StoreHealth,
 }
 
@@ -569,7 +570,8 @@ impl Writer {
             return;
         }
         let last_rv = events.last().map_or(0, |e| e.resource_version);
-        if let Err(e) = self.persist(&changes, last_rv) {
+        let writes = write_record::of_batch(&events, &authored);
+        if let Err(e) = self.persist(&changes, last_rv, &writes) {
             tracing::error!(error = %e, "store commit failed; the writes in this batch were not acknowledged");
             self.health.set(Some(e.clone()));
             // A database that saw an I/O error refuses every later transaction: drop it, and
@@ -596,8 +598,8 @@ impl Writer {
             state.resource_version = last_rv;
         }
         // Before the watch events go out, so a watcher that reads the user finds it.
-        for a in authored {
-            self.authors.record(a.key, a.resource_version, a.user);
+        for write in writes {
+            self.authors.record(write);
         }
         self.log.append(events);
         for c in completions {
@@ -609,6 +611,7 @@ impl Writer {
         &mut self,
         changes: &BTreeMap<ObjectKey, Option<StoredObject>>,
         rv: u64,
+        writes: &[backflow_api::RecordedWrite],
     ) -> Result<(), String> {
         if self.db.is_none() {
             let db = Database::builder()
@@ -655,6 +658,7 @@ impl Writer {
             meta.insert(RESOURCE_VERSION, rv)
                 .map_err(|e| e.to_string())?;
         }
+        write_record::persist(&w, writes)?;
         w.commit().map_err(|e| e.to_string())?;
         self.health.set(None);
         Ok(())
@@ -706,6 +710,55 @@ mod tests {
         assert_eq!(
             current.json().as_ref(),
             serde_json::to_vec(&current.value()).expect("json")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_record_of_writes_names_who_wrote_what_and_survives_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("store.redb");
+        let store = Store::open(&path, 100).expect("open");
+        let key = write_record::configmap("demo");
+        let object = serde_json::json!({"metadata": {"name": "demo"}});
+        let (k, o) = (key.clone(), object.clone());
+        store
+            .write(move |tx| {
+                tx.act_as(Some("alice".into()));
+                tx.put(k, o);
+                Ok(())
+            })
+            .await
+            .expect("write");
+        put(&store, key.clone(), object).await;
+        let (k, event) = (key.clone(), write_record::event("e"));
+        store
+            .write(move |tx| {
+                tx.delete(&k);
+                tx.put(event, serde_json::json!({"metadata": {"name": "e"}}));
+                Ok(())
+            })
+            .await
+            .expect("write");
+        store.close().await;
+        let store = Store::open(&path, 100).expect("reopen");
+        let writes = store.authors().writes_of(&key);
+        let told: Vec<(u64, Option<&str>, backflow_api::WriteVerb)> = writes
+            .iter()
+            .map(|w| (w.resource_version, w.user.as_deref(), w.verb))
+            .collect();
+        use backflow_api::WriteVerb::{Create, Delete, Update};
+        assert_eq!(
+            told,
+            [
+                (1, Some("alice"), Create),
+                (2, None, Update),
+                (3, None, Delete)
+            ]
+        );
+        assert_eq!(store.authors().user_of(&key, 1).as_deref(), Some("alice"));
+        assert!(
+            store.authors().after(0, 100).iter().all(|w| w.key == key),
+            "the Event is not recorded"
         );
     }
 

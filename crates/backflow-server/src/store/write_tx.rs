@@ -12,9 +12,8 @@ use crate::error::ApiResult;
 
 type Overlay = BTreeMap<ObjectKey, Option<StoredObject>>;
 
-/// A change made by an authenticated user: the object and the resourceVersion it took.
+/// A change made by an authenticated user: the resourceVersion it took.
 pub(super) struct Authored {
-    pub(super) key: ObjectKey,
     pub(super) resource_version: u64,
     pub(super) user: Arc<str>,
 }
@@ -132,11 +131,10 @@ impl<'a> WriteTx<'a> {
             .collect()
     }
 
-    fn bump(&mut self, key: &ObjectKey) -> u64 {
+    fn bump(&mut self) -> u64 {
         self.next_rv += 1;
         if let Some(user) = &self.user {
             self.op_authored.push(Authored {
-                key: key.clone(),
                 resource_version: self.next_rv,
                 user: user.clone(),
             });
@@ -146,7 +144,7 @@ impl<'a> WriteTx<'a> {
 
     /// Stores `object` under `key` with the next resourceVersion, and returns it as stored.
     pub fn put(&mut self, key: ObjectKey, mut object: Value) -> Value {
-        let rv = self.bump(&key);
+        let rv = self.bump();
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         let previous = self.get(&key);
         let stored = StoredObject::new(&object);
@@ -183,7 +181,7 @@ impl<'a> WriteTx<'a> {
     }
 
     fn remove(&mut self, key: &ObjectKey, previous: StoredObject, mut last: Value) -> Value {
-        let rv = self.bump(key);
+        let rv = self.bump();
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
         self.op_events.push(WatchEvent {
             resource_version: rv,
