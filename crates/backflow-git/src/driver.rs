@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::error::RepoError;
 use crate::health::{RemoteHealth, RemoteProblem};
+use crate::history::FolderHistory;
 use crate::remote::RemoteSpec;
 use crate::tip_order::TipOrder;
 use crate::worker::{BranchWorker, FolderFile, WorkerConfig, WorkerEvent};
@@ -114,6 +115,12 @@ enum Command {
         CommitId,
         String,
         oneshot::Sender<Result<Vec<FolderFile>, RepoError>>,
+    ),
+    ReadHistory(
+        CommitId,
+        String,
+        usize,
+        oneshot::Sender<Result<FolderHistory, RepoError>>,
     ),
     Shutdown(oneshot::Sender<Result<Option<CommitId>, ShutdownError>>),
 }
@@ -222,6 +229,21 @@ impl WorkerHandle {
     /// out together in the next commit.
     pub fn hurry(&self) {
         let _ = self.tx.send(Command::Hurry);
+    }
+
+    /// The commits on `commit`'s first-parent line that changed files under `folder`, newest
+    /// first, at most `limit` (see [`BranchWorker::read_history`]), read on the worker's thread.
+    pub async fn read_history(
+        &self,
+        commit: CommitId,
+        folder: impl Into<String>,
+        limit: usize,
+    ) -> Result<Result<FolderHistory, RepoError>, WorkerStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::ReadHistory(commit, folder.into(), limit, tx))
+            .map_err(|_| WorkerStopped)?;
+        rx.await.map_err(|_| WorkerStopped)
     }
 
     /// Every stream of `target` has handed in its snapshot: its resync goes out without waiting
@@ -397,6 +419,9 @@ impl Driver {
             }
             Command::ReadFolder(commit, folder, reply) => {
                 let _ = reply.send(self.worker.read_folder(commit, &folder));
+            }
+            Command::ReadHistory(commit, folder, limit, reply) => {
+                let _ = reply.send(self.worker.read_history(commit, &folder, limit));
             }
             Command::Shutdown(reply) => return Some(reply),
         }

@@ -9,6 +9,8 @@
 //! - `tree.rs`: [`Overlay`], the planner's view of a tree in the cache (the planner seam itself,
 //!   `Planner` and `TreeView`, is in `backflow-branch`, free of Git).
 //! - `message.rs`: commit message templates.
+//! - `history.rs`: what a folder's history holds, for people: the commits that changed it, with
+//!   their authors and the files before and after.
 //! - `worker.rs`: the branch worker's shell. Every decision is made by the pure core
 //!   ([`backflow_branch::BranchCore`]); the shell runs its effects (fetch, build, push, keep
 //!   the tips it must remember) against the cache and the remote. `driver.rs` runs it on a
@@ -60,6 +62,7 @@
 mod driver;
 mod error;
 mod health;
+mod history;
 mod housekeeper;
 mod journal;
 mod message;
@@ -77,6 +80,7 @@ pub use driver::{
 };
 pub use error::{RepoError, StoreError};
 pub use health::{RemoteHealth, RemoteProblem};
+pub use history::{ChangedFile, FolderChange, FolderHistory, HISTORY_WALK};
 pub use message::{CommitPeople, DEFAULT_AUTHOR_EMAIL, MessageTemplates};
 pub use metrics::{BranchMetrics, GitMetrics};
 pub use remote::{

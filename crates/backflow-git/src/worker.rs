@@ -32,6 +32,7 @@ use serde_json::Value;
 
 use crate::error::{RepoError, TreeError};
 use crate::health::{RemoteHealth, RemoteProblem};
+use crate::history::FolderHistory;
 use crate::housekeeper::{Housekeeper, Store};
 use crate::journal::{DeleteJournal, JournaledDelete};
 use crate::message::{CommitPeople, MessageTemplates};
@@ -456,6 +457,21 @@ impl BranchWorker {
                 Ok(FolderFile { path, content })
             })
             .collect()
+    }
+
+    /// The commits on `commit`'s first-parent line that changed files under `folder`, newest
+    /// first, at most `limit` (see [`LocalRepo::folder_history`]).
+    pub fn read_history(
+        &self,
+        commit: CommitId,
+        folder: &str,
+        limit: usize,
+    ) -> Result<FolderHistory, RepoError> {
+        let dir = if folder == "." { "" } else { folder };
+        Ok(FolderHistory {
+            backflow: self.cfg.committer.clone(),
+            changes: self.repo.folder_history(oid(commit), dir, limit)?,
+        })
     }
 
     /// New settings from the owner: commit identities and messages for the commits built from

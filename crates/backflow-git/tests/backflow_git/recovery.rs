@@ -341,3 +341,51 @@ fn a_journaled_delete_that_landed_unheard_does_not_remove_a_file_pushed_since() 
 fn journal_of(cache: &std::path::Path) -> std::path::PathBuf {
     cache.join("cache.git/backflow/pending-deletes-main.json")
 }
+
+/// What `backflow history` reads of Git: the commits that changed a folder, newest first, each
+/// with its author and the changed files before and after; backflow's own told by its
+/// committer. A commit outside the folder is not one of them.
+#[test]
+fn a_folders_history_names_each_commit_that_changed_it_with_the_files_before_and_after() {
+    let bare = Bare::new();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut w, _) = worker(cache.path(), Box::new(FileRemote::new(&bare.url())), |_| {});
+    w.submit(put("a", "1"));
+    w.poll();
+    let ours = bare.tip().expect("pushed");
+    let person = ForeignClone::new(&bare.url());
+    let path = path_of("a");
+    let folder = path.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+    let theirs = person.commit_and_push(&[(path.as_str(), Some("value: 2\n"))], "by hand");
+    person.commit_and_push(&[("elsewhere/notes.txt", Some("hi"))], "outside");
+    w.notify_remote_moved();
+    w.poll();
+    let tip: backflow_branch::CommitId = bare.tip().expect("tip").parse().expect("id");
+    let history = w.read_history(tip, &folder, 10).expect("history");
+    assert_eq!(history.backflow.name, "backflow test");
+    let commits: Vec<String> = history
+        .changes
+        .iter()
+        .map(|c| c.commit.to_string())
+        .collect();
+    assert_eq!(
+        commits,
+        [theirs, ours],
+        "newest first, the outside commit left out"
+    );
+    let hand = &history.changes[0];
+    assert_eq!(hand.author.email, "person@example.com");
+    assert_eq!(hand.message.trim(), "by hand");
+    assert_eq!(hand.files.len(), 1);
+    assert_eq!(hand.files[0].path, path);
+    assert_eq!(
+        hand.files[0].before.as_deref(),
+        Some(rendered("1").as_bytes())
+    );
+    assert_eq!(hand.files[0].after.as_deref(), Some(&b"value: 2\n"[..]));
+    let own = &history.changes[1];
+    assert_eq!(own.committer, history.backflow, "backflow's own commit");
+    assert_eq!(own.files[0].before, None, "the commit added the file");
+    let limited = w.read_history(tip, &folder, 1).expect("history");
+    assert_eq!(limited.changes.len(), 1, "at most the limit");
+}
