@@ -41,6 +41,9 @@ pub struct RecordedWrite {
     /// The authenticated user, when the server authenticates requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<Arc<str>>,
+    /// The field manager the request named (none for a delete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<Arc<str>>,
     /// Create, update or delete.
     pub verb: WriteVerb,
     /// When the store committed it (RFC 3339).
@@ -123,6 +126,7 @@ mod tests {
             key: key(name),
             resource_version: rv,
             user: user.map(Into::into),
+            manager: None,
             verb: WriteVerb::Update,
             at: format!("t{rv}"),
         }

@@ -509,6 +509,7 @@ impl Engine {
             .store
             .write(move |tx| {
                 tx.act_as(opts2.user.clone());
+                tx.managed_by(&opts2.field_manager);
                 engine.write_in(tx, &t2, &ns, &name, part, change, &opts2)
             })
             .await?;

@@ -724,6 +724,7 @@ mod tests {
         store
             .write(move |tx| {
                 tx.act_as(Some("alice".into()));
+                tx.managed_by("kubectl-edit");
                 tx.put(k, o);
                 Ok(())
             })
@@ -756,6 +757,8 @@ mod tests {
             ]
         );
         assert_eq!(store.authors().user_of(&key, 1).as_deref(), Some("alice"));
+        assert_eq!(writes[0].manager.as_deref(), Some("kubectl-edit"));
+        assert_eq!(writes[1].manager, None);
         assert!(
             store.authors().after(0, 100).iter().all(|w| w.key == key),
             "the Event is not recorded"

@@ -29,13 +29,17 @@ pub(super) fn of_batch(events: &[WatchEvent], authored: &[Authored]) -> Vec<Reco
     events
         .iter()
         .filter(|e| recorded(&e.key))
-        .map(|e| RecordedWrite {
+        .map(|e| {
+            let by = authored
+                .iter()
+                .find(|a| a.resource_version == e.resource_version);
+            (e, by)
+        })
+        .map(|(e, by)| RecordedWrite {
             key: e.key.clone(),
             resource_version: e.resource_version,
-            user: authored
-                .iter()
-                .find(|a| a.resource_version == e.resource_version)
-                .map(|a| a.user.clone()),
+            user: by.and_then(|a| a.user.clone()),
+            manager: by.and_then(|a| a.manager.clone()),
             verb: match e.event_type {
                 EventType::Added => WriteVerb::Create,
                 EventType::Modified => WriteVerb::Update,

@@ -12,10 +12,12 @@ use crate::error::ApiResult;
 
 type Overlay = BTreeMap<ObjectKey, Option<StoredObject>>;
 
-/// A change made by an authenticated user: the resourceVersion it took.
+/// Who made a change (the authenticated user, the field manager), by the resourceVersion it
+/// took.
 pub(super) struct Authored {
     pub(super) resource_version: u64,
-    pub(super) user: Arc<str>,
+    pub(super) user: Option<Arc<str>>,
+    pub(super) manager: Option<Arc<str>>,
 }
 
 /// What a batch leaves behind: the changes, their watch events, and who made them.
@@ -36,6 +38,7 @@ pub struct WriteTx<'a> {
     batch_authored: Vec<Authored>,
     op_authored: Vec<Authored>,
     user: Option<Arc<str>>,
+    manager: Option<Arc<str>>,
     next_rv: u64,
 }
 
@@ -50,6 +53,7 @@ impl<'a> WriteTx<'a> {
             batch_authored: Vec::new(),
             op_authored: Vec::new(),
             user: None,
+            manager: None,
             next_rv: committed.resource_version,
         }
     }
@@ -64,6 +68,7 @@ impl<'a> WriteTx<'a> {
         let events = std::mem::take(&mut self.op_events);
         let authored = std::mem::take(&mut self.op_authored);
         self.user = None;
+        self.manager = None;
         if result.is_ok() {
             self.batch.extend(op);
             self.batch_events.extend(events);
@@ -86,6 +91,11 @@ impl<'a> WriteTx<'a> {
     /// commit that mirrors them names the user as its author.
     pub fn act_as(&mut self, user: Option<Arc<str>>) {
         self.user = user;
+    }
+
+    /// Names the field manager of this write's changes, for the record of writes.
+    pub fn managed_by(&mut self, manager: &str) {
+        self.manager = (!manager.is_empty()).then(|| manager.into());
     }
 
     /// The resourceVersion of the latest change seen so far (committed or in this batch).
@@ -133,10 +143,11 @@ impl<'a> WriteTx<'a> {
 
     fn bump(&mut self) -> u64 {
         self.next_rv += 1;
-        if let Some(user) = &self.user {
+        if self.user.is_some() || self.manager.is_some() {
             self.op_authored.push(Authored {
                 resource_version: self.next_rv,
-                user: user.clone(),
+                user: self.user.clone(),
+                manager: self.manager.clone(),
             });
         }
         self.next_rv
