@@ -38,5 +38,5 @@ pub use changes::watch_changes;
 pub use events::{Correlator, EventRecorder, EventType, Note, Regarding, Write};
 pub use explain::explain;
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};
-pub use streams::{ServedType, StreamSpec, TargetRef};
+pub use streams::{ServedType, StreamSpec, TargetRef, unseen_objects};
 pub use withheld::{Kept, Withheld, WithheldWrite};

@@ -161,6 +161,17 @@ impl BranchRegistry {
         self.workers.get(url, branch)
     }
 
+    /// The watch streams of `GitTarget` `namespace/name`: the types and namespaces its folder
+    /// mirrors.
+    #[must_use]
+    pub fn streams_of(&self, namespace: &str, name: &str) -> Vec<crate::StreamSpec> {
+        self.board
+            .streams_of(&target(namespace, name))
+            .into_iter()
+            .map(|(spec, _)| spec)
+            .collect()
+    }
+
     /// The remote tip the mirror last saw for (url, branch) (its own push or a foreign one).
     #[must_use]
     pub fn tip(&self, url: &str, branch: &str) -> Option<String> {

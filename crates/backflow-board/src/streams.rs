@@ -28,6 +28,15 @@ impl ServedType {
     }
 }
 
+/// The objects of a type the mirror does not see: the roles and bindings the API server
+/// bootstraps itself (kube-apiserver, and backflow's embedded server under RBAC) and recreates
+/// at every start, which are its defaults, not anybody's intent.
+#[must_use]
+pub fn unseen_objects(served: &ServedType) -> Option<&'static str> {
+    (served.group == "rbac.authorization.k8s.io")
+        .then_some("kubernetes.io/bootstrapping!=rbac-defaults")
+}
+
 /// A `GitTarget`, by namespace and name.
 pub type TargetRef = (String, String);
 

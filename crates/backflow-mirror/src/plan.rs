@@ -31,21 +31,12 @@ pub const DEFAULT_EXCLUSIONS: &[(&str, &str)] = &[
     ("backflow.dev", "commitrequests"),
 ];
 
-/// The objects of a type the mirror does not see: the roles and bindings the API server
-/// bootstraps itself (kube-apiserver, and backflow's embedded server under RBAC) and recreates
-/// at every start, which are its defaults, not anybody's intent.
-#[must_use]
-pub fn unseen_objects(served: &ServedType) -> Option<&'static str> {
-    (served.group == "rbac.authorization.k8s.io")
-        .then_some("kubernetes.io/bootstrapping!=rbac-defaults")
-}
-
 /// Types whose objects hold secrets: never written to Git in plaintext, so mirrored only into
 /// `GitTargets` with `spec.encryption` (the controller also drops them when its recipients cannot
 /// be resolved).
 pub use backflow_manifest::SENSITIVE;
 
-pub use backflow_board::{ServedType, StreamSpec, TargetRef};
+pub use backflow_board::{ServedType, StreamSpec, TargetRef, unseen_objects};
 
 /// Where a target's changes go and how.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,6 +15,8 @@ use backflow_mirror::{Mirror, MirrorOptions};
 use backflow_server::{RunningServer, ServerConfig};
 use clap::{Args, Parser, Subcommand};
 
+mod connect;
+mod face;
 mod flags;
 mod health;
 mod operator;
@@ -63,6 +65,27 @@ enum Command {
     /// Examples: `backflow status` (beside a `backflow serve`: its ./backflow-data/kubeconfig),
     /// `backflow status --kubeconfig ~/.kube/config -n team-a`, `backflow status -o json`.
     Status(status::StatusArgs),
+    /// Show an object's story both ways, newest first: its live writes (who, when), the
+    /// commits that carried them, commits others pushed that changed it (author), the applies
+    /// that wrote those, and what backflow repaired, kept or refused.
+    ///
+    /// Examples: `backflow history configmap/demo`, `backflow history deploy/web -n shop`,
+    /// `backflow history cm/demo -o json`. Exit code 0: answered; 2: not (the object, the API
+    /// or Git could not be read).
+    History(face::ObjectArgs),
+    /// Show the last writer of each field of a live object and how the value got there: a
+    /// live edit (and the commit that carried it to Git) or a push (and the apply that wrote
+    /// it).
+    ///
+    /// Examples: `backflow why configmap/demo`, `backflow why deployments.apps/web -n shop`.
+    Why(face::ObjectArgs),
+    /// Show what differs between the live side and each folder at its branch tip, as unified
+    /// diffs of the sanitized YAML (nothing, at rest). Secrets' values are never shown, only
+    /// whether they differ.
+    ///
+    /// Examples: `backflow diff`, `backflow diff backflow-system/default`, `backflow diff -o
+    /// json`. Exit code 0: nothing differs; 1: something does; 2: it could not be read.
+    Diff(face::DiffArgs),
     /// Post a signed push notice to a receiver for every ref a `post-receive` hook's input
     /// names (what the hook `serve` installs in its repository runs). Never fails.
     #[command(hide = true)]
@@ -565,9 +588,17 @@ async fn start_default_mirror(
         backflow_apply::act_as::through_router(server.internal_router.clone()),
         args.sync.default_service_account.clone(),
     );
+    let identities_for_face = identities.clone();
     let claims = (!args.no_apply).then(|| start_claims(client, act_as, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());
+    let face = backflow_face::Face::new(
+        kube::Client::new(server.internal_router.clone(), "default"),
+        mirror.branches(),
+        Some(server.engine.store().authors().clone()),
+        identities_for_face,
+    );
+    let _ = server.extensions.face.set(backflow_face::router(face));
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
     Ok(DefaultMirror {
         mirror,
@@ -752,5 +783,8 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => run(cli.log_format, run_serve(*args)),
         Command::Status(args) => status::run(&args),
+        Command::History(args) => face::run_object(face::Verb::History, &args),
+        Command::Why(args) => face::run_object(face::Verb::Why, &args),
+        Command::Diff(args) => face::run_diff(&args),
     }
 }

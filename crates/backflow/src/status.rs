@@ -4,7 +4,6 @@
 //! exit code a script can act on: 0 all fine, 1 something needs a person, 2 the API could not
 //! be read.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use backflow_api::config::{
@@ -16,17 +15,13 @@ use kube::api::ListParams;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 
+use crate::connect::ClientArgs;
 use crate::output;
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Kubeconfig of the API to read; without it, the kubeconfig `serve` wrote into
-    /// --data-dir when there is one, else the usual (~/.kube/config, or in-cluster).
-    #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
-    /// The data directory of a `serve` whose kubeconfig to use.
-    #[arg(long, default_value = "./backflow-data", env = "BACKFLOW_DATA_DIR")]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    api: ClientArgs,
     /// Only this namespace (all namespaces by default).
     #[arg(short = 'n', long)]
     namespace: Option<String>,
@@ -93,13 +88,10 @@ struct OperationLine {
 
 /// Runs the verb.
 pub(crate) fn run(args: &StatusArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::connect::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start: {e}");
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -132,27 +124,6 @@ pub(crate) fn run(args: &StatusArgs) -> ExitCode {
     }
 }
 
-async fn client(args: &StatusArgs) -> Result<Client, String> {
-    let served = args.data_dir.join("kubeconfig");
-    let path = args
-        .kubeconfig
-        .clone()
-        .or_else(|| served.exists().then_some(served));
-    let config = match path {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(&path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("kubeconfig {} is not usable: {e}", path.display()))?
-        }
-        None => kube::Config::infer().await.map_err(|e| {
-            format!("no API to read: give --kubeconfig, or --data-dir of a running `backflow serve` ({e})")
-        })?,
-    };
-    Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
-}
-
 async fn list<K>(client: &Client, namespace: Option<&str>) -> Result<Vec<K>, String>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope>
@@ -175,7 +146,7 @@ where
 }
 
 async fn read(args: &StatusArgs) -> Result<StatusReport, String> {
-    let client = client(args).await?;
+    let client = args.api.client().await?;
     let ns = args.namespace.as_deref();
     let mut report = StatusReport::default();
     for target in list::<GitTarget>(&client, ns).await? {

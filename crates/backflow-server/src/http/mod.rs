@@ -65,6 +65,9 @@ pub struct Extensions {
     pub waiter: std::sync::OnceLock<Arc<dyn crate::publication::PublicationWaiter>>,
     /// Renders the `OpenMetrics` text served at `/metrics`.
     pub metrics: std::sync::OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// Answers `/backflow/…` (what people see of backflow: `backflow history`, `why`,
+    /// `diff`), behind the API's authentication and authorization.
+    pub face: std::sync::OnceLock<Router>,
 }
 
 impl std::fmt::Debug for Extensions {
@@ -72,6 +75,7 @@ impl std::fmt::Debug for Extensions {
         f.debug_struct("Extensions")
             .field("waiter", &self.waiter.get().is_some())
             .field("metrics", &self.metrics.get().is_some())
+            .field("face", &self.face.get().is_some())
             .finish()
     }
 }
@@ -175,6 +179,7 @@ fn routes(state: AppState) -> Router {
             post(review::local_subject_access),
         )
         .route("/metrics", get(metrics))
+        .route("/backflow/{*rest}", get(face))
         .route("/openapi/v2", get(openapi_v2))
         .route(
             "/openapi/v3",
@@ -276,6 +281,25 @@ async fn metrics(State(s): State<AppState>) -> Response {
         body,
     )
         .into_response()
+}
+
+/// `/backflow/…`: the face's answer, once one is installed.
+async fn face(State(s): State<AppState>, req: Request<Body>) -> Response {
+    match s.extensions.face.get() {
+        Some(face) => {
+            let face = face.clone();
+            match tower::ServiceExt::oneshot(face, req).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+        None => ApiError::NotFound {
+            group: String::new(),
+            resource: "backflow".into(),
+            name: req.uri().path().to_string(),
+        }
+        .into_response(),
+    }
 }
 
 async fn fallback(State(s): State<AppState>, req: Request<Body>) -> Response {
