@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::apply::{claim, wait_acting};
 use crate::common::*;
 
-const PATH: &str = "live/default/configmaps/conf.yaml";
+pub(crate) const PATH: &str = "live/default/configmaps/conf.yaml";
 
 /// The data of `ConfigMap` `default/name` live.
 fn live_data(w: &World, name: &str) -> Value {
@@ -18,7 +18,7 @@ fn live_data(w: &World, name: &str) -> Value {
 
 /// Creates `ConfigMap` `default/conf` with `a=1`, `b=1`, waits until it is in Git, adopted and
 /// a second old, and clones the remote as a person.
-fn a_configmap_and_a_clone(w: &World) -> PathBuf {
+pub(crate) fn a_configmap_and_a_clone(w: &World) -> PathBuf {
     w.kubectl(&[
         "create",
         "configmap",
@@ -36,7 +36,7 @@ fn a_configmap_and_a_clone(w: &World) -> PathBuf {
 }
 
 /// Changes `from` to `to` in the clone's copy of the file and commits it (not pushed yet).
-fn commit_in(w: &World, clone: &Path, from: &str, to: &str) {
+pub(crate) fn commit_in(w: &World, clone: &Path, from: &str, to: &str) {
     let file = clone.join(PATH);
     let text = std::fs::read_to_string(&file).expect("the file");
     std::fs::write(&file, text.replace(from, to)).expect("write");
@@ -45,7 +45,7 @@ fn commit_in(w: &World, clone: &Path, from: &str, to: &str) {
 
 /// Patches `a` live to `live`, waits until the mirror handed it in (the 3 s window holds it),
 /// then pushes the clone's commit; returns the file once Git holds the live value.
-fn patch_then_push(w: &World, clone: &Path) -> String {
+pub(crate) fn patch_then_push(w: &World, clone: &Path) -> String {
     edit_and_wait_submitted(w, "default", || {
         w.kubectl(&[
             "patch",
@@ -59,7 +59,7 @@ fn patch_then_push(w: &World, clone: &Path) -> String {
     w.wait_file(PATH, |t| t.contains("a: live") || t.contains("a: \"live\""))
 }
 
-fn wait_live_data(w: &World, want: &Value) {
+pub(crate) fn wait_live_data(w: &World, want: &Value) {
     wait_for(
         &format!("{want} live"),
         || format!("{}", live_data(w, "conf")),

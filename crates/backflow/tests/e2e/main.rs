@@ -23,6 +23,7 @@ mod clients;
 mod common;
 mod drivers;
 mod durability;
+mod face;
 mod flux;
 mod install;
 mod kubectl;
