@@ -222,6 +222,7 @@ const TABLE: &[Row] = &[
     row("t-alice", "create", "/v1/serviceaccounts/token", A, Some("robot"), true, "edit creates service account tokens"),
     row("t-alice", "impersonate", "/v1/serviceaccounts", A, Some("robot"), true, "edit impersonates service accounts"),
     row("t-alice", "get", "/metrics", ALL, None, false, "no rule names /metrics"),
+    row("t-alice", "get", "/backflow/v1/diff", ALL, None, false, "backflow's face is a non-resource URL no role of hers names"),
     row("t-alice", "get", "/apis", ALL, None, true, "system:discovery for every authenticated user"),
     row("t-alice", "get", "/healthz", ALL, None, true, "system:public-info-viewer"),
     // bob: view in team-a.
@@ -271,6 +272,7 @@ const TABLE: &[Row] = &[
     // frank: system:masters.
     row("t-frank", "delete", "/v1/namespaces", ALL, Some("team-b"), true, "system:masters may do everything"),
     row("t-frank", "get", "/metrics", ALL, None, true, "…non-resource URLs included"),
+    row("t-frank", "get", "/backflow/v1/diff", ALL, None, true, "…backflow's face too"),
     row("t-frank", "escalate", "rbac.authorization.k8s.io/v1/clusterroles", ALL, Some("x"), true, "…and escalate"),
     // gina: admin in team-b.
     row("t-gina", "create", "rbac.authorization.k8s.io/v1/rolebindings", B, None, true, "admin writes RoleBindings"),
