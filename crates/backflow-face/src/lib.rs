@@ -11,6 +11,8 @@
 //! - `folder_diff.rs`: [`FolderDiff`], a folder against the live side (pure).
 //! - `text_diff.rs`: unified diffs of two texts.
 //! - `sources.rs`: [`Face`], what the face reads in the running backflow.
+//! - `status.rs`: [`StatusReport`], every target, branch and claim and what needs a person
+//!   (`backflow status`, the web view's overview).
 //! - `routes.rs`: the `/backflow/v1/` endpoints; `render.rs`: the answers as terminal text.
 //! - `error.rs`: [`FaceError`], answered as a Kubernetes `Status`.
 
@@ -21,6 +23,7 @@ mod object;
 pub mod render;
 mod routes;
 mod sources;
+mod status;
 mod story;
 mod text_diff;
 mod why;
@@ -30,6 +33,7 @@ pub use folder_diff::{DiffState, FolderDiff, ObjectDiff};
 pub use object::ObjectRef;
 pub use routes::router;
 pub use sources::{Face, STORY_CHANGES};
+pub use status::{BranchLine, ClaimLine, OperationLine, StatusReport, TargetLine};
 pub use story::{Entry, EntryKind, EventNote, Story, StoryInputs, TargetHistory};
 pub use text_diff::unified;
 pub use why::{FieldWriter, Why};
