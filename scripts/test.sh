@@ -46,18 +46,30 @@ if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null 2>&1; then
     fi
 fi
 
+# The web view is tested in a real headless browser: Debian's chromium, driven by
+# playwright-core (npm, below).
+if [ -z "${BACKFLOW_TEST_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+            || { echo "error: could not install chromium: run 'apt-get install -y chromium'" >&2; exit 1; }
+    else
+        echo "error: the web view's tests need Debian's chromium (apt-get install -y chromium), or BACKFLOW_TEST_CHROMIUM naming a Chromium binary" >&2
+        exit 1
+    fi
+fi
+
 # The push receiver is tested with GitHub's own signer and example payloads (npm), run by node;
 need node "the push receiver is tested against @octokit/webhooks-methods"
 need npm "the @octokit packages are installed from npm"
 node_deps="${CARGO_TARGET_DIR:-target}/test-deps/node"
 # The server is also driven by @kubernetes/client-node, as a Node user would.
 if [ ! -d "$node_deps/node_modules/@octokit/webhooks-methods" ] || [ ! -d "$node_deps/node_modules/@octokit/webhooks-examples" ] \
-    || [ ! -d "$node_deps/node_modules/@kubernetes/client-node" ]; then
+    || [ ! -d "$node_deps/node_modules/@kubernetes/client-node" ] || [ ! -d "$node_deps/node_modules/playwright-core" ]; then
     mkdir -p "$node_deps"
     [ -f "$node_deps/package.json" ] || echo '{"private": true}' >"$node_deps/package.json"
     npm install --prefix "$node_deps" --no-audit --no-fund --silent \
-        @octokit/webhooks-methods@6 @octokit/webhooks-examples@7 @kubernetes/client-node@1 \
-        || { echo "error: could not install the npm packages the tests use (@octokit/*, @kubernetes/client-node)" >&2; exit 1; }
+        @octokit/webhooks-methods@6 @octokit/webhooks-examples@7 @kubernetes/client-node@1 playwright-core@1 \
+        || { echo "error: could not install the npm packages the tests use (@octokit/*, @kubernetes/client-node, playwright-core)" >&2; exit 1; }
 fi
 BACKFLOW_TEST_NODE="$(cd "$node_deps" && pwd)"
 export BACKFLOW_TEST_NODE

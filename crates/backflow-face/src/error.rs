@@ -16,17 +16,22 @@ pub enum FaceError {
     /// The API could not be read.
     #[error("the API could not be read: {0}")]
     Api(#[from] kube::Error),
+    /// The configuration could not be listed.
+    #[error("{0}")]
+    Listing(String),
     /// A branch's history or folder could not be read.
     #[error("Git could not be read: {0}")]
     Git(String),
 }
 
 impl FaceError {
-    fn status(&self) -> (StatusCode, &'static str) {
+    pub(crate) fn status(&self) -> (StatusCode, &'static str) {
         match self {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NotFound"),
-            Self::Api(_) | Self::Git(_) => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+            Self::Api(_) | Self::Git(_) | Self::Listing(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable")
+            }
         }
     }
 }

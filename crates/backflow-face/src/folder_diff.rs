@@ -149,7 +149,7 @@ fn differs(identity: &Identity, live: &Value, git: &Value) -> Option<String> {
 
 fn text(identity: &Identity, live: Option<&Value>, git: Option<&Value>) -> String {
     let (live, git) = if is_secret(identity) {
-        hidden(live, git)
+        hidden_values(live, git)
     } else {
         (live.cloned(), git.cloned())
     };
@@ -170,7 +170,10 @@ fn text(identity: &Identity, live: Option<&Value>, git: Option<&Value>) -> Strin
 /// A Secret's two sides with every value of `data` and `stringData` replaced: `(hidden)` where
 /// both sides agree or one side alone has it, `(hidden, differs)` on the Git side where they
 /// do not.
-fn hidden(live: Option<&Value>, git: Option<&Value>) -> (Option<Value>, Option<Value>) {
+pub(crate) fn hidden_values(
+    live: Option<&Value>,
+    git: Option<&Value>,
+) -> (Option<Value>, Option<Value>) {
     let mut live = live.cloned();
     let mut git = git.cloned();
     for field in ["data", "stringData"] {

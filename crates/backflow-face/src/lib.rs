@@ -14,6 +14,8 @@
 //! - `status.rs`: [`StatusReport`], every target, branch and claim and what needs a person
 //!   (`backflow status`, the web view's overview).
 //! - `routes.rs`: the `/backflow/v1/` endpoints; `render.rs`: the answers as terminal text.
+//! - `web/`: the web view under `/ui/` (the overview with its live feed, each object's page),
+//!   server-rendered HTML.
 //! - `error.rs`: [`FaceError`], answered as a Kubernetes `Status`.
 
 mod error;
@@ -26,6 +28,7 @@ mod sources;
 mod status;
 mod story;
 mod text_diff;
+mod web;
 mod why;
 
 pub use error::FaceError;

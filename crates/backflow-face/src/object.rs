@@ -56,6 +56,12 @@ impl ObjectRef {
             && identity.name == self.name
     }
 
+    /// Whether it is a Secret (whose values are never shown).
+    #[must_use]
+    pub fn is_secret(&self) -> bool {
+        self.group.is_empty() && self.kind == "Secret"
+    }
+
     /// `ConfigMap default/demo`, `Namespace team-a`, for people.
     #[must_use]
     pub fn describe(&self) -> String {

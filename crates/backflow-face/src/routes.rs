@@ -20,13 +20,19 @@ use crate::error::FaceError;
 use crate::object::ObjectRef;
 use crate::sources::Face;
 
-/// The routes, with `face` as their state.
-pub fn router(face: Face) -> Router {
-    Router::new()
+/// The routes, with `face` as their state: the `/backflow/v1/` endpoints, and with `web` the
+/// web view under `/ui/`.
+pub fn router(face: Face, web: bool) -> Router {
+    let api = Router::new()
         .route("/backflow/v1/history", get(history))
         .route("/backflow/v1/why", get(why))
         .route("/backflow/v1/diff", get(diff))
-        .with_state(face)
+        .with_state(face.clone());
+    if web {
+        api.merge(crate::web::router(face))
+    } else {
+        api
+    }
 }
 
 /// The object a query names.

@@ -76,6 +76,50 @@ impl Face {
         }
     }
 
+    /// The client of the API.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The record of writes, where one is kept.
+    pub(crate) fn writes(&self) -> Option<&Arc<WriteRecord>> {
+        self.writes.as_ref()
+    }
+
+    /// The object of type `group`/`plural` named `namespace`/`name`, its version and kind as
+    /// the API serves them.
+    pub(crate) async fn resolve(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ObjectRef, FaceError> {
+        if plural.is_empty() || name.is_empty() {
+            return Err(FaceError::BadRequest(
+                "name the object with plural and name (and group, namespace)".into(),
+            ));
+        }
+        let served = kube::discovery::group(&self.client, group)
+            .await
+            .map_err(|_| FaceError::NotFound(format!("API group {group:?}")))?;
+        let (resource, _) = served
+            .recommended_resources()
+            .into_iter()
+            .find(|(r, _)| r.plural == plural)
+            .ok_or_else(|| FaceError::NotFound(format!("resource {plural} in group {group:?}")))?;
+        let object = ObjectRef {
+            group: resource.group,
+            version: resource.version,
+            kind: resource.kind,
+            plural: resource.plural,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        object.check().map_err(FaceError::BadRequest)?;
+        Ok(object)
+    }
+
     /// The story of `object`, newest first.
     pub async fn story(&self, object: &ObjectRef) -> Result<Story, FaceError> {
         object.check().map_err(FaceError::BadRequest)?;
@@ -227,7 +271,7 @@ impl Face {
             .collect())
     }
 
-    async fn live(&self, object: &ObjectRef) -> Result<Value, FaceError> {
+    pub(crate) async fn live(&self, object: &ObjectRef) -> Result<Value, FaceError> {
         let api = self.api_of(object, Some(&object.namespace));
         let found = api
             .get_opt(&object.name)

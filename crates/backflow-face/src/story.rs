@@ -120,24 +120,28 @@ impl Story {
     #[must_use]
     pub fn tell(inputs: StoryInputs<'_>) -> Self {
         let mut entries: Vec<(Order, Entry)> = Vec::new();
-        entries.extend(
-            inputs
-                .writes
-                .iter()
-                .map(|w| (Order::Live(w.resource_version), live_entry(w))),
-        );
+        entries.extend(inputs.writes.iter().map(|w| {
+            let entry = live_entry(w);
+            let order = Order::Live {
+                applied: entry.kind == EntryKind::Applied,
+                rv: w.resource_version,
+            };
+            (order, entry)
+        }));
         for target in inputs.histories {
-            for change in &target.history.changes {
+            for (age, change) in target.history.changes.iter().enumerate() {
                 if let Some(entry) = commit_entry(inputs, target, change) {
-                    entries.push((Order::Commit, entry));
+                    entries.push((Order::Commit { age }, entry));
                 }
             }
         }
         entries.extend(inputs.notes.iter().map(|n| (Order::Note, note_entry(n))));
-        // Newest first; within a second, a push before the apply it caused, a live write
-        // before the commit carrying it, and backflow's report last.
+        // Newest first. Times are whole seconds on both sides, so within a second the causal
+        // order stands in: a person's write before the commit carrying it, commits in the
+        // branch's order, an applier's write after the commit it applies, backflow's report
+        // last.
         entries.sort_by(|(oa, a), (ob, b)| {
-            (b.at.as_str(), ob.rank(b.kind)).cmp(&(a.at.as_str(), oa.rank(a.kind)))
+            (b.at.as_str(), ob.rank()).cmp(&(a.at.as_str(), oa.rank()))
         });
         let mut entries: Vec<Entry> = entries.into_iter().map(|(_, e)| e).collect();
         name_applied_commits(&mut entries);
@@ -181,18 +185,22 @@ fn name_applied_commits(entries: &mut [Entry]) {
 /// Where an entry goes among those of the same second.
 #[derive(Debug, Clone, Copy)]
 enum Order {
-    Live(u64),
-    Commit,
+    /// A write of the record: by an applier or not, and its resourceVersion.
+    Live { applied: bool, rv: u64 },
+    /// A commit, `age` commits back from the tip of its history.
+    Commit { age: usize },
+    /// One of backflow's Events.
     Note,
 }
 
 impl Order {
-    fn rank(self, kind: EntryKind) -> (u8, u64) {
-        match (self, kind) {
-            (Self::Commit, EntryKind::Pushed) => (0, 0),
-            (Self::Live(rv), _) => (1, rv),
-            (Self::Commit, _) => (2, 0),
-            (Self::Note, _) => (3, 0),
+    /// Ascending within a second: oldest first.
+    fn rank(self) -> (u8, u64) {
+        match self {
+            Self::Live { applied: false, rv } => (1, rv),
+            Self::Commit { age } => (2, u64::MAX - age as u64),
+            Self::Live { applied: true, rv } => (3, rv),
+            Self::Note => (4, 0),
         }
     }
 }
@@ -309,7 +317,7 @@ fn commit_entry(
             format!("pushed: {subject} ({what} in Git)"),
         )
     };
-    let secret = inputs.object.group.is_empty() && inputs.object.kind == "Secret";
+    let secret = inputs.object.is_secret();
     Some(Entry {
         at: seconds(change.time),
         kind,

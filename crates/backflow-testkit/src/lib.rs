@@ -6,7 +6,9 @@
 //! - [`node`]: node and the npm packages the tests run.
 //! - [`octokit`]: GitHub's own webhook signer and example payloads (npm), run by node.
 //! - [`kubectl`]: the bundled kubectl binaries of every supported version.
+//! - [`browser`]: a real headless Chromium driven by `playwright-core`, for the web view.
 
+pub mod browser;
 mod http;
 pub mod kubectl;
 pub mod node;

@@ -10,6 +10,7 @@ const PACKAGES: &[&str] = &[
     "@octokit/webhooks-methods",
     "@octokit/webhooks-examples",
     "@kubernetes/client-node",
+    "playwright-core",
 ];
 
 /// The directory whose `node_modules` holds the packages. Panics, saying how to install them,

@@ -145,6 +145,10 @@ struct ServeArgs {
     /// into the data dir unless --tls-cert-file is given) and bearer-token authentication.
     #[arg(long, default_value = "127.0.0.1:6443", env = "BACKFLOW_LISTEN", value_parser = parse_bind_address)]
     listen: SocketAddr,
+    /// Serve the web view (`/ui/`, read-only, behind the API's authentication) on a
+    /// non-loopback --listen too; on loopback it is always served.
+    #[arg(long)]
+    web_view: bool,
     /// File holding the bearer token clients must send. Required of clients whenever given (and
     /// then TLS is on: kubectl sends tokens only over TLS); on a non-loopback address without
     /// it, a token is generated into <data-dir>/token.
@@ -598,7 +602,8 @@ async fn start_default_mirror(
         Some(server.engine.store().authors().clone()),
         identities_for_face,
     );
-    let _ = server.extensions.face.set(backflow_face::router(face));
+    let web = args.listen.ip().is_loopback() || args.web_view;
+    let _ = server.extensions.face.set(backflow_face::router(face, web));
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
     Ok(DefaultMirror {
         mirror,

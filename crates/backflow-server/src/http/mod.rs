@@ -66,7 +66,8 @@ pub struct Extensions {
     /// Renders the `OpenMetrics` text served at `/metrics`.
     pub metrics: std::sync::OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
     /// Answers `/backflow/…` (what people see of backflow: `backflow history`, `why`,
-    /// `diff`), behind the API's authentication and authorization.
+    /// `diff`) and the web view under `/ui/`, behind the API's authentication and
+    /// authorization.
     pub face: std::sync::OnceLock<Router>,
 }
 
@@ -180,6 +181,9 @@ fn routes(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/backflow/{*rest}", get(face))
+        .route("/ui", get(face))
+        .route("/ui/", get(face))
+        .route("/ui/{*rest}", get(face))
         .route("/openapi/v2", get(openapi_v2))
         .route(
             "/openapi/v3",
@@ -283,7 +287,7 @@ async fn metrics(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `/backflow/…`: the face's answer, once one is installed.
+/// `/backflow/…` and `/ui/…`: the face's answer, once one is installed.
 async fn face(State(s): State<AppState>, req: Request<Body>) -> Response {
     match s.extensions.face.get() {
         Some(face) => {

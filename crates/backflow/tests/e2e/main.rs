@@ -37,4 +37,5 @@ mod restart;
 mod secrets;
 mod ssh;
 mod status;
+mod web;
 mod window;
