@@ -1113,6 +1113,31 @@ fn an_object_deleted_during_an_apply_that_recreates_it_is_deleted_again() {
             (on_object && on_claim).then_some(())
         },
     );
+    // And in the object's story: the delete, the push, the applier's write over the delete
+    // and the repair, newest first.
+    let story = crate::face::history_json(&w, "configmap/gone");
+    let kinds: Vec<&str> = story["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {story:#}"))
+    };
+    assert!(at("Repaired") < at("Pushed"), "{story:#}");
+    assert!(
+        story["entries"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["kind"] == "LiveWrite"
+                && e["summary"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("deleted")))),
+        "the person's delete: {story:#}"
+    );
 }
 
 /// A person edits an object the applier owns while an apply of a commit that removes it is on

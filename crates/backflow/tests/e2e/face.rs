@@ -22,6 +22,11 @@ fn verb(w: &World, args: &[&str]) -> Out {
     run_bounded(&format!("backflow {}", args.join(" ")), cmd)
 }
 
+/// `backflow history OBJECT -o json` of `w`'s server.
+pub(crate) fn history_json(w: &World, object: &str) -> Value {
+    json_of(&verb(w, &["history", object, "-o", "json"]))
+}
+
 fn json_of(out: &Out) -> Value {
     assert_eq!(out.code, Some(0), "{out}");
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("JSON ({e}):\n{out}"))
