@@ -81,6 +81,11 @@ impl Face {
         &self.client
     }
 
+    /// The push webhooks' recent deliveries, newest first.
+    pub(crate) fn deliveries(&self) -> Vec<backflow_board::Delivery> {
+        self.branches.deliveries()
+    }
+
     /// The record of writes, where one is kept.
     pub(crate) fn writes(&self) -> Option<&Arc<WriteRecord>> {
         self.writes.as_ref()

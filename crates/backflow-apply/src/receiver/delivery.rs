@@ -165,6 +165,26 @@ fn revision(s: &str) -> Result<Revision, DeliveryError> {
     }
 }
 
+impl std::fmt::Display for PushedRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Branch(name) => write!(f, "branch {name}"),
+            Self::Other(name) => write!(f, "ref {name}"),
+            Self::Unnamed => write!(f, "an unnamed ref"),
+        }
+    }
+}
+
+impl std::fmt::Display for Revision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Commit(id) => write!(f, "{}", id.get(..12).unwrap_or(id)),
+            Self::Deleted => write!(f, "deleted"),
+            Self::Unknown => write!(f, "an unnamed commit"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -90,7 +90,7 @@ pub struct VerifiedPush {
 }
 
 /// What the endpoint's handler needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EndpointState {
     /// The receivers served.
     pub table: Arc<ReceiverTable>,
@@ -98,6 +98,8 @@ pub struct EndpointState {
     pub metrics: ReceiverMetrics,
     /// Where verified pushes go.
     pub pushes: mpsc::Sender<VerifiedPush>,
+    /// Told what became of each delivery to a known receiver.
+    pub targets: Arc<dyn super::dispatch::PushTargets>,
 }
 
 /// The receiver's routes: everything under `/git-push/`; anything else is 404.
@@ -140,6 +142,11 @@ async fn receive(
         Ok(bytes) => bytes,
         Err(BodyRefusal::TooLarge) => {
             state.metrics.count(kind, Outcome::TooLarge);
+            state.targets.delivered(
+                &receiver,
+                "refused",
+                format!("the body is over {MAX_BODY} bytes (answered 413)"),
+            );
             tracing::warn!(%receiver, limit = MAX_BODY, "push delivery refused: body over the limit (answered 413)");
             return StatusCode::PAYLOAD_TOO_LARGE.into_response();
         }
@@ -151,6 +158,11 @@ async fn receive(
     };
     if entry.suspended {
         state.metrics.count(kind, Outcome::Unavailable);
+        state.targets.delivered(
+            &receiver,
+            "refused",
+            "the GitReceiver is suspended (answered 503)".into(),
+        );
         tracing::info!(%receiver, "push delivery refused: the GitReceiver is suspended (answered 503)");
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
@@ -158,6 +170,11 @@ async fn receive(
         Ok(event) => event,
         Err(why) => {
             state.metrics.count(kind, Outcome::BadSignature);
+            state.targets.delivered(
+                &receiver,
+                "refused",
+                format!("it does not verify: {why} (answered 404)"),
+            );
             tracing::warn!(%receiver, reason = %why, "push delivery refused: it does not verify (answered 404)");
             return StatusCode::NOT_FOUND.into_response();
         }
@@ -166,11 +183,17 @@ async fn receive(
         Event::Push => {}
         Event::Ping => {
             state.metrics.count(kind, Outcome::Ignored);
+            state
+                .targets
+                .delivered(&receiver, "ping", "verified".into());
             tracing::info!(%receiver, "ping delivery verified");
             return StatusCode::OK.into_response();
         }
         Event::Other(name) => {
             state.metrics.count(kind, Outcome::Ignored);
+            state
+                .targets
+                .delivered(&receiver, "ignored", format!("event {name}: not a push"));
             tracing::debug!(%receiver, event = %name, "delivery verified; not a push, nothing to do");
             return StatusCode::OK.into_response();
         }
@@ -191,6 +214,11 @@ async fn receive(
     };
     if state.pushes.try_send(push).is_err() {
         state.metrics.count(kind, Outcome::Unavailable);
+        state.targets.delivered(
+            &receiver,
+            "dropped",
+            "too many deliveries waiting (answered 503)".into(),
+        );
         tracing::warn!(%receiver, "push delivery dropped: too many deliveries waiting (answered 503); the periodic refresh will see the push");
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
@@ -236,6 +264,11 @@ fn is_form(headers: &HeaderMap) -> bool {
 /// 400 with the reason as the body (the delivery verified, so the sender may read why).
 fn unreadable(state: &EndpointState, kind: &str, receiver: &str, e: &DeliveryError) -> Response {
     state.metrics.count(kind, Outcome::Malformed);
+    state.targets.delivered(
+        receiver,
+        "refused",
+        format!("not a push backflow can read: {e} (answered 400)"),
+    );
     tracing::warn!(%receiver, reason = %e, "push delivery refused: not a push backflow can read (answered 400)");
     (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
 }

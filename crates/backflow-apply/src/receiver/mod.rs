@@ -99,11 +99,12 @@ pub fn endpoint(
     metrics: ReceiverMetrics,
 ) -> (axum::Router, JoinHandle<()>) {
     let (pushes, rx) = mpsc::channel(QUEUE);
-    let dispatcher = tokio::spawn(run_dispatch(rx, targets, metrics.clone()));
+    let dispatcher = tokio::spawn(run_dispatch(rx, targets.clone(), metrics.clone()));
     let router = router(EndpointState {
         table,
         metrics,
         pushes,
+        targets,
     });
     (router, dispatcher)
 }
@@ -123,16 +124,35 @@ async fn run_dispatch(
         match &outcome {
             Dispatch::Woke(branches) => {
                 metrics.count(kind, Outcome::Accepted);
+                let woke: Vec<String> = branches
+                    .iter()
+                    .map(|b| format!("{} {}", b.url, b.branch))
+                    .collect();
+                targets.delivered(
+                    receiver,
+                    "accepted",
+                    format!(
+                        "{pushed_ref} at {}: woke {}",
+                        push.delivery.after,
+                        woke.join(", ")
+                    ),
+                );
                 for b in branches {
                     tracing::info!(%receiver, url = %b.url, branch = %b.branch, after = ?push.delivery.after, "push notice: the branch worker reads the remote");
                 }
             }
             Dispatch::Duplicate(_) => {
                 metrics.count(kind, Outcome::Duplicate);
+                targets.delivered(
+                    receiver,
+                    "duplicate",
+                    format!("{pushed_ref}: already acted on"),
+                );
                 tracing::debug!(%receiver, ?pushed_ref, "push notice already acted on (a redelivery)");
             }
             Dispatch::NoMatch => {
                 metrics.count(kind, Outcome::NoMatch);
+                targets.delivered(receiver, "no matching branch", format!("{pushed_ref} of {:?}: no GitTarget writes it (is the GitProvider's spec.url another URL of this repository?)", push.delivery.repositories));
                 let repositories: Vec<&str> = push
                     .delivery
                     .repositories
@@ -143,6 +163,7 @@ async fn run_dispatch(
             }
             Dispatch::NotABranch => {
                 metrics.count(kind, Outcome::Ignored);
+                targets.delivered(receiver, "ignored", format!("{pushed_ref} is not a branch"));
                 tracing::debug!(%receiver, ?pushed_ref, "push notice for a ref that is not a branch");
             }
         }
@@ -159,5 +180,9 @@ impl PushTargets for BranchRegistry {
 
     fn notice(&self, branch: &WrittenBranch, wake: bool) {
         self.push_noticed(&branch.url, &branch.branch, wake);
+    }
+
+    fn delivered(&self, receiver: &str, outcome: &str, detail: String) {
+        BranchRegistry::delivered(self, receiver, outcome, detail);
     }
 }

@@ -38,7 +38,12 @@ async fn overview(State(face): State<Face>) -> Response {
         Err(e) => return page_error(&FaceError::Listing(e)),
     };
     let feed = face.writes().map(|w| feed::newest(w, FEED_SHOWN));
-    Html(overview::render(&report, feed.as_deref())).into_response()
+    Html(overview::render(
+        &report,
+        feed.as_deref(),
+        &face.deliveries(),
+    ))
+    .into_response()
 }
 
 async fn object(State(face): State<Face>, Query(q): Query<HashMap<String, String>>) -> Response {

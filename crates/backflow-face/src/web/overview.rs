@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use backflow_board::Delivery;
+
 use crate::status::StatusReport;
 
 use super::feed::{FEED_SCRIPT, FeedItem};
@@ -23,7 +25,7 @@ fn or_dash(text: Option<&String>) -> String {
 /// The overview of `report` and the newest writes (`feed`, newest first; `None` where no
 /// record of writes is kept).
 #[must_use]
-pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>) -> String {
+pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[Delivery]) -> String {
     let mut body = String::new();
     body.push_str("<section aria-labelledby=\"needs\"><h2 id=\"needs\">Needs a person</h2>");
     if report.needs_a_person.is_empty() {
@@ -135,5 +137,35 @@ pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>) -> String {
         }
     }
     body.push_str("</section>");
+    deliveries_section(&mut body, deliveries);
     page("backflow", &body, feed.map(|_| FEED_SCRIPT))
+}
+
+/// The push webhooks' recent deliveries.
+fn deliveries_section(body: &mut String, deliveries: &[Delivery]) {
+    body.push_str(
+        "<section aria-labelledby=\"deliveries\"><h2 id=\"deliveries\">Push deliveries</h2>",
+    );
+    if deliveries.is_empty() {
+        body.push_str("<p>No push webhook delivery since backflow started.</p>");
+    } else {
+        let rows: Vec<Vec<String>> = deliveries
+            .iter()
+            .map(|d| {
+                vec![
+                    esc(&d.at),
+                    esc(&d.receiver),
+                    esc(&d.outcome),
+                    esc(&d.detail),
+                ]
+            })
+            .collect();
+        let html = table(
+            "The newest deliveries to the GitReceivers",
+            &["Time", "Receiver", "Outcome", "Detail"],
+            &rows,
+        );
+        body.push_str(&html.replacen("<table>", "<table id=\"deliveries-table\">", 1));
+    }
+    body.push_str("</section>");
 }

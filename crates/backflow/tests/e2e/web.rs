@@ -69,7 +69,19 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
     goto(&mut b, &format!("{base}/ui/"));
     assert_eq!(
         texts(&mut b, "caption"),
-        ["GitTargets", "GitBranches", "Applier claims"]
+        [
+            "GitTargets",
+            "GitBranches",
+            "Applier claims",
+            "The newest deliveries to the GitReceivers"
+        ]
+    );
+    let deliveries = texts(&mut b, "#deliveries-table tbody tr");
+    assert!(
+        deliveries
+            .iter()
+            .any(|d| d.contains("accepted") && d.contains("main")),
+        "the repository hook's delivery of the push: {deliveries:?}"
     );
     assert_eq!(texts(&mut b, "#fine"), ["Nothing needs a person."]);
     let claims = texts(&mut b, "table:nth-of-type(3) tbody tr");
