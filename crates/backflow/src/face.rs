@@ -38,6 +38,10 @@ pub(crate) struct ObjectArgs {
     /// `text` (a table) or `json`.
     #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
+    /// Ask the web view's endpoint at this URL (an operator's `--web-view-bind-address`,
+    /// reached with `kubectl port-forward`) instead of the API the kubeconfig names.
+    #[arg(long)]
+    endpoint: Option<String>,
     #[command(flatten)]
     api: ClientArgs,
 }
@@ -50,6 +54,10 @@ pub(crate) struct DiffArgs {
     /// `text` (unified diffs) or `json`.
     #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
+    /// Ask the web view's endpoint at this URL (an operator's `--web-view-bind-address`,
+    /// reached with `kubectl port-forward`) instead of the API the kubeconfig names.
+    #[arg(long)]
+    endpoint: Option<String>,
     #[command(flatten)]
     api: ClientArgs,
 }
@@ -96,9 +104,23 @@ pub(crate) fn run_diff(args: &DiffArgs) -> ExitCode {
     }
 }
 
+/// A client of the web view's endpoint at `url`.
+fn endpoint_client(url: &str) -> Result<Client, String> {
+    let uri = url
+        .parse::<http::Uri>()
+        .ok()
+        .filter(|u| u.scheme().is_some() && u.host().is_some())
+        .ok_or_else(|| format!("--endpoint {url}: give a URL such as http://127.0.0.1:8081"))?;
+    Client::try_from(kube::Config::new(uri)).map_err(|e| format!("--endpoint {url}: {e}"))
+}
+
 async fn ask_object(verb: Verb, args: &ObjectArgs) -> Result<String, String> {
-    let client = args.api.client().await?;
-    let object = resolve(&client, &args.object, args.namespace.as_deref()).await?;
+    let api = args.api.client().await?;
+    let object = resolve(&api, &args.object, args.namespace.as_deref()).await?;
+    let client = match &args.endpoint {
+        Some(url) => endpoint_client(url)?,
+        None => api,
+    };
     let path = match verb {
         Verb::History => "history",
         Verb::Why => "why",
@@ -142,7 +164,10 @@ async fn ask_diff(args: &DiffArgs) -> Result<(String, bool), String> {
             ));
         }
     }
-    let client = args.api.client().await?;
+    let client = match &args.endpoint {
+        Some(url) => endpoint_client(url)?,
+        None => args.api.client().await?,
+    };
     let path = match &args.target {
         Some(target) => format!(
             "/backflow/v1/diff?{}",

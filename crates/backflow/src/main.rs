@@ -293,6 +293,11 @@ struct OperatorArgs {
     /// kubelet probes the pod); off unless given.
     #[arg(long, env = "BACKFLOW_METRICS_BIND_ADDRESS", value_parser = parse_bind_address)]
     metrics_bind_address: Option<SocketAddr>,
+    /// Serve the web view (`/ui/`) and what `backflow history|why|diff --endpoint` ask on this
+    /// loopback address (`127.0.0.1:8081`), reached with `kubectl port-forward`, which the
+    /// cluster authenticates and authorizes (`pods/portforward`); off unless given.
+    #[arg(long, env = "BACKFLOW_WEB_VIEW_BIND_ADDRESS", value_parser = parse_bind_address)]
+    web_view_bind_address: Option<SocketAddr>,
     /// Act only while holding the Lease --leader-election-namespace/--leader-election-id, so
     /// replicas take turns: one acts, the others stand by (ready) and take over once it stops
     /// or its Lease expires. `false`: act at once, as the only replica.

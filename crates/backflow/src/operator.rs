@@ -20,6 +20,11 @@ use crate::{
 
 /// Runs the operator until SIGTERM or Ctrl-C (or, when it loses the Lease, exits at once).
 pub(crate) async fn run(args: OperatorArgs) -> Result<(), String> {
+    if let Some(addr) = args.web_view_bind_address.filter(|a| !a.ip().is_loopback()) {
+        return Err(format!(
+            "--web-view-bind-address {addr} is not a loopback address: the operator's web view has no authentication of its own; bind it to 127.0.0.1 and reach it with `kubectl port-forward`, which the cluster authenticates"
+        ));
+    }
     // One listener for the whole run: a signal that arrives while it starts acting is kept.
     let signal = stop_signal();
     let (client, act_as, api) = client_of(&args).await?;
@@ -316,6 +321,10 @@ async fn act(
         None => None,
     };
     health.serve_metrics(mirror.metrics_renderer());
+    let web_view = match args.web_view_bind_address {
+        Some(addr) => Some(start_web_view(client, &mirror, addr).await?),
+        None => None,
+    };
     println!("  acting:     mirror and appliers started");
     if let Some(r) = &receiver {
         println!(
@@ -341,6 +350,9 @@ async fn act(
         label_pod(client, args, false).await;
     }
     let stop = async {
+        if let Some(w) = web_view {
+            w.shutdown().await;
+        }
         if let Some(r) = receiver {
             r.shutdown().await;
         }
@@ -352,6 +364,25 @@ async fn act(
         why = lost() => exit_lost(&why, events).await,
     }
     Ok(())
+}
+
+/// The web view and the face's endpoints on loopback `addr`, reading the cluster through
+/// `client` and the branches `mirror` runs (a cluster has no record of writes: stories hold
+/// commits, applies and Events).
+async fn start_web_view(
+    client: &kube::Client,
+    mirror: &Mirror,
+    addr: std::net::SocketAddr,
+) -> Result<Listener, String> {
+    let face = backflow_face::Face::new(client.clone(), mirror.branches(), None, Vec::new());
+    let listener = Listener::bind(addr, backflow_face::router(face, true), None)
+        .await
+        .map_err(|e| format!("web view (--web-view-bind-address): {e}"))?;
+    println!(
+        "  web view:   http://{}/ui/ (kubectl port-forward to reach it; backflow history|why|diff --endpoint http://{})",
+        listener.addr, listener.addr
+    );
+    Ok(listener)
 }
 
 /// Exits at once: another replica may be acting already. What was pending is published again

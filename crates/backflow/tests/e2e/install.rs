@@ -139,7 +139,11 @@ fn the_ha_install_applies_and_its_replicas_take_turns() {
         .expect("args")
         .iter()
         .filter_map(Value::as_str)
-        .filter(|a| !a.starts_with("--data-dir") && !a.starts_with("--metrics-bind-address"))
+        .filter(|a| {
+            !a.starts_with("--data-dir")
+                && !a.starts_with("--metrics-bind-address")
+                && !a.starts_with("--web-view-bind-address")
+        })
         .map(str::to_string)
         .collect();
     assert!(args.iter().any(|a| a == "--install-crds=false"), "{args:?}");

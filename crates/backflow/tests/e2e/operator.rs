@@ -581,3 +581,129 @@ fn two_replicas_take_turns_and_a_killed_leader_loses_nothing_acknowledged() {
     );
     f.stop();
 }
+
+/// `operator --web-view-bind-address` on loopback: the web view and what `backflow history`,
+/// `why` and `diff --endpoint` ask, reading the cluster (which keeps no record of writes: the
+/// story holds the commits, named by field manager). Beyond loopback it refuses to start.
+#[test]
+fn the_operator_serves_the_web_view_on_loopback_and_the_commands_ask_it() {
+    let f = Fixture::new();
+    let data = f.operator_data.to_string_lossy().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backflow"))
+        .args([
+            "operator",
+            "--data-dir",
+            &data,
+            "--web-view-bind-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig")
+        .arg(&f.kubeconfig)
+        .env("HOME", &f.sandbox.home)
+        .env("BACKFLOW_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn backflow operator");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let _operator = Operator(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.trim().strip_prefix("web view:") {
+                let addr = rest.trim().trim_start_matches("http://");
+                let _ = tx.send(addr.split('/').next().unwrap_or_default().to_string());
+            }
+        }
+    });
+    wait_for("the operator to install its CRDs", String::new, || {
+        let out = f.kubectl(&["get", "crd", "nativeclaims.backflow.dev", "-o", "name"]);
+        (out.code == Some(0)).then_some(())
+    });
+    f.apply(&team_config(
+        &f,
+        "{providerRef: {name: git}, branch: main, path: clusters/dev}",
+        "",
+    ));
+    let addr = rx
+        .recv_timeout(HANG_GUARD)
+        .expect("the operator says where its web view answers");
+    let created = f.kubectl(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--from-literal=mode=fast",
+    ]);
+    assert_eq!(created.code, Some(0), "{created}");
+    wait_for("the create in Git", String::new, || {
+        f.show("clusters/dev/team/configmaps/settings.yaml")?
+            .contains("mode: fast")
+            .then_some(())
+    });
+    f.patch_settings(r#"{"data":{"mode":"safe"}}"#);
+    wait_for("the patch in Git", String::new, || {
+        f.show("clusters/dev/team/configmaps/settings.yaml")?
+            .contains("mode: safe")
+            .then_some(())
+    });
+    let endpoint = format!("http://{addr}");
+    let ask = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_backflow"));
+        cmd.args(args)
+            .args(["--endpoint", &endpoint, "--kubeconfig"])
+            .arg(&f.kubeconfig)
+            .env("HOME", &f.sandbox.home);
+        run_bounded("backflow", cmd)
+    };
+    let story = wait_for(
+        "the patch's commit in the story",
+        || ask(&["history", "configmap/settings", "-n", "team"]).to_string(),
+        || {
+            let out = ask(&["history", "configmap/settings", "-n", "team", "-o", "json"]);
+            let story: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+            let committed = story["entries"].as_array()?.iter().any(|e| {
+                e["kind"] == "Committed"
+                    && e["summary"]
+                        .as_str()
+                        .is_some_and(|s| s.contains("ops-dashboard"))
+            });
+            committed.then_some(story)
+        },
+    );
+    assert!(
+        story["gaps"]
+            .to_string()
+            .contains("embedded API server only"),
+        "a cluster keeps no record of writes, and the story says so: {story:#}"
+    );
+    let why = ask(&["why", "configmap/settings", "-n", "team"]);
+    assert_eq!(why.code, Some(0), "{why}");
+    assert!(
+        why.stdout
+            .lines()
+            .any(|l| l.starts_with("data") && l.contains("ops-dashboard")),
+        "{why}"
+    );
+    let diff = ask(&["diff", "team/team"]);
+    assert_eq!(diff.code, Some(0), "nothing differs at rest: {diff}");
+    let page = http(&addr, "GET", "/ui/", &[], "");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("team/team"), "{}", page.body);
+
+    let mut wide = Command::new(env!("CARGO_BIN_EXE_backflow"));
+    wide.args([
+        "operator",
+        "--web-view-bind-address",
+        "0.0.0.0:0",
+        "--kubeconfig",
+    ])
+    .arg(&f.kubeconfig)
+    .env("HOME", &f.sandbox.home);
+    let refused = run_bounded("backflow operator", wide);
+    assert_eq!(refused.code, Some(1), "{refused}");
+    assert!(refused.stderr.contains("kubectl port-forward"), "{refused}");
+}
