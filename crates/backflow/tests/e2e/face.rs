@@ -154,10 +154,17 @@ fn history_why_and_diff_tell_a_live_edit_a_push_its_apply_and_an_override() {
     }
 }
 
-/// A Secret's value reaches none of the answers: its story holds no document, `why` names its
-/// fields only, and `diff` hides each value.
-#[test]
-fn a_secrets_value_is_never_shown_by_history_why_or_diff() {
+/// The values `a_secret_created_and_patched` gives Secret `default/s`, and their base64: none
+/// may be shown.
+pub(crate) const SECRET_VALUES: [&str; 4] = [
+    "s3cr3t-value",
+    "n3w-s3cr3t",
+    "czNjcjN0LXZhbHVl",
+    "bjN3LXMzY3IzdA==",
+];
+
+/// A server whose Secret `default/s` was created live, mirrored (encrypted), then patched live.
+pub(crate) fn a_secret_created_and_patched() -> World {
     let w = World::start(&[]);
     w.kubectl(&[
         "create",
@@ -175,6 +182,14 @@ fn a_secrets_value_is_never_shown_by_history_why_or_diff() {
         r#"{"stringData":{"password":"n3w-s3cr3t"}}"#,
     ]);
     w.wait_settled();
+    w
+}
+
+/// A Secret's value reaches none of the answers: its story holds no document, `why` names its
+/// fields only, and `diff` hides each value.
+#[test]
+fn a_secrets_value_is_never_shown_by_history_why_or_diff() {
+    let w = a_secret_created_and_patched();
     for args in [
         &["history", "secret/s", "-o", "json"][..],
         &["history", "secret/s"][..],
@@ -183,12 +198,7 @@ fn a_secrets_value_is_never_shown_by_history_why_or_diff() {
     ] {
         let out = verb(&w, args);
         assert!(matches!(out.code, Some(0 | 1)), "{out}");
-        for value in [
-            "s3cr3t-value",
-            "n3w-s3cr3t",
-            "czNjcjN0LXZhbHVl",
-            "bjN3LXMzY3IzdA==",
-        ] {
+        for value in SECRET_VALUES {
             assert!(
                 !out.stdout.contains(value),
                 "{value} shown by {args:?}:\n{out}"

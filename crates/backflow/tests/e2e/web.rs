@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::apply::{wait_acting, wait_applied};
 use crate::common::*;
+use crate::face::{SECRET_VALUES, a_secret_created_and_patched};
 
 const DEMO: &str = "live/default/configmaps/demo.yaml";
 
@@ -179,23 +180,7 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
 /// A Secret's value (or its base64) is on no page: not its object page, not the overview.
 #[test]
 fn no_page_shows_a_secrets_value() {
-    let w = World::start(&[]);
-    w.kubectl(&[
-        "create",
-        "secret",
-        "generic",
-        "s",
-        "--from-literal=password=s3cr3t-value",
-    ]);
-    w.wait_present("live/default/secrets/s.sops.yaml");
-    w.kubectl(&[
-        "patch",
-        "secret",
-        "s",
-        "-p",
-        r#"{"stringData":{"password":"n3w-s3cr3t"}}"#,
-    ]);
-    w.wait_settled();
+    let w = a_secret_created_and_patched();
     let base = format!("http://{}", w.addr());
     let mut b = Browser::start();
     for path in [
@@ -206,12 +191,7 @@ fn no_page_shows_a_secrets_value() {
         let html = b.ask(&json!({"op": "html"}));
         let html = html["html"].as_str().unwrap_or_default();
         assert!(html.contains("<h1>"), "{html}");
-        for value in [
-            "s3cr3t-value",
-            "n3w-s3cr3t",
-            "czNjcjN0LXZhbHVl",
-            "bjN3LXMzY3IzdA==",
-        ] {
+        for value in SECRET_VALUES {
             assert!(!html.contains(value), "{value} on {path}:\n{html}");
         }
     }
