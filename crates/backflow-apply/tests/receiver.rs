@@ -89,7 +89,10 @@ impl Harness {
             ..Told::default()
         });
         let metrics = ReceiverMetrics::default();
-        let (router, _dispatcher) = endpoint(table, told.clone(), metrics.clone());
+        let deliveries = Arc::new(backflow_apply::receiver::DeliveryLog::new(Arc::new(
+            backflow_api::SystemClock,
+        )));
+        let (router, _dispatcher) = endpoint(table, told.clone(), metrics.clone(), deliveries);
         Self {
             router,
             metrics,

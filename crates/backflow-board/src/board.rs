@@ -186,8 +186,6 @@ pub struct Board {
     /// tip, a reason to apply, an edit to apply Git over), so the claims look at once instead
     /// of polling.
     apply_news: tokio::sync::Notify,
-    /// The push webhooks' recent deliveries.
-    pub deliveries: crate::Deliveries,
 }
 
 impl Board {

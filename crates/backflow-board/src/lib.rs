@@ -16,14 +16,12 @@
 //!   an apply's flush, before a `CommitRequest`).
 //! - `events.rs`: Kubernetes Events about what backflow did, counted when repeated.
 //! - `explain.rs`: a Kubernetes API error as a person reads it.
-//! - `deliveries.rs`: [`Deliveries`], what became of the push webhooks' recent deliveries.
 //! - `changes.rs`: [`watch_changes`], a watch that only wakes a level-triggered loop.
 
 mod apply_windows;
 mod board;
 mod catch_up;
 mod changes;
-mod deliveries;
 mod events;
 mod explain;
 mod registry;
@@ -37,7 +35,6 @@ pub use board::{
 };
 pub use catch_up::{Barrier, CatchUps, CaughtUp};
 pub use changes::watch_changes;
-pub use deliveries::{Deliveries, Delivery};
 pub use events::{Correlator, EventRecorder, EventType, Note, Regarding, Write};
 pub use explain::explain;
 pub use registry::{BranchRegistry, RunningWorkers, TargetSnapshots};

@@ -238,22 +238,6 @@ impl BranchRegistry {
         TargetSnapshots::Settled
     }
 
-    /// A delivery to `GitReceiver` `receiver` came, and this became of it.
-    pub fn delivered(&self, receiver: &str, outcome: &str, detail: String) {
-        self.board.deliveries.record(crate::Delivery {
-            at: humantime::format_rfc3339_seconds(self.clock.now()).to_string(),
-            receiver: receiver.to_string(),
-            outcome: outcome.to_string(),
-            detail,
-        });
-    }
-
-    /// The push webhooks' recent deliveries, newest first.
-    #[must_use]
-    pub fn deliveries(&self) -> Vec<crate::Delivery> {
-        self.board.deliveries.newest()
-    }
-
     /// A push webhook named (url, branch): its `GitBranch` reports it in
     /// `status.lastPushNoticeAt`, and unless `wake` is false (a redelivery of a push already
     /// acted on) its worker reads the remote at once.

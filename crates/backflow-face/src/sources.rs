@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use backflow_api::config::{GitProvider, GitTarget};
+use backflow_api::config::{DeliveryRecord, GitProvider, GitReceiver, GitTarget};
 use backflow_api::{AppliedBy, WriteRecord};
 use backflow_board::BranchRegistry;
 use backflow_branch::CommitId;
@@ -37,6 +37,15 @@ impl std::fmt::Debug for Face {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Face").finish_non_exhaustive()
     }
+}
+
+/// A delivery to a `GitReceiver`, as its status keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    /// The receiver's `namespace/name`.
+    pub(crate) receiver: String,
+    /// When, what became of it, and what it named.
+    pub(crate) record: DeliveryRecord,
 }
 
 /// A `GitTarget` as the face needs it.
@@ -81,9 +90,32 @@ impl Face {
         &self.client
     }
 
-    /// The push webhooks' recent deliveries, newest first.
-    pub(crate) fn deliveries(&self) -> Vec<backflow_board::Delivery> {
-        self.branches.deliveries()
+    /// The push webhooks' newest deliveries as their `GitReceiver`s' status keeps them, newest
+    /// first (none where the API serves no `GitReceiver`s).
+    pub(crate) async fn deliveries(&self) -> Result<Vec<Delivery>, FaceError> {
+        let receivers = match Api::<GitReceiver>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items,
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out: Vec<Delivery> = receivers
+            .iter()
+            .flat_map(|r| {
+                let receiver = format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any());
+                r.status
+                    .iter()
+                    .flat_map(|s| s.recent_deliveries.iter())
+                    .map(move |d| Delivery {
+                        receiver: receiver.clone(),
+                        record: d.clone(),
+                    })
+            })
+            .collect();
+        out.sort_by(|a, b| b.record.at.cmp(&a.record.at));
+        Ok(out)
     }
 
     /// The record of writes, where one is kept.

@@ -26,7 +26,10 @@ pub use provider::{
     AllowCrossNamespace, CommitMessages, CommitPolicy, GitProvider, GitProviderSpec,
     GitProviderStatus, Person, PushPolicy, SecretReference,
 };
-pub use receiver::{GitReceiver, GitReceiverSpec, GitReceiverStatus, ReceiverType};
+pub use receiver::{
+    DeliveryRecord, GitReceiver, GitReceiverSpec, GitReceiverStatus, RECENT_DELIVERIES,
+    ReceiverType,
+};
 pub use target::{
     AgeEncryption, CommitAuthors, Encryption, Exclude, GitTarget, GitTargetSpec, GitTargetStatus,
     OnRefusal, Placement, Prune, PruneMode, StreamSummary,

@@ -84,4 +84,23 @@ pub struct GitReceiverStatus {
     /// `https://<your route><webhookPath>` at the Git host. Absent while the token is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_path: Option<String>,
+    /// What became of the newest deliveries (at most [`RECENT_DELIVERIES`]), newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_deliveries: Vec<DeliveryRecord>,
+}
+
+/// How many deliveries a `GitReceiver`'s status keeps.
+pub const RECENT_DELIVERIES: usize = 10;
+
+/// One delivery to a `GitReceiver`, as its status keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryRecord {
+    /// When it came (RFC 3339).
+    pub at: String,
+    /// What became of it: `accepted`, `duplicate`, `no matching branch`, `ignored`, `ping`,
+    /// `refused`, `dropped`.
+    pub outcome: String,
+    /// What it named, or why it was refused.
+    pub detail: String,
 }

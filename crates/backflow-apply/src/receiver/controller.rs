@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use backflow_api::Clock;
 use backflow_api::config::condition::{NotReady, cond, set_condition, summary};
-use backflow_api::config::{ConditionStatus, GitReceiver, GitReceiverStatus};
+use backflow_api::config::{ConditionStatus, DeliveryRecord, GitReceiver, GitReceiverStatus};
 use backflow_board::watch_changes;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
@@ -18,6 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
+use super::deliveries::{DeliveryLog, merged};
 use super::endpoint::{ReceiverEntry, ReceiverTable};
 use super::path::webhook_path;
 
@@ -70,12 +71,20 @@ async fn token(client: &Client, receiver: &GitReceiver) -> Result<Vec<u8>, Token
     value.ok_or(TokenProblem::KeyMissing(shown))
 }
 
-/// The status of a receiver: its path when it has a token.
+/// The status of a receiver: its path when it has a token, and its newest deliveries (`new`
+/// ones, oldest first, added to those its status kept).
 fn status(
     receiver: &GitReceiver,
     outcome: &Result<String, TokenProblem>,
     now: &str,
+    new: &[DeliveryRecord],
 ) -> GitReceiverStatus {
+    let kept = receiver
+        .status
+        .as_ref()
+        .map(|s| s.recent_deliveries.as_slice())
+        .unwrap_or_default();
+    let recent_deliveries = merged(kept, new);
     let generation = receiver.metadata.generation;
     let mut conditions = receiver
         .status
@@ -109,6 +118,7 @@ fn status(
         observed_generation: generation,
         conditions,
         webhook_path: outcome.as_ref().ok().cloned(),
+        recent_deliveries,
     }
 }
 
@@ -119,17 +129,28 @@ pub struct ReceiverController {
     clock: Arc<dyn Clock>,
     /// The last status written per receiver, without times, so an unchanged one is not rewritten.
     written: BTreeMap<String, serde_json::Value>,
+    /// Deliveries to write into the receivers' status.
+    deliveries: Arc<DeliveryLog>,
 }
 
 impl ReceiverController {
     /// A controller filling `table` from `client`'s API.
     pub fn new(client: Client, table: Arc<ReceiverTable>, clock: Arc<dyn Clock>) -> Self {
+        let deliveries = Arc::new(DeliveryLog::new(clock.clone()));
         Self {
             client,
             table,
             clock,
             written: BTreeMap::new(),
+            deliveries,
         }
+    }
+
+    /// Keeps the deliveries `deliveries` is told of in the receivers' status.
+    #[must_use]
+    pub fn with_deliveries(mut self, deliveries: Arc<DeliveryLog>) -> Self {
+        self.deliveries = deliveries;
+        self
     }
 
     /// Runs until `stop` flips to true.
@@ -154,6 +175,10 @@ impl ReceiverController {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     while rx.try_recv().is_ok() {}
                 }
+                () = self.deliveries.news.notified() => {
+                    // Deliveries come in bursts (a push to several branches): one write.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
                 _ = tick.tick() => {}
             }
             if let Err(e) = self.reconcile().await {
@@ -172,6 +197,7 @@ impl ReceiverController {
             .await?
             .items;
         let now = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        let mut new = self.deliveries.take();
         let mut table = BTreeMap::new();
         let mut statuses = Vec::new();
         for r in &receivers {
@@ -194,16 +220,20 @@ impl ReceiverController {
             if let Err(problem) = &outcome {
                 tracing::debug!(receiver = %format!("{ns}/{name}"), %problem, "GitReceiver serves no path");
             }
-            statuses.push((ns, name, status(r, &outcome, &now)));
+            let delivered = new.remove(&format!("{ns}/{name}")).unwrap_or_default();
+            statuses.push((ns, name, status(r, &outcome, &now, &delivered), delivered));
         }
         self.table.replace(table);
-        for (ns, name, st) in statuses {
-            self.write_status(&ns, &name, &st).await;
+        for (ns, name, st, delivered) in statuses {
+            if !self.write_status(&ns, &name, &st).await && !delivered.is_empty() {
+                self.deliveries.put_back(&format!("{ns}/{name}"), delivered);
+            }
         }
         Ok(())
     }
 
-    async fn write_status(&mut self, ns: &str, name: &str, st: &GitReceiverStatus) {
+    /// Writes `st` unless it is what was written last; whether it is there now.
+    async fn write_status(&mut self, ns: &str, name: &str, st: &GitReceiverStatus) -> bool {
         let id = format!("{ns}/{name}");
         let mut comparable = st.clone();
         for c in &mut comparable.conditions {
@@ -211,7 +241,7 @@ impl ReceiverController {
         }
         let comparable = serde_json::to_value(&comparable).unwrap_or_default();
         if self.written.get(&id) == Some(&comparable) {
-            return;
+            return true;
         }
         let mut value = serde_json::to_value(st).unwrap_or_default();
         if st.webhook_path.is_none() {
@@ -229,9 +259,11 @@ impl ReceiverController {
         {
             Ok(_) => {
                 self.written.insert(id, comparable);
+                true
             }
             Err(e) => {
                 tracing::debug!(receiver = %id, error = %e, "GitReceiver status update failed; retrying later");
+                false
             }
         }
     }
@@ -263,7 +295,7 @@ mod tests {
 
     #[test]
     fn the_path_is_published_only_with_a_token_and_suspension_is_not_readiness() {
-        let ok = status(&receiver(false), &Ok("/git-push/ab".into()), "t");
+        let ok = status(&receiver(false), &Ok("/git-push/ab".into()), "t", &[]);
         assert_eq!(ok.webhook_path.as_deref(), Some("/git-push/ab"));
         assert_eq!(ready(&ok), (ConditionStatus::True, "Succeeded".into()));
         assert_eq!(ok.observed_generation, Some(3));
@@ -271,6 +303,7 @@ mod tests {
             &receiver(false),
             &Err(TokenProblem::KeyMissing("ns/s".into())),
             "t",
+            &[],
         );
         assert_eq!(missing.webhook_path, None);
         assert_eq!(
@@ -278,7 +311,7 @@ mod tests {
             (ConditionStatus::False, "TokenNotFound".into())
         );
         assert!(missing.conditions.iter().any(|c| c.type_ == "Stalled"));
-        let suspended = status(&receiver(true), &Ok("/git-push/ab".into()), "t");
+        let suspended = status(&receiver(true), &Ok("/git-push/ab".into()), "t", &[]);
         assert_eq!(suspended.webhook_path.as_deref(), Some("/git-push/ab"));
         assert_eq!(
             ready(&suspended),

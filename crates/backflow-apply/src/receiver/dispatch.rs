@@ -22,10 +22,6 @@ pub trait PushTargets: Send + Sync + 'static {
     /// A delivery named `branch`: stamp its `lastPushNoticeAt` and, unless the delivery is a
     /// redelivery of one already acted on, tell its worker to read the remote.
     fn notice(&self, branch: &WrittenBranch, wake: bool);
-    /// A delivery to `receiver` came and this became of it (for people; nothing by default).
-    fn delivered(&self, receiver: &str, outcome: &str, detail: String) {
-        let _ = (receiver, outcome, detail);
-    }
 }
 
 /// What became of a verified push delivery.

@@ -17,6 +17,7 @@ use http::{HeaderMap, Method, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Limited};
 use tokio::sync::mpsc;
 
+use super::deliveries::DeliveryLog;
 use super::delivery::{DeliveryError, PushDelivery};
 use super::metrics::{Outcome, ReceiverMetrics};
 use super::path::PATH_PREFIX;
@@ -98,8 +99,8 @@ pub struct EndpointState {
     pub metrics: ReceiverMetrics,
     /// Where verified pushes go.
     pub pushes: mpsc::Sender<VerifiedPush>,
-    /// Told what became of each delivery to a known receiver.
-    pub targets: Arc<dyn super::dispatch::PushTargets>,
+    /// What became of each delivery to a known receiver.
+    pub deliveries: Arc<DeliveryLog>,
 }
 
 /// The receiver's routes: everything under `/git-push/`; anything else is 404.
@@ -142,7 +143,7 @@ async fn receive(
         Ok(bytes) => bytes,
         Err(BodyRefusal::TooLarge) => {
             state.metrics.count(kind, Outcome::TooLarge);
-            state.targets.delivered(
+            state.deliveries.record(
                 &receiver,
                 "refused",
                 format!("the body is over {MAX_BODY} bytes (answered 413)"),
@@ -158,7 +159,7 @@ async fn receive(
     };
     if entry.suspended {
         state.metrics.count(kind, Outcome::Unavailable);
-        state.targets.delivered(
+        state.deliveries.record(
             &receiver,
             "refused",
             "the GitReceiver is suspended (answered 503)".into(),
@@ -170,7 +171,7 @@ async fn receive(
         Ok(event) => event,
         Err(why) => {
             state.metrics.count(kind, Outcome::BadSignature);
-            state.targets.delivered(
+            state.deliveries.record(
                 &receiver,
                 "refused",
                 format!("it does not verify: {why} (answered 404)"),
@@ -184,16 +185,16 @@ async fn receive(
         Event::Ping => {
             state.metrics.count(kind, Outcome::Ignored);
             state
-                .targets
-                .delivered(&receiver, "ping", "verified".into());
+                .deliveries
+                .record(&receiver, "ping", "verified".into());
             tracing::info!(%receiver, "ping delivery verified");
             return StatusCode::OK.into_response();
         }
         Event::Other(name) => {
             state.metrics.count(kind, Outcome::Ignored);
             state
-                .targets
-                .delivered(&receiver, "ignored", format!("event {name}: not a push"));
+                .deliveries
+                .record(&receiver, "ignored", format!("event {name}: not a push"));
             tracing::debug!(%receiver, event = %name, "delivery verified; not a push, nothing to do");
             return StatusCode::OK.into_response();
         }
@@ -214,7 +215,7 @@ async fn receive(
     };
     if state.pushes.try_send(push).is_err() {
         state.metrics.count(kind, Outcome::Unavailable);
-        state.targets.delivered(
+        state.deliveries.record(
             &receiver,
             "dropped",
             "too many deliveries waiting (answered 503)".into(),
@@ -264,7 +265,7 @@ fn is_form(headers: &HeaderMap) -> bool {
 /// 400 with the reason as the body (the delivery verified, so the sender may read why).
 fn unreadable(state: &EndpointState, kind: &str, receiver: &str, e: &DeliveryError) -> Response {
     state.metrics.count(kind, Outcome::Malformed);
-    state.targets.delivered(
+    state.deliveries.record(
         receiver,
         "refused",
         format!("not a push backflow can read: {e} (answered 400)"),

@@ -9,8 +9,10 @@
 //! - `endpoint.rs`: the HTTP handler.
 //! - `hook.rs`: the `post-receive` hook of `serve`'s own repository.
 //! - `controller.rs`: `GitReceiver` objects and their Secrets → the endpoint's table and status.
+//! - `deliveries.rs`: what became of each delivery, kept in the receiver's status.
 
 mod controller;
+mod deliveries;
 mod delivery;
 mod dispatch;
 mod endpoint;
@@ -29,6 +31,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use controller::{ReceiverController, TOKEN_KEY, TokenProblem};
+pub use deliveries::{DeliveryLog, merged};
 pub use delivery::{DeliveryError, PushDelivery, PushedRef, Revision};
 pub use dispatch::{Dispatch, PushTargets, RecentPushes, WrittenBranch, dispatch, matching};
 pub use endpoint::{EndpointState, MAX_BODY, ReceiverEntry, ReceiverTable, VerifiedPush, router};
@@ -66,8 +69,10 @@ impl Receiver {
     ) -> Self {
         let table = Arc::new(ReceiverTable::default());
         let (stop, stop_rx) = watch::channel(false);
-        let controller = ReceiverController::new(client, table.clone(), clock);
-        let (router, dispatcher) = endpoint(table, targets, metrics);
+        let deliveries = Arc::new(DeliveryLog::new(clock.clone()));
+        let controller = ReceiverController::new(client, table.clone(), clock)
+            .with_deliveries(deliveries.clone());
+        let (router, dispatcher) = endpoint(table, targets, metrics, deliveries);
         let tasks = vec![tokio::spawn(controller.run(stop_rx)), dispatcher];
         Self {
             router,
@@ -92,19 +97,26 @@ impl Receiver {
 }
 
 /// The endpoint serving the receivers of `table`, and its dispatcher task (spawned), which
-/// wakes `targets`. [`Receiver::start`] adds the controller that fills the table.
+/// wakes `targets`; what became of each delivery goes to `deliveries`. [`Receiver::start`] adds
+/// the controller that fills the table and keeps the deliveries in the receivers' status.
 pub fn endpoint(
     table: Arc<ReceiverTable>,
     targets: Arc<dyn PushTargets>,
     metrics: ReceiverMetrics,
+    deliveries: Arc<DeliveryLog>,
 ) -> (axum::Router, JoinHandle<()>) {
     let (pushes, rx) = mpsc::channel(QUEUE);
-    let dispatcher = tokio::spawn(run_dispatch(rx, targets.clone(), metrics.clone()));
+    let dispatcher = tokio::spawn(run_dispatch(
+        rx,
+        targets,
+        metrics.clone(),
+        deliveries.clone(),
+    ));
     let router = router(EndpointState {
         table,
         metrics,
         pushes,
-        targets,
+        deliveries,
     });
     (router, dispatcher)
 }
@@ -114,6 +126,7 @@ async fn run_dispatch(
     mut rx: mpsc::Receiver<VerifiedPush>,
     targets: Arc<dyn PushTargets>,
     metrics: ReceiverMetrics,
+    deliveries: Arc<DeliveryLog>,
 ) {
     let mut recent = RecentPushes::new(REMEMBERED);
     while let Some(push) = rx.recv().await {
@@ -128,7 +141,7 @@ async fn run_dispatch(
                     .iter()
                     .map(|b| format!("{} {}", b.url, b.branch))
                     .collect();
-                targets.delivered(
+                deliveries.record(
                     receiver,
                     "accepted",
                     format!(
@@ -143,7 +156,7 @@ async fn run_dispatch(
             }
             Dispatch::Duplicate(_) => {
                 metrics.count(kind, Outcome::Duplicate);
-                targets.delivered(
+                deliveries.record(
                     receiver,
                     "duplicate",
                     format!("{pushed_ref}: already acted on"),
@@ -152,7 +165,7 @@ async fn run_dispatch(
             }
             Dispatch::NoMatch => {
                 metrics.count(kind, Outcome::NoMatch);
-                targets.delivered(receiver, "no matching branch", format!("{pushed_ref} of {:?}: no GitTarget writes it (is the GitProvider's spec.url another URL of this repository?)", push.delivery.repositories));
+                deliveries.record(receiver, "no matching branch", format!("{pushed_ref} of {:?}: no GitTarget writes it (is the GitProvider's spec.url another URL of this repository?)", push.delivery.repositories));
                 let repositories: Vec<&str> = push
                     .delivery
                     .repositories
@@ -163,7 +176,7 @@ async fn run_dispatch(
             }
             Dispatch::NotABranch => {
                 metrics.count(kind, Outcome::Ignored);
-                targets.delivered(receiver, "ignored", format!("{pushed_ref} is not a branch"));
+                deliveries.record(receiver, "ignored", format!("{pushed_ref} is not a branch"));
                 tracing::debug!(%receiver, ?pushed_ref, "push notice for a ref that is not a branch");
             }
         }
@@ -180,9 +193,5 @@ impl PushTargets for BranchRegistry {
 
     fn notice(&self, branch: &WrittenBranch, wake: bool) {
         self.push_noticed(&branch.url, &branch.branch, wake);
-    }
-
-    fn delivered(&self, receiver: &str, outcome: &str, detail: String) {
-        BranchRegistry::delivered(self, receiver, outcome, detail);
     }
 }

@@ -38,12 +38,11 @@ async fn overview(State(face): State<Face>) -> Response {
         Err(e) => return page_error(&FaceError::Listing(e)),
     };
     let feed = face.writes().map(|w| feed::newest(w, FEED_SHOWN));
-    Html(overview::render(
-        &report,
-        feed.as_deref(),
-        &face.deliveries(),
-    ))
-    .into_response()
+    let deliveries = match face.deliveries().await {
+        Ok(deliveries) => deliveries,
+        Err(e) => return page_error(&e),
+    };
+    Html(overview::render(&report, feed.as_deref(), &deliveries)).into_response()
 }
 
 async fn object(State(face): State<Face>, Query(q): Query<HashMap<String, String>>) -> Response {

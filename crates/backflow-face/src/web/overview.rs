@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use backflow_board::Delivery;
-
+use crate::sources::Delivery;
 use crate::status::StatusReport;
 
 use super::feed::{FEED_SCRIPT, FeedItem};
@@ -147,16 +146,16 @@ fn deliveries_section(body: &mut String, deliveries: &[Delivery]) {
         "<section aria-labelledby=\"deliveries\"><h2 id=\"deliveries\">Push deliveries</h2>",
     );
     if deliveries.is_empty() {
-        body.push_str("<p>No push webhook delivery since backflow started.</p>");
+        body.push_str("<p>No push webhook delivery yet.</p>");
     } else {
         let rows: Vec<Vec<String>> = deliveries
             .iter()
             .map(|d| {
                 vec![
-                    esc(&d.at),
+                    esc(&d.record.at),
                     esc(&d.receiver),
-                    esc(&d.outcome),
-                    esc(&d.detail),
+                    esc(&d.record.outcome),
+                    esc(&d.record.detail),
                 ]
             })
             .collect();

@@ -333,6 +333,33 @@ stringData: {token: "second secret"}
         || w.metrics(),
         || (deliveries(&w, "github", "duplicate") == 1).then_some(()),
     );
+
+    // What became of each, newest first, in the receiver's status: kept across a restart.
+    let outcomes = |w: &World| -> Vec<String> {
+        let r = w.get_json(&["gitreceiver", "github", "-n", "team-a"]);
+        r["status"]["recentDeliveries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["outcome"].as_str().map(str::to_string))
+            .collect()
+    };
+    let kept = wait_for(
+        "the deliveries in the receiver's status",
+        || format!("{:?}", outcomes(&w)),
+        || {
+            let seen = outcomes(&w);
+            (seen.first().map(String::as_str) == Some("duplicate")).then_some(seen)
+        },
+    );
+    assert_eq!(
+        kept,
+        ["duplicate", "accepted", "refused", "accepted"],
+        "the unknown path names no receiver"
+    );
+    let mut w = w;
+    w.restart(&HOUR);
+    assert_eq!(outcomes(&w), kept, "kept across a restart");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use backflow_testkit::browser::Browser;
 use serde_json::json;
 
-use crate::apply::{wait_acting, wait_applied};
+use crate::apply::{cm_value, wait_acting, wait_applied};
 use crate::common::*;
 use crate::face::{SECRET_VALUES, a_secret_created_and_patched};
 
@@ -81,8 +81,8 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
     assert!(
         deliveries
             .iter()
-            .any(|d| d.contains("accepted") && d.contains("main")),
-        "the repository hook's delivery of the push: {deliveries:?}"
+            .any(|d| d.contains("accepted") && d.contains("branch main")),
+        "the repository hook's delivery of the push, as the receiver's status keeps it: {deliveries:?}"
     );
     assert_eq!(texts(&mut b, "#fine"), ["Nothing needs a person."]);
     let claims = texts(&mut b, "table:nth-of-type(3) tbody tr");
@@ -93,20 +93,28 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
         "{claims:?}"
     );
     b.ask(&json!({"op": "mark"}));
-    w.kubectl(&["create", "configmap", "feed-me", "--from-literal=a=b"]);
-    let seen = b.ask(&json!({"op": "waitText", "selector": "#feed li", "contains": "default/feed-me", "timeout": 20000}));
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "demo",
+        "-p",
+        r#"{"metadata":{"labels":{"seen":"in-the-feed"}}}"#,
+    ]);
+    let seen = b.ask(&json!({"op": "waitText", "selector": "#feed li",
+        "contains": "default/demo changed by kubectl-patch", "timeout": 20000}));
     assert_eq!(
         seen["mark"], "kept",
         "the feed grew without a reload: {seen}"
     );
     let feed = texts(&mut b, "#feed li");
-    let at = |object: &str| {
+    let at = |text: &str| {
         feed.iter()
-            .position(|f| f.contains(object) && f.contains("created by kubectl-create"))
-            .unwrap_or_else(|| panic!("{object} created: {feed:?}"))
+            .position(|f| f.contains(text))
+            .unwrap_or_else(|| panic!("{text}: {feed:?}"))
     };
     assert!(
-        at("configmaps default/feed-me") < at("configmaps default/demo"),
+        at("configmaps default/demo changed by kubectl-patch")
+            < at("configmaps default/demo created by kubectl-create"),
         "newest first: {feed:?}"
     );
     assert!(
@@ -115,6 +123,13 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
     );
     b.ask(&json!({"op": "screenshot", "path": shots().join("overview.png")}));
 
+    // The label is committed before the object's page is read: its newest commit is live.
+    w.wait_settled();
+    wait_for(
+        "the push's value live",
+        || w.kubectl(&["get", "configmap", "demo", "-o", "yaml"]),
+        || (cm_value(&w, "demo", "greeting").as_deref() == Some("from-git")).then_some(()),
+    );
     let page = format!("{base}/ui/object?group=&plural=configmaps&namespace=default&name=demo");
     goto(&mut b, &page);
     let rows = texts(&mut b, "#timeline tbody tr");
@@ -126,10 +141,13 @@ fn the_web_view_shows_health_a_live_feed_and_an_objects_story_and_diff_in_chromi
         "the create's commit: {rows:#?}"
     );
     assert!(has("LiveWrite", "kubectl-create"), "the create: {rows:#?}");
+    let same = texts(&mut b, "#same");
+    let shown = texts(&mut b, "#diff");
     assert_eq!(
-        texts(&mut b, "#same").len(),
+        same.len(),
         1,
-        "the push is applied: Git and live agree"
+        "Git's newest commit and the live object agree: {shown:?} {rows:#?} live: {}",
+        w.kubectl(&["get", "configmap", "demo", "-o", "yaml"])
     );
     let options = texts(&mut b, "#from option");
     let oldest = options.len() - 1;
