@@ -126,7 +126,7 @@ pub fn newest(record: &WriteRecord, limit: usize) -> Vec<FeedItem> {
 }
 
 /// Server-sent events: each write after resourceVersion `after` as an event `write` whose data
-/// is a [`FeedItem`] in JSON, as it is recorded.
+/// is a [`FeedItem`] in JSON and whose id is its resourceVersion, as it is recorded.
 pub fn stream(record: Arc<WriteRecord>, after: u64) -> Response {
     let events = futures::stream::unfold((record, after), |(record, mut after)| async move {
         let mut idle = Duration::ZERO;
@@ -137,7 +137,9 @@ pub fn stream(record: Arc<WriteRecord>, after: u64) -> Response {
                 let mut text = String::new();
                 for write in new.iter().filter(|w| shown(w)) {
                     let data = serde_json::to_string(&FeedItem::of(write)).unwrap_or_default();
-                    let _ = write!(text, "event: write\ndata: {data}\n\n");
+                    // The id is what a reconnecting browser sends back as Last-Event-ID.
+                    let rv = write.resource_version;
+                    let _ = write!(text, "id: {rv}\nevent: write\ndata: {data}\n\n");
                 }
                 if !text.is_empty() {
                     return Some((Ok::<_, Infallible>(text), (record, last)));
@@ -176,3 +178,72 @@ pub const FEED_SCRIPT: &str = "
   });
 })();
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backflow_api::{GroupResource, ObjectKey};
+    use http_body_util::BodyExt;
+
+    fn write(rv: u64, manager: &str) -> RecordedWrite {
+        RecordedWrite {
+            key: ObjectKey::new(GroupResource::new("", "configmaps"), "default", "demo"),
+            resource_version: rv,
+            user: None,
+            manager: Some(manager.into()),
+            verb: WriteVerb::Update,
+            at: "2027-01-15T08:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn backflows_bookkeeping_is_not_activity_and_the_applier_is() {
+        let record = WriteRecord::default();
+        for (rv, manager) in [
+            (1, "kubectl-edit"),
+            (2, "backflow-mirror"),
+            (3, "backflow"),
+            (4, "backflow-applier"),
+            (5, "unknown"),
+        ] {
+            record.record(write(rv, manager));
+        }
+        let shown: Vec<u64> = newest(&record, 10)
+            .iter()
+            .map(|i| i.resource_version)
+            .collect();
+        assert_eq!(shown, [4, 1], "newest first, bookkeeping left out");
+        assert_eq!(newest(&record, 1).len(), 1);
+        let item = FeedItem::of(&write(7, "kubectl-edit"));
+        assert_eq!(
+            item.href,
+            "/ui/object?group=&plural=configmaps&namespace=default&name=demo"
+        );
+        assert!(
+            item.html().contains("changed by kubectl-edit"),
+            "{}",
+            item.html()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_stream_sends_what_comes_after_with_resource_versions_as_ids() {
+        let record = Arc::new(WriteRecord::default());
+        record.record(write(1, "kubectl-edit"));
+        let response = stream(record.clone(), 1);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        record.record(write(2, "backflow-mirror"));
+        record.record(write(3, "kubectl-patch"));
+        let mut body = response.into_body();
+        let frame = body.frame().await.expect("an event").expect("a frame");
+        let text = String::from_utf8(frame.into_data().expect("data").to_vec()).expect("utf8");
+        assert!(text.starts_with("id: 3\nevent: write\ndata: {"), "{text}");
+        assert!(
+            !text.contains("\"resourceVersion\":1") && !text.contains("backflow-mirror"),
+            "{text}"
+        );
+    }
+}

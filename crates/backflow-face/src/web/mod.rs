@@ -78,11 +78,22 @@ async fn object(State(face): State<Face>, Query(q): Query<HashMap<String, String
     .into_response()
 }
 
-async fn feed(State(face): State<Face>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn feed(
+    State(face): State<Face>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let Some(record) = face.writes().cloned() else {
         return page_error(&FaceError::NotFound("the record of writes".into()));
     };
-    let after = q.get("after").and_then(|a| a.parse().ok()).unwrap_or(0);
+    // A browser that reconnects says where it was: that wins over the page's first `after`.
+    let resumed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let after = resumed
+        .or_else(|| q.get("after").and_then(|a| a.parse().ok()))
+        .unwrap_or(0);
     feed::stream(record, after)
 }
 
