@@ -590,4 +590,188 @@ pub(crate) mod tests {
         assert_eq!(story.entries[0].kind, EntryKind::Applied);
         assert_eq!(story.entries[0].commit, None, "{:?}", story.entries[0]);
     }
+
+    #[test]
+    fn within_one_second_a_write_comes_before_its_commit_commits_keep_the_branchs_order_and_an_apply_comes_last()
+     {
+        let second = "2027-01-15T08:00:00Z";
+        let path = "live/default/configmaps/demo.yaml";
+        let histories = [TargetHistory {
+            target: "t/t".into(),
+            history: FolderHistory {
+                backflow: Identity::new("backflow", "c@example.com"),
+                changes: vec![
+                    change(
+                        2,
+                        T,
+                        "bob",
+                        "bob",
+                        "bob's",
+                        vec![file(path, Some(&doc("demo", "a")), Some(&doc("demo", "b")))],
+                    ),
+                    change(
+                        1,
+                        T,
+                        "alice",
+                        "backflow",
+                        "ours",
+                        vec![file(path, None, Some(&doc("demo", "a")))],
+                    ),
+                ],
+            },
+        }];
+        let writes = [
+            write(9, second, None, "backflow-applier"),
+            write(7, second, Some("alice"), "kubectl-create"),
+        ];
+        let story = Story::tell(StoryInputs {
+            object: &demo(),
+            writes: &writes,
+            histories: &histories,
+            notes: &[],
+            identities: &[],
+        });
+        let kinds: Vec<EntryKind> = story.entries.iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                EntryKind::Applied,
+                EntryKind::Pushed,
+                EntryKind::Committed,
+                EntryKind::LiveWrite
+            ],
+            "newest first"
+        );
+        assert_eq!(
+            story.entries[0].summary,
+            "changed live by the applier (backflow-applier) applying 020202020202"
+        );
+        assert_eq!(
+            story.entries[3].summary,
+            "changed live (field manager kubectl-create)"
+        );
+        assert!(
+            story.entries[2].summary.contains("(added in Git)"),
+            "{:?}",
+            story.entries[2]
+        );
+        assert!(
+            story.entries[1].summary.contains("(changed in Git)"),
+            "{:?}",
+            story.entries[1]
+        );
+        assert_eq!(
+            story.entries[3].commit, None,
+            "a person's write names no commit"
+        );
+    }
+
+    #[test]
+    fn a_removal_is_told_and_a_change_to_another_document_of_the_same_file_is_not_the_objects() {
+        let path = "live/default/configmaps/both.yaml";
+        let two = |a: &str, b: &str| format!("{}---\n{}", doc("demo", a), doc("other", b));
+        let histories = [TargetHistory {
+            target: "t/t".into(),
+            history: FolderHistory {
+                backflow: Identity::new("backflow", "c@example.com"),
+                changes: vec![
+                    change(
+                        3,
+                        T + 2,
+                        "bob",
+                        "bob",
+                        "remove",
+                        vec![file(path, Some(&two("x", "z")), Some(&doc("other", "z")))],
+                    ),
+                    change(
+                        2,
+                        T + 1,
+                        "bob",
+                        "bob",
+                        "other only",
+                        vec![file(path, Some(&two("x", "y")), Some(&two("x", "z")))],
+                    ),
+                    change(
+                        1,
+                        T,
+                        "bob",
+                        "bob",
+                        "add",
+                        vec![file(path, None, Some(&two("x", "y")))],
+                    ),
+                ],
+            },
+        }];
+        let story = Story::tell(StoryInputs {
+            object: &demo(),
+            writes: &[],
+            histories: &histories,
+            notes: &[],
+            identities: &[],
+        });
+        let summaries: Vec<&str> = story.entries.iter().map(|e| e.summary.as_str()).collect();
+        assert_eq!(
+            summaries,
+            [
+                "pushed: remove (removed in Git)",
+                "pushed: add (added in Git)"
+            ],
+            "the commit that changed only the other document is not in demo's story"
+        );
+        assert_eq!(story.entries[0].document, None, "removed: no document");
+    }
+
+    #[test]
+    fn a_live_write_right_after_a_push_is_not_taken_for_its_apply() {
+        let writes = [write(
+            7,
+            "2027-01-15T08:00:21Z",
+            Some("alice"),
+            "kubectl-patch",
+        )];
+        let story = Story::tell(StoryInputs {
+            object: &demo(),
+            writes: &writes,
+            histories: &history(),
+            notes: &[],
+            identities: &[],
+        });
+        assert_eq!(story.entries[0].kind, EntryKind::LiveWrite);
+        assert_eq!(story.entries[0].commit, None, "{:?}", story.entries[0]);
+    }
+
+    #[test]
+    fn backflows_events_are_told_by_their_reason() {
+        let note = |reason: &str| EventNote {
+            at: "2027-01-15T08:00:30Z".into(),
+            reason: reason.into(),
+            message: "m".into(),
+            by: "backflow".into(),
+        };
+        let notes = [
+            note("ApplierOverwroteEdit"),
+            note("WriteRefused"),
+            note("LiveValueKept"),
+            note("Adopted"),
+        ];
+        let story = Story::tell(StoryInputs {
+            object: &demo(),
+            writes: &[],
+            histories: &[],
+            notes: &notes,
+            identities: &[],
+        });
+        let mut kinds: Vec<EntryKind> = story.entries.iter().map(|e| e.kind).collect();
+        kinds.sort_by_key(|k| format!("{k:?}"));
+        assert_eq!(
+            kinds,
+            [
+                EntryKind::LiveValueKept,
+                EntryKind::Noted,
+                EntryKind::Refused,
+                EntryKind::Repaired
+            ]
+        );
+        assert_eq!(story.entries[0].summary.split(':').nth(1), Some(" m"));
+    }
 }

@@ -241,4 +241,123 @@ mod tests {
             why.fields[1]
         );
     }
+
+    fn owner(manager: &str, time: &str, fields: serde_json::Value) -> serde_json::Value {
+        json!({"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields})
+    }
+
+    fn live_with(owners: Vec<serde_json::Value>) -> serde_json::Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "demo", "namespace": "default", "managedFields": owners,
+                         "annotations": {"note": "x"}},
+            "data": {"greeting": "git"}, "binaryData": {"b": "AA=="}
+        })
+    }
+
+    #[test]
+    fn an_apply_names_the_push_it_followed_not_a_later_one_nor_one_of_another_field() {
+        // Pushes of data at :20 (history) and of binaryData later; the applier wrote data at :20.
+        let mut story = story(&[]);
+        let mut later = story.entries[0].clone();
+        later.at = "2027-01-15T08:00:40Z".into();
+        later.commit = Some("0404040404040404040404040404040404040404".into());
+        story.entries.insert(0, later.clone());
+        let mut other = later;
+        other.at = "2027-01-15T08:00:10Z".into();
+        other.fields = vec!["binaryData".into()];
+        other.commit = Some("0505050505050505050505050505050505050505".into());
+        story.entries.insert(2, other);
+        let live = live_with(vec![owner(
+            "backflow-applier",
+            "2027-01-15T08:00:20Z",
+            json!({"f:data": {}, "f:binaryData": {}}),
+        )]);
+        let why = Why::of(&live, story);
+        let data = why.fields.iter().find(|f| f.field == "data").expect("data");
+        assert_eq!(
+            data.commit.as_deref(),
+            Some("0303030303030303030303030303030303030303"),
+            "{data:?}"
+        );
+        assert_eq!(data.at.as_deref(), Some("2027-01-15T08:00:20Z"));
+        let binary = why
+            .fields
+            .iter()
+            .find(|f| f.field == "binaryData")
+            .expect("binaryData");
+        assert_eq!(
+            binary.commit.as_deref(),
+            Some("0505050505050505050505050505050505050505"),
+            "{binary:?}"
+        );
+    }
+
+    #[test]
+    fn a_field_no_manager_owns_is_the_newest_change_that_names_it_and_a_time_less_owner_has_no_time()
+     {
+        let live = live_with(vec![owner(
+            "kubectl-annotate",
+            "",
+            json!({"f:metadata": {"f:annotations": {"f:note": {}}}}),
+        )]);
+        let why = Why::of(&live, story(&[]));
+        let data = why.fields.iter().find(|f| f.field == "data").expect("data");
+        assert_eq!(data.writer, "bob <bob@example.com>", "{data:?}");
+        assert_eq!(
+            data.commit.as_deref(),
+            Some("0303030303030303030303030303030303030303")
+        );
+        let binary = why
+            .fields
+            .iter()
+            .find(|f| f.field == "binaryData")
+            .expect("binaryData");
+        assert_eq!(binary.writer, "unknown");
+        let note = why
+            .fields
+            .iter()
+            .find(|f| f.field == "metadata.annotations")
+            .expect("annotations");
+        assert_eq!(note.at, None, "{note:?}");
+    }
+
+    #[test]
+    fn a_live_edit_names_its_user_only_from_its_own_second_and_the_commit_that_carried_it() {
+        let live = live_with(vec![owner(
+            "kubectl-edit",
+            "2027-01-15T08:00:04Z",
+            json!({"f:data": {}}),
+        )]);
+        let writes = [write(
+            7,
+            "2027-01-15T08:00:03Z",
+            Some("alice"),
+            "kubectl-edit",
+        )];
+        let why = Why::of(&live, story(&writes));
+        let data = why.fields.iter().find(|f| f.field == "data").expect("data");
+        assert_eq!(
+            data.writer, "kubectl-edit",
+            "alice wrote in another second: {data:?}"
+        );
+        assert_eq!(
+            data.how,
+            "live edit, committed to Git by backflow (010101010101)"
+        );
+        let writes = [write(
+            7,
+            "2027-01-15T08:00:04Z",
+            Some("alice"),
+            "kubectl-edit",
+        )];
+        let why = Why::of(&live, story(&writes));
+        assert_eq!(
+            why.fields
+                .iter()
+                .find(|f| f.field == "data")
+                .map(|f| f.writer.as_str()),
+            Some("alice (kubectl-edit)")
+        );
+    }
 }
