@@ -278,10 +278,11 @@ fn commit_entry(
     if before.is_none() && after.is_none() {
         return None;
     }
-    let fields = changed_fields(before.as_ref(), after.as_ref());
-    if before.is_some() && after.is_some() && fields.is_empty() && before == after {
+    if before == after {
+        // The commit changed the file, not this object (another document of it).
         return None;
     }
+    let fields = changed_fields(before.as_ref(), after.as_ref());
     let ours = change.committer == target.history.backflow;
     let subject = change
         .message
