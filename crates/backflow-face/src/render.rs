@@ -11,24 +11,28 @@ use crate::why::Why;
 pub fn story(story: &Story) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", story.object.describe());
-    let rows: Vec<[String; 5]> = story
+    let rows: Vec<Vec<String>> = story
         .entries
         .iter()
         .map(|e| {
-            [
+            vec![
                 e.at.clone(),
                 format!("{:?}", e.kind),
                 e.who.clone(),
-                e.commit.as_deref().map(short).unwrap_or_default(),
-                with_fields(&e.summary, &e.fields),
+                e.commit.as_deref().map(short_commit).unwrap_or_default(),
+                e.detail(),
             ]
         })
         .collect();
-    table(&mut out, ["TIME", "WHAT", "WHO", "COMMIT", "DETAIL"], &rows);
-    if story.entries.is_empty() {
+    if rows.is_empty() {
         let _ = writeln!(out, "Nothing recorded about it.");
+    } else {
+        out.push_str(&text_table(
+            &["TIME", "WHAT", "WHO", "COMMIT", "DETAIL"],
+            &rows,
+        ));
     }
-    gaps(&mut out, &story.story_gaps());
+    gaps(&mut out, &story.gaps);
     out
 }
 
@@ -37,25 +41,26 @@ pub fn story(story: &Story) -> String {
 pub fn why(why: &Why) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", why.story.object.describe());
-    let rows: Vec<[String; 5]> = why
+    let rows: Vec<Vec<String>> = why
         .fields
         .iter()
         .map(|f| {
-            [
+            vec![
                 f.field.clone(),
                 f.writer.clone(),
                 f.at.clone().unwrap_or_default(),
-                f.commit.as_deref().map(short).unwrap_or_default(),
+                f.commit.as_deref().map(short_commit).unwrap_or_default(),
                 f.how.clone(),
             ]
         })
         .collect();
-    table(
-        &mut out,
-        ["FIELD", "LAST WRITER", "WHEN", "COMMIT", "HOW"],
-        &rows,
-    );
-    gaps(&mut out, &why.story.story_gaps());
+    if !rows.is_empty() {
+        out.push_str(&text_table(
+            &["FIELD", "LAST WRITER", "WHEN", "COMMIT", "HOW"],
+            &rows,
+        ));
+    }
+    gaps(&mut out, &why.story.gaps);
     out
 }
 
@@ -67,7 +72,7 @@ pub fn diff(diffs: &[FolderDiff]) -> String {
         let tip = folder
             .tip
             .as_deref()
-            .map_or_else(|| "no tip".to_string(), short);
+            .map_or_else(|| "no tip".to_string(), short_commit);
         let _ = writeln!(
             out,
             "# GitTarget {} (branch {}, folder {}, {tip})",
@@ -95,21 +100,8 @@ pub fn diff(diffs: &[FolderDiff]) -> String {
     out
 }
 
-impl Story {
-    fn story_gaps(&self) -> Vec<String> {
-        self.gaps.clone()
-    }
-}
-
-fn with_fields(summary: &str, fields: &[String]) -> String {
-    if fields.is_empty() {
-        summary.to_string()
-    } else {
-        format!("{summary}; fields: {}", fields.join(", "))
-    }
-}
-
-fn short(commit: &str) -> String {
+/// A commit as a person reads it: its first 12 characters.
+pub(crate) fn short_commit(commit: &str) -> String {
     commit.chars().take(12).collect()
 }
 
@@ -119,29 +111,25 @@ fn gaps(out: &mut String, gaps: &[String]) {
     }
 }
 
-fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
-    if rows.is_empty() {
-        return;
-    }
-    let mut widths = header.map(str::len);
+/// Rows under a header, each column as wide as its widest cell.
+pub(crate) fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |out: &mut String, cells: Vec<&str>| {
-        let mut text = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == N {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
     };
-    line(out, header.to_vec());
+    let mut out = line(header.to_vec());
     for row in rows {
-        line(out, row.iter().map(String::as_str).collect());
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
+    out
 }

@@ -207,9 +207,10 @@ impl Face {
         if let (Some(only), true) = (only, targets.is_empty()) {
             return Err(FaceError::NotFound(format!("GitTarget {only}")));
         }
+        let kinds = self.kinds().await;
         let mut out = Vec::new();
         for target in targets {
-            out.push(self.folder_diff(&target).await?);
+            out.push(self.folder_diff(&target, &kinds).await?);
         }
         Ok(out)
     }
@@ -343,7 +344,7 @@ impl Face {
         kinds
     }
 
-    async fn folder_diff(&self, target: &Target) -> Result<FolderDiff, FaceError> {
+    async fn folder_diff(&self, target: &Target, kinds: &KindMap) -> Result<FolderDiff, FaceError> {
         let mut diff = FolderDiff {
             target: target.label(),
             branch: target.branch.clone(),
@@ -410,12 +411,7 @@ impl Face {
                     .push(format!("cannot list {}: {e}", stream.describe())),
             }
         }
-        diff.objects = compare(
-            &declared.objects,
-            &live,
-            target.own.as_ref(),
-            &self.kinds().await,
-        );
+        diff.objects = compare(&declared.objects, &live, target.own.as_ref(), kinds);
         Ok(diff)
     }
 }

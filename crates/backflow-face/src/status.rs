@@ -10,6 +10,8 @@ use kube::api::ListParams;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
+use crate::render::{short_commit, text_table};
+
 /// What `backflow status` reports.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -178,7 +180,7 @@ fn not_fine(conditions: &[Condition]) -> impl Iterator<Item = String> + '_ {
 
 /// A commit as a person reads it (12 characters), or `-`.
 fn short(commit: Option<&String>) -> String {
-    commit.map_or_else(|| "-".to_string(), |c| c.chars().take(12).collect())
+    commit.map_or_else(|| "-".to_string(), |c| short_commit(c))
 }
 
 fn or_dash(text: Option<&String>) -> String {
@@ -276,29 +278,6 @@ impl StatusReport {
     }
 }
 
-/// Rows under a header, each column as wide as its widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(header.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
-}
-
 /// The report for a person: one table per kind, then what needs a person.
 fn render(report: &StatusReport) -> String {
     let targets: Vec<Vec<String>> = (report.targets.iter())
@@ -339,7 +318,7 @@ fn render(report: &StatusReport) -> String {
             ]
         })
         .collect();
-    let mut out = table(
+    let mut out = text_table(
         &[
             "TARGET",
             "BRANCH",
@@ -352,7 +331,7 @@ fn render(report: &StatusReport) -> String {
         &targets,
     );
     out.push('\n');
-    out.push_str(&table(
+    out.push_str(&text_table(
         &[
             "GITBRANCH",
             "BRANCH",
@@ -364,7 +343,7 @@ fn render(report: &StatusReport) -> String {
         &branches,
     ));
     out.push('\n');
-    out.push_str(&table(
+    out.push_str(&text_table(
         &["CLAIM", "READY", "LAST APPLIED", "LAST OPERATION"],
         &claims,
     ));
@@ -452,7 +431,7 @@ mod tests {
     fn columns_are_as_wide_as_their_widest_cell() {
         let rows = vec![vec!["a-long-name".to_string(), "x".to_string()]];
         assert_eq!(
-            table(&["N", "V"], &rows),
+            text_table(&["N", "V"], &rows),
             "N            V\na-long-name  x\n"
         );
     }

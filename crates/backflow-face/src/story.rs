@@ -65,6 +65,18 @@ pub struct Entry {
     pub document: Option<Value>,
 }
 
+impl Entry {
+    /// The summary, with the fields a commit changed.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        if self.fields.is_empty() {
+            self.summary.clone()
+        } else {
+            format!("{}; fields: {}", self.summary, self.fields.join(", "))
+        }
+    }
+}
+
 /// An object's story.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -175,7 +187,7 @@ fn name_applied_commits(entries: &mut [Entry]) {
             .filter(|e| e.kind == EntryKind::Pushed)
             .and_then(|e| e.commit.clone());
         if let Some(commit) = pushed {
-            let short: String = commit.chars().take(12).collect();
+            let short = crate::render::short_commit(&commit);
             entries[at].summary = format!("{} applying {short}", entries[at].summary);
             entries[at].commit = Some(commit);
         }
@@ -359,8 +371,8 @@ fn seconds(unix: i64) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
-/// An Event's time (micro- or whole seconds) in whole seconds, so entries sort as text.
-fn whole_seconds(at: &str) -> String {
+/// A time (micro- or whole seconds) in whole seconds, so entries sort and compare as text.
+pub(crate) fn whole_seconds(at: &str) -> String {
     humantime::parse_rfc3339_weak(at.trim_end_matches('Z')).map_or_else(
         |_| at.to_string(),
         |t| humantime::format_rfc3339_seconds(t).to_string(),
@@ -428,6 +440,21 @@ pub(crate) mod tests {
         }
     }
 
+    /// `demo`'s story from these inputs.
+    pub(crate) fn tell(
+        writes: &[RecordedWrite],
+        histories: &[TargetHistory],
+        notes: &[EventNote],
+    ) -> Story {
+        Story::tell(StoryInputs {
+            object: &demo(),
+            writes,
+            histories,
+            notes,
+            identities: &[],
+        })
+    }
+
     /// `1_800_000_000` is 2027-01-15T08:00:00Z.
     const T: i64 = 1_800_000_000;
 
@@ -487,13 +514,7 @@ pub(crate) mod tests {
             message: "configmaps/default/demo: data.greeting changed both live and in Git".into(),
             by: "backflow".into(),
         }];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &writes,
-            histories: &history(),
-            notes: &notes,
-            identities: &[],
-        });
+        let story = tell(&writes, &history(), &notes);
         let told: Vec<(EntryKind, &str, &str)> = story
             .entries
             .iter()
@@ -581,13 +602,7 @@ pub(crate) mod tests {
             write(7, "2027-01-15T08:00:21Z", Some("alice"), "kubectl-patch"),
             write(9, "2027-01-15T08:00:22Z", None, "backflow-applier"),
         ];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &writes,
-            histories: &history(),
-            notes: &[],
-            identities: &[],
-        });
+        let story = tell(&writes, &history(), &[]);
         assert_eq!(story.entries[0].kind, EntryKind::Applied);
         assert_eq!(story.entries[0].commit, None, "{:?}", story.entries[0]);
     }
@@ -625,13 +640,7 @@ pub(crate) mod tests {
             write(9, second, None, "backflow-applier"),
             write(7, second, Some("alice"), "kubectl-create"),
         ];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &writes,
-            histories: &histories,
-            notes: &[],
-            identities: &[],
-        });
+        let story = tell(&writes, &histories, &[]);
         let kinds: Vec<EntryKind> = story.entries.iter().map(|e| e.kind).collect();
         assert_eq!(
             kinds,
@@ -703,13 +712,7 @@ pub(crate) mod tests {
                 ],
             },
         }];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &[],
-            histories: &histories,
-            notes: &[],
-            identities: &[],
-        });
+        let story = tell(&[], &histories, &[]);
         let summaries: Vec<&str> = story.entries.iter().map(|e| e.summary.as_str()).collect();
         assert_eq!(
             summaries,
@@ -730,13 +733,7 @@ pub(crate) mod tests {
             Some("alice"),
             "kubectl-patch",
         )];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &writes,
-            histories: &history(),
-            notes: &[],
-            identities: &[],
-        });
+        let story = tell(&writes, &history(), &[]);
         assert_eq!(story.entries[0].kind, EntryKind::LiveWrite);
         assert_eq!(story.entries[0].commit, None, "{:?}", story.entries[0]);
     }
@@ -755,13 +752,7 @@ pub(crate) mod tests {
             note("LiveValueKept"),
             note("Adopted"),
         ];
-        let story = Story::tell(StoryInputs {
-            object: &demo(),
-            writes: &[],
-            histories: &[],
-            notes: &notes,
-            identities: &[],
-        });
+        let story = tell(&[], &[], &notes);
         let mut kinds: Vec<EntryKind> = story.entries.iter().map(|e| e.kind).collect();
         kinds.sort_by_key(|k| format!("{k:?}"));
         assert_eq!(

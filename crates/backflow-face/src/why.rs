@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fields::{fields_of, owns};
-use crate::story::{Entry, EntryKind, Story};
+use crate::render::short_commit;
+use crate::story::{Entry, EntryKind, Story, whole_seconds};
 
 /// One field's last writer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,7 +113,7 @@ fn writer_of(field: &str, value: &Value, owners: &[Owner<'_>], entries: &[Entry]
         };
     };
     let at = Some(owner.time.to_string()).filter(|t| !t.is_empty());
-    let time = whole(owner.time);
+    let time = whole_seconds(owner.time);
     if APPLIER_MANAGERS.contains(&owner.manager) {
         let push = changed_in(EntryKind::Pushed, Some(&time), None)
             .or_else(|| changed_in(EntryKind::Committed, Some(&time), None));
@@ -148,43 +149,24 @@ fn writer_of(field: &str, value: &Value, owners: &[Owner<'_>], entries: &[Entry]
         writer,
         at,
         how: match carried {
-            Some(c) => format!("live edit, committed to Git by backflow ({})", short(c)),
+            Some(c) => format!(
+                "live edit, committed to Git by backflow ({})",
+                c.commit.as_deref().map(short_commit).unwrap_or_default()
+            ),
             None => "live edit, not in a commit the history read".into(),
         },
         commit: carried.and_then(|c| c.commit.clone()),
     }
 }
 
-/// managedFields' time (whole seconds already) as the story writes times.
-fn whole(time: &str) -> String {
-    humantime::parse_rfc3339_weak(time.trim_end_matches('Z')).map_or_else(
-        |_| time.to_string(),
-        |t| humantime::format_rfc3339_seconds(t).to_string(),
-    )
-}
-
-fn short(entry: &Entry) -> String {
-    entry
-        .commit
-        .as_deref()
-        .map_or_else(String::new, |c| c.chars().take(12).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::story::StoryInputs;
-    use crate::story::tests::{demo, history, write};
+    use crate::story::tests::{history, tell, write};
     use serde_json::json;
 
     fn story(writes: &[backflow_api::RecordedWrite]) -> Story {
-        Story::tell(StoryInputs {
-            object: &demo(),
-            writes,
-            histories: &history(),
-            notes: &[],
-            identities: &[],
-        })
+        tell(writes, &history(), &[])
     }
 
     #[test]

@@ -35,15 +35,8 @@ pub(crate) struct ObjectArgs {
     /// Its namespace (`default` for a namespaced kind when not given).
     #[arg(short = 'n', long)]
     namespace: Option<String>,
-    /// `text` (a table) or `json`.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
-    /// Ask the web view's endpoint at this URL (an operator's `--web-view-bind-address`,
-    /// reached with `kubectl port-forward`) instead of the API the kubeconfig names.
-    #[arg(long)]
-    endpoint: Option<String>,
     #[command(flatten)]
-    api: ClientArgs,
+    ask: AskArgs,
 }
 
 /// `backflow diff`.
@@ -51,7 +44,14 @@ pub(crate) struct ObjectArgs {
 pub(crate) struct DiffArgs {
     /// Only this `GitTarget` (`NAMESPACE/NAME`); every one by default.
     target: Option<String>,
-    /// `text` (unified diffs) or `json`.
+    #[command(flatten)]
+    ask: AskArgs,
+}
+
+/// Whom the verbs ask, and how they print the answer.
+#[derive(Debug, Args)]
+pub(crate) struct AskArgs {
+    /// `text` (a table, or unified diffs for `diff`) or `json`.
     #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
     /// Ask the web view's endpoint at this URL (an operator's `--web-view-bind-address`,
@@ -115,9 +115,9 @@ fn endpoint_client(url: &str) -> Result<Client, String> {
 }
 
 async fn ask_object(verb: Verb, args: &ObjectArgs) -> Result<String, String> {
-    let api = args.api.client().await?;
+    let api = args.ask.api.client().await?;
     let object = resolve(&api, &args.object, args.namespace.as_deref()).await?;
-    let client = match &args.endpoint {
+    let client = match &args.ask.endpoint {
         Some(url) => endpoint_client(url)?,
         None => api,
     };
@@ -134,7 +134,7 @@ async fn ask_object(verb: Verb, args: &ObjectArgs) -> Result<String, String> {
         .append_pair("name", &object.name)
         .finish();
     let body = get(&client, &format!("/backflow/v1/{path}?{query}")).await?;
-    let json = args.output == "json";
+    let json = args.ask.output == "json";
     match verb {
         Verb::History => {
             let story: Story = parse(&body)?;
@@ -164,9 +164,9 @@ async fn ask_diff(args: &DiffArgs) -> Result<(String, bool), String> {
             ));
         }
     }
-    let client = match &args.endpoint {
+    let client = match &args.ask.endpoint {
         Some(url) => endpoint_client(url)?,
-        None => args.api.client().await?,
+        None => args.ask.api.client().await?,
     };
     let path = match &args.target {
         Some(target) => format!(
@@ -179,7 +179,7 @@ async fn ask_diff(args: &DiffArgs) -> Result<(String, bool), String> {
     };
     let diffs: Vec<FolderDiff> = parse(&get(&client, &path).await?)?;
     let differs = diffs.iter().any(|d| !d.objects.is_empty());
-    let text = if args.output == "json" {
+    let text = if args.ask.output == "json" {
         pretty(&diffs)?
     } else {
         render::diff(&diffs)

@@ -601,14 +601,7 @@ async fn start_default_mirror(
     let claims = (!args.no_apply).then(|| start_claims(client, act_as, &mirror, identities));
     let _ = server.extensions.waiter.set(Arc::new(mirror.waiter()));
     let _ = server.extensions.metrics.set(mirror.metrics_renderer());
-    let face = backflow_face::Face::new(
-        kube::Client::new(server.internal_router.clone(), "default"),
-        mirror.branches(),
-        Some(server.engine.store().authors().clone()),
-        identities_for_face,
-    );
-    let web = args.listen.ip().is_loopback() || args.web_view;
-    let _ = server.extensions.face.set(backflow_face::router(face, web));
+    install_face(args, server, &mirror, identities_for_face);
     let key_path = std::fs::canonicalize(&key_path).unwrap_or(key_path);
     Ok(DefaultMirror {
         mirror,
@@ -618,6 +611,24 @@ async fn start_default_mirror(
         recipient,
         receiver_token,
     })
+}
+
+/// What people see (`backflow history`, `why`, `diff`; the web view on loopback or with
+/// `--web-view`), served by the API behind its authentication.
+fn install_face(
+    args: &ServeArgs,
+    server: &RunningServer,
+    mirror: &Mirror,
+    identities: Vec<backflow_sops::Identity>,
+) {
+    let face = backflow_face::Face::new(
+        kube::Client::new(server.internal_router.clone(), "default"),
+        mirror.branches(),
+        Some(server.engine.store().authors().clone()),
+        identities,
+    );
+    let web = args.listen.ip().is_loopback() || args.web_view;
+    let _ = server.extensions.face.set(backflow_face::router(face, web));
 }
 
 /// Where the API, the data and the kubeconfig are, and what the mirror does.

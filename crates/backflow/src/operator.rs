@@ -311,13 +311,7 @@ async fn act(
         backflow_apply::act_as::ActingAs::new(act_as, args.sync.default_service_account.clone());
     let claims = start_claims(client.clone(), act_as, &mirror, Vec::new());
     let receiver = match args.receiver_bind_address {
-        Some(addr) => {
-            let tls = operator_receiver_tls(args)?;
-            if tls.is_none() && !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "the push receiver speaks plain HTTP beyond loopback: terminate TLS in front of it (an Ingress), or give --receiver-tls-cert-file");
-            }
-            Some(receiver::start(client.clone(), &mirror, addr, tls.as_ref()).await?)
-        }
+        Some(addr) => Some(start_receiver(args, client, &mirror, addr).await?),
         None => None,
     };
     health.serve_metrics(mirror.metrics_renderer());
@@ -364,6 +358,21 @@ async fn act(
         why = lost() => exit_lost(&why, events).await,
     }
     Ok(())
+}
+
+/// The push receiver on `addr`, with the certificate the flags give (plain HTTP beyond
+/// loopback is warned about: TLS belongs in front of it then).
+async fn start_receiver(
+    args: &OperatorArgs,
+    client: &kube::Client,
+    mirror: &Mirror,
+    addr: std::net::SocketAddr,
+) -> Result<receiver::RunningReceiver, String> {
+    let tls = operator_receiver_tls(args)?;
+    if tls.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the push receiver speaks plain HTTP beyond loopback: terminate TLS in front of it (an Ingress), or give --receiver-tls-cert-file");
+    }
+    receiver::start(client.clone(), mirror, addr, tls.as_ref()).await
 }
 
 /// The web view and the face's endpoints on loopback `addr`, reading the cluster through

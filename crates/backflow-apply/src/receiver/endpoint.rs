@@ -157,56 +157,82 @@ async fn receive(
             return StatusCode::BAD_REQUEST.into_response();
         }
     };
+    if let Err(answered) = verified_push(&state, &entry, &receiver, &headers, &bytes) {
+        return answered.into_response();
+    }
+    queue_push(&state, &entry, receiver, &headers, &bytes)
+}
+
+/// `Ok` when the delivery is a push the receiver takes (not suspended, verified); otherwise
+/// the answer it gets, counted and recorded.
+fn verified_push(
+    state: &EndpointState,
+    entry: &ReceiverEntry,
+    receiver: &str,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Result<(), StatusCode> {
+    let kind = entry.kind.as_str();
     if entry.suspended {
         state.metrics.count(kind, Outcome::Unavailable);
         state.deliveries.record(
-            &receiver,
+            receiver,
             "refused",
             "the GitReceiver is suspended (answered 503)".into(),
         );
         tracing::info!(%receiver, "push delivery refused: the GitReceiver is suspended (answered 503)");
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        return Err(StatusCode::SERVICE_UNAVAILABLE);
     }
-    let event = match verify(entry.kind, &entry.token, &headers, &bytes) {
+    let event = match verify(entry.kind, &entry.token, headers, bytes) {
         Ok(event) => event,
         Err(why) => {
             state.metrics.count(kind, Outcome::BadSignature);
             state.deliveries.record(
-                &receiver,
+                receiver,
                 "refused",
                 format!("it does not verify: {why} (answered 404)"),
             );
             tracing::warn!(%receiver, reason = %why, "push delivery refused: it does not verify (answered 404)");
-            return StatusCode::NOT_FOUND.into_response();
+            return Err(StatusCode::NOT_FOUND);
         }
     };
     match event {
         Event::Push => {}
         Event::Ping => {
             state.metrics.count(kind, Outcome::Ignored);
-            state
-                .deliveries
-                .record(&receiver, "ping", "verified".into());
+            state.deliveries.record(receiver, "ping", "verified".into());
             tracing::info!(%receiver, "ping delivery verified");
-            return StatusCode::OK.into_response();
+            return Err(StatusCode::OK);
         }
         Event::Other(name) => {
             state.metrics.count(kind, Outcome::Ignored);
             state
                 .deliveries
-                .record(&receiver, "ignored", format!("event {name}: not a push"));
+                .record(receiver, "ignored", format!("event {name}: not a push"));
             tracing::debug!(%receiver, event = %name, "delivery verified; not a push, nothing to do");
-            return StatusCode::OK.into_response();
+            return Err(StatusCode::OK);
         }
     }
-    let parsed = if is_form(&headers) {
-        PushDelivery::from_form(&bytes)
+    Ok(())
+}
+
+/// Reads the verified push and hands it to the dispatcher: 202, or 503 when too many wait.
+fn queue_push(
+    state: &EndpointState,
+    entry: &ReceiverEntry,
+    receiver: String,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> Response {
+    let kind = entry.kind.as_str();
+    let parsed = if is_form(headers) {
+        PushDelivery::from_form(bytes)
     } else {
-        PushDelivery::from_json(&bytes)
+        PushDelivery::from_json(bytes)
     };
     let delivery = match parsed {
         Ok(d) => d,
-        Err(e) => return unreadable(&state, kind, &receiver, &e),
+        Err(e) => return unreadable(state, kind, &receiver, &e),
     };
     let push = VerifiedPush {
         receiver: receiver.clone(),

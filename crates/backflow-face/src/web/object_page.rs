@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::folder_diff::hidden_values;
 use crate::object::ObjectRef;
+use crate::render::short_commit;
 use crate::story::Story;
 use crate::text_diff::unified;
 
@@ -40,7 +41,7 @@ fn points(object: &ObjectRef, story: &Story, live: Option<&Value>) -> Vec<Point>
     }
     for entry in &story.entries {
         if let (Some(commit), Some(document)) = (&entry.commit, &entry.document) {
-            let short: String = commit.chars().take(12).collect();
+            let short = short_commit(commit);
             out.push(Point {
                 id: commit.clone(),
                 label: format!(
@@ -116,25 +117,15 @@ fn timeline(body: &mut String, story: &Story) {
         .entries
         .iter()
         .map(|e| {
-            let detail = if e.fields.is_empty() {
-                e.summary.clone()
-            } else {
-                format!("{}; fields: {}", e.summary, e.fields.join(", "))
-            };
             vec![
                 format!("<time>{}</time>", esc(&e.at)),
                 esc(&format!("{:?}", e.kind)),
                 esc(&e.who),
                 e.commit
                     .as_deref()
-                    .map(|c| {
-                        format!(
-                            "<code>{}</code>",
-                            esc(&c.chars().take(12).collect::<String>())
-                        )
-                    })
+                    .map(|c| format!("<code>{}</code>", esc(&short_commit(c))))
                     .unwrap_or_default(),
-                esc(&detail),
+                esc(&e.detail()),
             ]
         })
         .collect();

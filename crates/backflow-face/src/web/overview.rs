@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::render::short_commit;
 use crate::sources::Delivery;
 use crate::status::StatusReport;
 
@@ -11,10 +12,7 @@ use super::page::{esc, page, table};
 
 /// A commit as a person reads it.
 fn short(commit: Option<&String>) -> String {
-    commit.map_or_else(
-        || "-".to_string(),
-        |c| esc(&c.chars().take(12).collect::<String>()),
-    )
+    commit.map_or_else(|| "-".to_string(), |c| esc(&short_commit(c)))
 }
 
 fn or_dash(text: Option<&String>) -> String {
@@ -26,6 +24,15 @@ fn or_dash(text: Option<&String>) -> String {
 #[must_use]
 pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[Delivery]) -> String {
     let mut body = String::new();
+    needs_section(&mut body, report);
+    health_section(&mut body, report);
+    activity_section(&mut body, feed);
+    deliveries_section(&mut body, deliveries);
+    page("backflow", &body, feed.map(|_| FEED_SCRIPT))
+}
+
+/// What needs a person.
+fn needs_section(body: &mut String, report: &StatusReport) {
     body.push_str("<section aria-labelledby=\"needs\"><h2 id=\"needs\">Needs a person</h2>");
     if report.needs_a_person.is_empty() {
         body.push_str("<p id=\"fine\">Nothing needs a person.</p>");
@@ -36,7 +43,14 @@ pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[De
         }
         body.push_str("</ul>");
     }
-    body.push_str("</section><section aria-labelledby=\"health\"><h2 id=\"health\">Targets, branches and claims</h2>");
+    body.push_str("</section>");
+}
+
+/// Every target, branch and claim with its health.
+fn health_section(body: &mut String, report: &StatusReport) {
+    body.push_str(
+        "<section aria-labelledby=\"health\"><h2 id=\"health\">Targets, branches and claims</h2>",
+    );
     let targets: Vec<Vec<String>> = report
         .targets
         .iter()
@@ -106,7 +120,7 @@ pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[De
                             "{} {} {}",
                             op.id,
                             op.phase,
-                            op.commit.chars().take(12).collect::<String>()
+                            short_commit(&op.commit)
                         ))
                     },
                 ),
@@ -118,9 +132,12 @@ pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[De
         &["Claim", "Ready", "Last applied", "Last operation"],
         &claims,
     ));
-    body.push_str(
-        "</section><section aria-labelledby=\"activity\"><h2 id=\"activity\">Live activity</h2>",
-    );
+    body.push_str("</section>");
+}
+
+/// The live activity feed (none where no record of writes is kept).
+fn activity_section(body: &mut String, feed: Option<&[FeedItem]>) {
+    body.push_str("<section aria-labelledby=\"activity\"><h2 id=\"activity\">Live activity</h2>");
     match feed {
         Some(items) => {
             body.push_str("<p>Writes to the API by people, clients and appliers, newest first; new ones appear as they happen (backflow's own bookkeeping, its statuses and bootstrap, is left out).</p><ul id=\"feed\" aria-live=\"polite\">");
@@ -136,8 +153,6 @@ pub fn render(report: &StatusReport, feed: Option<&[FeedItem]>, deliveries: &[De
         }
     }
     body.push_str("</section>");
-    deliveries_section(&mut body, deliveries);
-    page("backflow", &body, feed.map(|_| FEED_SCRIPT))
 }
 
 /// The push webhooks' recent deliveries.

@@ -30,9 +30,11 @@ pub(super) fn of_batch(events: &[WatchEvent], authored: &[Authored]) -> Vec<Reco
         .iter()
         .filter(|e| recorded(&e.key))
         .map(|e| {
+            // Both in resourceVersion order (each change takes the next one).
             let by = authored
-                .iter()
-                .find(|a| a.resource_version == e.resource_version);
+                .binary_search_by_key(&e.resource_version, |a| a.resource_version)
+                .ok()
+                .map(|at| &authored[at]);
             (e, by)
         })
         .map(|(e, by)| RecordedWrite {

@@ -197,6 +197,19 @@ impl Fixture {
         assert_eq!(patched.code, Some(0), "{patched}");
     }
 
+    /// Creates `ConfigMap` `team/settings` with `mode: fast`.
+    fn create_settings(&self) {
+        let created = self.kubectl(&[
+            "create",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "--from-literal=mode=fast",
+        ]);
+        assert_eq!(created.code, Some(0), "{created}");
+    }
+
     fn stop(self) {
         self.cluster.stop();
     }
@@ -241,15 +254,7 @@ fn operator_mirrors_another_api_configured_with_kubectl() {
         "{providerRef: {name: git}, branch: main, path: clusters/dev}",
         "",
     ));
-    let created = f.kubectl(&[
-        "create",
-        "configmap",
-        "settings",
-        "-n",
-        "team",
-        "--from-literal=mode=fast",
-    ]);
-    assert_eq!(created.code, Some(0), "{created}");
+    f.create_settings();
 
     let ls = || {
         f.git(&["ls-tree", "-r", "--name-only", "main"])
@@ -630,15 +635,7 @@ fn the_operator_serves_the_web_view_on_loopback_and_the_commands_ask_it() {
     let addr = rx
         .recv_timeout(HANG_GUARD)
         .expect("the operator says where its web view answers");
-    let created = f.kubectl(&[
-        "create",
-        "configmap",
-        "settings",
-        "-n",
-        "team",
-        "--from-literal=mode=fast",
-    ]);
-    assert_eq!(created.code, Some(0), "{created}");
+    f.create_settings();
     wait_for("the create in Git", String::new, || {
         f.show("clusters/dev/team/configmaps/settings.yaml")?
             .contains("mode: fast")
