@@ -627,8 +627,14 @@ fn install_face(
         Some(server.engine.store().authors().clone()),
         identities,
     );
-    let web = args.listen.ip().is_loopback() || args.web_view;
+    let web = web_view_served(args.listen, args.web_view);
     let _ = server.extensions.face.set(backflow_face::router(face, web));
+}
+
+/// Whether `serve` serves the web view: always on loopback, beyond it only when `--web-view`
+/// says so.
+fn web_view_served(listen: SocketAddr, flag: bool) -> bool {
+    listen.ip().is_loopback() || flag
 }
 
 /// Where the API, the data and the kubeconfig are, and what the mirror does.
@@ -807,5 +813,20 @@ fn main() -> ExitCode {
         Command::History(args) => face::run_object(face::Verb::History, &args),
         Command::Why(args) => face::run_object(face::Verb::Why, &args),
         Command::Diff(args) => face::run_diff(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_web_view_is_served_on_loopback_and_beyond_it_only_when_asked() {
+        let at = |a: &str| a.parse::<SocketAddr>().expect("an address");
+        assert!(web_view_served(at("127.0.0.1:6443"), false));
+        assert!(web_view_served(at("[::1]:6443"), false));
+        assert!(!web_view_served(at("0.0.0.0:6443"), false));
+        assert!(!web_view_served(at("10.1.2.3:6443"), false));
+        assert!(web_view_served(at("0.0.0.0:6443"), true));
     }
 }
