@@ -6,6 +6,7 @@
 //! `bench/results.json` and `bench/RESULTS.md`; a `--quick` run only prints it.
 
 mod bigfile;
+mod bulk_apply;
 mod client;
 mod cpu;
 mod foreign;

@@ -18,4 +18,5 @@ mod held;
 mod live_reads;
 pub mod native;
 mod owned;
+mod phases;
 pub mod receiver;

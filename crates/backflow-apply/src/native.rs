@@ -18,6 +18,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use futures::StreamExt;
+
 use backflow_api::config::InventoryEntry;
 use backflow_api::config::NativeClaim;
 use backflow_api::{AppliedBy, GroupResource, ObjectKey};
@@ -28,12 +30,14 @@ use backflow_decision::object_write::{
 };
 use backflow_git::WorkerHandle;
 use backflow_manifest::{
-    DeclarationProblem, Declared, DeclaredObject, Identity, declared_objects_within, object_path,
-    sops_object_path,
+    DeclarationCache, DeclarationProblem, Declared, DeclaredObject, Identity,
+    declared_objects_cached, declared_objects_within, object_path, sops_object_path,
 };
 
 use crate::guard::{CONFIRM_PRUNE, Protection, PruneGuard, PruneHold, confirms, protection};
 use crate::live_reads::{LIST_FROM, LiveReads, Wanted};
+pub use crate::phases::ApplyPhases;
+use crate::phases::Stopwatch;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
 };
@@ -43,6 +47,10 @@ use serde_json::Value;
 
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "backflow-applier";
+
+/// Writes one apply has in flight at once within a tier: the store commits concurrent writes
+/// together (group commit), where one at a time each waits for a durable commit of its own.
+const WRITES_IN_FLIGHT: usize = 32;
 use backflow_api::APPLIER_LABEL;
 
 /// What one apply did.
@@ -78,6 +86,8 @@ pub struct ApplyReport {
     pub plaintext: Vec<String>,
     /// What the applier owns after this apply.
     pub inventory: Vec<InventoryEntry>,
+    /// Where the apply's time went.
+    pub phases: ApplyPhases,
 }
 
 impl ApplyReport {
@@ -454,6 +464,10 @@ pub struct NativeApplier {
     /// The claim's namespace and name, where a held prune's confirmation is read.
     claim: (String, String),
     prune_guard: PruneGuard,
+    /// What each file declared when last read: most files are the same push after push.
+    declarations: std::sync::Mutex<DeclarationCache>,
+    /// The kinds the last successful apply resolved (see [`NativeApplier::kinds_known`]).
+    kinds: std::sync::Mutex<Kinds>,
 }
 
 impl std::fmt::Debug for NativeApplier {
@@ -487,6 +501,8 @@ impl NativeApplier {
             identities,
             claim: (namespace.to_string(), name.to_string()),
             prune_guard: PruneGuard::default(),
+            declarations: std::sync::Mutex::default(),
+            kinds: std::sync::Mutex::default(),
         }
     }
 
@@ -554,34 +570,35 @@ impl NativeApplier {
         }
     }
 
-    /// What the folders declared at `since`, by identity: objects Git did not change since are
-    /// only stamped, never written, so an apply reverts nothing it was not asked to change.
-    async fn declared_at(&self, since: Option<CommitId>) -> BTreeMap<Identity, DeclaredObject> {
-        let Some(since) = since else {
+    /// The files of the folders at `commit` (none without one, or when they cannot be read).
+    async fn files_at(&self, commit: Option<CommitId>) -> Vec<(String, Vec<u8>)> {
+        match commit {
+            Some(commit) => self.files(commit).await.unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// What `files` declare, by identity: objects Git did not change since the last applied
+    /// commit are only stamped, never written, so an apply reverts nothing it was not asked to
+    /// change.
+    fn by_identity(&self, files: &[(String, Vec<u8>)]) -> BTreeMap<Identity, DeclaredObject> {
+        if files.is_empty() {
             return BTreeMap::new();
-        };
-        let Ok(files) = self.files(since).await else {
-            return BTreeMap::new();
-        };
-        declared_objects_within(&files, &self.folders, &self.identities)
+        }
+        self.declared(files)
             .objects
             .into_iter()
             .map(|o| (o.identity.clone(), o))
             .collect()
     }
 
-    /// What the operation asked before declared ([`ApplyRequest::tried`]), when its commit is
-    /// neither the last applied one nor this one.
-    async fn declared_tried(
-        &self,
-        tried: Option<CommitId>,
-        since: Option<CommitId>,
-        commit: CommitId,
-    ) -> BTreeMap<Identity, DeclaredObject> {
-        match tried.filter(|t| Some(*t) != since && *t != commit) {
-            Some(tried) => self.declared_at(Some(tried)).await,
-            None => BTreeMap::new(),
-        }
+    /// What `files` declare, parsing only what the applier's cache has not read before.
+    fn declared(&self, files: &[(String, Vec<u8>)]) -> Declared {
+        let mut cache = self
+            .declarations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        declared_objects_cached(files, &self.folders, &self.identities, &mut cache)
     }
 
     /// Which objects each file held, as far as is known: the files of the last applied commit,
@@ -647,18 +664,31 @@ impl NativeApplier {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut report = ApplyReport::default();
+        let mut clock = Stopwatch::start();
         let files = self.files(commit).await.unwrap_or_else(|e| {
             report.failures.push(e);
             Vec::new()
         });
         let folder_read = report.failures.is_empty();
-        let before = self.declared_at(since).await;
-        let before_tried = self.declared_tried(tried, since, commit).await;
-        let declared = declared_objects_within(&files, &self.folders, &self.identities);
-        let mut kinds = Kinds::default();
+        // What the operation asked before declared, when its commit is neither the last
+        // applied one nor this one.
+        let tried = tried.filter(|t| Some(*t) != since && *t != commit);
+        let (files_before, files_tried) = (self.files_at(since).await, self.files_at(tried).await);
+        report.phases.read = clock.lap();
+        let before = self.by_identity(&files_before);
+        let before_tried = self.by_identity(&files_tried);
+        let declared = self.declared(&files);
+        drop((files, files_before, files_tried));
+        // What this apply did not read (an older commit's files) is not read again soon.
+        self.declarations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .sweep();
+        let mut kinds = self.kinds_known(&declared, &before);
         let unreadable = self
             .unreadable(&declared, &before, &previous, &mut kinds, &mut report)
             .await;
+        report.phases.declare = clock.lap();
         let declared_ids: BTreeSet<Identity> = declared
             .objects
             .iter()
@@ -700,14 +730,43 @@ impl NativeApplier {
                 spare: &spare,
                 report: &mut report,
             };
+            let mut clock = Stopwatch::start();
             self.prune(&gone, &previous, &mut inventory, &mut pruning)
                 .await;
+            report.phases.prune = clock.lap();
         } else {
             keep_owning(&mut report, &unreadable, previous, &mut inventory);
         }
         inventory.sort();
         report.inventory = inventory;
+        if report.failures.is_empty() {
+            kinds.missing.clear();
+            *self.lock_kinds() = kinds;
+        }
         report
+    }
+
+    /// The kinds the last apply resolved, when it succeeded and Git changed no CRD since the
+    /// last applied commit (`before`; a CRD applied may change what a kind is); none otherwise.
+    /// A kind deleted meanwhile makes a write fail, and an apply that failed keeps nothing for
+    /// the next.
+    fn kinds_known(
+        &self,
+        declared: &Declared,
+        before: &BTreeMap<Identity, DeclaredObject>,
+    ) -> Kinds {
+        let known = std::mem::take(&mut *self.lock_kinds());
+        if crds_unchanged(&declared.objects, before) {
+            known
+        } else {
+            Kinds::default()
+        }
+    }
+
+    fn lock_kinds(&self) -> std::sync::MutexGuard<'_, Kinds> {
+        self.kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The files of the commit that cannot be read, reported in `report`, and which objects
@@ -732,8 +791,9 @@ impl NativeApplier {
         Unreadable::of(&declared.problems, &by_path)
     }
 
-    /// Brings each of `objects` in line (CRDs first, then Namespaces), counting it in `report`;
-    /// returns what the applier owns of them afterwards.
+    /// Brings each of `objects` in line (CRDs first, then Namespaces, then the rest; within
+    /// each tier up to [`WRITES_IN_FLIGHT`] at once), counting it in `report`; returns what the
+    /// applier owns of them afterwards.
     async fn apply_all(
         &self,
         objects: Vec<DeclaredObject>,
@@ -742,21 +802,42 @@ impl NativeApplier {
         kinds: &mut Kinds,
         report: &mut ApplyReport,
     ) -> Vec<InventoryEntry> {
+        let mut clock = Stopwatch::start();
         let mut applied = BTreeMap::new();
         let reads = self.read_many(&objects, kinds).await;
-        for object in ordered(objects) {
-            match self
-                .apply_one(&object, facts(&object), judging, kinds, &reads)
-                .await
-            {
-                Ok((entry, write)) => {
-                    if report.count(&object, write) {
-                        applied.insert(entry.id.clone(), entry);
+        report.phases.live_reads = clock.lap();
+        for tier in tiers(objects) {
+            // A tier's kinds are looked up before its writes start: a CRD of the tier before
+            // is served by now.
+            for object in &tier {
+                let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
+                let _ = kinds
+                    .resolve(&self.client, &gvk(api_version, &object.identity.kind))
+                    .await;
+            }
+            let known: &Kinds = kinds;
+            // Made first, then driven: a stream's own closure would have to be general over
+            // the borrow's lifetime, which the future it makes is not.
+            let writes: Vec<_> = tier
+                .iter()
+                .map(|object| self.apply_one(object, facts(object), judging, known, &reads))
+                .collect();
+            let results: Vec<_> = futures::stream::iter(writes)
+                .buffered(WRITES_IN_FLIGHT)
+                .collect()
+                .await;
+            for (object, result) in tier.iter().zip(results) {
+                match result {
+                    Ok((entry, write)) => {
+                        if report.count(object, write) {
+                            applied.insert(entry.id.clone(), entry);
+                        }
                     }
+                    Err(e) => report.failures.push(format!("{}: {e}", object.path)),
                 }
-                Err(e) => report.failures.push(format!("{}: {e}", object.path)),
             }
         }
+        report.phases.writes = clock.lap();
         applied.into_values().collect()
     }
 
@@ -967,12 +1048,11 @@ impl NativeApplier {
         object: &DeclaredObject,
         facts: object_write::DeclaredObject,
         judging: Judging<'_>,
-        kinds: &mut Kinds,
+        kinds: &Kinds,
         reads: &LiveReads,
     ) -> Result<(InventoryEntry, Write), String> {
         let api_version = object.value["apiVersion"].as_str().unwrap_or_default();
-        let gvk = gvk(api_version, &object.identity.kind);
-        let (resource, caps) = kinds.resolve(&self.client, &gvk).await?;
+        let (resource, caps) = kinds.known(&gvk(api_version, &object.identity.kind))?;
         let namespace = applied_namespace(object, &caps);
         let key = ObjectKey::new(
             GroupResource::new(resource.group.clone(), resource.plural.clone()),
@@ -1323,9 +1403,14 @@ impl Applier for NativeApplier {
     }
 }
 
-/// Resolved types, so an apply asks discovery once per kind.
+/// The kinds one apply resolved through discovery (so it asks once per kind), and why the
+/// others could not be.
 #[derive(Default)]
-struct Kinds(BTreeMap<String, (ApiResource, ApiCapabilities)>);
+struct Kinds {
+    found: BTreeMap<String, (ApiResource, ApiCapabilities)>,
+    /// Looked up again on the next `resolve`: a CRD this apply creates serves its kind later.
+    missing: BTreeMap<String, String>,
+}
 
 impl Kinds {
     async fn resolve(
@@ -1333,15 +1418,36 @@ impl Kinds {
         client: &Client,
         gvk: &GroupVersionKind,
     ) -> Result<(ApiResource, ApiCapabilities), String> {
-        let key = format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind);
-        if let Some(found) = self.0.get(&key) {
+        let key = Self::key(gvk);
+        if let Some(found) = self.found.get(&key) {
             return Ok(found.clone());
         }
-        let found = kube::discovery::pinned_kind(client, gvk)
-            .await
-            .map_err(|e| format!("the API serves no {key}: {e}"))?;
-        self.0.insert(key, found.clone());
-        Ok(found)
+        match kube::discovery::pinned_kind(client, gvk).await {
+            Ok(found) => {
+                self.missing.remove(&key);
+                self.found.insert(key, found.clone());
+                Ok(found)
+            }
+            Err(e) => {
+                let why = format!("the API serves no {key}: {e}");
+                self.missing.insert(key, why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    /// What the last `resolve` of `gvk` found.
+    fn known(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, ApiCapabilities), String> {
+        let key = Self::key(gvk);
+        match (self.found.get(&key), self.missing.get(&key)) {
+            (Some(found), _) => Ok(found.clone()),
+            (None, Some(why)) => Err(why.clone()),
+            (None, None) => Err(format!("the kind {key} was not looked up")),
+        }
+    }
+
+    fn key(gvk: &GroupVersionKind) -> String {
+        format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
     }
 }
 
@@ -1370,17 +1476,37 @@ fn api_for(client: &Client, resource: &ApiResource, namespace: &str) -> Api<Dyna
     }
 }
 
-/// CRDs first (the rest may be of their kinds), then Namespaces, then the rest, each in the
-/// folder's order.
-fn ordered(mut objects: Vec<DeclaredObject>) -> Vec<DeclaredObject> {
-    objects.sort_by_key(
-        |o| match (o.identity.group.as_str(), o.identity.kind.as_str()) {
+fn is_crd(identity: &Identity) -> bool {
+    identity.group == "apiextensions.k8s.io" && identity.kind == "CustomResourceDefinition"
+}
+
+/// Whether `declared` holds the same CRDs as `before`, each with the same content.
+fn crds_unchanged(
+    declared: &[DeclaredObject],
+    before: &BTreeMap<Identity, DeclaredObject>,
+) -> bool {
+    let crds = declared.iter().filter(|o| is_crd(&o.identity));
+    crds.clone()
+        .all(|o| before.get(&o.identity).is_some_and(|b| b.value == o.value))
+        && crds.count() == before.keys().filter(|i| is_crd(i)).count()
+}
+
+/// The objects in the tiers they are applied in, one tier after the other: CRDs (the rest may
+/// be of their kinds), then Namespaces, then the rest, each in the folder's order.
+fn tiers(objects: Vec<DeclaredObject>) -> Vec<Vec<DeclaredObject>> {
+    let mut tiers: [Vec<DeclaredObject>; 3] = Default::default();
+    for object in objects {
+        let tier = match (
+            object.identity.group.as_str(),
+            object.identity.kind.as_str(),
+        ) {
             ("apiextensions.k8s.io", "CustomResourceDefinition") => 0,
             ("", "Namespace") => 1,
             _ => 2,
-        },
-    );
-    objects
+        };
+        tiers[tier].push(object);
+    }
+    tiers.into_iter().filter(|t| !t.is_empty()).collect()
 }
 
 /// Sets the namespace the object is applied in and, with `owner`, the ownership label.
@@ -1530,17 +1656,71 @@ mod tests {
             path: String::new(),
             encrypted: false,
         };
-        let kinds: Vec<String> = ordered(vec![
+        let kinds: Vec<Vec<String>> = tiers(vec![
             object("", "ConfigMap"),
             object("", "Namespace"),
+            object("", "Secret"),
             object("apiextensions.k8s.io", "CustomResourceDefinition"),
         ])
         .into_iter()
-        .map(|o| o.identity.kind)
+        .map(|tier| tier.into_iter().map(|o| o.identity.kind).collect())
         .collect();
         assert_eq!(
             kinds,
-            ["CustomResourceDefinition", "Namespace", "ConfigMap"]
+            [
+                vec!["CustomResourceDefinition"],
+                vec!["Namespace"],
+                vec!["ConfigMap", "Secret"]
+            ]
         );
+        let only_rest = tiers(vec![object("", "ConfigMap")]);
+        assert_eq!(only_rest.len(), 1, "empty tiers are left out");
+    }
+
+    /// The kinds one apply resolved serve the next only while Git changes no CRD.
+    #[test]
+    fn kinds_are_kept_only_while_no_crd_changes() {
+        let object = |kind: &str, name: &str, v: &str| DeclaredObject {
+            identity: backflow_manifest::Identity {
+                group: if kind == "CustomResourceDefinition" {
+                    "apiextensions.k8s.io".into()
+                } else {
+                    String::new()
+                },
+                kind: kind.into(),
+                namespace: String::new(),
+                name: name.into(),
+            },
+            value: serde_json::json!({ "v": v }),
+            path: String::new(),
+            encrypted: false,
+        };
+        let by_id = |objects: &[DeclaredObject]| -> BTreeMap<Identity, DeclaredObject> {
+            objects
+                .iter()
+                .map(|o| (o.identity.clone(), o.clone()))
+                .collect()
+        };
+        let crd = object("CustomResourceDefinition", "a", "1");
+        let cm = object("ConfigMap", "c", "1");
+        let before = by_id(&[crd.clone(), cm.clone()]);
+        let cm_changed = object("ConfigMap", "c", "2");
+        assert!(crds_unchanged(&[crd.clone(), cm_changed], &before));
+        assert!(!crds_unchanged(
+            &[object("CustomResourceDefinition", "a", "2"), cm.clone()],
+            &before
+        ));
+        assert!(
+            !crds_unchanged(std::slice::from_ref(&cm), &before),
+            "one removed"
+        );
+        assert!(
+            !crds_unchanged(
+                &[crd.clone(), object("CustomResourceDefinition", "b", "1")],
+                &before
+            ),
+            "one added"
+        );
+        assert!(crds_unchanged(&[cm], &by_id(&[])));
     }
 }

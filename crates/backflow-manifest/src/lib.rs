@@ -38,7 +38,8 @@ mod sanitize;
 mod yaml;
 
 pub use declared::{
-    DeclarationProblem, Declared, DeclaredObject, declared_objects, declared_objects_within,
+    DeclarationCache, DeclarationProblem, Declared, DeclaredObject, declared_objects,
+    declared_objects_cached, declared_objects_within,
 };
 pub use document::{
     ALIAS_EXPANSION_RATIO, MAX_ALIAS_NODES, MAX_ALIASES, MAX_DOCUMENTS, MAX_FILE_BYTES,

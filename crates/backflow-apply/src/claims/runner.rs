@@ -654,6 +654,7 @@ impl Runner {
             .close(&self.plan.targets, self.clock.now());
         self.reapplied(&report);
         self.count_objects(&report);
+        self.metrics.phases(&self.claim_name(), &report.phases);
         self.inventory = std::mem::take(&mut report.inventory);
         self.failures.clone_from(&report.failures);
         let catch_up = matches!(self.core.phase(), ApplyPhase::InFlight(op) if op.id == id && op.reasons.catch_up_only());

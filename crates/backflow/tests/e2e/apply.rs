@@ -1234,6 +1234,57 @@ fn objects_pushed_without_defaults_are_applied_and_git_keeps_them_as_written() {
     );
 }
 
+/// A CRD and an object of its kind pushed in one commit are both applied (the CRD's tier goes
+/// first, whatever the files' order); a later push changing the CRD (a new default) and adding
+/// another object applies it with the CRD's new schema, and a push that only changes an object
+/// of the kind is applied too.
+#[test]
+fn a_crd_and_objects_of_its_kind_pushed_together_are_applied_in_order() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    let clone = w.clone_origin("bob");
+    let crd_path = "live/apiextensions.k8s.io/customresourcedefinitions/gadgets.example.com.yaml";
+    let write = |path: &str, text: &str| {
+        let file = clone.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("folder");
+        std::fs::write(&file, text).expect("written");
+    };
+    let gadget = |name: &str, color: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  color: {color}\n"
+        )
+    };
+    // Its file sorts after the CRD's folder, which is applied first anyway.
+    write(
+        "live/default/example.com/gadgets/g1.yaml",
+        &gadget("g1", "blue"),
+    );
+    write(crd_path, GADGET_CRD);
+    let pushed = w.commit_all_and_push(&clone, "bob adds gadgets");
+    wait_applied(&w, &pushed);
+    let live = w.get_json(&["gadget", "g1"]);
+    assert_eq!(live["spec"]["size"], 1, "{live:#}");
+
+    write(crd_path, &GADGET_CRD.replace("default: 1", "default: 2"));
+    write(
+        "live/default/example.com/gadgets/g2.yaml",
+        &gadget("g2", "red"),
+    );
+    let pushed = w.commit_all_and_push(&clone, "bob changes the default size");
+    wait_applied(&w, &pushed);
+    let live = w.get_json(&["gadget", "g2"]);
+    assert_eq!(live["spec"]["size"], 2, "the CRD's new default: {live:#}");
+
+    write(
+        "live/default/example.com/gadgets/g2.yaml",
+        &gadget("g2", "green"),
+    );
+    let pushed = w.commit_all_and_push(&clone, "bob paints g2");
+    wait_applied(&w, &pushed);
+    let live = w.get_json(&["gadget", "g2"]);
+    assert_eq!(live["spec"]["color"], "green", "{live:#}");
+}
+
 /// A custom kind whose schema defaults fields, at two depths.
 const GADGET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
