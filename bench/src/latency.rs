@@ -67,17 +67,17 @@ pub async fn run(quick: bool) -> Result<Value, String> {
 }
 
 /// The two baselines, stepped write by write with backflow.
-struct Baselines {
+pub(crate) struct Baselines {
     minimum: Minimum,
     floor: Minimum,
-    minimum_times: Vec<Duration>,
-    floor_times: Vec<Duration>,
+    pub(crate) minimum_times: Vec<Duration>,
+    pub(crate) floor_times: Vec<Duration>,
     minimum_failures: usize,
     floor_failures: usize,
 }
 
 impl Baselines {
-    fn new(tmp: &std::path::Path) -> Result<Self, String> {
+    pub(crate) fn new(tmp: &std::path::Path) -> Result<Self, String> {
         let base_url = init_remote(&tmp.join("baseline-remote.git"))?;
         let cache =
             Repository::init_bare(tmp.join("baseline-cache.git")).map_err(|e| e.to_string())?;
@@ -94,7 +94,7 @@ impl Baselines {
         })
     }
 
-    fn step(&mut self, path: &str, bytes: &[u8]) {
+    pub(crate) fn step(&mut self, path: &str, bytes: &[u8]) {
         // git2 blocks: keep the runtime's other workers free for the server and the mirror.
         tokio::task::block_in_place(|| {
             let t0 = Instant::now();

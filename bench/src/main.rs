@@ -16,6 +16,7 @@ mod latency;
 mod layout;
 mod live;
 mod notice;
+mod replay;
 mod report;
 mod rest;
 mod scale;
@@ -33,6 +34,7 @@ const SCENARIOS: &[&str] = &[
     "store-scale",
     "push-notice",
     "foreign-push",
+    "replay-race",
     "big-file",
     "big-folder",
 ];
@@ -137,6 +139,7 @@ fn main() -> ExitCode {
             "store-scale" => rt.block_on(scale::run(quick)),
             "push-notice" => rt.block_on(notice::run(quick)),
             "foreign-push" => rt.block_on(foreign::run(quick)),
+            "replay-race" => rt.block_on(replay::run(quick)),
             "big-file" => rt.block_on(bigfile::run(quick)),
             "big-folder" => rt.block_on(bigfile::run_folder(quick)),
             _ => Err(format!("scenario {name} is not built yet")),

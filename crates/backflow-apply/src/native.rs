@@ -711,8 +711,23 @@ impl NativeApplier {
             cutoff,
             spare: &spare,
         };
+        let judged = if stamp_only {
+            // A catch-up looks only at what Git changed since the last applied commit (or an
+            // earlier apply left): the rest was judged then, and what the applier owned of it
+            // stays owned (`keep_owning` below). Backflow's own commits change a few files each.
+            declared
+                .objects
+                .into_iter()
+                .filter(|o| {
+                    let f = facts(o);
+                    f.git_changed || f.retried
+                })
+                .collect()
+        } else {
+            declared.objects
+        };
         let mut inventory = self
-            .apply_all(declared.objects, facts, judging, &mut kinds, &mut report)
+            .apply_all(judged, facts, judging, &mut kinds, &mut report)
             .await;
         if folder_read && !stamp_only && unreadable.new_file.is_none() {
             let owned: BTreeSet<String> = previous.iter().map(|e| e.id.clone()).collect();

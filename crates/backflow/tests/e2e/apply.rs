@@ -1285,6 +1285,58 @@ fn a_crd_and_objects_of_its_kind_pushed_together_are_applied_in_order() {
     assert_eq!(live["spec"]["color"], "green", "{live:#}");
 }
 
+/// A catch-up (the operation that adopts an object created through the API once backflow
+/// published it) looks only at what Git changed since the last applied commit — the new
+/// object's file — not at every object of the folder, and stamps the create.
+#[test]
+fn a_catch_up_judges_only_what_git_changed_and_adopts_the_create() {
+    let w = World::start(&[]);
+    wait_acting(&w);
+    let clone = w.clone_origin("bob");
+    let folder = clone.join("live/default/configmaps");
+    std::fs::create_dir_all(&folder).expect("folder");
+    for i in 0..30 {
+        let text = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\n  namespace: default\ndata:\n  v: '0'\n"
+        );
+        std::fs::write(folder.join(format!("c{i}.yaml")), text).expect("written");
+    }
+    let pushed = w.commit_all_and_push(&clone, "bob adds 30 ConfigMaps");
+    wait_applied(&w, &pushed);
+    w.wait_settled();
+    w.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c99, namespace: default}\ndata: {v: '9'}\n");
+    let stamped = || {
+        w.get_json(&["configmap", "c99"])["metadata"]["labels"]["backflow.dev/applier"]
+            == "backflow-system.default"
+    };
+    wait_for(
+        "the create to be adopted (stamped)",
+        || format!("{:#}", claim(&w)),
+        || stamped().then_some(()),
+    );
+    let op = wait_for(
+        "the adopting operation to end",
+        || format!("{:#}", claim(&w)),
+        || {
+            let op = claim(&w)["operation"].clone();
+            (op["phase"] == "Succeeded" && op["reasons"] == serde_json::json!(["CatchUp"]))
+                .then_some(op)
+        },
+    );
+    let message = op["message"].as_str().unwrap_or_default();
+    let unchanged: usize = message
+        .split("unchanged ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX);
+    let files = w.files().len();
+    assert!(
+        message.starts_with("applied 1,") && unchanged == 0 && files > 50,
+        "only what Git changed is judged, not the folder's {files} files: {op:#}"
+    );
+}
+
 /// A custom kind whose schema defaults fields, at two depths.
 const GADGET_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
