@@ -22,14 +22,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use git2::Repository;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use crate::client::Conn;
 use crate::git::{BRANCH, Minimum, Publish, init_remote};
-use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_write, configmap_yaml, is_sha};
+use crate::live::{self, CONFIGMAPS, Live, PushedWrite, configmap_yaml, pushed_write};
 use crate::server::{percentile, round2, row};
 
 /// The aims: p50 at most twice the bare minimum's, and at most twice the in-place floor's.
@@ -228,25 +227,11 @@ async fn measure(
         let token = format!("t{i:06}");
         let path = format!("{CONFIGMAPS}/{name}.yaml");
         baselines.step(&path, configmap_yaml(&name, &token).as_bytes());
-        let (method, uri, ct, body, want) = configmap_write(&name, &token, i < OBJECTS);
-        let t0 = Instant::now();
-        let answer = conn
-            .send_with(
-                method,
-                &uri,
-                ct,
-                &[(WAIT, "pushed;timeout=60s")],
-                Bytes::from(body.to_string()),
-            )
-            .await;
-        let elapsed = t0.elapsed();
-        let commit = match answer {
-            Ok((status, headers, _)) if status == want => headers
-                .get(COMMIT)
-                .filter(|v| is_sha(v))
-                .and_then(|v| v.to_str().ok().map(str::to_string)),
-            _ => None,
-        };
+        let PushedWrite {
+            sent: t0,
+            took: elapsed,
+            commit,
+        } = pushed_write(&mut conn, &name, &token, i < OBJECTS).await;
         let Some(commit) = commit else {
             samples.failures += 1;
             continue;

@@ -333,3 +333,38 @@ pub fn load_average() -> String {
         |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
     )
 }
+
+/// One write sent with `X-Backflow-Wait: pushed`, as a client waiting for Git sees it.
+pub struct PushedWrite {
+    /// When it was sent.
+    pub sent: Instant,
+    /// Send → answer.
+    pub took: Duration,
+    /// The commit the answer named; `None` when the write failed or named none.
+    pub commit: Option<String>,
+}
+
+/// Writes `ConfigMap` `name` carrying `token` ([`configmap_write`]: a create or a merge patch)
+/// and waits for the push holding it.
+pub async fn pushed_write(conn: &mut Conn, name: &str, token: &str, create: bool) -> PushedWrite {
+    let (method, uri, ct, body, want) = configmap_write(name, token, create);
+    let sent = Instant::now();
+    let answer = conn
+        .send_with(
+            method,
+            &uri,
+            ct,
+            &[(WAIT, "pushed;timeout=60s")],
+            bytes::Bytes::from(body.to_string()),
+        )
+        .await;
+    let took = sent.elapsed();
+    let commit = match answer {
+        Ok((status, headers, _)) if status == want => headers
+            .get(COMMIT)
+            .filter(|v| is_sha(v))
+            .and_then(|v| v.to_str().ok().map(str::to_string)),
+        _ => None,
+    };
+    PushedWrite { sent, took, commit }
+}

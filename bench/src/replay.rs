@@ -25,7 +25,10 @@ use serde_json::{Value, json};
 use crate::client::Conn;
 use crate::git::BRANCH;
 use crate::latency::Baselines;
-use crate::live::{self, COMMIT, CONFIGMAPS, Live, WAIT, configmap_write, configmap_yaml, is_sha};
+use crate::live::{
+    self, COMMIT, CONFIGMAPS, Live, PushedWrite, WAIT, configmap_write, configmap_yaml,
+    pushed_write,
+};
 use crate::server::{percentile, round2, row};
 
 /// Objects written in rotation by the latency half.
@@ -117,25 +120,7 @@ async fn raced_writes(
         if racing {
             tokio::task::block_in_place(|| annotate(&remote, std::slice::from_ref(&path), &note))?;
         }
-        let (method, uri, ct, body, want) = configmap_write(&name, &token, create);
-        let t0 = Instant::now();
-        let answer = conn
-            .send_with(
-                method,
-                &uri,
-                ct,
-                &[(WAIT, "pushed;timeout=60s")],
-                Bytes::from(body.to_string()),
-            )
-            .await;
-        let took = t0.elapsed();
-        let commit = match answer {
-            Ok((status, headers, _)) if status == want => headers
-                .get(COMMIT)
-                .filter(|v| is_sha(v))
-                .and_then(|v| v.to_str().ok().map(str::to_string)),
-            _ => None,
-        };
+        let PushedWrite { took, commit, .. } = pushed_write(&mut conn, &name, &token, create).await;
         let Some(commit) = commit else {
             out.failures += 1;
             continue;
