@@ -392,7 +392,7 @@ fn report(
     let (all50, floor50, calm50) = (p(&all, 0.5), p(&floor, 0.5), p(&calm, 0.5));
     let notes = vec![
         json!(format!(
-            "Aim: mirror latency with a person's commit racing every 10th write ≤ 2× the in-place floor: p50 {all50:.2} ms against {floor50:.2} ms, {:.2}×, {}. Breakdown: the same writes before any race, with the claim acting beside the mirror (a catch-up apply after each of backflow's commits), p50 {calm50:.2} ms ({:.2}× the floor): the races add {:.2} ms to the p50 ({:.2}×); the raced writes themselves (refused push or read before publishing, fetch, field-level replay, push) p50 {:.2} ms.",
+            "Aim: mirror latency with a person's commit racing every 10th write ≤ 2× the in-place floor: p50 {all50:.2} ms against {floor50:.2} ms, {:.2}×, {}. Breakdown: the same writes before any race, with the claim acting beside the mirror (the mirror keeping each object's value for the three-way rule, a catch-up adopting each create), p50 {calm50:.2} ms ({:.2}× the floor): the races add {:.2} ms to the p50 ({:.2}×); the raced writes themselves (refused push or read before publishing, fetch, field-level replay, push) p50 {:.2} ms.",
             all50 / floor50.max(f64::EPSILON),
             met(all50 <= 2.0 * floor50),
             calm50 / floor50.max(f64::EPSILON),
