@@ -430,9 +430,11 @@ mod tests {
         let one = vec![file("live/a.yaml", &configmap("a", "1"))];
         let two = vec![file("live/b.yaml", &configmap("b", "1"))];
         let mut cache = DeclarationCache::default();
+        assert!(cache.is_empty());
         let _ = declared_objects_cached(&one, &folders, &[], &mut cache);
         let _ = declared_objects_cached(&two, &folders, &[], &mut cache);
         assert_eq!(cache.len(), 2);
+        assert!(!cache.is_empty());
         cache.sweep();
         assert_eq!(cache.len(), 2, "both were read since the last sweep");
         let _ = declared_objects_cached(&two, &folders, &[], &mut cache);
