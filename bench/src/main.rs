@@ -138,17 +138,13 @@ fn main() -> ExitCode {
     if scenario == "all" {
         return run_all(quick);
     }
-    let selected: Vec<&str> = match scenario.as_str() {
-        "snapshot-child" => vec!["snapshot-child"],
-        "store-scale-child" => vec!["store-scale-child"],
-        s if SCENARIOS.contains(&s) => {
-            vec![SCENARIOS[SCENARIOS.iter().position(|x| *x == s).unwrap_or(0)]]
-        }
-        other => {
-            eprintln!("error: unknown scenario {other:?}\n{}", usage());
-            return ExitCode::from(2);
-        }
-    };
+    if scenario != "snapshot-child"
+        && scenario != "store-scale-child"
+        && !SCENARIOS.contains(&scenario.as_str())
+    {
+        eprintln!("error: unknown scenario {scenario:?}\n{}", usage());
+        return ExitCode::from(2);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -159,55 +155,56 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if selected == ["snapshot-child"] {
-        return snapshot_child(&rt, &args);
+    match scenario.as_str() {
+        "snapshot-child" => snapshot_child(&rt, &args),
+        "store-scale-child" => scale_child(&rt, &args),
+        name => run_one(&rt, name, quick, &args),
     }
-    if selected == ["store-scale-child"] {
-        return scale_child(&rt, &args);
+}
+
+/// Runs scenario `name`, prints its result and (unless `quick`) records it.
+fn run_one(rt: &tokio::runtime::Runtime, name: &str, quick: bool, args: &[String]) -> ExitCode {
+    let result = match name {
+        "server" => rt.block_on(server::run(quick)),
+        "git" => rt.block_on(git::run(quick)),
+        "rest-writes" => rt.block_on(rest::run(quick)),
+        "mirror-latency" => rt.block_on(latency::run(quick)),
+        "snapshot" => rt.block_on(snapshot::run(quick)),
+        "store-scale" => rt.block_on(scale::run(quick)),
+        "push-notice" => rt.block_on(notice::run(quick)),
+        "foreign-push" => rt.block_on(foreign::run(quick)),
+        "replay-race" => rt.block_on(replay::run(quick)),
+        "big-file" => rt.block_on(bigfile::run(quick)),
+        "big-folder" => rt.block_on(bigfile::run_folder(quick)),
+        _ => Err(format!("scenario {name} is not built yet")),
+    };
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: scenario {name} failed: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // A smoke run's figures are not results: they never replace a full run's.
+    if quick {
+        eprintln!("note: a --quick run leaves bench/RESULTS.md and results.json as they are");
+    } else if let Err(e) = report::record(&r, &command(args)) {
+        eprintln!("warning: cannot write the results files: {e}");
     }
-    // A scenario `all` ran says so, as the command that made its figures.
+    println!("{r}");
+    ExitCode::SUCCESS
+}
+
+/// The command that made a scenario's figures: `all` when `all` ran it.
+fn command(args: &[String]) -> String {
     let asked: Vec<String> = match std::env::var("BACKFLOW_BENCH_COMMAND") {
         Ok(all) if all == "all" => std::iter::once(all)
             .chain(args.iter().filter(|a| a.starts_with("--")).cloned())
             .collect(),
-        _ => args.clone(),
+        _ => args.to_vec(),
     };
-    let command = std::iter::once("cargo run --release -p backflow-bench --".to_string())
+    std::iter::once("cargo run --release -p backflow-bench --".to_string())
         .chain(asked)
         .collect::<Vec<_>>()
-        .join(" ");
-    for name in selected {
-        let result = match name {
-            "server" => rt.block_on(server::run(quick)),
-            "git" => rt.block_on(git::run(quick)),
-            "rest-writes" => rt.block_on(rest::run(quick)),
-            "mirror-latency" => rt.block_on(latency::run(quick)),
-            "snapshot" => rt.block_on(snapshot::run(quick)),
-            "store-scale" => rt.block_on(scale::run(quick)),
-            "push-notice" => rt.block_on(notice::run(quick)),
-            "foreign-push" => rt.block_on(foreign::run(quick)),
-            "replay-race" => rt.block_on(replay::run(quick)),
-            "big-file" => rt.block_on(bigfile::run(quick)),
-            "big-folder" => rt.block_on(bigfile::run_folder(quick)),
-            _ => Err(format!("scenario {name} is not built yet")),
-        };
-        match result {
-            Ok(r) => {
-                // A smoke run's figures are not results: they never replace a full run's.
-                if quick {
-                    eprintln!(
-                        "note: a --quick run leaves bench/RESULTS.md and results.json as they are"
-                    );
-                } else if let Err(e) = report::record(&r, &command) {
-                    eprintln!("warning: cannot write the results files: {e}");
-                }
-                println!("{r}");
-            }
-            Err(e) => {
-                eprintln!("error: scenario {name} failed: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    }
-    ExitCode::SUCCESS
+        .join(" ")
 }

@@ -314,70 +314,89 @@ fn met(yes: bool) -> &'static str {
     if yes { "met" } else { "not met" }
 }
 
-/// The rows, aims and notes.
-// Long on purpose: the table's rows and notes, read top to bottom as they print.
-#[allow(clippy::too_many_lines)]
-fn report(
-    n: usize,
-    quick: bool,
-    unraced: &Raced,
-    race: &Raced,
-    baselines: &Baselines,
-    bulk: &BulkReplay,
-) -> Value {
-    let mut calm = unraced.all.clone();
-    calm.sort();
-    let mut all = race.all.clone();
-    let mut raced = race.replayed.clone();
-    let mut floor = baselines.floor_times.clone();
-    let mut minimum = baselines.minimum_times.clone();
-    all.sort();
-    raced.sort();
-    floor.sort();
-    minimum.sort();
+/// Each run's latencies, sorted.
+struct Sorted {
+    /// The writes before any race.
+    calm: Vec<Duration>,
+    /// The writes of the raced run.
+    all: Vec<Duration>,
+    /// Of those, the raced ones.
+    raced: Vec<Duration>,
+    /// The in-place floor's.
+    floor: Vec<Duration>,
+    /// The git2 push loop's.
+    minimum: Vec<Duration>,
+}
+
+impl Sorted {
+    fn of(unraced: &Raced, race: &Raced, baselines: &Baselines) -> Self {
+        let sorted = |v: &[Duration]| {
+            let mut v = v.to_vec();
+            v.sort();
+            v
+        };
+        Self {
+            calm: sorted(&unraced.all),
+            all: sorted(&race.all),
+            raced: sorted(&race.replayed),
+            floor: sorted(&baselines.floor_times),
+            minimum: sorted(&baselines.minimum_times),
+        }
+    }
+}
+
+/// The table's rows.
+fn rows(sorted: &Sorted, bulk: &BulkReplay) -> Vec<Value> {
+    let Sorted {
+        calm,
+        all,
+        raced,
+        floor,
+        minimum,
+    } = sorted;
     let p = percentile;
     let floor_is =
         "git2 commit written into the bare repository, branch moved by compare-and-swap (no race)";
-    let rows = vec![
+    vec![
         row(
             "write → on remote p50 ms, the claim acting, no race, vs floor",
-            p(&calm, 0.5),
-            p(&floor, 0.5),
+            p(calm, 0.5),
+            p(floor, 0.5),
             false,
             floor_is,
         ),
         row(
             "write → on remote p50 ms, a person's commit racing every 10th write, vs floor",
-            p(&all, 0.5),
-            p(&floor, 0.5),
+            p(all, 0.5),
+            p(floor, 0.5),
             false,
             floor_is,
         ),
         row(
             "write → on remote p99 ms, a person's commit racing every 10th write, vs floor",
-            p(&all, 0.99),
-            p(&floor, 0.99),
+            p(all, 0.99),
+            p(floor, 0.99),
             false,
             floor_is,
         ),
         row(
             "write → on remote p50 ms, a person's commit racing every 10th write, vs no race",
-            p(&all, 0.5),
-            p(&calm, 0.5),
+            p(all, 0.5),
+            p(calm, 0.5),
             false,
             "the same writes in the same process before any race (the claim acting)",
         ),
         row(
             "raced writes only (replayed onto the person's commit), p50 ms, vs floor",
-            p(&raced, 0.5),
-            p(&floor, 0.5),
+            p(raced, 0.5),
+            p(floor, 0.5),
             false,
             floor_is,
         ),
         row(
             "write → on remote p50 ms, a person's commit racing every 10th write, vs the push loop",
-            p(&all, 0.5),
-            p(&minimum, 0.5),
+            p(all, 0.5),
+            p(minimum, 0.5),
             false,
             "git2: blob, tree, commit, Remote::push to a bare remote over file:// (no race)",
         ),
@@ -388,8 +407,29 @@ fn report(
             false,
             &format!("the same {BULK} writes published without a race"),
         ),
-    ];
-    let (all50, floor50, calm50) = (p(&all, 0.5), p(&floor, 0.5), p(&calm, 0.5));
+    ]
+}
+
+/// The rows, aims and notes.
+fn report(
+    n: usize,
+    quick: bool,
+    unraced: &Raced,
+    race: &Raced,
+    baselines: &Baselines,
+    bulk: &BulkReplay,
+) -> Value {
+    let sorted = Sorted::of(unraced, race, baselines);
+    let Sorted {
+        calm,
+        all,
+        raced,
+        floor,
+        ..
+    } = &sorted;
+    let p = percentile;
+    let rows = rows(&sorted, bulk);
+    let (all50, floor50, calm50) = (p(all, 0.5), p(floor, 0.5), p(calm, 0.5));
     let notes = vec![
         json!(format!(
             "Aim: mirror latency with a person's commit racing every 10th write ≤ 2× the in-place floor: p50 {all50:.2} ms against {floor50:.2} ms, {:.2}×, {}. Breakdown: the same writes before any race, with the claim acting beside the mirror (the mirror keeping each object's value for the three-way rule, a catch-up adopting each create), p50 {calm50:.2} ms ({:.2}× the floor): the races add {:.2} ms to the p50 ({:.2}×); the raced writes themselves (refused push or read before publishing, fetch, field-level replay, push) p50 {:.2} ms.",
@@ -398,7 +438,7 @@ fn report(
             calm50 / floor50.max(f64::EPSILON),
             all50 - calm50,
             all50 / calm50.max(f64::EPSILON),
-            p(&raced, 0.5),
+            p(raced, 0.5),
         )),
         json!(format!(
             "Aim: {BULK} pending writes replayed onto a person's commit of {BULK} files in ≤ 2 s: {:.2} s ({:.2} s without the race), {}.",
@@ -425,7 +465,7 @@ fn report(
     json!({
         "scenario": "replay-race",
         "parameters": {"writes": n, "objects": OBJECTS, "race_every": RACE_EVERY, "bulk": BULK, "remote": "local bare repository over file://", "quick": quick},
-        "backflow": {"p50_ms": round2(all50), "raced_p50_ms": round2(p(&raced, 0.5)), "bulk_replay_s": round2(bulk.raced.as_secs_f64()), "lost": race.lost + bulk.lost},
+        "backflow": {"p50_ms": round2(all50), "raced_p50_ms": round2(p(raced, 0.5)), "bulk_replay_s": round2(bulk.raced.as_secs_f64()), "lost": race.lost + bulk.lost},
         "baseline": {"floor_p50_ms": round2(floor50), "bulk_plain_s": round2(bulk.plain.as_secs_f64())},
         "rows": rows,
         "notes": notes,

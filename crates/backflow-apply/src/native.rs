@@ -438,6 +438,18 @@ enum Write {
     Refused(Protection),
 }
 
+/// What an apply read from Git.
+struct GitSide {
+    /// What the commit applied declares.
+    declared: Declared,
+    /// What the last applied commit declared, by identity.
+    before: BTreeMap<Identity, DeclaredObject>,
+    /// What the commit of the operation asked before declared, when it is neither.
+    before_tried: BTreeMap<Identity, DeclaredObject>,
+    /// Whether the commit's folders could be read at all.
+    folder_read: bool,
+}
+
 /// What an apply judges each object by besides its content.
 #[derive(Clone, Copy)]
 struct Judging<'a> {
@@ -664,36 +676,19 @@ impl NativeApplier {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let mut report = ApplyReport::default();
+        let GitSide {
+            declared,
+            before,
+            before_tried,
+            folder_read,
+        } = self.read_git(commit, since, tried, &mut report).await;
         let mut clock = Stopwatch::start();
-        let files = self.files(commit).await.unwrap_or_else(|e| {
-            report.failures.push(e);
-            Vec::new()
-        });
-        let folder_read = report.failures.is_empty();
-        // What the operation asked before declared, when its commit is neither the last
-        // applied one nor this one.
-        let tried = tried.filter(|t| Some(*t) != since && *t != commit);
-        let (files_before, files_tried) = (self.files_at(since).await, self.files_at(tried).await);
-        report.phases.read = clock.lap();
-        let before = self.by_identity(&files_before);
-        let before_tried = self.by_identity(&files_tried);
-        let declared = self.declared(&files);
-        drop((files, files_before, files_tried));
-        // What this apply did not read (an older commit's files) is not read again soon.
-        self.declarations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .sweep();
         let mut kinds = self.kinds_known(&declared, &before);
         let unreadable = self
             .unreadable(&declared, &before, &previous, &mut kinds, &mut report)
             .await;
-        report.phases.declare = clock.lap();
-        let declared_ids: BTreeSet<Identity> = declared
-            .objects
-            .iter()
-            .map(|o| o.identity.clone())
-            .collect();
+        report.phases.declare += clock.lap();
+        let declared_ids = identities(&declared.objects);
         report.plaintext = plaintext_secrets(&declared.objects);
         // What Git says of each object; `apply_one` adds what the live side shows.
         let facts = |object: &DeclaredObject| object_write::DeclaredObject {
@@ -711,21 +706,7 @@ impl NativeApplier {
             cutoff,
             spare: &spare,
         };
-        let judged = if stamp_only {
-            // A catch-up looks only at what Git changed since the last applied commit (or an
-            // earlier apply left): the rest was judged then, and what the applier owned of it
-            // stays owned (`keep_owning` below). Backflow's own commits change a few files each.
-            declared
-                .objects
-                .into_iter()
-                .filter(|o| {
-                    let f = facts(o);
-                    f.git_changed || f.retried
-                })
-                .collect()
-        } else {
-            declared.objects
-        };
+        let judged = to_judge(declared.objects, stamp_only, &facts);
         let mut inventory = self
             .apply_all(judged, facts, judging, &mut kinds, &mut report)
             .await;
@@ -754,11 +735,49 @@ impl NativeApplier {
         }
         inventory.sort();
         report.inventory = inventory;
+        self.keep_kinds(kinds, &report);
+        report
+    }
+
+    /// Keeps the kinds an apply resolved for the next, when it had no failure.
+    fn keep_kinds(&self, mut kinds: Kinds, report: &ApplyReport) {
         if report.failures.is_empty() {
             kinds.missing.clear();
             *self.lock_kinds() = kinds;
         }
-        report
+    }
+
+    /// What the folders declare at `commit`, and at the last applied commit (`since`) and the
+    /// one asked before (`tried`, when it is neither); the read and the parse timed in `report`.
+    async fn read_git(
+        &self,
+        commit: CommitId,
+        since: Option<CommitId>,
+        tried: Option<CommitId>,
+        report: &mut ApplyReport,
+    ) -> GitSide {
+        let mut clock = Stopwatch::start();
+        let files = self.files(commit).await.unwrap_or_else(|e| {
+            report.failures.push(e);
+            Vec::new()
+        });
+        let folder_read = report.failures.is_empty();
+        let tried = tried.filter(|t| Some(*t) != since && *t != commit);
+        let (files_before, files_tried) = (self.files_at(since).await, self.files_at(tried).await);
+        report.phases.read = clock.lap();
+        let side = GitSide {
+            declared: self.declared(&files),
+            before: self.by_identity(&files_before),
+            before_tried: self.by_identity(&files_tried),
+            folder_read,
+        };
+        // What this apply did not read (an older commit's files) is not read again soon.
+        self.declarations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .sweep();
+        report.phases.declare = clock.lap();
+        side
     }
 
     /// The kinds the last apply resolved, when it succeeded and Git changed no CRD since the
@@ -1489,6 +1508,31 @@ fn api_for(client: &Client, resource: &ApiResource, namespace: &str) -> Api<Dyna
     } else {
         Api::namespaced_with(client.clone(), namespace, resource)
     }
+}
+
+/// The objects an operation judges: all of them, or for a catch-up only what Git changed since
+/// the last applied commit (or an earlier apply left) — the rest was judged then, and what the
+/// applier owned of it stays owned (`keep_owning`). Backflow's own commits change a few files.
+fn to_judge(
+    objects: Vec<DeclaredObject>,
+    stamp_only: bool,
+    facts: &impl Fn(&DeclaredObject) -> object_write::DeclaredObject,
+) -> Vec<DeclaredObject> {
+    if !stamp_only {
+        return objects;
+    }
+    objects
+        .into_iter()
+        .filter(|o| {
+            let f = facts(o);
+            f.git_changed || f.retried
+        })
+        .collect()
+}
+
+/// The identities of `objects`.
+fn identities(objects: &[DeclaredObject]) -> BTreeSet<Identity> {
+    objects.iter().map(|o| o.identity.clone()).collect()
 }
 
 fn is_crd(identity: &Identity) -> bool {

@@ -51,6 +51,14 @@ fn health_section(body: &mut String, report: &StatusReport) {
     body.push_str(
         "<section aria-labelledby=\"health\"><h2 id=\"health\">Targets, branches and claims</h2>",
     );
+    body.push_str(&targets_table(report));
+    body.push_str(&branches_table(report));
+    body.push_str(&claims_table(report));
+    body.push_str("</section>");
+}
+
+/// The `GitTargets`.
+fn targets_table(report: &StatusReport) -> String {
     let targets: Vec<Vec<String>> = report
         .targets
         .iter()
@@ -66,7 +74,7 @@ fn health_section(body: &mut String, report: &StatusReport) {
             ]
         })
         .collect();
-    body.push_str(&table(
+    table(
         "GitTargets",
         &[
             "Target",
@@ -78,7 +86,11 @@ fn health_section(body: &mut String, report: &StatusReport) {
             "Last push",
         ],
         &targets,
-    ));
+    )
+}
+
+/// The `GitBranches`.
+fn branches_table(report: &StatusReport) -> String {
     let branches: Vec<Vec<String>> = report
         .branches
         .iter()
@@ -93,7 +105,7 @@ fn health_section(body: &mut String, report: &StatusReport) {
             ]
         })
         .collect();
-    body.push_str(&table(
+    table(
         "GitBranches",
         &[
             "Branch object",
@@ -104,7 +116,11 @@ fn health_section(body: &mut String, report: &StatusReport) {
             "Last push",
         ],
         &branches,
-    ));
+    )
+}
+
+/// The applier claims.
+fn claims_table(report: &StatusReport) -> String {
     let claims: Vec<Vec<String>> = report
         .claims
         .iter()
@@ -127,12 +143,11 @@ fn health_section(body: &mut String, report: &StatusReport) {
             ]
         })
         .collect();
-    body.push_str(&table(
+    table(
         "Applier claims",
         &["Claim", "Ready", "Last applied", "Last operation"],
         &claims,
-    ));
-    body.push_str("</section>");
+    )
 }
 
 /// The live activity feed (none where no record of writes is kept).
