@@ -39,7 +39,7 @@ impl ObjectJson {
     /// `value` as compact JSON.
     #[must_use]
     pub fn new(value: &serde_json::Value) -> Self {
-        Self(value.to_string().into_boxed_str())
+        Self(backflow_api::compact::json_exact(value))
     }
 
     /// The value, parsed again.

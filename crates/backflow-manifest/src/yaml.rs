@@ -20,19 +20,16 @@ use serde_json::{Map, Value};
 /// Renders a whole document (an object) in canonical form, ending with a newline.
 #[must_use]
 pub fn render(object: &Value) -> String {
-    let mut out = String::new();
-    match object {
-        Value::Object(map) if !map.is_empty() => write_mapping(&mut out, map, 0, Order::TopLevel),
-        Value::Array(items) if !items.is_empty() => write_sequence(&mut out, items, 0),
+    // Rendered files wait in a write until it is pushed and a snapshot holds one per object:
+    // written where no doubling slack or gap is left behind.
+    String::from(backflow_api::compact::exact_text(|out| match object {
+        Value::Object(map) if !map.is_empty() => write_mapping(out, map, 0, Order::TopLevel),
+        Value::Array(items) if !items.is_empty() => write_sequence(out, items, 0),
         other => {
             out.push_str(&scalar_or_flow(other));
             out.push('\n');
         }
-    }
-    // Rendered files wait in a write until it is pushed; a snapshot holds one per object, so
-    // the doubling slack of the growing string is given back.
-    out.shrink_to_fit();
-    out
+    }))
 }
 
 /// Which key order a mapping is written in.

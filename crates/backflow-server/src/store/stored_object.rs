@@ -38,11 +38,10 @@ impl StoredObject {
     /// Serializes `value` (the store's own objects, which are JSON objects).
     #[must_use]
     pub fn new(value: &Value) -> Self {
-        // Serializing a `Value` into memory cannot fail.
-        let json = serde_json::to_vec(value).unwrap_or_default();
-        // Exactly as long as the JSON: the read model keeps it for as long as the object lives.
+        // Exactly as long as the JSON, with no gap left behind it: the read model keeps it for
+        // as long as the object lives.
         Self {
-            json: Bytes::from(json.into_boxed_slice()),
+            json: Bytes::from(backflow_api::compact::json_exact(value).into_boxed_bytes()),
         }
     }
 
