@@ -23,6 +23,10 @@ mod scale;
 mod server;
 mod snapshot;
 
+/// The allocator `backflow` itself runs with, so the embedded server measures the same.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 const SCENARIOS: &[&str] = &[

@@ -396,7 +396,7 @@ impl Engine {
                 self.store.read(|s| {
                     let objects = s
                         .list(gr, ns)
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| (k.to_key(), v.clone()))
                         .collect();
                     (objects, s.resource_version())
                 });

@@ -93,10 +93,62 @@ pub enum StoreError {
 
 /// The committed state: every object (serialized, see [`StoredObject`]), and the
 /// resourceVersion of the last commit.
+///
+/// Objects are kept per type, each under one text `namespace NUL name` (see [`ScopedName`]):
+/// a whole [`ObjectKey`] per object (four strings, three of them allocated) cost as much again
+/// as the map's room, a sixth of a 1 KiB object.
 #[derive(Debug, Default)]
 pub struct State {
-    objects: BTreeMap<ObjectKey, StoredObject>,
+    objects: BTreeMap<GroupResource, BTreeMap<ScopedName, StoredObject>>,
     resource_version: u64,
+}
+
+/// An object's namespace and name as one text, `namespace NUL name`: ordered as the pair is
+/// (neither holds a NUL, so a namespace sorts before every longer one it begins), and the
+/// namespace's objects are the range from `namespace NUL` to `namespace SOH`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ScopedName(Box<str>);
+
+impl ScopedName {
+    fn of(key: &ObjectKey) -> Self {
+        Self::new(&key.namespace, &key.name)
+    }
+
+    fn new(namespace: &str, name: &str) -> Self {
+        let mut text = String::with_capacity(namespace.len() + 1 + name.len());
+        text.push_str(namespace);
+        text.push('\0');
+        text.push_str(name);
+        Self(text.into_boxed_str())
+    }
+
+    /// The first text past every object of `namespace`.
+    fn past(namespace: &str) -> Self {
+        Self(format!("{namespace}\u{1}").into_boxed_str())
+    }
+
+    fn parts(&self) -> (&str, &str) {
+        self.0.split_once('\0').unwrap_or(("", &self.0))
+    }
+}
+
+/// A listed object's identity, borrowed from the read model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRef<'a> {
+    /// The object's type.
+    pub resource: &'a GroupResource,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: &'a str,
+    /// Object name.
+    pub name: &'a str,
+}
+
+impl KeyRef<'_> {
+    /// The owned key.
+    #[must_use]
+    pub fn to_key(&self) -> ObjectKey {
+        ObjectKey::new(self.resource.clone(), self.namespace, self.name)
+    }
 }
 
 impl State {
@@ -109,7 +161,24 @@ impl State {
     /// One object.
     #[must_use]
     pub fn get(&self, key: &ObjectKey) -> Option<&StoredObject> {
-        self.objects.get(key)
+        self.objects.get(&key.resource)?.get(&ScopedName::of(key))
+    }
+
+    fn insert(&mut self, key: ObjectKey, object: StoredObject) {
+        let name = ScopedName::of(&key);
+        self.objects
+            .entry(key.resource)
+            .or_default()
+            .insert(name, object);
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        if let Some(objects) = self.objects.get_mut(&key.resource) {
+            objects.remove(&ScopedName::of(key));
+            if objects.is_empty() {
+                self.objects.remove(&key.resource);
+            }
+        }
     }
 
     /// The objects of one type, in one namespace or (with `None`) all, ordered by namespace and name.
@@ -117,7 +186,7 @@ impl State {
         &'a self,
         resource: &'a GroupResource,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + 'a {
+    ) -> impl Iterator<Item = (KeyRef<'a>, &'a StoredObject)> + 'a {
         self.list_after(resource, namespace, None)
     }
 
@@ -128,28 +197,67 @@ impl State {
         resource: &'a GroupResource,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a StoredObject)> + use<'a> {
+    ) -> impl Iterator<Item = (KeyRef<'a>, &'a StoredObject)> + use<'a> {
         use std::ops::Bound;
-        let first = ObjectKey::new(resource.clone(), namespace.unwrap_or(""), "");
-        // Past every key of the scope: the next namespace (or resource) in string order starts
-        // at the same text followed by NUL. A bounded range needs no comparison per object, so
-        // counting what follows a page stays cheap at a million objects.
-        let end = match namespace {
-            Some(ns) => ObjectKey::new(resource.clone(), format!("{ns}\0"), ""),
-            None => ObjectKey::new(
-                GroupResource::new(resource.group.clone(), format!("{}\0", resource.resource)),
-                "",
-                "",
-            ),
-        };
+        let objects = self.objects.get(resource);
+        let first = namespace.map_or(Bound::Unbounded, |ns| {
+            Bound::Included(ScopedName::new(ns, ""))
+        });
+        // A bounded range needs no comparison per object, so counting what follows a page
+        // stays cheap at a million objects.
+        let end = namespace.map_or(Bound::Unbounded, |ns| Bound::Excluded(ScopedName::past(ns)));
         let start = match after {
-            Some(key) if *key >= first => Bound::Excluded(key.clone()),
-            _ => Bound::Included(first),
+            Some(key) if key.resource < *resource => first,
+            Some(key) if key.resource > *resource => return ListedRange::Empty,
+            Some(key) => {
+                let after = ScopedName::of(key);
+                match &first {
+                    Bound::Included(first) if after < *first => Bound::Included(first.clone()),
+                    _ => Bound::Excluded(after),
+                }
+            }
+            None => first,
         };
-        if matches!(&start, Bound::Excluded(k) if *k >= end) {
-            return self.objects.range(end.clone()..end);
+        let past_the_end = match (&start, &end) {
+            (Bound::Excluded(s) | Bound::Included(s), Bound::Excluded(e)) => s >= e,
+            _ => false,
+        };
+        match objects {
+            Some(objects) if !past_the_end => ListedRange::Range {
+                resource,
+                range: objects.range((start, end)),
+            },
+            _ => ListedRange::Empty,
         }
-        self.objects.range((start, Bound::Excluded(end)))
+    }
+}
+
+/// What [`State::list_after`] walks.
+enum ListedRange<'a> {
+    Empty,
+    Range {
+        resource: &'a GroupResource,
+        range: std::collections::btree_map::Range<'a, ScopedName, StoredObject>,
+    },
+}
+
+impl<'a> Iterator for ListedRange<'a> {
+    type Item = (KeyRef<'a>, &'a StoredObject);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Self::Range { resource, range } = self else {
+            return None;
+        };
+        let (name, object) = range.next()?;
+        let (namespace, name) = name.parts();
+        Some((
+            KeyRef {
+                resource,
+                namespace,
+                name,
+            },
+            object,
+        ))
     }
 }
 
@@ -459,7 +567,7 @@ fn load_state(
             key: key.to_string(),
             source: e,
         })?;
-        state.objects.insert(key, obj);
+        state.insert(key, obj);
     }
     Ok((state, plaintext_secrets))
 }
@@ -478,7 +586,7 @@ fn seal_plaintext(
     {
         let mut objects = w.open_table(OBJECTS).map_err(|e| e.to_string())?;
         for key in keys {
-            let Some(value) = state.objects.get(key) else {
+            let Some(value) = state.get(key) else {
                 continue;
             };
             let sealed = at_rest.seal(key, value.json()).map_err(|e| e.to_string())?;
@@ -591,9 +699,9 @@ impl Writer {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (key, value) in changes {
                 match value {
-                    Some(v) => state.objects.insert(key, v),
-                    None => state.objects.remove(&key),
-                };
+                    Some(v) => state.insert(key, v),
+                    None => state.remove(&key),
+                }
             }
             state.resource_version = last_rv;
         }
@@ -763,6 +871,47 @@ mod tests {
             store.authors().after(0, 100).iter().all(|w| w.key == key),
             "the Event is not recorded"
         );
+    }
+
+    #[test]
+    fn the_read_model_finds_lists_and_forgets_by_type_namespace_and_name() {
+        let nodes = GroupResource::new("", "nodes");
+        let cms = GroupResource::new("", "configmaps");
+        let object =
+            |name: &str| StoredObject::new(&serde_json::json!({"metadata": {"name": name}}));
+        let mut state = State::default();
+        state.insert(ObjectKey::new(nodes.clone(), "", "n1"), object("n1"));
+        state.insert(ObjectKey::new(cms.clone(), "a", "n1"), object("a/n1"));
+        state.insert(ObjectKey::new(cms.clone(), "", "n1"), object("cluster n1"));
+        let listed = |state: &State, gr: &GroupResource, ns: Option<&str>| {
+            state
+                .list(gr, ns)
+                .map(|(k, _)| k.to_key())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            listed(&state, &nodes, None),
+            [ObjectKey::new(nodes.clone(), "", "n1")]
+        );
+        assert_eq!(
+            listed(&state, &cms, None),
+            [
+                ObjectKey::new(cms.clone(), "", "n1"),
+                ObjectKey::new(cms.clone(), "a", "n1")
+            ]
+        );
+        assert_eq!(listed(&state, &cms, Some("")).len(), 1);
+        let got = state.get(&ObjectKey::new(cms.clone(), "a", "n1"));
+        assert_eq!(got.map(StoredObject::value), Some(object("a/n1").value()));
+        assert!(state.get(&ObjectKey::new(cms.clone(), "", "a")).is_none());
+        state.remove(&ObjectKey::new(nodes.clone(), "", "n1"));
+        assert!(listed(&state, &nodes, None).is_empty());
+        assert!(
+            !state.objects.contains_key(&nodes),
+            "an emptied type is dropped"
+        );
+        state.remove(&ObjectKey::new(nodes.clone(), "", "gone"));
+        assert_eq!(listed(&state, &cms, None).len(), 2);
     }
 
     #[tokio::test]

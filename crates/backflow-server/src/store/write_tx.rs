@@ -126,7 +126,7 @@ impl<'a> WriteTx<'a> {
         let mut merged: BTreeMap<ObjectKey, Option<StoredObject>> = self
             .committed
             .list(resource, namespace)
-            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .map(|(k, v)| (k.to_key(), Some(v.clone())))
             .collect();
         let in_scope =
             |k: &ObjectKey| &k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns);
