@@ -43,6 +43,8 @@ const AIM_FLOOR_FACTOR: f64 = 3.0;
 /// What the floor is, beside its figures.
 const FLOOR_IS: &str = "linear floor: git2 writing the same N blobs, one tree per directory, one commit, into the bare remote";
 const AIM_PEAK_MIB: f64 = 1024.0;
+/// The aim: the whole process's peak grows by at most this much per 10,000 objects mirrored.
+const AIM_GROWTH_MIB: f64 = 50.0;
 /// How long the parent waits for the snapshot before giving up on that size (and larger ones).
 fn give_up(quick: bool) -> Duration {
     Duration::from_secs(if quick { 3 * 60 } else { 15 * 60 })
@@ -543,11 +545,12 @@ impl Report {
         }
         if let [.., (n1, p1, c1), (n2, p2, c2)] = self.peaks[..] {
             let per_10k = |a: f64, b: f64| (b - a) / ((n2 - n1) as f64 / 10_000.0);
+            let growth = per_10k(p1, p2);
             self.notes.push(json!(format!(
-                "{}Memory growth: {n1} → {n2} objects, {:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store).",
+                "{}Memory growth: {n1} → {n2} objects, {growth:.0} MiB per 10,000 objects for the whole process ({:.0} MiB of it with the mirror off: server and store); aim ≤ {AIM_GROWTH_MIB:.0} MiB, {}.",
                 label,
-                per_10k(p1, p2),
-                per_10k(c1, c2)
+                per_10k(c1, c2),
+                if growth <= AIM_GROWTH_MIB { "met" } else { "not met" }
             )));
         }
         if self.done.last().map(|d| d.0) != Some(biggest) {

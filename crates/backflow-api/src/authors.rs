@@ -64,11 +64,18 @@ impl WriteRecord {
     /// place.
     pub fn record(&self, write: RecordedWrite) {
         let mut recent = self.lock();
-        let at = recent.partition_point(|w| w.resource_version <= write.resource_version);
-        recent.insert(at, write);
-        while recent.len() > Self::CAPACITY {
+        // Room is made before the write goes in: one over the capacity doubled the queue's
+        // buffer, half of it never used (11 MB at the capacity).
+        while recent.len() >= Self::CAPACITY {
+            let oldest = recent.front().map_or(0, |w| w.resource_version);
+            if write.resource_version < oldest {
+                // Older than everything kept: it would be the first forgotten.
+                return;
+            }
             recent.pop_front();
         }
+        let at = recent.partition_point(|w| w.resource_version <= write.resource_version);
+        recent.insert(at, write);
     }
 
     /// The user who made the write that gave `key` the resourceVersion `resource_version`, if
@@ -145,6 +152,14 @@ mod tests {
         assert_eq!(record.user_of(&key("a"), 7), None, "forgotten");
         assert_eq!(record.user_of(&key("b"), 8).as_deref(), Some("bob"));
         assert!(record.writes_of(&key("a")).is_empty());
+        assert_eq!(record.lock().len(), WriteRecord::CAPACITY);
+        assert!(
+            record.lock().capacity() <= WriteRecord::CAPACITY,
+            "the buffer is never grown past the capacity"
+        );
+        record.record(write("c", 1, Some("carol")));
+        assert_eq!(record.user_of(&key("c"), 1), None, "older than all kept");
+        assert_eq!(record.user_of(&key("b"), 8).as_deref(), Some("bob"));
     }
 
     #[test]

@@ -146,7 +146,7 @@ pub struct KeyRef<'a> {
 impl KeyRef<'_> {
     /// The owned key.
     #[must_use]
-    pub fn to_key(&self) -> ObjectKey {
+    pub fn to_key(self) -> ObjectKey {
         ObjectKey::new(self.resource.clone(), self.namespace, self.name)
     }
 }
