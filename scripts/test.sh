@@ -90,16 +90,24 @@ export GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME="backflow tests" GIT_AUTHOR_EMAIL="tests@backflow.invalid"
 export GIT_COMMITTER_NAME="backflow tests" GIT_COMMITTER_EMAIL="tests@backflow.invalid"
 
+# Each step says when it ended, so the time CI takes can be told apart.
+took() { echo "test.sh: $1 done, $SECONDS s since the start" >&2; }
+took "installing what the tests need"
+
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-targets --no-fail-fast "$@"
 else
     cargo test --workspace --all-targets --no-fail-fast "$@"
 fi
+took "building and running the tests"
 cargo test --workspace --doc
+took "the doc tests"
 
 # The workspace's lints ([workspace.lints] in Cargo.toml) stay clean.
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+took "clippy"
 
 # The SOPS codec under libFuzzer: the checked-in seeds and a fixed-seed exploration, the same
 # inputs every run (./scripts/fuzz.sh SECONDS explores further).
 ./scripts/fuzz.sh --check
+took "the fuzz check"
