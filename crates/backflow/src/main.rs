@@ -788,7 +788,8 @@ fn kubeconfig(args: &KubeconfigArgs) -> Result<String, String> {
 
 /// A size-class allocator: the store and the mirror keep hundreds of thousands of small texts
 /// for long beside request-sized temporaries, which leave the system allocator's arenas full
-/// of holes (store-scale: RSS at a million ConfigMaps 2055 MiB with it, 1903 MiB with this).
+/// of holes (the store-scale bench holding a million objects: 2055 MiB with it, 1903 with
+/// this). Its arenas are committed on demand (`.cargo/config.toml`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
