@@ -254,60 +254,89 @@ fn run_blocking(quick: bool) -> Result<Value, String> {
     Ok(report(n, &ours, &load_before))
 }
 
-fn report(n: usize, ours: &Ours, load_before: &str) -> Value {
-    let json_mib = ours.full_bytes as f64 / 1024.0 / 1024.0;
-    let per_object = ours.full_bytes as f64 / n as f64;
-    let stored_kib = ours.at.last().map_or(0, |a| a.1);
-    let growth = match (ours.at.first(), ours.at.last()) {
-        (Some(a), Some(b)) if b.0 > a.0 => {
-            mib(b.1.saturating_sub(a.1)) / ((b.0 - a.0) as f64 / 10_000.0)
+/// The memory figures a run's rows and aims are read from.
+struct Figures {
+    json_mib: f64,
+    per_object: f64,
+    stored_mib: f64,
+    growth: f64,
+    json_per_10k: f64,
+    peak: f64,
+}
+
+impl Figures {
+    fn of(n: usize, ours: &Ours) -> Self {
+        let per_object = ours.full_bytes as f64 / n as f64;
+        let growth = match (ours.at.first(), ours.at.last()) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                mib(b.1.saturating_sub(a.1)) / ((b.0 - a.0) as f64 / 10_000.0)
+            }
+            _ => 0.0,
+        };
+        Self {
+            json_mib: ours.full_bytes as f64 / 1024.0 / 1024.0,
+            per_object,
+            stored_mib: mib(ours.at.last().map_or(0, |a| a.1)),
+            growth,
+            json_per_10k: per_object * 10_000.0 / 1024.0 / 1024.0,
+            peak: mib(ours.full_hwm_kib.max(ours.paged_hwm_kib)),
         }
-        _ => 0.0,
-    };
-    let json_per_10k = per_object * 10_000.0 / 1024.0 / 1024.0;
-    let peak = mib(ours.full_hwm_kib.max(ours.paged_hwm_kib));
+    }
+}
+
+fn said(met: bool) -> &'static str {
+    if met { "met" } else { "not met" }
+}
+
+fn report(n: usize, ours: &Ours, load_before: &str) -> Value {
+    let f = Figures::of(n, ours);
+    json!({
+        "scenario": "store-scale",
+        "parameters": {"objects": n, "value_bytes": 1024, "page": PAGE, "creators": CREATORS},
+        "rows": rows(n, ours, &f),
+        "notes": notes(n, ours, &f, load_before),
+    })
+}
+
+fn rows(n: usize, ours: &Ours, f: &Figures) -> Vec<Value> {
     let json_is = "the objects' own JSON, as the full list returns it";
-    let rows = vec![
+    vec![
         row(
             &format!("RSS MiB holding {n} ConfigMaps (server and store)"),
-            mib(stored_kib),
-            json_mib,
+            f.stored_mib,
+            f.json_mib,
             false,
             json_is,
         ),
         row(
             "RSS growth MiB per 10,000 ConfigMaps",
-            growth,
-            json_per_10k,
+            f.growth,
+            f.json_per_10k,
             false,
             json_is,
         ),
         json!({"figure": format!("peak RSS MiB after listing {n} ConfigMaps in pages of {PAGE} and whole"),
-               "backflow": round2(peak), "baseline": round2(json_mib), "ratio": round2(json_mib / peak), "baseline_is": json_is}),
+               "backflow": round2(f.peak), "baseline": round2(f.json_mib), "ratio": round2(f.json_mib / f.peak), "baseline_is": json_is}),
         json!({"figure": format!("list of {n} in pages of {PAGE}, s"), "backflow": round2(ours.paged_s),
                "baseline": null, "ratio": null, "baseline_is": "— (no baseline: the time is for scale, the aim is memory)"}),
         json!({"figure": format!("one unpaginated list of {n}, s"), "backflow": round2(ours.full_s),
                "baseline": null, "ratio": null, "baseline_is": "— (no baseline: the time is for scale, the aim is memory)"}),
-    ];
-    let met = if peak <= AIM_PEAK_MIB {
-        "met"
-    } else {
-        "not met"
-    };
-    let held = mib(stored_kib) / json_mib.max(1e-9);
-    let held_met = if held <= AIM_JSON_FACTOR {
-        "met"
-    } else {
-        "not met"
-    };
-    let notes = vec![
+    ]
+}
+
+fn notes(n: usize, ours: &Ours, f: &Figures, load_before: &str) -> Vec<Value> {
+    let (peak, json_mib, per_object) = (f.peak, f.json_mib, f.per_object);
+    let held = f.stored_mib / json_mib.max(1e-9);
+    vec![
         json!(format!(
-            "Aim: {n} ConfigMaps of 1 KiB stored and listed with RSS ≤ {AIM_PEAK_MIB:.0} MiB: peak {peak:.0} MiB, {met}."
+            "Aim: {n} ConfigMaps of 1 KiB stored and listed with RSS ≤ {AIM_PEAK_MIB:.0} MiB: peak {peak:.0} MiB, {}.",
+            said(peak <= AIM_PEAK_MIB)
         )),
         json!(format!(
-            "Aim: RSS holding {n} ConfigMaps ≤ {AIM_JSON_FACTOR}× their JSON: {:.0} MiB against {json_mib:.0} MiB, {held:.2}×, {held_met} (growth alone: {:.2}×).",
-            mib(stored_kib),
-            growth / json_per_10k.max(1e-9)
+            "Aim: RSS holding {n} ConfigMaps ≤ {AIM_JSON_FACTOR}× their JSON: {:.0} MiB against {json_mib:.0} MiB, {held:.2}×, {} (growth alone: {:.2}×).",
+            f.stored_mib,
+            said(held <= AIM_JSON_FACTOR),
+            f.growth / f.json_per_10k.max(1e-9)
         )),
         json!(format!(
             "Created in {:.1} s ({:.0}/s, {} failures); {} items in {} pages, {} items ({:.0} MiB) in the unpaginated list; {per_object:.0} bytes of JSON per object.",
@@ -332,11 +361,5 @@ fn report(n: usize, ours: &Ours, load_before: &str) -> Value {
             "The child runs the server alone (the mirror off), creates over {CREATORS} connections, lists over one. Load average (1/5/15 min) before: {load_before}, after: {}.",
             live::load_average()
         )),
-    ];
-    json!({
-        "scenario": "store-scale",
-        "parameters": {"objects": n, "value_bytes": 1024, "page": PAGE, "creators": CREATORS},
-        "rows": rows,
-        "notes": notes,
-    })
+    ]
 }

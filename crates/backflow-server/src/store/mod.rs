@@ -199,65 +199,44 @@ impl State {
         after: Option<&ObjectKey>,
     ) -> impl Iterator<Item = (KeyRef<'a>, &'a StoredObject)> + use<'a> {
         use std::ops::Bound;
-        let objects = self.objects.get(resource);
         let first = namespace.map_or(Bound::Unbounded, |ns| {
             Bound::Included(ScopedName::new(ns, ""))
         });
         // A bounded range needs no comparison per object, so counting what follows a page
         // stays cheap at a million objects.
         let end = namespace.map_or(Bound::Unbounded, |ns| Bound::Excluded(ScopedName::past(ns)));
+        // `None`: the listing starts past every object of the type.
         let start = match after {
-            Some(key) if key.resource < *resource => first,
-            Some(key) if key.resource > *resource => return ListedRange::Empty,
+            Some(key) if key.resource < *resource => Some(first),
+            Some(key) if key.resource > *resource => None,
             Some(key) => {
                 let after = ScopedName::of(key);
-                match &first {
+                Some(match &first {
                     Bound::Included(first) if after < *first => Bound::Included(first.clone()),
                     _ => Bound::Excluded(after),
-                }
+                })
             }
-            None => first,
+            None => Some(first),
         };
-        let past_the_end = match (&start, &end) {
-            (Bound::Excluded(s) | Bound::Included(s), Bound::Excluded(e)) => s >= e,
-            _ => false,
+        let before_the_end = |start: &Bound<ScopedName>| match (start, &end) {
+            (Bound::Excluded(s) | Bound::Included(s), Bound::Excluded(e)) => s < e,
+            _ => true,
         };
-        match objects {
-            Some(objects) if !past_the_end => ListedRange::Range {
-                resource,
-                range: objects.range((start, end)),
-            },
-            _ => ListedRange::Empty,
-        }
-    }
-}
-
-/// What [`State::list_after`] walks.
-enum ListedRange<'a> {
-    Empty,
-    Range {
-        resource: &'a GroupResource,
-        range: std::collections::btree_map::Range<'a, ScopedName, StoredObject>,
-    },
-}
-
-impl<'a> Iterator for ListedRange<'a> {
-    type Item = (KeyRef<'a>, &'a StoredObject);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let Self::Range { resource, range } = self else {
-            return None;
+        let range = match (start, self.objects.get(resource)) {
+            (Some(start), Some(objects)) if before_the_end(&start) => {
+                Some(objects.range((start, end)))
+            }
+            _ => None,
         };
-        let (name, object) = range.next()?;
-        let (namespace, name) = name.parts();
-        Some((
-            KeyRef {
+        range.into_iter().flatten().map(move |(name, object)| {
+            let (namespace, name) = name.parts();
+            let key = KeyRef {
                 resource,
                 namespace,
                 name,
-            },
-            object,
-        ))
+            };
+            (key, object)
+        })
     }
 }
 
