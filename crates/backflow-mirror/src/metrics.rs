@@ -13,6 +13,16 @@ pub struct TargetLabels {
     pub target: String,
 }
 
+/// Labels of a catch-up.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CatchUpLabels {
+    /// `namespace/name` of the `GitTarget`.
+    pub target: String,
+    /// `versions`: the objects' resourceVersions alone answered it (each was decided at that
+    /// version already); `whole`: one was not, and the scope was read whole and decided.
+    pub read: &'static str,
+}
+
 /// Labels of a handled watch event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct EventLabels {
@@ -58,8 +68,8 @@ pub struct MirrorMetrics {
     /// Live edits laid onto a push that changed the same field: the live value was kept.
     pub merge_overrides: Family<TargetLabels, Counter>,
     /// Catch-ups: a stream listed its scope to decide what its watch had not delivered yet
-    /// (before an apply's flush, before a `CommitRequest`).
-    pub catch_ups: Family<TargetLabels, Counter>,
+    /// (before an apply's flush, before a `CommitRequest`), by how much it read.
+    pub catch_ups: Family<CatchUpLabels, Counter>,
 }
 
 /// Labels of an applier's write seen by a watch.
@@ -102,7 +112,7 @@ impl MirrorMetrics {
         );
         r.register(
             "catch_ups",
-            "Catch-ups: lists of a stream's scope deciding what its watch had not delivered yet, before an apply's flush or a CommitRequest",
+            "Catch-ups: lists of a stream's scope deciding what its watch had not delivered yet, before an apply's flush or a CommitRequest; read=versions when the resourceVersions alone answered, whole when the scope was read whole",
             m.catch_ups.clone(),
         );
         r.register(

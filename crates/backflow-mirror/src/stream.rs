@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::managers::writes_of;
-use crate::metrics::{EventLabels, MirrorMetrics, TargetLabels};
+use crate::metrics::{CatchUpLabels, EventLabels, MirrorMetrics, TargetLabels};
 use crate::plan::{FolderPolicy, StreamSpec};
 use crate::tracker::{Outcome, PublicationRx, Tracker, resolved};
 use crate::watched::Watched;
@@ -353,11 +353,37 @@ struct Memory {
     excluded: BTreeSet<ObjectKey>,
     /// Objects that cannot be read, with the resourceVersion last logged.
     undecodable: BTreeMap<ObjectKey, u64>,
+    /// Objects the folder does not take (another applier owns them, or `spec.exclude` names
+    /// who wrote them), with the resourceVersion decided so: a catch-up need not read them again.
+    passed: BTreeMap<ObjectKey, u64>,
     /// What the folder's claim said when the watch started, until the first snapshot takes it:
     /// that snapshot is published as changes of the commit the live side last held, so what
     /// Git gained since (a push while backflow was stopped, an apply cut short) is not written
     /// over. Later snapshots (a relist) are changes of what the stream saw.
     start: Option<ClaimStart>,
+}
+
+impl Memory {
+    /// Whether version `rv` of `key` was decided already: what was last submitted of it is
+    /// that version or newer, or that version was not taken or could not be read.
+    fn decided(&self, key: &ObjectKey, rv: u64) -> bool {
+        rv != 0
+            && (self.submitted.get(key).is_some_and(|s| rv <= s.rv)
+                || self.passed.get(key) == Some(&rv)
+                || self.undecodable.get(key) == Some(&rv))
+    }
+
+    /// The keys of `versions` (a scope's objects and their resourceVersions), when every one
+    /// was decided at that version already; `None` when one was not.
+    fn all_decided(
+        &self,
+        versions: impl IntoIterator<Item = (ObjectKey, u64)>,
+    ) -> Option<BTreeSet<ObjectKey>> {
+        versions
+            .into_iter()
+            .map(|(key, rv)| self.decided(&key, rv).then_some(key))
+            .collect()
+    }
 }
 
 /// The Git blob id (SHA-1) of a value's JSON: equal values give equal fingerprints; a differing
@@ -593,15 +619,28 @@ async fn catch_up(
     gr: &GroupResource,
     memory: &mut Memory,
 ) {
-    ctx.metrics
-        .catch_ups
-        .get_or_create(&TargetLabels {
-            target: ctx.target_label(),
-        })
-        .inc();
     let mut params = kube::api::ListParams::default();
     if let Some(selector) = crate::plan::unseen_objects(&ctx.spec.served) {
         params = params.labels(selector);
+    }
+    // Most catch-ups find every object at the version the stream last decided: the versions
+    // alone tell, and the scope is read whole only when one differs.
+    let decided = all_decided(api, &params, gr, memory).await;
+    let read = if decided.is_some() {
+        "versions"
+    } else {
+        "whole"
+    };
+    ctx.metrics
+        .catch_ups
+        .get_or_create(&CatchUpLabels {
+            target: ctx.target_label(),
+            read,
+        })
+        .inc();
+    if let Some(present) = decided {
+        forget_gone(ctx, memory, &present);
+        return;
     }
     let objects = match api.list(&params).await {
         Ok(list) => list.items,
@@ -622,6 +661,33 @@ async fn catch_up(
             }
         }
     }
+    forget_gone(ctx, memory, &present);
+}
+
+/// The objects of the scope, when each is at a version the stream already decided (their
+/// metadata alone listed); `None` when one is not, or the list failed.
+async fn all_decided(
+    api: &Api<Watched>,
+    params: &kube::api::ListParams,
+    gr: &GroupResource,
+    memory: &Memory,
+) -> Option<BTreeSet<ObjectKey>> {
+    let listed = api.list_metadata(params).await.ok()?;
+    let versions = listed.items.into_iter().map(|item| {
+        let rv = meta_resource_version(&item.metadata);
+        let key = ObjectKey::new(
+            gr.clone(),
+            item.metadata.namespace.unwrap_or_default(),
+            item.metadata.name.unwrap_or_default(),
+        );
+        (key, rv)
+    });
+    memory.all_decided(versions)
+}
+
+/// Submits the removal of what the stream submitted and `present` no longer holds.
+fn forget_gone(ctx: &StreamContext, memory: &mut Memory, present: &BTreeSet<ObjectKey>) {
+    memory.passed.retain(|k, _| present.contains(k));
     let gone: Vec<ObjectKey> = memory
         .submitted
         .keys()
@@ -769,6 +835,8 @@ fn as_git_keeps(
 
 fn resync(ctx: &StreamContext, gr: &GroupResource, objects: Vec<Listed>, memory: &mut Memory) {
     let previous = std::mem::take(&mut memory.submitted);
+    // What was passed over is decided again from the listing.
+    memory.passed.clear();
     let seen = previous.into_iter().map(|(k, s)| (k, s.value)).collect();
     let baseline = SnapshotBaseline::of(ctx.keeps_values(), seen, memory.start.take());
     let kept = ctx.board.withheld.of(&ctx.spec.target);
@@ -873,9 +941,11 @@ fn apply(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &
     let rv = resource_version(obj);
     let by = ctx.changed_by(&key, rv, Some(obj));
     if not_taken(ctx, &key, obj, by.as_ref(), memory) {
+        memory.passed.insert(key.clone(), rv);
         ctx.tracker.record_unchanged(key, rv);
         return;
     }
+    memory.passed.remove(&key);
     let Some(value) = ctx.sanitized(obj) else {
         return;
     };
@@ -1110,6 +1180,7 @@ fn owner(obj: &DynamicObject) -> Option<AppliedBy> {
 fn delete(ctx: &StreamContext, gr: &GroupResource, obj: &DynamicObject, memory: &mut Memory) {
     let key = object_key(gr, obj);
     let rv = resource_version(obj);
+    memory.passed.remove(&key);
     let kept = memory.submitted.remove(&key).and_then(|s| s.value);
     if ctx.owned_elsewhere(&key, owner(obj).as_ref(), &mut memory.excluded) {
         memory.excluded.remove(&key);
@@ -1162,6 +1233,48 @@ mod tests {
     use kube::core::Status;
 
     use super::*;
+
+    /// A catch-up reads its scope whole only when an object is at a version the stream has not
+    /// decided: changed since it was submitted, passed over at another version, never seen.
+    #[test]
+    fn a_catch_up_trusts_only_versions_the_stream_decided() {
+        let key = |name: &str| ObjectKey::new(GroupResource::new("", "configmaps"), "d", name);
+        let mut memory = Memory::default();
+        memory.submitted.insert(
+            key("mirrored"),
+            Seen {
+                print: Fingerprint::new(),
+                rv: 7,
+                writers: Writers::default(),
+                value: None,
+            },
+        );
+        memory.passed.insert(key("excluded"), 5);
+        memory.undecodable.insert(key("broken"), 3);
+        let scope = [
+            (key("mirrored"), 7),
+            (key("excluded"), 5),
+            (key("broken"), 3),
+        ];
+        assert_eq!(
+            memory.all_decided(scope.clone()).map(|keys| keys.len()),
+            Some(3)
+        );
+        // An older version than the one submitted was decided too (it is stale).
+        assert!(memory.decided(&key("mirrored"), 6));
+        for undecided in [
+            (key("mirrored"), 8),
+            (key("excluded"), 6),
+            (key("broken"), 4),
+            (key("new"), 1),
+            (key("mirrored"), 0),
+        ] {
+            let mut changed = scope.to_vec();
+            changed.push(undecided.clone());
+            assert_eq!(memory.all_decided(changed), None, "{undecided:?}");
+        }
+        assert_eq!(memory.all_decided([]), Some(BTreeSet::new()));
+    }
 
     #[test]
     fn the_fingerprint_ignores_key_order_and_nothing_else() {

@@ -491,9 +491,12 @@ async fn collection(
                 ));
             }
             if wants_metadata(headers) {
-                let meta = list.metadata.clone();
-                let items = list.items.into_iter().map(Served::into_value);
-                return Ok(json_ok(StatusCode::OK, &crate::partial::list(meta, items)));
+                return Ok((
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    crate::partial::list(&list.metadata, &list.items),
+                )
+                    .into_response());
             }
             let chunks = futures::stream::iter(list.into_json_chunks().map(Ok::<_, Infallible>));
             Ok((

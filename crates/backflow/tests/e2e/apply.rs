@@ -348,6 +348,13 @@ fn every_apply_flushes_after_the_claims_streams_caught_up() {
         "the push's apply caught up too: {} after {before}",
         catch_ups(&w)
     );
+    // Settled streams answer by their objects' versions alone, without reading them whole.
+    let by_versions = metric_sum(
+        &w.metrics(),
+        "backflow_mirror_catch_ups_total",
+        &["read=\"versions\""],
+    );
+    assert!(by_versions >= 1.0, "{}", w.metrics());
 }
 
 #[test]
