@@ -19,7 +19,8 @@ pub struct CatchUpLabels {
     /// `namespace/name` of the `GitTarget`.
     pub target: String,
     /// `versions`: the objects' resourceVersions alone answered it (each was decided at that
-    /// version already); `whole`: one was not, and the scope was read whole and decided.
+    /// version already); `objects`: the few that were not were read one by one and decided;
+    /// `whole`: the scope was read whole and decided.
     pub read: &'static str,
 }
 
@@ -112,7 +113,7 @@ impl MirrorMetrics {
         );
         r.register(
             "catch_ups",
-            "Catch-ups: lists of a stream's scope deciding what its watch had not delivered yet, before an apply's flush or a CommitRequest; read=versions when the resourceVersions alone answered, whole when the scope was read whole",
+            "Catch-ups: lists of a stream's scope deciding what its watch had not delivered yet, before an apply's flush or a CommitRequest; read=versions when the resourceVersions alone answered, objects when the few undecided were read one by one, whole when the scope was read whole",
             m.catch_ups.clone(),
         );
         r.register(

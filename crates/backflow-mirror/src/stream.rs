@@ -373,16 +373,29 @@ impl Memory {
                 || self.undecodable.get(key) == Some(&rv))
     }
 
-    /// The keys of `versions` (a scope's objects and their resourceVersions), when every one
-    /// was decided at that version already; `None` when one was not.
-    fn all_decided(
+    /// Which of `versions` (a scope's objects and their resourceVersions) were not decided at
+    /// that version already, when at most `most` were not.
+    fn undecided(
         &self,
         versions: impl IntoIterator<Item = (ObjectKey, u64)>,
-    ) -> Option<BTreeSet<ObjectKey>> {
-        versions
-            .into_iter()
-            .map(|(key, rv)| self.decided(&key, rv).then_some(key))
-            .collect()
+        most: usize,
+    ) -> ByVersions {
+        let mut present = BTreeSet::new();
+        let mut undecided = Vec::new();
+        for (key, rv) in versions {
+            if !self.decided(&key, rv) {
+                if undecided.len() == most {
+                    return ByVersions::ReadWhole;
+                }
+                undecided.push(key.clone());
+            }
+            present.insert(key);
+        }
+        if undecided.is_empty() {
+            ByVersions::Decided(present)
+        } else {
+            ByVersions::Undecided { present, undecided }
+        }
     }
 }
 
@@ -624,12 +637,13 @@ async fn catch_up(
         params = params.labels(selector);
     }
     // Most catch-ups find every object at the version the stream last decided: the versions
-    // alone tell, and the scope is read whole only when one differs.
-    let decided = all_decided(api, &params, gr, memory).await;
-    let read = if decided.is_some() {
-        "versions"
-    } else {
-        "whole"
+    // alone tell. A few that differ (a write whose event is on its way) are read one by one;
+    // only more than that, or a failure, has the scope read whole.
+    let found = by_versions(api, &params, gr, memory).await;
+    let read = match &found {
+        ByVersions::Decided(_) => "versions",
+        ByVersions::Undecided { .. } => "objects",
+        ByVersions::ReadWhole => "whole",
     };
     ctx.metrics
         .catch_ups
@@ -638,9 +652,17 @@ async fn catch_up(
             read,
         })
         .inc();
-    if let Some(present) = decided {
-        forget_gone(ctx, memory, &present);
-        return;
+    match found {
+        ByVersions::Decided(present) => return forget_gone(ctx, memory, &present),
+        ByVersions::Undecided {
+            mut present,
+            undecided,
+        } => {
+            if decide_each(ctx, gr, &undecided, &mut present, memory).await {
+                return forget_gone(ctx, memory, &present);
+            }
+        }
+        ByVersions::ReadWhole => {}
     }
     let objects = match api.list(&params).await {
         Ok(list) => list.items,
@@ -664,15 +686,34 @@ async fn catch_up(
     forget_gone(ctx, memory, &present);
 }
 
-/// The objects of the scope, when each is at a version the stream already decided (their
-/// metadata alone listed); `None` when one is not, or the list failed.
-async fn all_decided(
+/// The most objects a catch-up reads one by one; with more at versions it has not decided, it
+/// reads the scope whole (one list costs less than that many reads).
+const READ_ONE_BY_ONE: usize = 16;
+
+/// What a catch-up learnt from its scope's resourceVersions.
+enum ByVersions {
+    /// Every object is at a version the stream decided already.
+    Decided(BTreeSet<ObjectKey>),
+    /// These few are not (`present`: every object listed).
+    Undecided {
+        present: BTreeSet<ObjectKey>,
+        undecided: Vec<ObjectKey>,
+    },
+    /// More are not, or the list failed.
+    ReadWhole,
+}
+
+/// Lists the scope's metadata alone and tells which objects are at versions the stream has
+/// not decided.
+async fn by_versions(
     api: &Api<Watched>,
     params: &kube::api::ListParams,
     gr: &GroupResource,
     memory: &Memory,
-) -> Option<BTreeSet<ObjectKey>> {
-    let listed = api.list_metadata(params).await.ok()?;
+) -> ByVersions {
+    let Ok(listed) = api.list_metadata(params).await else {
+        return ByVersions::ReadWhole;
+    };
     let versions = listed.items.into_iter().map(|item| {
         let rv = meta_resource_version(&item.metadata);
         let key = ObjectKey::new(
@@ -682,7 +723,37 @@ async fn all_decided(
         );
         (key, rv)
     });
-    memory.all_decided(versions)
+    memory.undecided(versions, READ_ONE_BY_ONE)
+}
+
+/// Reads each of `undecided` and decides it (one gone meanwhile leaves `present`); false when
+/// a read failed, and the scope is to be read whole.
+async fn decide_each(
+    ctx: &StreamContext,
+    gr: &GroupResource,
+    undecided: &[ObjectKey],
+    present: &mut BTreeSet<ObjectKey>,
+    memory: &mut Memory,
+) -> bool {
+    let ar = api_resource(&ctx.spec);
+    for key in undecided {
+        let api: Api<Watched> = if key.namespace.is_empty() {
+            Api::all_with(ctx.client.clone(), &ar)
+        } else {
+            Api::namespaced_with(ctx.client.clone(), &key.namespace, &ar)
+        };
+        match api.get_opt(&key.name).await {
+            Ok(Some(Watched::Decoded(obj))) => apply(ctx, gr, &obj, memory),
+            Ok(Some(Watched::Undecodable { meta, error })) => {
+                undecodable(ctx, gr, &meta, &error, memory);
+            }
+            Ok(None) => {
+                present.remove(key);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Submits the removal of what the stream submitted and `present` no longer holds.
@@ -1234,8 +1305,9 @@ mod tests {
 
     use super::*;
 
-    /// A catch-up reads its scope whole only when an object is at a version the stream has not
-    /// decided: changed since it was submitted, passed over at another version, never seen.
+    /// A catch-up trusts only versions the stream decided: an object changed since it was
+    /// submitted, passed over at another version or never seen is read (one by one while they
+    /// are few, the scope whole past that).
     #[test]
     fn a_catch_up_trusts_only_versions_the_stream_decided() {
         let key = |name: &str| ObjectKey::new(GroupResource::new("", "configmaps"), "d", name);
@@ -1251,15 +1323,16 @@ mod tests {
         );
         memory.passed.insert(key("excluded"), 5);
         memory.undecodable.insert(key("broken"), 3);
-        let scope = [
+        let scope = vec![
             (key("mirrored"), 7),
             (key("excluded"), 5),
             (key("broken"), 3),
         ];
-        assert_eq!(
-            memory.all_decided(scope.clone()).map(|keys| keys.len()),
-            Some(3)
-        );
+        let keys = |names: &[&str]| names.iter().map(|n| key(n)).collect::<BTreeSet<_>>();
+        assert!(matches!(
+            memory.undecided(scope.clone(), 2),
+            ByVersions::Decided(present) if present == keys(&["mirrored", "excluded", "broken"])
+        ));
         // An older version than the one submitted was decided too (it is stale).
         assert!(memory.decided(&key("mirrored"), 6));
         for undecided in [
@@ -1269,11 +1342,26 @@ mod tests {
             (key("new"), 1),
             (key("mirrored"), 0),
         ] {
-            let mut changed = scope.to_vec();
+            let mut changed = scope.clone();
             changed.push(undecided.clone());
-            assert_eq!(memory.all_decided(changed), None, "{undecided:?}");
+            let found = memory.undecided(changed, 2);
+            let ByVersions::Undecided {
+                present,
+                undecided: read,
+            } = found
+            else {
+                panic!("{undecided:?} is read");
+            };
+            assert_eq!(read, vec![undecided.0.clone()]);
+            assert!(present.contains(&undecided.0));
         }
-        assert_eq!(memory.all_decided([]), Some(BTreeSet::new()));
+        let mut many = scope.clone();
+        many.extend([(key("a"), 1), (key("b"), 1), (key("c"), 1)]);
+        assert!(matches!(memory.undecided(many, 2), ByVersions::ReadWhole));
+        assert!(matches!(
+            memory.undecided([], 2),
+            ByVersions::Decided(present) if present.is_empty()
+        ));
     }
 
     #[test]
