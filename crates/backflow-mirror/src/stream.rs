@@ -91,6 +91,15 @@ fn object_key(gr: &GroupResource, obj: &DynamicObject) -> ObjectKey {
     )
 }
 
+/// The key `meta` names (what of it is readable).
+fn meta_key(gr: &GroupResource, meta: &ObjectMeta) -> ObjectKey {
+    ObjectKey::new(
+        gr.clone(),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
 fn resource_version(obj: &DynamicObject) -> u64 {
     meta_resource_version(&obj.metadata)
 }
@@ -639,11 +648,24 @@ async fn catch_up(
     // Most catch-ups find every object at the version the stream last decided: the versions
     // alone tell. A few that differ (a write whose event is on its way) are read one by one;
     // only more than that, or a failure, has the scope read whole.
-    let found = by_versions(api, &params, gr, memory).await;
-    let read = match &found {
-        ByVersions::Decided(_) => "versions",
-        ByVersions::Undecided { .. } => "objects",
-        ByVersions::ReadWhole => "whole",
+    let read = match by_versions(api, &params, gr, memory).await {
+        ByVersions::Decided(present) => {
+            forget_gone(ctx, memory, &present);
+            "versions"
+        }
+        ByVersions::Undecided { present, undecided } => {
+            if let Some(present) = decide_each(ctx, gr, &undecided, present, memory).await {
+                forget_gone(ctx, memory, &present);
+                "objects"
+            } else {
+                read_whole(ctx, api, &params, gr, memory).await;
+                "whole"
+            }
+        }
+        ByVersions::ReadWhole => {
+            read_whole(ctx, api, &params, gr, memory).await;
+            "whole"
+        }
     };
     ctx.metrics
         .catch_ups
@@ -652,19 +674,17 @@ async fn catch_up(
             read,
         })
         .inc();
-    match found {
-        ByVersions::Decided(present) => return forget_gone(ctx, memory, &present),
-        ByVersions::Undecided {
-            mut present,
-            undecided,
-        } => {
-            if decide_each(ctx, gr, &undecided, &mut present, memory).await {
-                return forget_gone(ctx, memory, &present);
-            }
-        }
-        ByVersions::ReadWhole => {}
-    }
-    let objects = match api.list(&params).await {
+}
+
+/// Lists the scope whole and decides every object in it.
+async fn read_whole(
+    ctx: &StreamContext,
+    api: &Api<Watched>,
+    params: &kube::api::ListParams,
+    gr: &GroupResource,
+    memory: &mut Memory,
+) {
+    let objects = match api.list(params).await {
         Ok(list) => list.items,
         Err(e) => {
             tracing::warn!(stream = ?ctx.spec, error = %e, "catch-up list failed; the save may miss changes still in flight");
@@ -714,27 +734,24 @@ async fn by_versions(
     let Ok(listed) = api.list_metadata(params).await else {
         return ByVersions::ReadWhole;
     };
-    let versions = listed.items.into_iter().map(|item| {
-        let rv = meta_resource_version(&item.metadata);
-        let key = ObjectKey::new(
-            gr.clone(),
-            item.metadata.namespace.unwrap_or_default(),
-            item.metadata.name.unwrap_or_default(),
-        );
-        (key, rv)
+    let versions = listed.items.iter().map(|item| {
+        (
+            meta_key(gr, &item.metadata),
+            meta_resource_version(&item.metadata),
+        )
     });
     memory.undecided(versions, READ_ONE_BY_ONE)
 }
 
-/// Reads each of `undecided` and decides it (one gone meanwhile leaves `present`); false when
-/// a read failed, and the scope is to be read whole.
+/// Reads each of `undecided` and decides it; what the scope holds afterwards (`present`
+/// without what went meanwhile), or `None` when a read failed and the scope is to be read whole.
 async fn decide_each(
     ctx: &StreamContext,
     gr: &GroupResource,
     undecided: &[ObjectKey],
-    present: &mut BTreeSet<ObjectKey>,
+    mut present: BTreeSet<ObjectKey>,
     memory: &mut Memory,
-) -> bool {
+) -> Option<BTreeSet<ObjectKey>> {
     let ar = api_resource(&ctx.spec);
     for key in undecided {
         let api: Api<Watched> = if key.namespace.is_empty() {
@@ -750,10 +767,10 @@ async fn decide_each(
             Ok(None) => {
                 present.remove(key);
             }
-            Err(_) => return false,
+            Err(_) => return None,
         }
     }
-    true
+    Some(present)
 }
 
 /// Submits the removal of what the stream submitted and `present` no longer holds.
@@ -829,11 +846,7 @@ fn undecodable(
     error: &str,
     memory: &mut Memory,
 ) -> ObjectKey {
-    let key = ObjectKey::new(
-        gr.clone(),
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    );
+    let key = meta_key(gr, meta);
     let rv = meta_resource_version(meta);
     ctx.count("undecodable");
     if memory.undecodable.insert(key.clone(), rv) != Some(rv) {

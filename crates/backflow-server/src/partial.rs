@@ -69,11 +69,11 @@ fn write_object(item: &Served, out: &mut Vec<u8>) {
         out.push(b'}');
         return;
     }
-    let value = match item {
-        Served::Stored(stored) => stored.value(),
-        Served::Converted(value) => value.clone(),
+    let partial = match item {
+        Served::Stored(stored) => object(&stored.value()),
+        Served::Converted(value) => object(value),
     };
-    let _ = serde_json::to_writer(out, &object(&value));
+    let _ = serde_json::to_writer(out, &partial);
 }
 
 #[cfg(test)]
